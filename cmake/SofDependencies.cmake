@@ -1,0 +1,29 @@
+# Third-party dependencies (see docs/dependencies.md for why each one is here).
+# Everything comes from Debian packages installed by scripts/setup.sh.
+find_package(Threads REQUIRED)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_package(MPI REQUIRED COMPONENTS CXX)
+find_package(yaml-cpp REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
+
+find_library(NUMA_LIBRARY numa REQUIRED)
+find_path(NUMA_INCLUDE_DIR numa.h REQUIRED)
+add_library(sof_numa INTERFACE)
+target_link_libraries(sof_numa INTERFACE ${NUMA_LIBRARY})
+target_include_directories(sof_numa SYSTEM INTERFACE ${NUMA_INCLUDE_DIR})
+
+set(BLA_VENDOR OpenBLAS)
+find_package(BLAS REQUIRED)
+find_path(CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas openblas-pthread REQUIRED)
+add_library(sof_blas INTERFACE)
+target_link_libraries(sof_blas INTERFACE ${BLAS_LIBRARIES})
+target_include_directories(sof_blas SYSTEM INTERFACE ${CBLAS_INCLUDE_DIR})
+
+if(SOF_BUILD_TESTS)
+  find_package(doctest REQUIRED)
+endif()
+
+if(SOF_HAVE_CUDA)
+  find_package(CUDAToolkit REQUIRED)
+endif()

@@ -1,0 +1,98 @@
+// GPT-2 model on the CPU: parameter layout (one flat buffer + tensor table) and forward/backward.
+// Parameters are reached through WeightSource and grads through GradSink so the offload engine can
+// stream weights per unit (weight flow) and take each unit's grads as soon as they are final.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "model/layout.h"
+
+namespace sof::model {
+
+enum class Pass { Forward, Backward };
+
+// Supplies fp32 params of one unit (see layout.h: unit 0 = embeddings, 1..L = blocks, L+1 = final
+// LN). The returned pointer addresses the unit's first tensor; tensors follow at their flat offsets
+// relative to unit_begin(u). Valid until release(u, pass).
+class WeightSource {
+  public:
+    virtual ~WeightSource() = default;
+    virtual const float* acquire(int unit, Pass pass) = 0;
+    virtual void release(int unit, Pass pass) { (void)unit, (void)pass; }
+};
+
+// Receives grads. The model ADDS into grads(u) (the sink zeroes when it wants to) and calls
+// unit_done(u) once every grad of unit u is final for this backward. Order of unit_done:
+// L+1, L, ..., 1, 0 (unit 0 last: the tied wte gets grads from the LM head and the embedding).
+class GradSink {
+  public:
+    virtual ~GradSink() = default;
+    virtual float* grads(int unit) = 0;
+    virtual void unit_done(int unit) { (void)unit; }
+};
+
+// Plain flat buffers: acquire/grads return pointers into one (num_params) array.
+class FlatWeights : public WeightSource {
+  public:
+    FlatWeights(const ParamLayout& layout, const float* params) : layout_(layout), params_(params) {}
+    const float* acquire(int unit, Pass) override { return params_ + layout_.unit_begin[unit]; }
+
+  private:
+    const ParamLayout& layout_;
+    const float* params_;
+};
+
+class FlatGrads : public GradSink {
+  public:
+    FlatGrads(const ParamLayout& layout, float* grads) : layout_(layout), grads_(grads) {}
+    float* grads(int unit) override { return grads_ + layout_.unit_begin[unit]; }
+
+  private:
+    const ParamLayout& layout_;
+    float* grads_;
+};
+
+struct ModelOptions {
+    bool recompute = false; // keep only each block's input; recompute the block in backward
+};
+
+// Forward/backward state for micro-batches up to (max_B, max_T). Activations live in ordinary host
+// memory owned by this object. Not thread-safe; uses OpenMP + OpenBLAS inside.
+class GPT2 {
+  public:
+    GPT2(const GPT2Config& cfg, const ModelOptions& opts, int max_B, int max_T);
+    ~GPT2();
+    GPT2(const GPT2&) = delete;
+    GPT2& operator=(const GPT2&) = delete;
+
+    const GPT2Config& config() const { return cfg_; }
+    const ParamLayout& layout() const { return layout_; }
+
+    // inputs, targets: (B, T) token ids; targets may be null (then no loss, returns 0).
+    // Returns the mean cross-entropy over B*T positions.
+    float forward(WeightSource& w, const int* inputs, const int* targets, int B, int T);
+
+    // After forward with targets. Every position's dloss is `dloss` (1/(B*T) for a mean loss,
+    // divided by the accumulation count when accumulating). Adds into sink's grads.
+    void backward(WeightSource& w, GradSink& sink, float dloss);
+
+    const float* logits() const; // (B, T, Vp) of the last forward
+    const float* probs() const;  // (B, T, Vp) softmax of the last forward
+
+  private:
+    struct Impl;
+    GPT2Config cfg_;
+    ParamLayout layout_;
+    Impl* impl_;
+};
+
+// Initialise params (num_params) like GPT-2: N(0, std) for matrices and embeddings, 1/0 for LN,
+// 0 for biases, residual projections scaled by 1/sqrt(2L). Deterministic in `seed`.
+void init_params(const ParamLayout& layout, float* params, float std, unsigned long long seed);
+
+// Model FLOPs per token for forward+backward (6N + attention term), for MFU/TFLOPS reporting.
+double flops_per_token(const GPT2Config& cfg, int T);
+
+} // namespace sof::model

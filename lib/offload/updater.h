@@ -1,0 +1,62 @@
+// The update path seen by the training loop: where forward reads weights, where backward puts
+// grads, and what happens at the end of an optimizer step. Implemented by the plain path
+// (plain.h: everything resident, synchronous step) and by the SuperOffload engine (engine.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/gpt2.h"
+
+namespace sof::offload {
+
+struct StepHparams {
+    int64_t step = 0;          // 0-based iteration index of the training loop
+    float lr = 0.0f;
+    float grad_clip = 0.0f;    // 0 = no clipping
+    bool inject_nonfinite = false; // debug: set lnfw's first grad to NaN at unit_done(L+1)
+};
+
+struct StepReport {
+    double grad_norm = 0.0;    // global L2 norm of the grads (fp64), before clipping
+    bool skipped = false;      // non-finite grads: no update this step
+    bool clipped = false;      // norm > clip: grads scaled by clip/(norm+1e-6)
+    bool rolled_back = false;  // speculative updates were undone (skip or clip under STV)
+    // time split of this step, ms
+    double forward_ms = 0, backward_ms = 0, exposed_optimizer_ms = 0, exposed_transfer_ms = 0;
+};
+
+// Counters since construction (or checkpoint restore).
+struct UpdaterStats {
+    int64_t skips = 0;
+    int64_t rollbacks = 0;
+    int64_t reruns = 0;        // bucket re-executions with clipped grads
+};
+
+class Updater {
+  public:
+    virtual ~Updater() = default;
+
+    virtual model::WeightSource& weights() = 0;
+    virtual model::GradSink& grads() = 0;
+
+    // Before the first micro-batch of an optimizer step (zeroes grads).
+    virtual void begin_step(const StepHparams& hp) = 0;
+    // Before each micro-batch's backward; `last` is true for the final one of the step (the engine
+    // offloads and speculatively steps only then).
+    virtual void begin_micro(int micro, bool last) = 0;
+    // After the last micro-batch's backward: validate, then commit / skip / roll back and re-run.
+    // When it returns, weights() is ready for the next forward (or will be fetched on demand).
+    virtual StepReport finish_step() = 0;
+
+    virtual const UpdaterStats& stats() const = 0;
+
+    // Host fp32 copies of the master state, each (num_params), in ParamLayout order.
+    // opt_step: number of optimizer updates taken so far (bias correction uses opt_step+1).
+    virtual void get_state(float* params, float* exp_avg, float* exp_avg_sq,
+                           int64_t* opt_step) = 0;
+    virtual void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq,
+                           int64_t opt_step) = 0;
+};
+
+} // namespace sof::offload
