@@ -1,0 +1,28 @@
+// `superoffload train DECK [--set key=value ...]`: load and validate the deck, then train.
+// Every rank parses the deck, so deck errors are reported once by rank 0 (fatal_all).
+#include <mpi.h>
+
+#include "commands.h"
+#include "comm/world.h"
+#include "config/deck.h"
+#include "core/log.h"
+#include "train/trainer.h"
+
+namespace sof::app {
+
+int cmd_train(int argc, char** argv) {
+    config::DeckArgs args = config::parse_deck_args(argc, argv, "train");
+    config::Config cfg = config::load_deck(args.deck, args.overrides);
+    comm::World world(MPI_COMM_WORLD);
+    core::LogLevel level = cfg.runtime.log_level == "quiet"   ? core::LogLevel::Quiet
+                           : cfg.runtime.log_level == "debug" ? core::LogLevel::Debug
+                                                              : core::LogLevel::Info;
+    core::Log log(world.rank(), level);
+    log.info("superoffload train %s (%d rank%s)", args.deck.c_str(), world.size(),
+             world.size() == 1 ? "" : "s");
+    train::Trainer trainer(cfg, world, log);
+    trainer.run();
+    return 0;
+}
+
+} // namespace sof::app

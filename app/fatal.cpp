@@ -1,0 +1,51 @@
+// fatal_all / fatal_one, after LAMMPS's Error::all and Error::one.
+// The only place in the program that ends the process on an error.
+#include "fatal.h"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace sof::app {
+
+int exit_code_for(core::ErrorKind kind) {
+    switch (kind) {
+    case core::ErrorKind::Usage:
+    case core::ErrorKind::Config: return 2;
+    case core::ErrorKind::Io: return 3;
+    case core::ErrorKind::Format: return 4;
+    case core::ErrorKind::Runtime: return 1;
+    case core::ErrorKind::Internal: return 70;
+    }
+    return 1;
+}
+
+void fatal_all(int rank, core::ErrorKind kind, const std::string& msg) {
+    if (rank == 0) {
+        std::fprintf(stderr, "superoffload: %s: %s\n", core::error_kind_name(kind), msg.c_str());
+        std::fflush(stderr);
+    }
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Finalize();
+    std::exit(exit_code_for(kind));
+}
+
+void fatal_one(int rank, int world_size, core::ErrorKind kind, const std::string& msg) {
+    if (world_size > 1)
+        std::fprintf(stderr, "[rank %d] superoffload: %s: %s\n", rank, core::error_kind_name(kind),
+                     msg.c_str());
+    else
+        std::fprintf(stderr, "superoffload: %s: %s\n", core::error_kind_name(kind), msg.c_str());
+    std::fflush(stderr);
+    if (world_size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code_for(kind));
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Finalize();
+    std::exit(exit_code_for(kind));
+}
+
+} // namespace sof::app

@@ -1,0 +1,19 @@
+// How the program ends on an error: fatal_all (every rank detected it; rank 0 prints, all ranks
+// finalize and exit together) vs fatal_one (one rank detected it; it prints with its rank, MPI_Abort).
+#pragma once
+
+#include <string>
+
+#include "core/error.h"
+
+namespace sof::app {
+
+// Exit code for an error kind: usage/config 2, I/O 3, format 4, runtime 1, internal 70.
+int exit_code_for(core::ErrorKind kind);
+
+// Every rank calls this with the same error (deck and usage errors are found by all ranks).
+[[noreturn]] void fatal_all(int rank, core::ErrorKind kind, const std::string& msg);
+// Only this rank knows: print "[rank r] superoffload: <kind>: msg" and abort the whole job.
+[[noreturn]] void fatal_one(int rank, int world_size, core::ErrorKind kind, const std::string& msg);
+
+} // namespace sof::app

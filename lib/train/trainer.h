@@ -1,0 +1,46 @@
+// The training loop: deck -> model, data, update path (plain or SuperOffload engine), then steps
+// with accumulation, clipping, LR schedule, eval, step log, JSONL metrics and checkpoints.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/world.h"
+#include "config/config.h"
+#include "core/log.h"
+
+namespace sof::train {
+
+struct RunSummary {
+    float first_val_loss = 0.0f;     // eval before the first step (of this run)
+    float last_val_loss = 0.0f;      // eval after the last step
+    std::vector<float> train_losses; // (steps run) mean loss over the step's micro-batches
+    int64_t start_step = 0;          // first step run (> 0 after resume)
+    int64_t end_step = 0;            // steps completed in total
+    double tokens_per_s = 0.0;       // mean over the run (steps after the first)
+    int64_t skips = 0, rollbacks = 0;
+    double entropy_floor = 0.0;      // nats/token of the built-in data (NaN for shards)
+    std::string last_checkpoint;     // directory of the last checkpoint written ("" if none)
+};
+
+class Trainer {
+  public:
+    // cfg must come from config::load_deck (validated, padded vocab resolved).
+    Trainer(const config::Config& cfg, const comm::World& world, const core::Log& log);
+    ~Trainer();
+    Trainer(const Trainer&) = delete;
+    Trainer& operator=(const Trainer&) = delete;
+
+    // collective: all ranks of world
+    RunSummary run();
+
+    // The fp32 master params (num_params, flat layout order) as they are now.
+    std::vector<float> params() const;
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace sof::train
