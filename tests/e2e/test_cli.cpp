@@ -1,0 +1,199 @@
+// End-to-end tests of the program: bad decks, bad shards and bad checkpoints each give one clear
+// message and a non-zero exit (never a crash); a tiny run trains, checkpoints, exports, re-imports.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "e2e/cli.h"
+
+using namespace sof::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kSmallDeck = R"(model:
+  num_layers: 1
+  num_heads: 2
+  channels: 32
+  max_seq_len: 16
+  vocab_size: 64
+data:
+  train: builtin
+  val: builtin
+  builtin:
+    train_tokens: 8192
+    val_tokens: 2048
+train:
+  batch_size: 2
+  seq_len: 16
+  steps: 3
+  eval_batches: 1
+runtime:
+  out_dir: out
+  threads: 1
+)";
+
+void expect_clean_failure(const RunResult& r, int code, const std::vector<std::string>& needles) {
+    INFO("output:\n" << r.output);
+    CHECK_FALSE(r.signaled);
+    CHECK(r.exit_code == code);
+    for (const auto& n : needles) CHECK(r.output.find(n) != std::string::npos);
+    // one clear message, no abort trace
+    CHECK(r.output.find("terminate called") == std::string::npos);
+    CHECK(r.output.find("MPI_ABORT") == std::string::npos);
+}
+
+void write_shard(const std::string& path, int32_t magic, int32_t version, int32_t count_in_header,
+                 const std::vector<uint16_t>& tokens) {
+    std::vector<int32_t> header(256, 0);
+    header[0] = magic;
+    header[1] = version;
+    header[2] = count_in_header;
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(header.data()), 1024);
+    f.write(reinterpret_cast<const char*>(tokens.data()),
+            static_cast<std::streamsize>(tokens.size() * 2));
+}
+
+std::vector<uint16_t> some_tokens(size_t n, int vocab) {
+    std::vector<uint16_t> t(n);
+    for (size_t i = 0; i < n; i++) t[i] = static_cast<uint16_t>((i * 7 + 3) % vocab);
+    return t;
+}
+
+} // namespace
+
+TEST_CASE("unknown command and missing deck are usage errors") {
+    std::string d = scratch_dir("cli_usage");
+    expect_clean_failure(run_superoffload("frobnicate", d), 2, {"unknown command 'frobnicate'"});
+    RunResult r = run_superoffload("train", d);
+    CHECK_FALSE(r.signaled);
+    CHECK(r.exit_code == 2);
+}
+
+TEST_CASE("deck errors name file, line and key") {
+    std::string d = scratch_dir("cli_deck");
+    write_text(d + "/typo.yaml", "train:\n  steps: 3\n  lrr: 0.1\n");
+    expect_clean_failure(run_superoffload("check typo.yaml", d), 2,
+                         {"typo.yaml:3", "lrr", "train.lr"});
+
+    write_text(d + "/type.yaml", "train:\n  batch_size: four\n");
+    expect_clean_failure(run_superoffload("check type.yaml", d), 2,
+                         {"type.yaml:2", "train.batch_size"});
+
+    write_text(d + "/range.yaml", "optimizer:\n  beta1: 1.5\n");
+    expect_clean_failure(run_superoffload("check range.yaml", d), 2,
+                         {"range.yaml:2", "optimizer.beta1"});
+
+    write_text(d + "/syntax.yaml", "train:\n  steps: [1, 2\n");
+    expect_clean_failure(run_superoffload("check syntax.yaml", d), 2, {"syntax.yaml"});
+
+    expect_clean_failure(run_superoffload("check missing.yaml", d), 3, {"missing.yaml"});
+
+    write_text(d + "/ok.yaml", kSmallDeck);
+    expect_clean_failure(run_superoffload("train ok.yaml --set train.steps=abc", d), 2,
+                         {"train.steps"});
+    expect_clean_failure(run_superoffload("train ok.yaml --set train.nope=1", d), 2,
+                         {"train.nope"});
+}
+
+TEST_CASE("missing files referenced by a deck") {
+    std::string d = scratch_dir("cli_missing");
+    write_text(d + "/a.yaml", kSmallDeck);
+    RunResult r = run_superoffload("train a.yaml --set train.resume=nowhere/step_00000001", d);
+    INFO(r.output);
+    CHECK_FALSE(r.signaled);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find("nowhere") != std::string::npos);
+
+    std::string deck = kSmallDeck;
+    deck.replace(deck.find("  train: builtin"), 16, "  train: shards/*.bin");
+    write_text(d + "/b.yaml", deck);
+    expect_clean_failure(run_superoffload("train b.yaml", d), 2, {"shards/*.bin"});
+
+    r = run_superoffload("train a.yaml --set model.init_from=nope.bin", d);
+    CHECK_FALSE(r.signaled);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find("nope.bin") != std::string::npos);
+}
+
+TEST_CASE("bad token shards are rejected with the reason") {
+    std::string d = scratch_dir("cli_shards");
+    std::string deck = kSmallDeck;
+    deck.replace(deck.find("  train: builtin"), 16, "  train: bad.bin");
+    write_text(d + "/deck.yaml", deck);
+
+    write_shard(d + "/bad.bin", 12345, 1, 4096, some_tokens(4096, 64));
+    expect_clean_failure(run_superoffload("train deck.yaml", d), 4, {"bad.bin", "magic"});
+
+    write_shard(d + "/bad.bin", 20240520, 7, 4096, some_tokens(4096, 64));
+    expect_clean_failure(run_superoffload("train deck.yaml", d), 4, {"bad.bin", "version"});
+
+    write_shard(d + "/bad.bin", 20240520, 1, 4096, some_tokens(1000, 64)); // truncated
+    expect_clean_failure(run_superoffload("train deck.yaml", d), 4, {"bad.bin"});
+
+    write_shard(d + "/bad.bin", 20240520, 1, 4096, some_tokens(4096, 200)); // tokens >= vocab
+    expect_clean_failure(run_superoffload("train deck.yaml", d), 4, {"bad.bin", "vocab"});
+}
+
+TEST_CASE("train, checkpoint, export to llm.c, re-import, corrupt checkpoint") {
+    std::string d = scratch_dir("cli_roundtrip");
+    write_text(d + "/deck.yaml", kSmallDeck);
+    const std::string ck = " --set train.checkpoint_dir=ckpt --set train.checkpoint_every=2";
+    RunResult r = run_superoffload("train deck.yaml" + ck, d);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("val loss") != std::string::npos);
+    CHECK(fs::exists(d + "/out/metrics.jsonl"));
+
+    r = run_superoffload("export --llmc model.bin ckpt", d);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    REQUIRE(fs::exists(d + "/model.bin"));
+
+    r = run_superoffload("train deck.yaml --set train.steps=1 --set model.init_from=model.bin", d);
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+
+    // corrupt one byte of a checkpoint shard: resume must refuse it
+    std::string step_dir;
+    for (auto& e : fs::directory_iterator(d + "/ckpt"))
+        if (e.path().filename().string().rfind("step_", 0) == 0) step_dir = e.path().string();
+    REQUIRE(!step_dir.empty());
+    std::string shard;
+    for (auto& e : fs::directory_iterator(step_dir))
+        if (e.path().extension() == ".bin") shard = e.path().string();
+    REQUIRE(!shard.empty());
+    {
+        std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(2000);
+        char c = 0x55;
+        f.write(&c, 1);
+    }
+    r = run_superoffload("train deck.yaml" + ck + " --set train.steps=4 --set train.resume=" + step_dir, d);
+    INFO(r.output);
+    CHECK_FALSE(r.signaled);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find(fs::path(shard).filename().string()) != std::string::npos);
+
+    // a file that is not an llm.c checkpoint
+    write_shard(d + "/notllmc.bin", 20240520, 1, 100, some_tokens(100, 64));
+    expect_clean_failure(run_superoffload("train deck.yaml --set model.init_from=notllmc.bin", d), 4,
+                         {"notllmc.bin"});
+}
+
+TEST_CASE("a named optimizer plugin that does not exist") {
+    std::string d = scratch_dir("cli_plugin");
+    write_text(d + "/deck.yaml", kSmallDeck);
+    RunResult r = run_superoffload("train deck.yaml --set optimizer.plugin=warp_adam", d);
+    INFO(r.output);
+    CHECK_FALSE(r.signaled);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find("warp_adam") != std::string::npos);
+    CHECK(r.output.find("cpu_adam") != std::string::npos); // lists what was found
+}
