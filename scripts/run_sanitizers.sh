@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Sanitizer builds of the tests (CPU-only): ASan+UBSan over unit/optim/engine tests, TSan over the
+# threaded engine tests. Run by .ci/run after the main test command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh build-asan -DSOF_SANITIZE=address -DSOF_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Open MPI's own allocations are reported as leaks at exit; leaks in our code are found by the
+# per-test LeakSanitizer runs of the non-MPI tests.
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir build-asan --output-on-failure -j 2 -L "unit|optim|engine"
+
+scripts/setup.sh build-tsan -DSOF_SANITIZE=thread -DSOF_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
+ctest --test-dir build-tsan --output-on-failure -j 2 -L "engine"
