@@ -1,0 +1,338 @@
+// gpu_adam plugin: fused multi-tensor AdamW/Adam on CUDA behind the sof_optim_abi.h C ABI.
+// Host side: argument checks, per-slice constants, slice tables, launches on the caller's stream.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "gpu_adam_kernels.cuh"
+#include "optim/sof_optim_abi.h"
+
+namespace sof::gpu_adam {
+namespace {
+
+static_assert(sizeof(ResultOut) == sizeof(sof_adam_result), "result layout");
+static_assert(offsetof(ResultOut, nonfinite) == offsetof(sof_adam_result, nonfinite), "layout");
+
+struct Ctx {
+    int device = 0;
+    std::mutex mu;
+    std::string error; // last failure message
+};
+
+sof_status fail(Ctx* ctx, sof_status st, const std::string& msg) {
+    if (ctx) {
+        std::lock_guard<std::mutex> lock(ctx->mu);
+        ctx->error = "gpu_adam: " + msg;
+    }
+    return st;
+}
+
+sof_status cuda_fail(Ctx* ctx, cudaError_t e, const char* what) {
+    return fail(ctx, e == cudaErrorMemoryAllocation ? SOF_ERR_OUT_OF_MEMORY : SOF_ERR_DEVICE,
+                std::string(what) + " failed: " + cudaGetErrorName(e) + ": " +
+                    cudaGetErrorString(e));
+}
+
+bool valid_grad_dtype(int32_t t) {
+    return t == SOF_DTYPE_F32 || t == SOF_DTYPE_BF16 || t == SOF_DTYPE_F16;
+}
+
+bool aligned_to(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
+
+// In place (a == b) or disjoint; partial overlap is not allowed.
+bool same_or_disjoint(const void* a, const void* b, int64_t bytes) {
+    uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+    return x == y || x + static_cast<uintptr_t>(bytes) <= y || y + static_cast<uintptr_t>(bytes) <= x;
+}
+
+// Checks one slice + hparams and fills its descriptor. `need_state` = false for grad stats.
+sof_status make_desc(Ctx* ctx, const sof_adam_slice* s, const sof_adam_hparams* hp, int index,
+                     SliceDesc* d) {
+    std::string at = "slice " + std::to_string(index) + ": ";
+    if (!s || !hp) return fail(ctx, SOF_ERR_INVALID_ARGUMENT, at + "null slice or hparams");
+    if (s->struct_size < sizeof(sof_adam_slice) || hp->struct_size < sizeof(sof_adam_hparams))
+        return fail(ctx, SOF_ERR_INVALID_ARGUMENT,
+                    at + "struct_size too small (slice " + std::to_string(s->struct_size) +
+                        ", hparams " + std::to_string(hp->struct_size) + ")");
+    if (s->n < 0) return fail(ctx, SOF_ERR_INVALID_ARGUMENT, at + "negative n");
+    if (!valid_grad_dtype(s->grad_dtype))
+        return fail(ctx, SOF_ERR_INVALID_ARGUMENT,
+                    at + "grad_dtype " + std::to_string(s->grad_dtype) + " is not f32/bf16/f16");
+    if (s->lowp_out && s->lowp_dtype != SOF_DTYPE_BF16 && s->lowp_dtype != SOF_DTYPE_F16)
+        return fail(ctx, SOF_ERR_INVALID_ARGUMENT,
+                    at + "lowp_dtype " + std::to_string(s->lowp_dtype) + " is not bf16/f16");
+    if (s->n > 0 && (!s->param || !s->grad || !s->exp_avg || !s->exp_avg_sq || !s->param_out ||
+                     !s->exp_avg_out || !s->exp_avg_sq_out))
+        return fail(ctx, SOF_ERR_INVALID_ARGUMENT, at + "null buffer pointer");
+    int64_t bytes = s->n * 4;
+    if (!same_or_disjoint(s->param, s->param_out, bytes) ||
+        !same_or_disjoint(s->exp_avg, s->exp_avg_out, bytes) ||
+        !same_or_disjoint(s->exp_avg_sq, s->exp_avg_sq_out, bytes))
+        return fail(ctx, SOF_ERR_INVALID_ARGUMENT,
+                    at + "outputs partially overlap inputs (must be the same buffer or disjoint)");
+    if (hp->mode != SOF_ADAM_ADAMW && hp->mode != SOF_ADAM_L2)
+        return fail(ctx, SOF_ERR_INVALID_ARGUMENT, at + "mode " + std::to_string(hp->mode));
+    if (!(hp->beta1 >= 0.0f && hp->beta1 < 1.0f && hp->beta2 >= 0.0f && hp->beta2 < 1.0f))
+        return fail(ctx, SOF_ERR_INVALID_ARGUMENT, at + "betas must lie in [0, 1)");
+    if (hp->bias_correction && hp->step < 1)
+        return fail(ctx, SOF_ERR_INVALID_ARGUMENT,
+                    at + "step " + std::to_string(hp->step) + " < 1 with bias correction");
+
+    double lr = hp->lr, b1 = hp->beta1, b2 = hp->beta2, wd = hp->weight_decay;
+    d->p = s->param;
+    d->g = s->grad;
+    d->m = s->exp_avg;
+    d->v = s->exp_avg_sq;
+    d->p_out = s->param_out;
+    d->m_out = s->exp_avg_out;
+    d->v_out = s->exp_avg_sq_out;
+    d->lowp = s->lowp_out;
+    d->n = s->n;
+    d->scale = hp->grad_scale;
+    d->b1 = hp->beta1;
+    d->b2 = hp->beta2;
+    d->omb1 = static_cast<float>(1.0 - b1);
+    d->omb2 = static_cast<float>(1.0 - b2);
+    d->eps = hp->eps;
+    d->wd = hp->weight_decay;
+    d->decay = static_cast<float>(1.0 - lr * wd);
+    if (hp->bias_correction) {
+        double t = static_cast<double>(hp->step);
+        d->step_size = static_cast<float>(lr / (1.0 - std::pow(b1, t)));
+        d->bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
+    } else {
+        d->step_size = hp->lr;
+        d->bc2_sqrt = 1.0f;
+    }
+    d->gdt = s->grad_dtype;
+    d->ldt = s->lowp_out ? s->lowp_dtype : kNoLowp;
+    d->l2 = hp->mode == SOF_ADAM_L2 ? 1 : 0;
+    uintptr_t ga = s->grad_dtype == SOF_DTYPE_F32 ? 16 : 8;
+    d->aligned = aligned_to(s->param, 16) && aligned_to(s->exp_avg, 16) &&
+                 aligned_to(s->exp_avg_sq, 16) && aligned_to(s->param_out, 16) &&
+                 aligned_to(s->exp_avg_out, 16) && aligned_to(s->exp_avg_sq_out, 16) &&
+                 aligned_to(s->grad, ga) && (!s->lowp_out || aligned_to(s->lowp_out, 8));
+    return SOF_OK;
+}
+
+int64_t chunks_of(int64_t n) { return (n + kChunk - 1) / kChunk; }
+
+// Runs `op` over descriptors in groups of kMaxSlices (one launch each) on `stream`; the
+// statistics of all groups go to `result` (device-accessible) unless it is null.
+sof_status launch(Ctx* ctx, Op op, const std::vector<SliceDesc>& descs, sof_adam_result* result,
+                  cudaStream_t stream) {
+    cudaError_t e = cudaSetDevice(ctx->device);
+    if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaSetDevice");
+    bool stats = op != Op::Rollback && result != nullptr;
+
+    // A result in plain (unregistered) host memory is not device-accessible everywhere: reduce
+    // into device scratch and copy it back (that copy is synchronous for pageable memory).
+    ResultOut* out = reinterpret_cast<ResultOut*>(result);
+    bool copy_back = false;
+    if (stats) {
+        cudaPointerAttributes attr{};
+        e = cudaPointerGetAttributes(&attr, result);
+        if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaPointerGetAttributes(result)");
+        copy_back = attr.type == cudaMemoryTypeUnregistered;
+    }
+    void* scratch = nullptr;
+    size_t scratch_bytes = kMaxBlocks * sizeof(Partial) + sizeof(ResultOut);
+    if (stats) {
+        e = cudaMallocAsync(&scratch, scratch_bytes, stream);
+        if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaMallocAsync(partials)");
+        if (copy_back) out = reinterpret_cast<ResultOut*>(static_cast<Partial*>(scratch) + kMaxBlocks);
+    }
+    Partial* partials = static_cast<Partial*>(scratch);
+
+    size_t group_count = descs.empty() ? 1 : (descs.size() + kMaxSlices - 1) / kMaxSlices;
+    for (size_t grp = 0; grp < group_count && e == cudaSuccess; grp++) {
+        SliceTable t;
+        std::memset(&t, 0, sizeof(t));
+        size_t first = grp * kMaxSlices;
+        size_t last = std::min(descs.size(), first + kMaxSlices);
+        t.count = static_cast<int32_t>(last - first);
+        int64_t total = 0;
+        for (size_t i = first; i < last; i++) {
+            t.chunk_start[i - first] = total;
+            t.s[i - first] = descs[i];
+            total += chunks_of(descs[i].n);
+        }
+        t.chunk_start[t.count] = total;
+        int blocks = static_cast<int>(std::min<int64_t>(total, kMaxBlocks));
+        if (blocks > 0) {
+            Partial* part = stats ? partials : nullptr;
+            if (op == Op::Step)
+                multi_kernel<Op::Step><<<blocks, kThreads, 0, stream>>>(t, total, part);
+            else if (op == Op::Rollback)
+                multi_kernel<Op::Rollback><<<blocks, kThreads, 0, stream>>>(t, total, part);
+            else
+                multi_kernel<Op::Stats><<<blocks, kThreads, 0, stream>>>(t, total, part);
+            e = cudaGetLastError();
+        }
+        if (e == cudaSuccess && stats) {
+            finalize_kernel<<<1, kThreads, 0, stream>>>(partials, blocks, out, grp > 0 ? 1 : 0);
+            e = cudaGetLastError();
+        }
+    }
+    if (e != cudaSuccess) {
+        if (scratch) cudaFreeAsync(scratch, stream);
+        return cuda_fail(ctx, e, "kernel launch");
+    }
+    if (copy_back) {
+        e = cudaMemcpyAsync(result, out, sizeof(ResultOut), cudaMemcpyDeviceToHost, stream);
+        if (e != cudaSuccess) {
+            cudaFreeAsync(scratch, stream);
+            return cuda_fail(ctx, e, "cudaMemcpyAsync(result)");
+        }
+        e = cudaStreamSynchronize(stream);
+        if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaStreamSynchronize");
+    }
+    if (scratch) {
+        e = cudaFreeAsync(scratch, stream);
+        if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaFreeAsync(partials)");
+    }
+    return SOF_OK;
+}
+
+// ---- ABI entry points ----
+
+int32_t score() {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count <= 0) {
+        cudaGetLastError(); // clear this thread's last-error state
+        return 0;
+    }
+    // The kernels are built for one architecture list; 0 if none of them loads on device 0.
+    cudaFuncAttributes attr{};
+    if (cudaFuncGetAttributes(&attr, multi_kernel<Op::Step>) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return 100;
+}
+
+const char* variant() {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count <= 0) {
+        cudaGetLastError();
+        return "cuda (no device)";
+    }
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+    switch (major * 10 + minor) {
+    case 80: return "sm_80";
+    case 86: return "sm_86";
+    case 89: return "sm_89";
+    case 90: return "sm_90";
+    case 100: return "sm_100";
+    case 120: return "sm_120";
+    default: return "cuda";
+    }
+}
+
+sof_status create(const sof_optim_init* init, sof_optim_ctx** out) {
+    if (!init || !out || init->struct_size < sizeof(sof_optim_init))
+        return SOF_ERR_INVALID_ARGUMENT;
+    *out = nullptr;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || init->device < 0 || init->device >= count) {
+        cudaGetLastError();
+        return SOF_ERR_DEVICE;
+    }
+    Ctx* ctx = new (std::nothrow) Ctx;
+    if (!ctx) return SOF_ERR_OUT_OF_MEMORY;
+    ctx->device = init->device;
+    *out = reinterpret_cast<sof_optim_ctx*>(ctx);
+    return SOF_OK;
+}
+
+void destroy(sof_optim_ctx* c) { delete reinterpret_cast<Ctx*>(c); }
+
+const char* last_error(sof_optim_ctx* c) {
+    thread_local std::string copy; // stable storage for the returned pointer, per thread
+    Ctx* ctx = reinterpret_cast<Ctx*>(c);
+    if (!ctx) return "gpu_adam: null context";
+    std::lock_guard<std::mutex> lock(ctx->mu);
+    copy = ctx->error;
+    return copy.c_str();
+}
+
+sof_status step_multi(sof_optim_ctx* c, const sof_adam_slice* slices, const sof_adam_hparams* hp,
+                      int32_t count, sof_adam_result* result, void* stream) {
+    Ctx* ctx = reinterpret_cast<Ctx*>(c);
+    if (!ctx) return SOF_ERR_INVALID_ARGUMENT;
+    if (count < 0 || (count > 0 && (!slices || !hp)))
+        return fail(ctx, SOF_ERR_INVALID_ARGUMENT, "adam_step_multi: bad slice list");
+    std::vector<SliceDesc> descs(static_cast<size_t>(count));
+    for (int32_t i = 0; i < count; i++) {
+        sof_status st = make_desc(ctx, &slices[i], &hp[i], i, &descs[i]);
+        if (st != SOF_OK) return st;
+    }
+    return launch(ctx, Op::Step, descs, result, static_cast<cudaStream_t>(stream));
+}
+
+sof_status step(sof_optim_ctx* c, const sof_adam_slice* slice, const sof_adam_hparams* hp,
+                sof_adam_result* result, void* stream) {
+    return step_multi(c, slice, hp, 1, result, stream);
+}
+
+sof_status rollback(sof_optim_ctx* c, const sof_adam_slice* slice, const sof_adam_hparams* hp,
+                    void* stream) {
+    Ctx* ctx = reinterpret_cast<Ctx*>(c);
+    if (!ctx) return SOF_ERR_INVALID_ARGUMENT;
+    std::vector<SliceDesc> descs(1);
+    sof_status st = make_desc(ctx, slice, hp, 0, &descs[0]);
+    if (st != SOF_OK) return st;
+    if (hp->beta1 == 0.0f || hp->beta2 == 0.0f)
+        return fail(ctx, SOF_ERR_UNSUPPORTED, "adam_rollback: beta1 or beta2 is 0 (not invertible)");
+    if (hp->mode == SOF_ADAM_ADAMW && descs[0].wd != 0.0f && descs[0].decay == 0.0f)
+        return fail(ctx, SOF_ERR_UNSUPPORTED, "adam_rollback: lr*weight_decay == 1 (not invertible)");
+    return launch(ctx, Op::Rollback, descs, nullptr, static_cast<cudaStream_t>(stream));
+}
+
+sof_status grad_stats(sof_optim_ctx* c, const void* grad, int32_t grad_dtype, int64_t n,
+                      float scale, sof_adam_result* result, void* stream) {
+    Ctx* ctx = reinterpret_cast<Ctx*>(c);
+    if (!ctx) return SOF_ERR_INVALID_ARGUMENT;
+    if (n < 0 || (n > 0 && !grad) || !result || !valid_grad_dtype(grad_dtype))
+        return fail(ctx, SOF_ERR_INVALID_ARGUMENT, "grad_stats: bad grad, dtype, n or result");
+    SliceDesc d{};
+    d.g = grad;
+    d.n = n;
+    d.scale = scale;
+    d.gdt = grad_dtype;
+    d.ldt = kNoLowp;
+    d.aligned = aligned_to(grad, grad_dtype == SOF_DTYPE_F32 ? 16 : 8);
+    std::vector<SliceDesc> descs(1, d);
+    return launch(ctx, Op::Stats, descs, result, static_cast<cudaStream_t>(stream));
+}
+
+const sof_optim_plugin kPlugin = {
+    SOF_OPTIM_ABI_VERSION,
+    sizeof(sof_optim_plugin),
+    "gpu_adam",
+    "fused multi-tensor AdamW/Adam CUDA kernel (fp32/bf16/fp16 grads, bf16/fp16 copy, "
+    "separate outputs, fixed-order fp64 grad statistics)",
+    SOF_TARGET_CUDA,
+    score,
+    variant,
+    create,
+    destroy,
+    last_error,
+    step,
+    step_multi,
+    rollback,
+    grad_stats,
+};
+
+} // namespace
+} // namespace sof::gpu_adam
+
+extern "C" __attribute__((visibility("default"))) const sof_optim_plugin* sof_optim_plugin_get(void) {
+    return &sof::gpu_adam::kPlugin;
+}

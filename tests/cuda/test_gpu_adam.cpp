@@ -1,0 +1,385 @@
+// gpu_adam conformance: the CUDA plugin against the scalar twin (tests/grace/adam_twin.h), bitwise,
+// over sizes, dtypes, decay, step, scale, in-place/separate, multi-slice, rollback and stats.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "cuda/gpu_test_util.h"
+#include "grace/adam_twin.h"
+
+extern "C" const sof_optim_plugin* sof_optim_plugin_get(void);
+
+namespace {
+
+using namespace sof::test;
+
+// The plugin table and one context on device 0.
+struct Plugin {
+    const sof_optim_plugin* api = sof_optim_plugin_get();
+    sof_optim_ctx* ctx = nullptr;
+    Plugin() {
+        sof_optim_init init{sizeof(sof_optim_init), 0, 0};
+        if (api->create(&init, &ctx) != SOF_OK) throw std::runtime_error("gpu_adam create failed");
+    }
+    ~Plugin() { api->destroy(ctx); }
+};
+
+struct Case {
+    int64_t n = 17;
+    int32_t gdt = SOF_DTYPE_F32;
+    float wd = 0.0f;
+    int64_t step = 1;
+    float scale = 1.0f;
+    bool separate = false;
+    int32_t ldt = -1; // -1: no low-precision copy
+    int32_t mode = SOF_ADAM_ADAMW;
+    bool bias = true;
+    int64_t offset = 0; // elements: misaligns every device pointer when odd
+};
+
+sof_adam_hparams hparams_of(const Case& c) {
+    sof_adam_hparams hp{};
+    hp.struct_size = sizeof(hp);
+    hp.lr = 1e-3f, hp.beta1 = 0.9f, hp.beta2 = 0.999f, hp.eps = 1e-8f;
+    hp.weight_decay = c.wd, hp.step = c.step, hp.mode = c.mode, hp.bias_correction = c.bias;
+    hp.grad_scale = c.scale;
+    return hp;
+}
+
+std::string describe(const Case& c) {
+    return "n=" + std::to_string(c.n) + " gdt=" + std::to_string(c.gdt) +
+           " wd=" + std::to_string(c.wd) + " step=" + std::to_string(c.step) +
+           " scale=" + std::to_string(c.scale) + " separate=" + std::to_string(c.separate) +
+           " ldt=" + std::to_string(c.ldt) + " mode=" + std::to_string(c.mode) +
+           " bias=" + std::to_string(c.bias) + " offset=" + std::to_string(c.offset);
+}
+
+int64_t max_ulp(const std::vector<float>& a, const std::vector<float>& b) {
+    int64_t worst = 0;
+    for (size_t i = 0; i < a.size(); i++) worst = std::max(worst, ulp_distance(a[i], b[i]));
+    return worst;
+}
+
+// Device buffers of one slice (inputs, optional separate outputs, lowp copy, grads).
+struct DevSlice {
+    int64_t n, off;
+    DevBuf p, m, v, g, po, mo, vo, lowp;
+    DevSlice(int64_t n_, int64_t off_, bool separate)
+        : n(n_), off(off_), p((n + off) * 4), m((n + off) * 4), v((n + off) * 4),
+          g((n + off) * 4), po(separate ? (n + off) * 4 : 0), mo(separate ? (n + off) * 4 : 0),
+          vo(separate ? (n + off) * 4 : 0), lowp((n + off) * 2) {}
+};
+
+template <class T> void upload_at(DevBuf& b, const std::vector<T>& h, int64_t off) {
+    cuda_ok(cudaMemcpy(b.as<T>() + off, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice),
+            "H2D");
+}
+template <class T> std::vector<T> download_at(const DevBuf& b, int64_t n, int64_t off) {
+    std::vector<T> h(n);
+    cuda_ok(cudaMemcpy(h.data(), b.as<T>() + off, n * sizeof(T), cudaMemcpyDeviceToHost), "D2H");
+    return h;
+}
+
+// Builds the device slice descriptor for `c` over `d` (host state already uploaded).
+sof_adam_slice device_slice(const Case& c, DevSlice& d) {
+    int64_t o = c.offset;
+    sof_adam_slice s{};
+    s.struct_size = sizeof(s);
+    s.n = c.n;
+    s.param = d.p.as<float>() + o;
+    s.grad = c.gdt == SOF_DTYPE_F32 ? static_cast<const void*>(d.g.as<float>() + o)
+                                    : static_cast<const void*>(d.g.as<uint16_t>() + o);
+    s.grad_dtype = c.gdt;
+    s.exp_avg = d.m.as<float>() + o;
+    s.exp_avg_sq = d.v.as<float>() + o;
+    s.param_out = c.separate ? d.po.as<float>() + o : d.p.as<float>() + o;
+    s.exp_avg_out = c.separate ? d.mo.as<float>() + o : d.m.as<float>() + o;
+    s.exp_avg_sq_out = c.separate ? d.vo.as<float>() + o : d.v.as<float>() + o;
+    s.lowp_dtype = c.ldt < 0 ? SOF_DTYPE_BF16 : c.ldt;
+    s.lowp_out = c.ldt < 0 ? nullptr : static_cast<void*>(d.lowp.as<uint16_t>() + o);
+    return s;
+}
+
+void upload_state(const Case& c, const HostState& h, DevSlice& d) {
+    upload_at(d.p, h.p, c.offset);
+    upload_at(d.m, h.m, c.offset);
+    upload_at(d.v, h.v, c.offset);
+    if (c.gdt == SOF_DTYPE_F32)
+        upload_at(d.g, h.g32, c.offset);
+    else
+        upload_at(d.g, h.g16, c.offset);
+}
+
+// The twin's slice over host vectors (outputs in out_*).
+sof_adam_slice host_slice(const Case& c, HostState& h, std::vector<float>& po,
+                          std::vector<float>& mo, std::vector<float>& vo,
+                          std::vector<uint16_t>& lowp) {
+    po.resize(c.n), mo.resize(c.n), vo.resize(c.n), lowp.assign(c.n, 0);
+    sof_adam_slice s{};
+    s.struct_size = sizeof(s);
+    s.n = c.n;
+    s.param = h.p.data();
+    s.grad = c.gdt == SOF_DTYPE_F32 ? static_cast<const void*>(h.g32.data())
+                                    : static_cast<const void*>(h.g16.data());
+    s.grad_dtype = c.gdt;
+    s.exp_avg = h.m.data();
+    s.exp_avg_sq = h.v.data();
+    s.param_out = po.data(), s.exp_avg_out = mo.data(), s.exp_avg_sq_out = vo.data();
+    s.lowp_dtype = c.ldt < 0 ? SOF_DTYPE_BF16 : c.ldt;
+    s.lowp_out = c.ldt < 0 ? nullptr : lowp.data();
+    return s;
+}
+
+// One step of case c on the GPU (on a non-default stream) against the twin, bitwise.
+void check_case(Plugin& pl, const Case& c) {
+    INFO(describe(c));
+    HostState h = make_state(c.n, static_cast<uint64_t>(c.n) * 31 + c.gdt, c.gdt);
+    DevSlice d(c.n, c.offset, c.separate);
+    upload_state(c, h, d);
+    sof_adam_slice s = device_slice(c, d);
+    sof_adam_hparams hp = hparams_of(c);
+    DevBuf res(sizeof(sof_adam_result));
+    cudaStream_t stream;
+    cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+    REQUIRE(pl.api->adam_step(pl.ctx, &s, &hp, res.as<sof_adam_result>(), stream) == SOF_OK);
+    cuda_ok(cudaStreamSynchronize(stream), "sync");
+    cudaStreamDestroy(stream);
+
+    std::vector<float> po, mo, vo;
+    std::vector<uint16_t> lowp;
+    sof_adam_slice hs = host_slice(c, h, po, mo, vo, lowp);
+    sof_adam_result want = twin_step(hs, hp);
+
+    const DevBuf& dp = c.separate ? d.po : d.p;
+    const DevBuf& dm = c.separate ? d.mo : d.m;
+    const DevBuf& dv = c.separate ? d.vo : d.v;
+    CHECK(max_ulp(download_at<float>(dp, c.n, c.offset), po) == 0);
+    CHECK(max_ulp(download_at<float>(dm, c.n, c.offset), mo) == 0);
+    CHECK(max_ulp(download_at<float>(dv, c.n, c.offset), vo) == 0);
+    if (c.ldt >= 0) CHECK(download_at<uint16_t>(d.lowp, c.n, c.offset) == lowp);
+    if (c.separate) { // inputs untouched
+        CHECK(download_at<float>(d.p, c.n, c.offset) == h.p);
+        CHECK(download_at<float>(d.m, c.n, c.offset) == h.m);
+        CHECK(download_at<float>(d.v, c.n, c.offset) == h.v);
+    }
+    sof_adam_result got = res.download<sof_adam_result>(1)[0];
+    CHECK(got.nonfinite == 0);
+    CHECK(std::fabs(got.grad_sumsq - want.grad_sumsq) <= 1e-12 * want.grad_sumsq + 1e-300);
+}
+
+} // namespace
+
+TEST_CASE("gpu_adam reports a score and a variant") {
+    const sof_optim_plugin* api = sof_optim_plugin_get();
+    CHECK(api->abi_version == SOF_OPTIM_ABI_VERSION);
+    CHECK(api->target == SOF_TARGET_CUDA);
+    CHECK(api->score() > 0);
+    MESSAGE("variant: " << api->variant());
+}
+
+TEST_CASE("gpu_adam conformance matrix is bitwise equal to the scalar twin") {
+    Plugin pl;
+    const int64_t sizes[] = {1, 7, 15, 16, 17, 1023, 4099, 3000017};
+    for (int64_t n : sizes)
+        for (int32_t gdt : {SOF_DTYPE_F32, SOF_DTYPE_BF16})
+            for (float wd : {0.0f, 0.1f})
+                for (int64_t step : {int64_t{1}, int64_t{1000}})
+                    for (int variant = 0; variant < 2; variant++) {
+                        Case c;
+                        c.n = n, c.gdt = gdt, c.wd = wd, c.step = step;
+                        c.scale = variant ? 0.37f : 1.0f;
+                        c.separate = variant == 1;
+                        c.ldt = variant ? SOF_DTYPE_BF16 : -1;
+                        check_case(pl, c);
+                    }
+}
+
+TEST_CASE("gpu_adam: L2 mode, no bias correction, fp16 grads and copy, misaligned slices") {
+    Plugin pl;
+    for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{4099}, int64_t{100003}}) {
+        Case c;
+        c.n = n, c.wd = 0.01f, c.mode = SOF_ADAM_L2, c.bias = false, c.step = 7;
+        c.gdt = SOF_DTYPE_F16, c.ldt = SOF_DTYPE_F16, c.scale = 0.5f;
+        check_case(pl, c);
+        c.offset = 1, c.separate = true, c.gdt = SOF_DTYPE_BF16, c.ldt = SOF_DTYPE_BF16;
+        check_case(pl, c);
+        c.mode = SOF_ADAM_ADAMW, c.gdt = SOF_DTYPE_F32, c.offset = 3;
+        check_case(pl, c);
+    }
+}
+
+TEST_CASE("gpu_adam multi-slice: one call over 200 slices of mixed hparams equals per-slice twin") {
+    Plugin pl;
+    const int count = 200; // more than one launch group (96 slices per launch)
+    std::vector<Case> cases(count);
+    std::vector<HostState> hs;
+    std::vector<std::unique_ptr<DevSlice>> ds;
+    std::vector<sof_adam_slice> slices;
+    std::vector<sof_adam_hparams> hps;
+    for (int i = 0; i < count; i++) {
+        Case& c = cases[i];
+        c.n = (i * 7919) % 20000 + (i % 5 == 0 ? 1 : 0);
+        c.gdt = i % 3 == 0 ? SOF_DTYPE_BF16 : SOF_DTYPE_F32;
+        c.wd = i % 2 ? 0.1f : 0.0f;
+        c.step = 1 + i;
+        c.scale = i % 4 ? 1.0f : 0.25f;
+        c.separate = i % 2 == 0;
+        c.ldt = i % 3 == 1 ? SOF_DTYPE_BF16 : -1;
+        c.offset = i % 7 == 3 ? 1 : 0;
+        hs.push_back(make_state(c.n, 1000 + i, c.gdt));
+        ds.push_back(std::make_unique<DevSlice>(c.n, c.offset, c.separate));
+        upload_state(c, hs.back(), *ds.back());
+        slices.push_back(device_slice(c, *ds.back()));
+        hps.push_back(hparams_of(c));
+    }
+    DevBuf res(sizeof(sof_adam_result));
+    REQUIRE(pl.api->adam_step_multi(pl.ctx, slices.data(), hps.data(), count,
+                                    res.as<sof_adam_result>(), nullptr) == SOF_OK);
+    cuda_ok(cudaDeviceSynchronize(), "sync");
+    double want_sum = 0.0;
+    for (int i = 0; i < count; i++) {
+        const Case& c = cases[i];
+        INFO(describe(c));
+        std::vector<float> po, mo, vo;
+        std::vector<uint16_t> lowp;
+        sof_adam_slice s = host_slice(c, hs[i], po, mo, vo, lowp);
+        want_sum += twin_step(s, hps[i]).grad_sumsq;
+        DevSlice& d = *ds[i];
+        CHECK(max_ulp(download_at<float>(c.separate ? d.po : d.p, c.n, c.offset), po) == 0);
+        CHECK(max_ulp(download_at<float>(c.separate ? d.mo : d.m, c.n, c.offset), mo) == 0);
+        CHECK(max_ulp(download_at<float>(c.separate ? d.vo : d.v, c.n, c.offset), vo) == 0);
+        if (c.ldt >= 0) CHECK(download_at<uint16_t>(d.lowp, c.n, c.offset) == lowp);
+    }
+    sof_adam_result got = res.download<sof_adam_result>(1)[0];
+    CHECK(std::fabs(got.grad_sumsq - want_sum) <= 1e-12 * want_sum);
+    CHECK(got.nonfinite == 0);
+}
+
+TEST_CASE("gpu_adam 100-step drift stays bitwise equal to the twin") {
+    Plugin pl;
+    Case c;
+    c.n = 4099, c.wd = 0.1f, c.gdt = SOF_DTYPE_BF16, c.ldt = SOF_DTYPE_BF16;
+    HostState h = make_state(c.n, 77, c.gdt);
+    DevSlice d(c.n, 0, false);
+    upload_state(c, h, d);
+    std::vector<float> po, mo, vo;
+    std::vector<uint16_t> lowp;
+    for (int64_t t = 1; t <= 100; t++) {
+        c.step = t;
+        sof_adam_hparams hp = hparams_of(c);
+        sof_adam_slice s = device_slice(c, d);
+        REQUIRE(pl.api->adam_step(pl.ctx, &s, &hp, nullptr, nullptr) == SOF_OK);
+        sof_adam_slice hsl = host_slice(c, h, po, mo, vo, lowp);
+        twin_step(hsl, hp);
+        h.p = po, h.m = mo, h.v = vo;
+    }
+    cuda_ok(cudaDeviceSynchronize(), "sync");
+    CHECK(max_ulp(d.p.download<float>(c.n), h.p) == 0);
+    CHECK(max_ulp(d.m.download<float>(c.n), h.m) == 0);
+    CHECK(max_ulp(d.v.download<float>(c.n), h.v) == 0);
+    CHECK(d.lowp.download<uint16_t>(c.n) == lowp);
+}
+
+TEST_CASE("gpu_adam rollback inverts an in-place step (twin-exact, close to the old state)") {
+    Plugin pl;
+    for (int32_t mode : {SOF_ADAM_ADAMW, SOF_ADAM_L2}) {
+        Case c;
+        c.n = 4099, c.wd = 0.1f, c.step = 10, c.mode = mode, c.ldt = SOF_DTYPE_BF16;
+        INFO(describe(c));
+        HostState h = make_state(c.n, 5, c.gdt);
+        DevSlice d(c.n, 0, false);
+        upload_state(c, h, d);
+        sof_adam_slice s = device_slice(c, d);
+        sof_adam_hparams hp = hparams_of(c);
+        REQUIRE(pl.api->adam_step(pl.ctx, &s, &hp, nullptr, nullptr) == SOF_OK);
+        REQUIRE(pl.api->adam_rollback(pl.ctx, &s, &hp, nullptr) == SOF_OK);
+        cuda_ok(cudaDeviceSynchronize(), "sync");
+        // twin: step then rollback
+        std::vector<float> po, mo, vo;
+        std::vector<uint16_t> lowp;
+        HostState t = h;
+        sof_adam_slice hsl = host_slice(c, t, po, mo, vo, lowp);
+        twin_step(hsl, hp);
+        t.p = po, t.m = mo, t.v = vo;
+        hsl = host_slice(c, t, po, mo, vo, lowp);
+        twin_rollback(hsl, hp);
+        std::vector<float> gp = d.p.download<float>(c.n), gm = d.m.download<float>(c.n),
+                           gv = d.v.download<float>(c.n);
+        CHECK(max_ulp(gp, po) == 0);
+        CHECK(max_ulp(gm, mo) == 0);
+        CHECK(max_ulp(gv, vo) == 0);
+        CHECK(d.lowp.download<uint16_t>(c.n) == lowp);
+        double worst_p = 0, worst_m = 0;
+        for (int64_t i = 0; i < c.n; i++) {
+            worst_p = std::max(worst_p, std::fabs(double(gp[i]) - h.p[i]));
+            worst_m = std::max(worst_m, std::fabs(double(gm[i]) - h.m[i]));
+        }
+        CHECK(worst_p < 1e-6);
+        CHECK(worst_m < 1e-6);
+    }
+}
+
+TEST_CASE("gpu_adam statistics: non-finite grads, host result, grad_stats") {
+    Plugin pl;
+    Case c;
+    c.n = 5000, c.scale = 2.0f;
+    HostState h = make_state(c.n, 9, c.gdt);
+    h.g32[4321] = std::numeric_limits<float>::infinity();
+    DevSlice d(c.n, 0, false);
+    upload_state(c, h, d);
+    sof_adam_slice s = device_slice(c, d);
+    sof_adam_hparams hp = hparams_of(c);
+    sof_adam_result host_res{}; // pageable host memory: the plugin copies the result back
+    REQUIRE(pl.api->adam_step(pl.ctx, &s, &hp, &host_res, nullptr) == SOF_OK);
+    CHECK(host_res.nonfinite == 1);
+
+    h.g32[4321] = 0.5f;
+    upload_state(c, h, d);
+    sof_adam_result want = twin_stats(h.g32.data(), SOF_DTYPE_F32, c.n, 3.0f);
+    sof_adam_result* managed = nullptr;
+    cuda_ok(cudaMallocManaged(&managed, sizeof(sof_adam_result)), "managed");
+    REQUIRE(pl.api->grad_stats(pl.ctx, d.g.ptr, SOF_DTYPE_F32, c.n, 3.0f, managed, nullptr) ==
+            SOF_OK);
+    cuda_ok(cudaDeviceSynchronize(), "sync");
+    CHECK(managed->nonfinite == 0);
+    CHECK(std::fabs(managed->grad_sumsq - want.grad_sumsq) <= 1e-12 * want.grad_sumsq);
+    cudaFree(managed);
+}
+
+TEST_CASE("gpu_adam keeps NaN in the low-precision copy and rejects partial overlap") {
+    Plugin pl;
+    Case c;
+    c.n = 64, c.ldt = SOF_DTYPE_BF16;
+    HostState h = make_state(c.n, 3, c.gdt);
+    h.p[5] = -std::numeric_limits<float>::quiet_NaN();
+    h.p[6] = std::numeric_limits<float>::infinity();
+    DevSlice d(c.n, 0, false);
+    upload_state(c, h, d);
+    sof_adam_slice s = device_slice(c, d);
+    sof_adam_hparams hp = hparams_of(c);
+    REQUIRE(pl.api->adam_step(pl.ctx, &s, &hp, nullptr, nullptr) == SOF_OK);
+    std::vector<uint16_t> lowp = d.lowp.download<uint16_t>(c.n);
+    CHECK(std::isnan(sof::core::bf16_to_f32(lowp[5])));
+    CHECK((lowp[5] & 0x8000u) != 0);
+    CHECK(lowp[6] == 0x7f80u);
+
+    sof_adam_slice bad = s;
+    bad.param_out = const_cast<float*>(s.param) + 1; // overlaps param by n-1 elements
+    CHECK(pl.api->adam_step(pl.ctx, &bad, &hp, nullptr, nullptr) == SOF_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(pl.api->last_error(pl.ctx)).find("overlap") != std::string::npos);
+}
+
+int main(int argc, char** argv) {
+    std::string why = cuda_unavailable_reason();
+    if (!why.empty()) {
+        std::printf("SKIPPED: no usable CUDA device (%s)\n", why.c_str());
+        return kSkipCode;
+    }
+    doctest::Context ctx(argc, argv);
+    return ctx.run();
+}
