@@ -1,0 +1,143 @@
+// Scalar reference AdamW/Adam step: the exact float arithmetic every optimizer plugin must match.
+// Header-only (used by tests, benchmarks and plugins' scalar tails); compile with -ffp-contract=off.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "optim/sof_optim_abi.h"
+
+namespace sof::optim {
+
+// Per-call constants. Computed in double from the hparams and rounded once to float, the way
+// torch.optim.AdamW turns its Python-float scalars into fp32 operands:
+//   decay     = 1 - lr*wd            (AdamW only)
+//   step_size = lr / (1 - b1^t)      (lr when bias correction is off)
+//   bc2_sqrt  = sqrt(1 - b2^t)       (1 when bias correction is off)
+struct AdamConsts {
+    float scale;      // grad_scale, applied to every grad before use
+    float b1, b2;     // betas
+    float omb1, omb2; // 1 - beta1, 1 - beta2
+    float eps;
+    float wd;        // weight decay; 0 disables both decay modes
+    float decay;     // 1 - lr*wd
+    float step_size; // lr / bc1
+    float bc2_sqrt;  // sqrt(bc2)
+    bool l2;         // true: Adam with L2 penalty (g += wd*p); false: AdamW (p *= decay)
+};
+
+inline AdamConsts adam_consts(const sof_adam_hparams& hp) {
+    AdamConsts c{};
+    double lr = hp.lr, b1 = hp.beta1, b2 = hp.beta2, wd = hp.weight_decay;
+    c.scale = hp.grad_scale;
+    c.b1 = hp.beta1;
+    c.b2 = hp.beta2;
+    c.omb1 = static_cast<float>(1.0 - b1);
+    c.omb2 = static_cast<float>(1.0 - b2);
+    c.eps = hp.eps;
+    c.wd = hp.weight_decay;
+    c.decay = static_cast<float>(1.0 - lr * wd);
+    if (hp.bias_correction) {
+        double t = static_cast<double>(hp.step);
+        c.step_size = static_cast<float>(lr / (1.0 - std::pow(b1, t)));
+        c.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
+    } else {
+        c.step_size = hp.lr;
+        c.bc2_sqrt = 1.0f;
+    }
+    c.l2 = hp.mode == SOF_ADAM_L2;
+    return c;
+}
+
+// One element, in this exact order of fp32 operations (each rounded, no fused multiply-add):
+//   g      = graw * scale
+//   AdamW: p = p * decay            L2: g = g + wd * p          (only when wd != 0)
+//   m      = b1 * m + omb1 * g
+//   v      = b2 * v + (omb2 * g) * g
+//   denom  = sqrt(v) / bc2_sqrt + eps
+//   p      = p - (step_size * m) / denom
+// This is torch.optim.AdamW (1.13, foreach=False): mul_(1-lr*wd); exp_avg.mul_(b1).add_(g, 1-b1);
+// exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2); denom = sqrt(v)/bc2_sqrt + eps;
+// p.addcdiv_(m, denom, -step_size), which evaluates p + (-step_size * m) / denom.
+inline void adam_ref_elem(const AdamConsts& c, float& p, float& m, float& v, float graw) {
+    float g = graw * c.scale;
+    if (c.wd != 0.0f) {
+        if (c.l2)
+            g = g + c.wd * p;
+        else
+            p = p * c.decay;
+    }
+    m = c.b1 * m + c.omb1 * g;
+    v = c.b2 * v + (c.omb2 * g) * g;
+    float denom = std::sqrt(v) / c.bc2_sqrt + c.eps;
+    p = p - (c.step_size * m) / denom;
+}
+
+// Arithmetic inverse of adam_ref_elem (p, m, v are the stepped values on entry); not bitwise:
+// see docs/optimizer-plugins.md for the bound. v is clamped at 0.
+inline void adam_ref_rollback_elem(const AdamConsts& c, float& p, float& m, float& v, float graw) {
+    float denom = std::sqrt(v) / c.bc2_sqrt + c.eps;
+    p = p + (c.step_size * m) / denom;
+    float g = graw * c.scale;
+    if (c.wd != 0.0f) {
+        if (c.l2)
+            g = g + c.wd * p;
+        else
+            p = p / c.decay;
+    }
+    m = (m - c.omb1 * g) / c.b1;
+    v = (v - (c.omb2 * g) * g) / c.b2;
+    v = v > 0.0f ? v : 0.0f;
+}
+
+inline float adam_ref_grad(const void* g, int32_t dtype, int64_t i) {
+    if (dtype == SOF_DTYPE_F32) return static_cast<const float*>(g)[i];
+    uint16_t h = static_cast<const uint16_t*>(g)[i];
+    return dtype == SOF_DTYPE_BF16 ? core::bf16_to_f32(h) : core::f16_to_f32(h);
+}
+
+inline uint16_t adam_ref_lowp(float p, int32_t dtype) {
+    return dtype == SOF_DTYPE_BF16 ? core::f32_to_bf16(p) : core::f32_to_f16(p);
+}
+
+// Statistics of the scaled grads: sum of (scale*g)^2 in fp64 (index order) and non-finite flag.
+inline sof_adam_result adam_ref_stats(const void* grad, int32_t dtype, int64_t n, float scale) {
+    sof_adam_result r{};
+    for (int64_t i = 0; i < n; i++) {
+        float g = adam_ref_grad(grad, dtype, i) * scale;
+        r.grad_sumsq += static_cast<double>(g) * static_cast<double>(g);
+        if (!std::isfinite(g)) r.nonfinite = 1;
+    }
+    return r;
+}
+
+// A whole slice, reading the inputs and writing the outputs (in place or separate), lowp copy
+// of the new params when lowp_out is set.
+inline sof_adam_result adam_ref_step(const sof_adam_slice& s, const sof_adam_hparams& hp) {
+    AdamConsts c = adam_consts(hp);
+    for (int64_t i = 0; i < s.n; i++) {
+        float p = s.param[i], m = s.exp_avg[i], v = s.exp_avg_sq[i];
+        adam_ref_elem(c, p, m, v, adam_ref_grad(s.grad, s.grad_dtype, i));
+        s.param_out[i] = p;
+        s.exp_avg_out[i] = m;
+        s.exp_avg_sq_out[i] = v;
+        if (s.lowp_out) static_cast<uint16_t*>(s.lowp_out)[i] = adam_ref_lowp(p, s.lowp_dtype);
+    }
+    return adam_ref_stats(s.grad, s.grad_dtype, s.n, hp.grad_scale);
+}
+
+// In-place rollback of a slice (param/exp_avg/exp_avg_sq hold the stepped state).
+inline void adam_ref_rollback(const sof_adam_slice& s, const sof_adam_hparams& hp) {
+    AdamConsts c = adam_consts(hp);
+    for (int64_t i = 0; i < s.n; i++) {
+        float p = s.param[i], m = s.exp_avg[i], v = s.exp_avg_sq[i];
+        adam_ref_rollback_elem(c, p, m, v, adam_ref_grad(s.grad, s.grad_dtype, i));
+        s.param_out[i] = p;
+        s.exp_avg_out[i] = m;
+        s.exp_avg_sq_out[i] = v;
+        if (s.lowp_out) static_cast<uint16_t*>(s.lowp_out)[i] = adam_ref_lowp(p, s.lowp_dtype);
+    }
+}
+
+} // namespace sof::optim
