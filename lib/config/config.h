@@ -90,6 +90,7 @@ struct OffloadConfig {
     WeightsPolicy weights = WeightsPolicy::Stationary;
     int prefetch_layers = 1;
     int interleave_k = -1;       // -1 = auto (Deep Optimizer States Eq. 1)
+    std::string hardware;        // planner hardware profile (YAML) for `auto`; "" = built-in
 };
 
 enum class DeviceType { Auto, Host, Cuda };

@@ -1,0 +1,260 @@
+// Deck loading: YAML text -> Config through the key table (fields.h), --set overrides, the
+// unknown-key / duplicate / syntax messages with file:line, and the effective-deck writer.
+#include "config/deck.h"
+
+// yaml-cpp 0.7's node headers trip GCC 12's -Wdangling-pointer (a known false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdangling-pointer"
+#include <yaml-cpp/yaml.h>
+#pragma GCC diagnostic pop
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "config/fields.h"
+#include "config/validate.h"
+#include "core/error.h"
+
+namespace sof::config {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string leaf(const std::string& key) {
+    size_t dot = key.rfind('.');
+    return dot == std::string::npos ? key : key.substr(dot + 1);
+}
+
+std::string parent(const std::string& key) {
+    size_t dot = key.rfind('.');
+    return dot == std::string::npos ? std::string() : key.substr(0, dot);
+}
+
+// One deck being loaded: the Config, its key table (pointers into it) and where keys were set.
+class Loader {
+  public:
+    explicit Loader(std::string name) : name_(std::move(name)), fields_(bind_fields(cfg_)) {
+        for (const Field& f : fields_) {
+            keys_.push_back(f.key);
+            for (std::string p = parent(f.key); !p.empty(); p = parent(p)) sections_.insert(p);
+        }
+    }
+    Loader(const Loader&) = delete;
+    Loader& operator=(const Loader&) = delete;
+
+    void load_yaml(const std::string& text) {
+        YAML::Node root;
+        try {
+            root = YAML::Load(text);
+        } catch (const YAML::ParserException& e) {
+            fail(core::strfmt("%s:%d:%d: YAML syntax error: %s", name_.c_str(), e.mark.line + 1,
+                              e.mark.column + 1, e.msg.c_str()));
+        } catch (const YAML::Exception& e) {
+            fail(name_ + ": YAML error: " + e.what());
+        }
+        if (root.IsNull()) return; // an empty deck: every key at its default
+        if (!root.IsMap())
+            fail(at(root) + ": a deck is a mapping of sections (model:, data:, train:, ...), "
+                            "not a " + kind(root));
+        walk(root, "");
+    }
+
+    void apply_override(const std::string& arg) {
+        std::string where = "--set " + arg;
+        size_t eq = arg.find('=');
+        if (eq == std::string::npos || eq == 0)
+            fail(where + ": expected key=value (e.g. --set train.lr=3e-4)");
+        std::string key = arg.substr(0, eq), value = arg.substr(eq + 1);
+        Origin origin{where, false};
+        if (sections_.count(key))
+            fail(where + ": '" + key + "' is a section, not a key; set one of its keys (" +
+                 keys_of(key) + ")");
+        const Field* f = find(key);
+        if (!f) fail(where + ": " + unknown_key_message(key));
+        if (std::holds_alternative<std::vector<int>*>(f->target)) {
+            set_list(*f, split_list(value), origin);
+        } else {
+            set_scalar(*f, value, false, origin);
+        }
+        origins_[key] = origin;
+    }
+
+    Config finish() {
+        validate(cfg_, origins_, name_);
+        cfg_.deck_path = name_;
+        return cfg_;
+    }
+
+  private:
+    [[noreturn]] static void fail(const std::string& msg) {
+        core::throw_error(core::ErrorKind::Config, msg);
+    }
+
+    std::string at(const YAML::Node& n) const {
+        YAML::Mark m = n.Mark();
+        return m.line >= 0 ? core::strfmt("%s:%d", name_.c_str(), m.line + 1) : name_;
+    }
+
+    static std::string kind(const YAML::Node& n) {
+        switch (n.Type()) {
+        case YAML::NodeType::Scalar: return "scalar '" + n.Scalar() + "'";
+        case YAML::NodeType::Sequence: return "list";
+        case YAML::NodeType::Map: return "mapping";
+        default: return "null";
+        }
+    }
+
+    const Field* find(const std::string& key) const {
+        for (const Field& f : fields_)
+            if (f.key == key) return &f;
+        return nullptr;
+    }
+
+    // "batch_size, seq_len, ..." for the keys directly under a section.
+    std::string keys_of(const std::string& section) const {
+        std::string s;
+        for (const std::string& k : keys_)
+            if (k.compare(0, section.size() + 1, section + ".") == 0)
+                s += (s.empty() ? "" : ", ") + k.substr(section.size() + 1);
+        return s;
+    }
+
+    std::string unknown_key_message(const std::string& key) const {
+        std::string msg = "unknown key '" + key + "'";
+        std::string near = nearest(key, keys_);
+        if (near.empty()) { // the same name in another section ("train.weight_decay")
+            for (const std::string& k : keys_)
+                if (leaf(k) == leaf(key)) near = k;
+        }
+        if (!near.empty()) return msg + " (did you mean '" + near + "'?)";
+        std::string sec = parent(key);
+        if (sections_.count(sec)) return msg + " (keys of '" + sec + "': " + keys_of(sec) + ")";
+        std::string tops;
+        for (const std::string& s : sections_)
+            if (s.find('.') == std::string::npos) tops += (tops.empty() ? "" : ", ") + s;
+        return msg + " (sections: " + tops + "; every key is in docs/deck.md)";
+    }
+
+    void walk(const YAML::Node& map, const std::string& prefix) {
+        for (auto it = map.begin(); it != map.end(); ++it) {
+            const YAML::Node& k = it->first;
+            const YAML::Node& v = it->second;
+            if (!k.IsScalar()) fail(at(k) + ": keys must be plain names, not a " + kind(k));
+            std::string path = prefix.empty() ? k.Scalar() : prefix + "." + k.Scalar();
+            std::string where = at(k);
+            auto seen = seen_.find(path);
+            if (seen != seen_.end())
+                fail(where + ": duplicate key '" + path + "' (first set at " + seen->second + ")");
+            seen_[path] = where;
+            if (sections_.count(path)) {
+                if (v.IsNull()) continue; // an empty section
+                if (!v.IsMap())
+                    fail(where + ": " + path + " is a section: expected a mapping of its keys (" +
+                         keys_of(path) + "), got a " + kind(v));
+                walk(v, path);
+                continue;
+            }
+            const Field* f = find(path);
+            if (!f) fail(where + ": " + unknown_key_message(path));
+            Origin origin{where, true};
+            bool is_list = std::holds_alternative<std::vector<int>*>(f->target);
+            if (v.IsSequence() && is_list) {
+                std::vector<std::string> items;
+                for (const YAML::Node& e : v) {
+                    if (!e.IsScalar())
+                        fail(where + ": " + path + ": expected a list of integers, got a " +
+                             kind(e) + " in it");
+                    items.push_back(e.Scalar());
+                }
+                set_list(*f, items, origin);
+            } else if (v.IsScalar() || v.IsNull()) {
+                set_scalar(*f, v.IsNull() ? std::string() : v.Scalar(), v.IsNull(), origin);
+            } else {
+                fail(where + ": " + path + ": expected " + describe_type(*f) + ", got a " + kind(v));
+            }
+            origins_[path] = origin;
+        }
+    }
+
+    // "[1, 2]", "1,2", "3" or "" -> the element texts.
+    std::vector<std::string> split_list(std::string v) const {
+        size_t b = v.find_first_not_of(" \t"), e = v.find_last_not_of(" \t");
+        v = b == std::string::npos ? std::string() : v.substr(b, e - b + 1);
+        if (v.size() >= 2 && v.front() == '[' && v.back() == ']') v = v.substr(1, v.size() - 2);
+        std::vector<std::string> items;
+        std::stringstream ss(v);
+        std::string item;
+        while (std::getline(ss, item, ','))
+            if (item.find_first_not_of(" \t") != std::string::npos) items.push_back(item);
+        return items;
+    }
+
+    std::string name_;
+    Config cfg_;
+    std::vector<Field> fields_;
+    std::vector<std::string> keys_;
+    std::set<std::string> sections_;
+    Origins origins_;
+    std::map<std::string, std::string> seen_; // key -> "file:line" of its first occurrence
+};
+
+} // namespace
+
+Config load_deck_from_string(const std::string& yaml, const std::string& name,
+                             const std::vector<std::string>& overrides) {
+    Loader loader(name);
+    loader.load_yaml(yaml);
+    for (const std::string& o : overrides) loader.apply_override(o);
+    return loader.finish();
+}
+
+Config load_deck(const std::string& path, const std::vector<std::string>& overrides) {
+    std::error_code ec;
+    if (!fs::exists(path, ec))
+        SOF_FAIL(Io, "cannot read deck '%s': no such file (relative to %s)", path.c_str(),
+                 fs::current_path(ec).c_str());
+    if (fs::is_directory(path, ec))
+        SOF_FAIL(Io, "cannot read deck '%s': it is a directory, not a YAML file", path.c_str());
+    std::ifstream in(path, std::ios::binary);
+    if (!in) SOF_FAIL(Io, "cannot read deck '%s': %s", path.c_str(), std::strerror(errno));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) SOF_FAIL(Io, "cannot read deck '%s': read failed", path.c_str());
+    return load_deck_from_string(ss.str(), path, overrides);
+}
+
+std::string effective_yaml(const Config& cfg) {
+    Config copy = cfg;
+    std::vector<Field> fields = bind_fields(copy);
+    std::string out;
+    std::vector<std::string> open; // the sections currently open, outermost first
+    for (const Field& f : fields) {
+        std::vector<std::string> parts;
+        std::stringstream ss(f.key);
+        for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+        size_t common = 0;
+        while (common < open.size() && common + 1 < parts.size() && open[common] == parts[common])
+            common++;
+        open.resize(common);
+        for (size_t i = common; i + 1 < parts.size(); i++) {
+            out += std::string(2 * i, ' ') + parts[i] + ":\n";
+            open.push_back(parts[i]);
+        }
+        out += std::string(2 * open.size(), ' ') + parts.back() + ": " + format_value(f) + "\n";
+    }
+    return out;
+}
+
+std::vector<std::string> all_keys() {
+    Config c;
+    std::vector<std::string> keys;
+    for (const Field& f : bind_fields(c)) keys.push_back(f.key);
+    return keys;
+}
+
+} // namespace sof::config

@@ -1,0 +1,44 @@
+// Loading a YAML input deck into Config: parsing, --set overrides, validation with
+// file:line:key messages (and the nearest valid key for typos), and the effective-deck echo.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace sof::config {
+
+// The command line of a deck-driven subcommand: "DECK [--set key=value ...]".
+struct DeckArgs {
+    std::string deck;                   // path of the deck file
+    std::vector<std::string> overrides; // "key=value", in command-line order (later wins)
+    std::map<std::string, std::string> options; // extra "--name VALUE" options a command allows
+};
+
+// Parses "DECK [--set key=value ...]" (also "--set=key=value"). Throws a Usage error naming
+// `command` for anything else (no deck, two decks, unknown option, --set without key=value).
+DeckArgs parse_deck_args(int argc, char** argv, const char* command);
+
+// Same, and also accepts "--<name> VALUE" / "--<name>=VALUE" for each name in value_options
+// (e.g. {"hardware"} for `plan`); their values land in DeckArgs::options keyed by name.
+DeckArgs parse_deck_args(int argc, char** argv, const char* command,
+                         const std::vector<std::string>& value_options);
+
+// Reads and validates a deck file, then applies the overrides ("key=value", in order).
+// Io error if the file cannot be read; Config error for anything wrong inside it.
+Config load_deck(const std::string& path, const std::vector<std::string>& overrides);
+
+// Same for deck text held in memory; `name` stands for the file name in messages.
+Config load_deck_from_string(const std::string& yaml, const std::string& name,
+                             const std::vector<std::string>& overrides);
+
+// The full effective deck: every key (defaults included), grouped by section. Valid YAML that
+// load_deck_from_string accepts back, giving the same Config (round trip is exact).
+std::string effective_yaml(const Config& cfg);
+
+// Every key the deck understands, dotted ("train.lr", "data.builtin.seed", ...), in deck order.
+std::vector<std::string> all_keys();
+
+} // namespace sof::config

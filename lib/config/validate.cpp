@@ -1,0 +1,174 @@
+// Cross-field and file checks of a loaded deck: each failure names the key(s), where they were
+// set (file:line or --set) and what would make the deck valid.
+#include "config/validate.h"
+
+#include <glob.h>
+
+#include <filesystem>
+#include <initializer_list>
+
+#include "core/error.h"
+
+namespace sof::config {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Checker {
+    const Origins& origins;
+    const std::string& deck_name;
+
+    // The location of the first of `keys` that was set explicitly, else the deck's name.
+    std::string where(std::initializer_list<const char*> keys) const {
+        for (const char* k : keys) {
+            auto it = origins.find(k);
+            if (it != origins.end()) return it->second.where;
+        }
+        return deck_name.empty() ? std::string("deck") : deck_name;
+    }
+
+    [[noreturn]] void fail(std::initializer_list<const char*> keys, const std::string& msg) const {
+        core::throw_error(core::ErrorKind::Config, where(keys) + ": " + msg);
+    }
+};
+
+// Regular files matching a glob pattern (a plain path matches itself if it exists).
+size_t count_matches(const std::string& pattern) {
+    glob_t g{};
+    int rc = glob(pattern.c_str(), 0, nullptr, &g);
+    size_t n = 0;
+    if (rc == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            std::error_code ec;
+            if (fs::is_regular_file(g.gl_pathv[i], ec)) n++;
+        }
+    }
+    globfree(&g);
+    return n;
+}
+
+std::string cwd_note(const std::string& path) {
+    if (fs::path(path).is_absolute()) return "";
+    std::error_code ec;
+    fs::path cwd = fs::current_path(ec);
+    return ec ? std::string() : " (relative to the current directory " + cwd.string() + ")";
+}
+
+void check_model(const Checker& c, const Config& cfg) {
+    const ModelConfig& m = cfg.model;
+    if (m.channels % m.num_heads != 0)
+        c.fail({"model.channels", "model.num_heads"},
+               core::strfmt("model.channels = %d is not divisible by model.num_heads = %d "
+                            "(the head size is channels / num_heads)",
+                            m.channels, m.num_heads));
+    if (!m.init_from.empty()) {
+        std::error_code ec;
+        if (!fs::is_regular_file(m.init_from, ec))
+            c.fail({"model.init_from"},
+                   "model.init_from: file '" + m.init_from + "' does not exist" +
+                       cwd_note(m.init_from) + " (give an llm.c GPT-2 fp32 checkpoint)");
+        return; // the checkpoint's header decides the architecture; the trainer checks it
+    }
+    if (m.padded_vocab_size != 0 && m.padded_vocab_size < m.vocab_size)
+        c.fail({"model.padded_vocab_size", "model.vocab_size"},
+               core::strfmt("model.padded_vocab_size = %d is smaller than model.vocab_size = %d "
+                            "(use 0 to round the vocabulary up to a multiple of 128)",
+                            m.padded_vocab_size, m.vocab_size));
+    if (cfg.train.seq_len > m.max_seq_len)
+        c.fail({"train.seq_len", "model.max_seq_len"},
+               core::strfmt("train.seq_len = %d exceeds model.max_seq_len = %d (the model has "
+                            "positions for max_seq_len tokens)",
+                            cfg.train.seq_len, m.max_seq_len));
+}
+
+void check_data(const Checker& c, const Config& cfg) {
+    const DataConfig& d = cfg.data;
+    const char* keys[2] = {"data.train", "data.val"};
+    const std::string* pats[2] = {&d.train, &d.val};
+    bool any_builtin = false;
+    for (int i = 0; i < 2; i++) {
+        const std::string& p = *pats[i];
+        if (p == "builtin") {
+            any_builtin = true;
+            continue;
+        }
+        if (p.empty())
+            c.fail({keys[i]}, std::string(keys[i]) +
+                                  " is empty: give 'builtin' or a glob of llm.c token shards");
+        if (count_matches(p) == 0)
+            c.fail({keys[i]}, std::string(keys[i]) + ": no file matches '" + p + "'" +
+                                  cwd_note(p) + " (give 'builtin' or a glob of llm.c token shards)");
+    }
+    if (!any_builtin) return;
+    long long need = static_cast<long long>(cfg.train.batch_size) * cfg.train.seq_len + 1;
+    if (d.train == "builtin" && d.builtin.train_tokens < need)
+        c.fail({"data.builtin.train_tokens", "train.batch_size", "train.seq_len"},
+               core::strfmt("data.builtin.train_tokens = %lld is less than one batch "
+                            "(train.batch_size * train.seq_len + 1 = %lld)",
+                            static_cast<long long>(d.builtin.train_tokens), need));
+    if (d.val == "builtin" && d.builtin.val_tokens < need)
+        c.fail({"data.builtin.val_tokens", "train.batch_size", "train.seq_len"},
+               core::strfmt("data.builtin.val_tokens = %lld is less than one batch "
+                            "(train.batch_size * train.seq_len + 1 = %lld)",
+                            static_cast<long long>(d.builtin.val_tokens), need));
+}
+
+void check_train(const Checker& c, const Config& cfg) {
+    const TrainConfig& t = cfg.train;
+    if (t.min_lr > t.lr)
+        c.fail({"train.min_lr", "train.lr"},
+               core::strfmt("train.min_lr = %g is larger than train.lr = %g", t.min_lr, t.lr));
+    if (t.checkpoint_every > 0 && t.checkpoint_dir.empty())
+        c.fail({"train.checkpoint_every"},
+               core::strfmt("train.checkpoint_every = %d needs train.checkpoint_dir (where to "
+                            "write them)",
+                            t.checkpoint_every));
+    if (t.resume == "auto") {
+        if (t.checkpoint_dir.empty())
+            c.fail({"train.resume"},
+                   "train.resume = auto needs train.checkpoint_dir (where to look for the newest "
+                   "checkpoint)");
+    } else if (!t.resume.empty()) {
+        std::error_code ec;
+        if (!fs::is_directory(t.resume, ec))
+            c.fail({"train.resume"}, "train.resume: checkpoint directory '" + t.resume +
+                                         "' does not exist" + cwd_note(t.resume) +
+                                         " (give a step_* directory, 'auto' or nothing)");
+    }
+}
+
+void check_runtime(const Checker& c, const Config& cfg) {
+    const ParallelConfig& p = cfg.parallel;
+    if (cfg.model.init_from.empty() && cfg.model.num_heads % p.sp != 0)
+        c.fail({"parallel.sp", "model.num_heads"},
+               core::strfmt("model.num_heads = %d is not divisible by parallel.sp = %d (Ulysses "
+                            "splits the heads across the sequence-parallel group)",
+                            cfg.model.num_heads, p.sp));
+    if (cfg.train.seq_len % p.sp != 0)
+        c.fail({"parallel.sp", "train.seq_len"},
+               core::strfmt("train.seq_len = %d is not divisible by parallel.sp = %d (Ulysses "
+                            "splits the sequence across the sequence-parallel group)",
+                            cfg.train.seq_len, p.sp));
+    std::error_code ec;
+    const std::string& pd = cfg.optimizer.plugin_dir;
+    if (!pd.empty() && !fs::is_directory(pd, ec))
+        c.fail({"optimizer.plugin_dir"}, "optimizer.plugin_dir: directory '" + pd +
+                                             "' does not exist" + cwd_note(pd));
+    const std::string& hw = cfg.offload.hardware;
+    if (!hw.empty() && !fs::is_regular_file(hw, ec))
+        c.fail({"offload.hardware"}, "offload.hardware: file '" + hw + "' does not exist" +
+                                         cwd_note(hw) + " (see inputs/hardware/)");
+}
+
+} // namespace
+
+void validate(const Config& cfg, const Origins& origins, const std::string& deck_name) {
+    Checker c{origins, deck_name};
+    check_model(c, cfg);
+    check_data(c, cfg);
+    check_train(c, cfg);
+    check_runtime(c, cfg);
+}
+
+} // namespace sof::config
