@@ -1,0 +1,194 @@
+// cpu_adam AVX2+FMA variant: 16 elements per iteration (two 8-lane vectors), scalar tail.
+// Compiled with function target attributes only (no global -mavx2), so the plugin loads anywhere.
+#include <immintrin.h>
+
+#include "cpu_adam_kernels.h"
+
+#define SOF_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace sof::cpu_adam {
+
+namespace {
+
+// Broadcast constants of one call.
+struct V8Consts {
+    __m256 scale, b1, b2, omb1, omb2, eps, wd, decay, step_size, bc2_sqrt;
+};
+
+SOF_AVX2 inline V8Consts v8_consts(const optim::AdamConsts& c) {
+    return {_mm256_set1_ps(c.scale), _mm256_set1_ps(c.b1),        _mm256_set1_ps(c.b2),
+            _mm256_set1_ps(c.omb1),  _mm256_set1_ps(c.omb2),      _mm256_set1_ps(c.eps),
+            _mm256_set1_ps(c.wd),    _mm256_set1_ps(c.decay),     _mm256_set1_ps(c.step_size),
+            _mm256_set1_ps(c.bc2_sqrt)};
+}
+
+// 8 grads starting at element i, widened to fp32 (exact).
+template <int GD> SOF_AVX2 inline __m256 load_grad8(const void* g, int64_t i) {
+    if constexpr (GD == SOF_DTYPE_F32) {
+        return _mm256_loadu_ps(static_cast<const float*>(g) + i);
+    } else {
+        __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(g) + i));
+        if constexpr (GD == SOF_DTYPE_BF16)
+            return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        else
+            return _mm256_cvtph_ps(h);
+    }
+}
+
+// fp32 -> bf16 bits in the low 16 bits of each 32-bit lane, round to nearest even, NaN kept
+// (quiet, sign and top payload bits kept), exactly core::f32_to_bf16.
+SOF_AVX2 inline __m256i bf16_bits8(__m256 x) {
+    __m256i u = _mm256_castps_si256(x);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+    __m256i absu = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+    __m256i nan = _mm256_cmpgt_epi32(absu, _mm256_set1_epi32(0x7f800000));
+    __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    return _mm256_blendv_epi8(r, qnan, nan);
+}
+
+// 16 params -> 16 low-precision values (32 bytes), element order kept.
+template <int LD> SOF_AVX2 inline __m256i lowp16(__m256 a, __m256 b) {
+    if constexpr (LD == SOF_DTYPE_BF16) {
+        __m256i pk = _mm256_packus_epi32(bf16_bits8(a), bf16_bits8(b));
+        return _mm256_permute4x64_epi64(pk, 0xD8);
+    } else {
+        __m128i ha = _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m128i hb = _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        return _mm256_set_m128i(hb, ha);
+    }
+}
+
+// Accumulate the squares of 8 scaled grads into two fp64 accumulators (low and high half).
+SOF_AVX2 inline void sumsq8(__m256 g, __m256d& lo, __m256d& hi) {
+    __m256d dl = _mm256_cvtps_pd(_mm256_castps256_ps128(g));
+    __m256d dh = _mm256_cvtps_pd(_mm256_extractf128_ps(g, 1));
+    lo = _mm256_fmadd_pd(dl, dl, lo);
+    hi = _mm256_fmadd_pd(dh, dh, hi);
+}
+
+SOF_AVX2 inline double hsum(__m256d a, __m256d b, __m256d c, __m256d d) {
+    __m256d s = _mm256_add_pd(_mm256_add_pd(a, b), _mm256_add_pd(c, d));
+    __m128d x = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(x, _mm_unpackhi_pd(x, x)));
+}
+
+// The reference element arithmetic on 8 lanes, in the same order and without FMA.
+template <bool WD, bool L2>
+SOF_AVX2 inline void adam8(const V8Consts& k, __m256& p, __m256& m, __m256& v, __m256 g) {
+    if constexpr (WD) {
+        if constexpr (L2)
+            g = _mm256_add_ps(g, _mm256_mul_ps(k.wd, p));
+        else
+            p = _mm256_mul_ps(p, k.decay);
+    }
+    m = _mm256_add_ps(_mm256_mul_ps(k.b1, m), _mm256_mul_ps(k.omb1, g));
+    v = _mm256_add_ps(_mm256_mul_ps(k.b2, v), _mm256_mul_ps(_mm256_mul_ps(k.omb2, g), g));
+    __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(v), k.bc2_sqrt), k.eps);
+    p = _mm256_sub_ps(p, _mm256_div_ps(_mm256_mul_ps(k.step_size, m), denom));
+}
+
+template <bool NT> SOF_AVX2 inline void store8(float* dst, __m256 x) {
+    if constexpr (NT)
+        _mm256_stream_ps(dst, x);
+    else
+        _mm256_storeu_ps(dst, x);
+}
+
+template <int GD, int LD, bool NT, bool WD, bool L2>
+SOF_AVX2 double step_tile_impl(const optim::AdamConsts& c, const Tile& t) {
+    V8Consts k = v8_consts(c);
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t n16 = t.n & ~int64_t{15};
+    for (int64_t i = 0; i < n16; i += 16) {
+        __m256 g0 = _mm256_mul_ps(load_grad8<GD>(t.g, i), k.scale);
+        __m256 g1 = _mm256_mul_ps(load_grad8<GD>(t.g, i + 8), k.scale);
+        sumsq8(g0, s0, s1);
+        sumsq8(g1, s2, s3);
+        __m256 p0 = _mm256_loadu_ps(t.p + i), p1 = _mm256_loadu_ps(t.p + i + 8);
+        __m256 m0 = _mm256_loadu_ps(t.m + i), m1 = _mm256_loadu_ps(t.m + i + 8);
+        __m256 v0 = _mm256_loadu_ps(t.v + i), v1 = _mm256_loadu_ps(t.v + i + 8);
+        adam8<WD, L2>(k, p0, m0, v0, g0);
+        adam8<WD, L2>(k, p1, m1, v1, g1);
+        store8<NT>(t.po + i, p0);
+        store8<NT>(t.po + i + 8, p1);
+        store8<NT>(t.mo + i, m0);
+        store8<NT>(t.mo + i + 8, m1);
+        store8<NT>(t.vo + i, v0);
+        store8<NT>(t.vo + i + 8, v1);
+        if constexpr (LD != -1) {
+            __m256i* dst = reinterpret_cast<__m256i*>(static_cast<uint16_t*>(t.lowp) + i);
+            if constexpr (NT)
+                _mm256_stream_si256(dst, lowp16<LD>(p0, p1));
+            else
+                _mm256_storeu_si256(dst, lowp16<LD>(p0, p1));
+        }
+    }
+    double sumsq = hsum(s0, s1, s2, s3);
+    uint16_t* lowp = static_cast<uint16_t*>(t.lowp);
+    for (int64_t i = n16; i < t.n; i++) {
+        float graw = optim::adam_ref_grad(t.g, GD, i);
+        float gs = graw * c.scale;
+        sumsq += static_cast<double>(gs) * static_cast<double>(gs);
+        float p = t.p[i], m = t.m[i], v = t.v[i];
+        optim::adam_ref_elem(c, p, m, v, graw);
+        t.po[i] = p;
+        t.mo[i] = m;
+        t.vo[i] = v;
+        if constexpr (LD != -1) lowp[i] = optim::adam_ref_lowp(p, LD);
+    }
+    if constexpr (NT) _mm_sfence();
+    return sumsq;
+}
+
+template <int GD, int LD, bool NT>
+SOF_AVX2 double step_tile_mode(const optim::AdamConsts& c, const Tile& t) {
+    if (c.wd == 0.0f) return step_tile_impl<GD, LD, NT, false, false>(c, t);
+    if (c.l2) return step_tile_impl<GD, LD, NT, true, true>(c, t);
+    return step_tile_impl<GD, LD, NT, true, false>(c, t);
+}
+
+template <int GD, int LD>
+SOF_AVX2 double step_tile_nt(const optim::AdamConsts& c, const Tile& t, bool nt) {
+    return nt ? step_tile_mode<GD, LD, true>(c, t) : step_tile_mode<GD, LD, false>(c, t);
+}
+
+template <int GD> SOF_AVX2 double step_tile_lowp(const optim::AdamConsts& c, const Tile& t, bool nt) {
+    if (!t.lowp) return step_tile_nt<GD, -1>(c, t, nt);
+    if (t.ld == SOF_DTYPE_F16) return step_tile_nt<GD, SOF_DTYPE_F16>(c, t, nt);
+    return step_tile_nt<GD, SOF_DTYPE_BF16>(c, t, nt);
+}
+
+SOF_AVX2 double step_tile_avx2(const optim::AdamConsts& c, const Tile& t, bool nt) {
+    if (t.gd == SOF_DTYPE_BF16) return step_tile_lowp<SOF_DTYPE_BF16>(c, t, nt);
+    if (t.gd == SOF_DTYPE_F16) return step_tile_lowp<SOF_DTYPE_F16>(c, t, nt);
+    return step_tile_lowp<SOF_DTYPE_F32>(c, t, nt);
+}
+
+template <int GD> SOF_AVX2 double stats_impl(const void* g, int64_t n, float scale) {
+    __m256 sc = _mm256_set1_ps(scale);
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t n16 = n & ~int64_t{15};
+    for (int64_t i = 0; i < n16; i += 16) {
+        sumsq8(_mm256_mul_ps(load_grad8<GD>(g, i), sc), s0, s1);
+        sumsq8(_mm256_mul_ps(load_grad8<GD>(g, i + 8), sc), s2, s3);
+    }
+    double sumsq = hsum(s0, s1, s2, s3);
+    for (int64_t i = n16; i < n; i++) {
+        float gs = optim::adam_ref_grad(g, GD, i) * scale;
+        sumsq += static_cast<double>(gs) * static_cast<double>(gs);
+    }
+    return sumsq;
+}
+
+SOF_AVX2 double stats_tile_avx2(const void* g, int32_t gd, int64_t n, float scale) {
+    if (gd == SOF_DTYPE_BF16) return stats_impl<SOF_DTYPE_BF16>(g, n, scale);
+    if (gd == SOF_DTYPE_F16) return stats_impl<SOF_DTYPE_F16>(g, n, scale);
+    return stats_impl<SOF_DTYPE_F32>(g, n, scale);
+}
+
+} // namespace
+
+KernelSet avx2_kernels() { return {"avx2", step_tile_avx2, stats_tile_avx2}; }
+
+} // namespace sof::cpu_adam

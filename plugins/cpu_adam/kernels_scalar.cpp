@@ -1,0 +1,39 @@
+// cpu_adam scalar variant: the reference element loop, runs on any x86-64 (and any other) CPU.
+// Used when neither AVX2+FMA nor AVX-512 is available, or forced with SOF_CPU_ADAM_VARIANT=scalar.
+#include "cpu_adam_kernels.h"
+
+namespace sof::cpu_adam {
+
+namespace {
+
+double step_tile_scalar(const optim::AdamConsts& c, const Tile& t, bool /*nt*/) {
+    double sumsq = 0.0;
+    uint16_t* lowp = static_cast<uint16_t*>(t.lowp);
+    for (int64_t i = 0; i < t.n; i++) {
+        float graw = optim::adam_ref_grad(t.g, t.gd, i);
+        float gs = graw * c.scale;
+        sumsq += static_cast<double>(gs) * static_cast<double>(gs);
+        float p = t.p[i], m = t.m[i], v = t.v[i];
+        optim::adam_ref_elem(c, p, m, v, graw);
+        t.po[i] = p;
+        t.mo[i] = m;
+        t.vo[i] = v;
+        if (lowp) lowp[i] = optim::adam_ref_lowp(p, t.ld);
+    }
+    return sumsq;
+}
+
+double stats_tile_scalar(const void* g, int32_t gd, int64_t n, float scale) {
+    double sumsq = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        float gs = optim::adam_ref_grad(g, gd, i) * scale;
+        sumsq += static_cast<double>(gs) * static_cast<double>(gs);
+    }
+    return sumsq;
+}
+
+} // namespace
+
+KernelSet scalar_kernels() { return {"scalar", step_tile_scalar, stats_tile_scalar}; }
+
+} // namespace sof::cpu_adam
