@@ -126,7 +126,9 @@ class Loader {
 
     std::string unknown_key_message(const std::string& key) const {
         std::string msg = "unknown key '" + key + "'";
-        std::string near = nearest(key, keys_);
+        std::vector<std::string> names = keys_;
+        names.insert(names.end(), sections_.begin(), sections_.end());
+        std::string near = nearest(key, names);
         if (near.empty()) { // the same name in another section ("train.weight_decay")
             for (const std::string& k : keys_)
                 if (leaf(k) == leaf(key)) near = k;

@@ -52,7 +52,7 @@ std::string cwd_note(const std::string& path) {
     if (fs::path(path).is_absolute()) return "";
     std::error_code ec;
     fs::path cwd = fs::current_path(ec);
-    return ec ? std::string() : " (relative to the current directory " + cwd.string() + ")";
+    return ec ? std::string() : " (looked in " + cwd.string() + ")";
 }
 
 void check_model(const Checker& c, const Config& cfg) {
@@ -67,7 +67,7 @@ void check_model(const Checker& c, const Config& cfg) {
         if (!fs::is_regular_file(m.init_from, ec))
             c.fail({"model.init_from"},
                    "model.init_from: file '" + m.init_from + "' does not exist" +
-                       cwd_note(m.init_from) + " (give an llm.c GPT-2 fp32 checkpoint)");
+                       cwd_note(m.init_from) + "; give an llm.c GPT-2 fp32 checkpoint file");
         return; // the checkpoint's header decides the architecture; the trainer checks it
     }
     if (m.padded_vocab_size != 0 && m.padded_vocab_size < m.vocab_size)
@@ -98,7 +98,7 @@ void check_data(const Checker& c, const Config& cfg) {
                                   " is empty: give 'builtin' or a glob of llm.c token shards");
         if (count_matches(p) == 0)
             c.fail({keys[i]}, std::string(keys[i]) + ": no file matches '" + p + "'" +
-                                  cwd_note(p) + " (give 'builtin' or a glob of llm.c token shards)");
+                                  cwd_note(p) + "; give 'builtin' or a glob of llm.c token shards");
     }
     if (!any_builtin) return;
     long long need = static_cast<long long>(cfg.train.batch_size) * cfg.train.seq_len + 1;
@@ -134,7 +134,7 @@ void check_train(const Checker& c, const Config& cfg) {
         if (!fs::is_directory(t.resume, ec))
             c.fail({"train.resume"}, "train.resume: checkpoint directory '" + t.resume +
                                          "' does not exist" + cwd_note(t.resume) +
-                                         " (give a step_* directory, 'auto' or nothing)");
+                                         "; give a step_* directory, 'auto' or \"\"");
     }
 }
 

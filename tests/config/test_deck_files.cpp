@@ -1,0 +1,126 @@
+// Deck checks that touch the file system (data globs, init_from, resume, plugin_dir, hardware,
+// the deck file itself), docs/deck.md covering every key, and every deck in inputs/ validating.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "deck_test_util.h"
+
+namespace fs = std::filesystem;
+using namespace sof;
+using namespace sof::config;
+using sof::test::contains;
+using sof::test::deck_error;
+
+TEST_CASE("data globs must match at least one file") {
+    std::string d = test::scratch("globs");
+    std::string m = deck_error("data:\n  train: " + d + "/shards/*.bin\n");
+    CHECK(contains(m, "deck.yaml:2: data.train: no file matches '" + d + "/shards/*.bin'"));
+    m = deck_error("data:\n  val: shards/*.bin\n");
+    CHECK(contains(m, "deck.yaml:2: data.val: no file matches 'shards/*.bin' (looked in "));
+    CHECK(contains(deck_error("data:\n  train: \"\"\n"), "deck.yaml:2: data.train is empty"));
+    // a directory that matches is not a shard
+    fs::create_directories(d + "/shards/dir.bin");
+    CHECK(contains(deck_error("data:\n  train: " + d + "/shards/*.bin\n"), "no file matches"));
+    test::write_file(d + "/shards/a_000.bin", "x");
+    test::write_file(d + "/shards/a_001.bin", "x");
+    Config c = load_deck_from_string("data:\n  train: " + d + "/shards/a_*.bin\n  val: " + d +
+                                         "/shards/a_001.bin\n",
+                                     "ok.yaml", {});
+    CHECK(c.data.train == d + "/shards/a_*.bin");
+    // relative patterns resolve against the current directory
+    fs::path old = fs::current_path();
+    fs::current_path(d);
+    CHECK_NOTHROW(load_deck_from_string("data:\n  train: shards/a_*.bin\n", "rel.yaml", {}));
+    fs::current_path(old);
+}
+
+TEST_CASE("init_from, resume, plugin_dir and hardware must exist") {
+    std::string d = test::scratch("paths");
+    CHECK(contains(deck_error("", {"model.init_from=" + d + "/nope.bin"}),
+                   "--set model.init_from=" + d + "/nope.bin: model.init_from: file '" + d +
+                       "/nope.bin' does not exist"));
+    CHECK(contains(deck_error("train:\n  resume: nowhere/step_00000001\n"),
+                   "deck.yaml:2: train.resume: checkpoint directory 'nowhere/step_00000001' does "
+                   "not exist"));
+    CHECK(contains(deck_error("optimizer:\n  plugin_dir: " + d + "/plugins\n"),
+                   "deck.yaml:2: optimizer.plugin_dir: directory '" + d + "/plugins' does not "
+                   "exist"));
+    CHECK(contains(deck_error("offload:\n  hardware: " + d + "/gh200.yaml\n"),
+                   "deck.yaml:2: offload.hardware: file '" + d + "/gh200.yaml' does not exist"));
+    test::write_file(d + "/m.bin", "x");
+    fs::create_directories(d + "/ck/step_00000002");
+    fs::create_directories(d + "/plugins");
+    test::write_file(d + "/gh200.yaml", "gpu: {}\n");
+    // with init_from the checkpoint decides the architecture: deck shape checks are skipped
+    Config c = load_deck_from_string("model:\n  max_seq_len: 8\ntrain:\n  seq_len: 64\n", "i.yaml",
+                                     {"model.init_from=" + d + "/m.bin",
+                                      "train.resume=" + d + "/ck/step_00000002",
+                                      "optimizer.plugin_dir=" + d + "/plugins",
+                                      "offload.hardware=" + d + "/gh200.yaml"});
+    CHECK(c.model.init_from == d + "/m.bin");
+    CHECK(c.train.resume == d + "/ck/step_00000002");
+    // resume: auto needs a checkpoint_dir, which need not exist yet
+    CHECK_NOTHROW(load_deck_from_string(
+        "", "a.yaml", {"train.resume=auto", "train.checkpoint_dir=" + d + "/not-yet"}));
+}
+
+TEST_CASE("load_deck: unreadable deck files are Io errors, the rest Config errors") {
+    std::string d = test::scratch("files");
+    try {
+        load_deck(d + "/missing.yaml", {});
+        FAIL("expected an error");
+    } catch (const core::Error& e) {
+        CHECK(e.kind() == core::ErrorKind::Io);
+        CHECK(contains(e.what(), "cannot read deck '" + d + "/missing.yaml': no such file"));
+    }
+    try {
+        load_deck(d, {});
+        FAIL("expected an error");
+    } catch (const core::Error& e) {
+        CHECK(e.kind() == core::ErrorKind::Io);
+        CHECK(contains(e.what(), "is a directory"));
+    }
+    test::write_file(d + "/typo.yaml", "train:\n  steps: 3\n  lrr: 0.1\n");
+    try {
+        load_deck(d + "/typo.yaml", {});
+        FAIL("expected an error");
+    } catch (const core::Error& e) {
+        CHECK(e.kind() == core::ErrorKind::Config);
+        CHECK(std::string(e.what()) ==
+              d + "/typo.yaml:3: unknown key 'train.lrr' (did you mean 'train.lr'?)");
+    }
+    test::write_file(d + "/ok.yaml", "train:\n  steps: 3\n");
+    Config c = load_deck(d + "/ok.yaml", {"train.lr=0.5"});
+    CHECK(c.deck_path == d + "/ok.yaml");
+    CHECK(c.train.steps == 3);
+    CHECK(c.train.lr == 0.5f);
+}
+
+TEST_CASE("docs/deck.md documents every key") {
+    std::ifstream f(std::string(SOF_SOURCE_DIR) + "/docs/deck.md");
+    REQUIRE(f.good());
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::string doc = ss.str();
+    for (const std::string& k : all_keys())
+        CHECK_MESSAGE(contains(doc, "| `" + k + "` |"), "docs/deck.md has no table row for " << k);
+}
+
+TEST_CASE("every deck under inputs/ validates") {
+    fs::path dir = fs::path(SOF_SOURCE_DIR) / "inputs";
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(dir)) {
+        if (e.path().extension() != ".yaml") continue;
+        INFO(e.path().string());
+        Config c;
+        CHECK_NOTHROW(c = load_deck(e.path().string(), {}));
+        // and its effective deck reads back unchanged
+        CHECK(effective_yaml(load_deck_from_string(effective_yaml(c), "echo", {})) ==
+              effective_yaml(c));
+        n++;
+    }
+    CHECK(n >= 4);
+}
