@@ -1,5 +1,6 @@
 // `superoffload check DECK [--set key=value ...]`: validate a deck (with its overrides) and print
-// the effective deck, every key with its value, then "deck OK: <path>". Errors go up as core::Error.
+// the effective deck, every key with its value, then "deck OK: <path>". Errors go up as
+// core::Error.
 #include <mpi.h>
 
 #include <cstdio>

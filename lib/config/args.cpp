@@ -12,7 +12,8 @@ namespace {
 
 std::string usage_line(const char* command, const std::vector<std::string>& value_options) {
     std::string s = core::strfmt("usage: superoffload %s DECK [--set key=value ...]", command);
-    for (const std::string& o : value_options) s += " [--" + o + " VALUE]";
+    for (const std::string& o : value_options)
+        s += " [--" + o + " VALUE]";
     return s;
 }
 
@@ -52,8 +53,7 @@ DeckArgs parse_deck_args(int argc, char** argv, const char* command,
                 value = name.substr(eq + 1);
                 name = name.substr(0, eq);
             }
-            if (std::find(value_options.begin(), value_options.end(), name) ==
-                value_options.end())
+            if (std::find(value_options.begin(), value_options.end(), name) == value_options.end())
                 fail(core::strfmt("superoffload %s: unknown option '%s'", command, a.c_str()));
             if (!inline_value) {
                 if (i + 1 >= argc) fail("--" + name + " needs a value after it");

@@ -41,7 +41,8 @@ class Loader {
     explicit Loader(std::string name) : name_(std::move(name)), fields_(bind_fields(cfg_)) {
         for (const Field& f : fields_) {
             keys_.push_back(f.key);
-            for (std::string p = parent(f.key); !p.empty(); p = parent(p)) sections_.insert(p);
+            for (std::string p = parent(f.key); !p.empty(); p = parent(p))
+                sections_.insert(p);
         }
     }
     Loader(const Loader&) = delete;
@@ -59,8 +60,10 @@ class Loader {
         }
         if (root.IsNull()) return; // an empty deck: every key at its default
         if (!root.IsMap())
-            fail(at(root) + ": a deck is a mapping of sections (model:, data:, train:, ...), "
-                            "not a " + kind(root));
+            fail(at(root) +
+                 ": a deck is a mapping of sections (model:, data:, train:, ...), "
+                 "not a " +
+                 kind(root));
         walk(root, "");
     }
 
@@ -102,10 +105,14 @@ class Loader {
 
     static std::string kind(const YAML::Node& n) {
         switch (n.Type()) {
-        case YAML::NodeType::Scalar: return "scalar '" + n.Scalar() + "'";
-        case YAML::NodeType::Sequence: return "list";
-        case YAML::NodeType::Map: return "mapping";
-        default: return "null";
+        case YAML::NodeType::Scalar:
+            return "scalar '" + n.Scalar() + "'";
+        case YAML::NodeType::Sequence:
+            return "list";
+        case YAML::NodeType::Map:
+            return "mapping";
+        default:
+            return "null";
         }
     }
 
@@ -177,7 +184,8 @@ class Loader {
             } else if (v.IsScalar() || v.IsNull()) {
                 set_scalar(*f, v.IsNull() ? std::string() : v.Scalar(), v.IsNull(), origin);
             } else {
-                fail(where + ": " + path + ": expected " + describe_type(*f) + ", got a " + kind(v));
+                fail(where + ": " + path + ": expected " + describe_type(*f) + ", got a " +
+                     kind(v));
             }
             origins_[path] = origin;
         }
@@ -211,7 +219,8 @@ Config load_deck_from_string(const std::string& yaml, const std::string& name,
                              const std::vector<std::string>& overrides) {
     Loader loader(name);
     loader.load_yaml(yaml);
-    for (const std::string& o : overrides) loader.apply_override(o);
+    for (const std::string& o : overrides)
+        loader.apply_override(o);
     return loader.finish();
 }
 
@@ -238,7 +247,8 @@ std::string effective_yaml(const Config& cfg) {
     for (const Field& f : fields) {
         std::vector<std::string> parts;
         std::stringstream ss(f.key);
-        for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+        for (std::string p; std::getline(ss, p, '.');)
+            parts.push_back(p);
         size_t common = 0;
         while (common < open.size() && common + 1 < parts.size() && open[common] == parts[common])
             common++;
@@ -255,7 +265,8 @@ std::string effective_yaml(const Config& cfg) {
 std::vector<std::string> all_keys() {
     Config c;
     std::vector<std::string> keys;
-    for (const Field& f : bind_fields(c)) keys.push_back(f.key);
+    for (const Field& f : bind_fields(c))
+        keys.push_back(f.key);
     return keys;
 }
 

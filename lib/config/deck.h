@@ -12,8 +12,8 @@ namespace sof::config {
 
 // The command line of a deck-driven subcommand: "DECK [--set key=value ...]".
 struct DeckArgs {
-    std::string deck;                   // path of the deck file
-    std::vector<std::string> overrides; // "key=value", in command-line order (later wins)
+    std::string deck;                           // path of the deck file
+    std::vector<std::string> overrides;         // "key=value", in command-line order (later wins)
     std::map<std::string, std::string> options; // extra "--name VALUE" options a command allows
 };
 

@@ -63,14 +63,17 @@ Field int_or_auto(const char* key, int* target, Range range) {
 }
 
 std::string lower(std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (char& c : s)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return s;
 }
 
 std::string trim(const std::string& s) {
     size_t b = 0, e = s.size();
-    while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) b++;
-    while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) e--;
+    while (b < e && std::isspace(static_cast<unsigned char>(s[b])))
+        b++;
+    while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1])))
+        e--;
     return s.substr(b, e - b);
 }
 
@@ -100,7 +103,8 @@ void check_range(const Field& f, const Range& r, double v, const std::string& te
                  const Origin& at) {
     if (in_range(r, v)) return;
     std::string rs = describe_range(r);
-    std::string how = (r.has_min && r.has_max) ? "out of range " + rs : "out of range (must be " + rs + ")";
+    std::string how =
+        (r.has_min && r.has_max) ? "out of range " + rs : "out of range (must be " + rs + ")";
     core::throw_error(core::ErrorKind::Config,
                       at.where + ": " + f.key + " = " + text + " is " + how);
 }
@@ -167,21 +171,20 @@ bool parse_bool(const std::string& t, bool& out) {
 }
 
 // One integer element of a list field (or of an int field), range-checked.
-long long parse_int_checked(const Field& f, const std::string& text, bool is_null,
-                            const Origin& at, long long lo, long long hi) {
+long long parse_int_checked(const Field& f, const std::string& text, bool is_null, const Origin& at,
+                            long long lo, long long hi) {
     long long v = 0;
     if (is_null || !parse_ll(text, v)) type_error(f, text, is_null, at);
     if (v < lo || v > hi)
         core::throw_error(core::ErrorKind::Config,
                           core::strfmt("%s: %s = %s does not fit (allowed %lld..%lld)",
                                        at.where.c_str(), f.key.c_str(), text.c_str(), lo, hi));
-    if (!f.int_set.empty() &&
-        std::find(f.int_set.begin(), f.int_set.end(), v) == f.int_set.end()) {
+    if (!f.int_set.empty() && std::find(f.int_set.begin(), f.int_set.end(), v) == f.int_set.end()) {
         std::string allowed;
-        for (long long a : f.int_set) allowed += (allowed.empty() ? "" : " or ") + std::to_string(a);
-        core::throw_error(core::ErrorKind::Config,
-                          at.where + ": " + f.key + " = " + text + " is not allowed (use " +
-                              allowed + ")");
+        for (long long a : f.int_set)
+            allowed += (allowed.empty() ? "" : " or ") + std::to_string(a);
+        core::throw_error(core::ErrorKind::Config, at.where + ": " + f.key + " = " + text +
+                                                       " is not allowed (use " + allowed + ")");
     }
     check_range(f, f.range, static_cast<double>(v), text, at);
     return v;
@@ -364,14 +367,16 @@ std::string format_value(const Field& f) {
     }
     const std::vector<int>& l = **std::get_if<std::vector<int>*>(&f.target);
     std::string s = "[";
-    for (size_t i = 0; i < l.size(); i++) s += (i ? ", " : "") + std::to_string(l[i]);
+    for (size_t i = 0; i < l.size(); i++)
+        s += (i ? ", " : "") + std::to_string(l[i]);
     return s + "]";
 }
 
 std::string describe_type(const Field& f) {
     if (!f.choices.empty()) {
         std::string s = "one of ";
-        for (size_t i = 0; i < f.choices.size(); i++) s += (i ? "|" : "") + f.choices[i];
+        for (size_t i = 0; i < f.choices.size(); i++)
+            s += (i ? "|" : "") + f.choices[i];
         return s;
     }
     if (std::holds_alternative<int*>(f.target))
@@ -398,8 +403,10 @@ int edit_distance(const std::string& a, const std::string& b) {
     // Optimal string alignment: insert, delete, substitute, swap two neighbours (each costs 1).
     size_t n = a.size(), m = b.size();
     std::vector<std::vector<int>> d(n + 1, std::vector<int>(m + 1, 0));
-    for (size_t i = 0; i <= n; i++) d[i][0] = static_cast<int>(i);
-    for (size_t j = 0; j <= m; j++) d[0][j] = static_cast<int>(j);
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = static_cast<int>(i);
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = static_cast<int>(j);
     for (size_t i = 1; i <= n; i++) {
         for (size_t j = 1; j <= m; j++) {
             int cost = a[i - 1] == b[j - 1] ? 0 : 1;
@@ -444,10 +451,10 @@ std::string format_double(double v) {
 }
 
 std::string yaml_quote(const std::string& s) {
-    static const char* const kReserved[] = {"true", "false", "yes", "no", "on", "off",
-                                            "null", "y", "n", "~"};
-    bool plain = !s.empty() && (std::isalnum(static_cast<unsigned char>(s[0])) || s[0] == '_' ||
-                                s[0] == '/');
+    static const char* const kReserved[] = {"true", "false", "yes", "no", "on",
+                                            "off",  "null",  "y",   "n",  "~"};
+    bool plain = !s.empty() &&
+                 (std::isalnum(static_cast<unsigned char>(s[0])) || s[0] == '_' || s[0] == '/');
     for (char c : s)
         if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '/' ||
               c == '-' || c == '+'))

@@ -65,9 +65,9 @@ void check_model(const Checker& c, const Config& cfg) {
     if (!m.init_from.empty()) {
         std::error_code ec;
         if (!fs::is_regular_file(m.init_from, ec))
-            c.fail({"model.init_from"},
-                   "model.init_from: file '" + m.init_from + "' does not exist" +
-                       cwd_note(m.init_from) + "; give an llm.c GPT-2 fp32 checkpoint file");
+            c.fail({"model.init_from"}, "model.init_from: file '" + m.init_from +
+                                            "' does not exist" + cwd_note(m.init_from) +
+                                            "; give an llm.c GPT-2 fp32 checkpoint file");
         return; // the checkpoint's header decides the architecture; the trainer checks it
     }
     if (m.padded_vocab_size != 0 && m.padded_vocab_size < m.vocab_size)
@@ -97,8 +97,8 @@ void check_data(const Checker& c, const Config& cfg) {
             c.fail({keys[i]}, std::string(keys[i]) +
                                   " is empty: give 'builtin' or a glob of llm.c token shards");
         if (count_matches(p) == 0)
-            c.fail({keys[i]}, std::string(keys[i]) + ": no file matches '" + p + "'" +
-                                  cwd_note(p) + "; give 'builtin' or a glob of llm.c token shards");
+            c.fail({keys[i]}, std::string(keys[i]) + ": no file matches '" + p + "'" + cwd_note(p) +
+                                  "; give 'builtin' or a glob of llm.c token shards");
     }
     if (!any_builtin) return;
     long long need = static_cast<long long>(cfg.train.batch_size) * cfg.train.seq_len + 1;
@@ -153,8 +153,8 @@ void check_runtime(const Checker& c, const Config& cfg) {
     std::error_code ec;
     const std::string& pd = cfg.optimizer.plugin_dir;
     if (!pd.empty() && !fs::is_directory(pd, ec))
-        c.fail({"optimizer.plugin_dir"}, "optimizer.plugin_dir: directory '" + pd +
-                                             "' does not exist" + cwd_note(pd));
+        c.fail({"optimizer.plugin_dir"},
+               "optimizer.plugin_dir: directory '" + pd + "' does not exist" + cwd_note(pd));
     const std::string& hw = cfg.offload.hardware;
     if (!hw.empty() && !fs::is_regular_file(hw, ec))
         c.fail({"offload.hardware"}, "offload.hardware: file '" + hw + "' does not exist" +

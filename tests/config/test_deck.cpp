@@ -32,9 +32,12 @@ std::map<std::string, std::string> flatten(const std::string& yaml) {
         std::string value = colon + 1 < line.size() ? line.substr(colon + 2) : "";
         stack.resize(depth);
         std::string full;
-        for (const auto& s : stack) full += s + ".";
-        if (value.empty()) stack.push_back(name);
-        else out[full + name] = value;
+        for (const auto& s : stack)
+            full += s + ".";
+        if (value.empty())
+            stack.push_back(name);
+        else
+            out[full + name] = value;
     }
     return out;
 }
@@ -75,7 +78,8 @@ TEST_CASE("all_keys lists every key once, in sections") {
     // every key of the effective deck is in all_keys and the other way round
     auto flat = flatten(effective_yaml(Config()));
     CHECK(flat.size() == keys.size());
-    for (const auto& k : keys) CHECK_MESSAGE(flat.count(k) == 1, k);
+    for (const auto& k : keys)
+        CHECK_MESSAGE(flat.count(k) == 1, k);
 }
 
 TEST_CASE("values of every type are read") {
@@ -269,7 +273,8 @@ runtime:
 debug:
   inject_nonfinite_steps: [0, 16, 2]
 )";
-    for (size_t p; (p = deck.find("D/")) != std::string::npos;) deck.replace(p, 2, d + "/");
+    for (size_t p; (p = deck.find("D/")) != std::string::npos;)
+        deck.replace(p, 2, d + "/");
     Config c1 = load_deck_from_string(deck, "all.yaml", {});
     std::string y1 = effective_yaml(c1);
     INFO(y1);
@@ -341,14 +346,15 @@ TEST_CASE("edit distance and nearest key") {
 TEST_CASE("command line: DECK [--set key=value ...]") {
     auto parse = [](std::vector<std::string> args, std::vector<std::string> opts = {}) {
         std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
+        for (auto& a : args)
+            argv.push_back(a.data());
         return parse_deck_args(static_cast<int>(argv.size()), argv.data(), "train", opts);
     };
-    DeckArgs a = parse({"d.yaml", "--set", "train.lr=0.1", "--set=train.steps=5", "--set",
-                        "runtime.trace=a=b"});
+    DeckArgs a = parse(
+        {"d.yaml", "--set", "train.lr=0.1", "--set=train.steps=5", "--set", "runtime.trace=a=b"});
     CHECK(a.deck == "d.yaml");
-    CHECK(a.overrides == std::vector<std::string>{"train.lr=0.1", "train.steps=5",
-                                                  "runtime.trace=a=b"});
+    CHECK(a.overrides ==
+          std::vector<std::string>{"train.lr=0.1", "train.steps=5", "runtime.trace=a=b"});
     DeckArgs b = parse({"--hardware", "gh200.yaml", "d.yaml", "--hardware=x.yaml"}, {"hardware"});
     CHECK(b.options.at("hardware") == "x.yaml");
     CHECK(b.deck == "d.yaml");

@@ -46,8 +46,9 @@ TEST_CASE("init_from, resume, plugin_dir and hardware must exist") {
                    "deck.yaml:2: train.resume: checkpoint directory 'nowhere/step_00000001' does "
                    "not exist"));
     CHECK(contains(deck_error("optimizer:\n  plugin_dir: " + d + "/plugins\n"),
-                   "deck.yaml:2: optimizer.plugin_dir: directory '" + d + "/plugins' does not "
-                   "exist"));
+                   "deck.yaml:2: optimizer.plugin_dir: directory '" + d +
+                       "/plugins' does not "
+                       "exist"));
     CHECK(contains(deck_error("offload:\n  hardware: " + d + "/gh200.yaml\n"),
                    "deck.yaml:2: offload.hardware: file '" + d + "/gh200.yaml' does not exist"));
     test::write_file(d + "/m.bin", "x");
@@ -55,11 +56,10 @@ TEST_CASE("init_from, resume, plugin_dir and hardware must exist") {
     fs::create_directories(d + "/plugins");
     test::write_file(d + "/gh200.yaml", "gpu: {}\n");
     // with init_from the checkpoint decides the architecture: deck shape checks are skipped
-    Config c = load_deck_from_string("model:\n  max_seq_len: 8\ntrain:\n  seq_len: 64\n", "i.yaml",
-                                     {"model.init_from=" + d + "/m.bin",
-                                      "train.resume=" + d + "/ck/step_00000002",
-                                      "optimizer.plugin_dir=" + d + "/plugins",
-                                      "offload.hardware=" + d + "/gh200.yaml"});
+    Config c = load_deck_from_string(
+        "model:\n  max_seq_len: 8\ntrain:\n  seq_len: 64\n", "i.yaml",
+        {"model.init_from=" + d + "/m.bin", "train.resume=" + d + "/ck/step_00000002",
+         "optimizer.plugin_dir=" + d + "/plugins", "offload.hardware=" + d + "/gh200.yaml"});
     CHECK(c.model.init_from == d + "/m.bin");
     CHECK(c.train.resume == d + "/ck/step_00000002");
     // resume: auto needs a checkpoint_dir, which need not exist yet
