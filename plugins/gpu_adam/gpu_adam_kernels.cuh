@@ -153,7 +153,7 @@ __device__ inline void rollback_elem(const SliceDesc& d, float& p, float& m, flo
     }
     m = __fdiv_rn(__fsub_rn(m, __fmul_rn(d.omb1, g)), d.b1);
     v = __fdiv_rn(__fsub_rn(v, __fmul_rn(__fmul_rn(d.omb2, g), g)), d.b2);
-    v = fmaxf(v, 0.0f);
+    v = v > 0.0f ? v : 0.0f; // NaN and -0 give +0, as the twin
 }
 
 __device__ inline void accumulate(float gs, double& sumsq, int& nonfinite) {

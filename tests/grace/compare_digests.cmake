@@ -1,0 +1,20 @@
+# Checks that grace_driver wrote the same output digest at every SVE vector length (bitwise identity).
+# Usage: cmake -DDIR=<dir with digest_sve<bits>.txt> -DBITS="128;256;..." -P compare_digests.cmake
+set(_first "")
+foreach(_bits ${BITS})
+  set(_file ${DIR}/digest_sve${_bits}.txt)
+  if(NOT EXISTS ${_file})
+    message(FATAL_ERROR "missing ${_file}: the grace_adam_sve${_bits} test did not run to the end")
+  endif()
+  file(READ ${_file} _d)
+  string(STRIP "${_d}" _d)
+  message(STATUS "SVE ${_bits} bits: digest ${_d}")
+  if(_first STREQUAL "")
+    set(_first "${_d}")
+    set(_first_bits ${_bits})
+  elseif(NOT _d STREQUAL _first)
+    message(FATAL_ERROR "grace_adam outputs differ between SVE ${_first_bits} bits (${_first}) "
+                        "and ${_bits} bits (${_d}): the kernel is not vector-length independent")
+  endif()
+endforeach()
+message(STATUS "grace_adam outputs are bitwise identical at SVE lengths ${BITS}")
