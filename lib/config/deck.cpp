@@ -2,11 +2,7 @@
 // unknown-key / duplicate / syntax messages with file:line, and the effective-deck writer.
 #include "config/deck.h"
 
-// yaml-cpp 0.7's node headers trip GCC 12's -Wdangling-pointer (a known false positive).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdangling-pointer"
 #include <yaml-cpp/yaml.h>
-#pragma GCC diagnostic pop
 
 #include <cerrno>
 #include <cstring>
@@ -151,8 +147,8 @@ class Loader {
 
     void walk(const YAML::Node& map, const std::string& prefix) {
         for (auto it = map.begin(); it != map.end(); ++it) {
-            const YAML::Node& k = it->first;
-            const YAML::Node& v = it->second;
+            YAML::Node k = it->first; // copies: it-> is a proxy that dies with the statement
+            YAML::Node v = it->second;
             if (!k.IsScalar()) fail(at(k) + ": keys must be plain names, not a " + kind(k));
             std::string path = prefix.empty() ? k.Scalar() : prefix + "." + k.Scalar();
             std::string where = at(k);
