@@ -1,5 +1,6 @@
 // gpu_adam plugin: fused multi-tensor AdamW/Adam on CUDA behind the sof_optim_abi.h C ABI.
 // Host side: argument checks, per-slice constants, slice tables, launches on the caller's stream.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +20,7 @@ static_assert(offsetof(ResultOut, nonfinite) == offsetof(sof_adam_result, nonfin
 
 struct Ctx {
     int device = 0;
+    int grid = kMaxBlocks; // blocks per launch: one wave of resident blocks on this device
     std::mutex mu;
     std::string error; // last failure message
 };
@@ -121,6 +123,31 @@ sof_status make_desc(Ctx* ctx, const sof_adam_slice* s, const sof_adam_hparams* 
 
 int64_t chunks_of(int64_t n) { return (n + kChunk - 1) / kChunk; }
 
+// One launch of `op` over descs[first, last) with a table of capacity Cap; *blocks = grid used.
+template <int Cap>
+cudaError_t launch_group(Ctx* ctx, Op op, const std::vector<SliceDesc>& descs, size_t first,
+                         size_t last, Partial* partials, cudaStream_t stream, int* blocks) {
+    SliceTable<Cap> t;
+    std::memset(&t, 0, sizeof(t));
+    t.count = static_cast<int32_t>(last - first);
+    int64_t total = 0;
+    for (size_t i = first; i < last; i++) {
+        t.chunk_start[i - first] = total;
+        t.s[i - first] = descs[i];
+        total += chunks_of(descs[i].n);
+    }
+    t.chunk_start[t.count] = total;
+    *blocks = static_cast<int>(std::min<int64_t>(total, ctx->grid));
+    if (*blocks == 0) return cudaSuccess;
+    if (op == Op::Step)
+        multi_kernel<Op::Step, Cap><<<*blocks, kThreads, 0, stream>>>(t, total, partials);
+    else if (op == Op::Rollback)
+        multi_kernel<Op::Rollback, Cap><<<*blocks, kThreads, 0, stream>>>(t, total, partials);
+    else
+        multi_kernel<Op::Stats, Cap><<<*blocks, kThreads, 0, stream>>>(t, total, partials);
+    return cudaGetLastError();
+}
+
 // Runs `op` over descriptors in groups of kMaxSlices (one launch each) on `stream`; the
 // statistics of all groups go to `result` (device-accessible) unless it is null.
 sof_status launch(Ctx* ctx, Op op, const std::vector<SliceDesc>& descs, sof_adam_result* result,
@@ -150,29 +177,17 @@ sof_status launch(Ctx* ctx, Op op, const std::vector<SliceDesc>& descs, sof_adam
 
     size_t group_count = descs.empty() ? 1 : (descs.size() + kMaxSlices - 1) / kMaxSlices;
     for (size_t grp = 0; grp < group_count && e == cudaSuccess; grp++) {
-        SliceTable t;
-        std::memset(&t, 0, sizeof(t));
         size_t first = grp * kMaxSlices;
         size_t last = std::min(descs.size(), first + kMaxSlices);
-        t.count = static_cast<int32_t>(last - first);
-        int64_t total = 0;
-        for (size_t i = first; i < last; i++) {
-            t.chunk_start[i - first] = total;
-            t.s[i - first] = descs[i];
-            total += chunks_of(descs[i].n);
-        }
-        t.chunk_start[t.count] = total;
-        int blocks = static_cast<int>(std::min<int64_t>(total, kMaxBlocks));
-        if (blocks > 0) {
-            Partial* part = stats ? partials : nullptr;
-            if (op == Op::Step)
-                multi_kernel<Op::Step><<<blocks, kThreads, 0, stream>>>(t, total, part);
-            else if (op == Op::Rollback)
-                multi_kernel<Op::Rollback><<<blocks, kThreads, 0, stream>>>(t, total, part);
-            else
-                multi_kernel<Op::Stats><<<blocks, kThreads, 0, stream>>>(t, total, part);
-            e = cudaGetLastError();
-        }
+        size_t count = last - first;
+        int blocks = 0;
+        Partial* part = stats ? partials : nullptr;
+        if (count <= 1)
+            e = launch_group<1>(ctx, op, descs, first, last, part, stream, &blocks);
+        else if (count <= 8)
+            e = launch_group<8>(ctx, op, descs, first, last, part, stream, &blocks);
+        else
+            e = launch_group<kMaxSlices>(ctx, op, descs, first, last, part, stream, &blocks);
         if (e == cudaSuccess && stats) {
             finalize_kernel<<<1, kThreads, 0, stream>>>(partials, blocks, out, grp > 0 ? 1 : 0);
             e = cudaGetLastError();
@@ -208,7 +223,7 @@ int32_t score() {
     }
     // The kernels are built for one architecture list; 0 if none of them loads on device 0.
     cudaFuncAttributes attr{};
-    if (cudaFuncGetAttributes(&attr, multi_kernel<Op::Step>) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&attr, multi_kernel<Op::Step, 1>) != cudaSuccess) {
         cudaGetLastError();
         return 0;
     }
@@ -247,6 +262,18 @@ sof_status create(const sof_optim_init* init, sof_optim_ctx** out) {
     Ctx* ctx = new (std::nothrow) Ctx;
     if (!ctx) return SOF_ERR_OUT_OF_MEMORY;
     ctx->device = init->device;
+    // One wave of resident blocks: grid-striding over chunks balances better than many waves.
+    // The grid depends only on the device, so the statistics are reproducible run to run.
+    int sms = 0, per_sm = 0;
+    if (cudaSetDevice(init->device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, init->device) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, multi_kernel<Op::Step, 1>, kThreads, 0) !=
+            cudaSuccess) {
+        cudaGetLastError();
+        delete ctx;
+        return SOF_ERR_DEVICE;
+    }
+    ctx->grid = std::max(1, std::min(kMaxBlocks, sms * per_sm));
     *out = reinterpret_cast<sof_optim_ctx*>(ctx);
     return SOF_OK;
 }

@@ -11,8 +11,8 @@ namespace sof::gpu_adam {
 
 constexpr int kMaxSlices = 96;    // slices per launch (the table travels in the kernel arguments)
 constexpr int kThreads = 256;     // threads per block
-constexpr int kChunk = 8192;      // elements per chunk; multiple of 4 * kThreads
-constexpr int kMaxBlocks = 2048;  // fixed grid cap: the reduction order does not depend on the GPU
+constexpr int kChunk = 4096;      // elements per chunk; multiple of 4 * kThreads
+constexpr int kMaxBlocks = 4096;  // grid cap (the grid is one full wave of resident blocks)
 constexpr int kNoLowp = -1;       // lowp_dtype when no low-precision copy is written
 
 enum class Op : int { Step = 0, Rollback = 1, Stats = 2 };
@@ -42,11 +42,12 @@ struct SliceDesc {
     int32_t aligned; // 1: every pointer allows 4-wide vector access
 };
 
-// The slice list of one launch. chunk_start[i] = first chunk index of slice i (prefix sums).
-struct SliceTable {
+// The slice list of one launch, passed by value as the kernel argument; Cap (1, 8 or kMaxSlices)
+// keeps the argument small for short lists. chunk_start[i] = first chunk of slice i (prefix sums).
+template <int Cap> struct SliceTable {
     int32_t count;
-    int64_t chunk_start[kMaxSlices + 1];
-    SliceDesc s[kMaxSlices];
+    int64_t chunk_start[Cap + 1];
+    SliceDesc s[Cap];
 };
 
 // Per-block partial statistics, reduced in a fixed order by finalize_kernel.
@@ -219,7 +220,7 @@ __device__ inline void process_four(const SliceDesc& d, int64_t i, double& sumsq
 }
 
 // Index of the slice that owns chunk c (binary search over the prefix sums).
-__device__ inline int find_slice(const SliceTable& t, int64_t c) {
+template <int Cap> __device__ inline int find_slice(const SliceTable<Cap>& t, int64_t c) {
     int lo = 0, hi = t.count - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
@@ -249,8 +250,8 @@ __device__ inline void block_reduce(double sumsq, int nonfinite, Partial* partia
 }
 
 // Multi-tensor kernel: block b handles chunks b, b + gridDim.x, ... of the concatenated slices.
-template <Op op>
-__global__ void __launch_bounds__(kThreads) multi_kernel(const SliceTable t, int64_t total_chunks,
+template <Op op, int Cap>
+__global__ void __launch_bounds__(kThreads) multi_kernel(const SliceTable<Cap> t, int64_t total_chunks,
                                                           Partial* partials) {
     double sumsq = 0.0;
     int nonfinite = 0;
