@@ -44,7 +44,10 @@ DeckArgs parse_deck_args(int argc, char** argv, const char* command,
             out.overrides.push_back(kv);
             continue;
         }
-        if (a == "-h" || a == "--help") fail(core::strfmt("superoffload %s: help", command));
+        if (a == "-h" || a == "--help")
+            fail(core::strfmt("superoffload %s: arguments are one YAML deck and --set overrides "
+                              "(every key: docs/deck.md)",
+                              command));
         if (a.rfind("--", 0) == 0) {
             std::string name = a.substr(2), value;
             size_t eq = name.find('=');

@@ -31,6 +31,18 @@ std::string parent(const std::string& key) {
     return dot == std::string::npos ? std::string() : key.substr(0, dot);
 }
 
+// A hint for the commonest YAML slip: tabs in the indentation of the failing line.
+const char* syntax_hint(const std::string& text, int line) {
+    std::stringstream ss(text);
+    std::string l;
+    for (int i = 0; i <= line && std::getline(ss, l); i++) {
+    }
+    size_t indent_end = l.find_first_not_of(" \t");
+    if (l.substr(0, indent_end).find('\t') != std::string::npos)
+        return " (indent with spaces: YAML does not allow tabs in indentation)";
+    return "";
+}
+
 // One deck being loaded: the Config, its key table (pointers into it) and where keys were set.
 class Loader {
   public:
@@ -49,8 +61,8 @@ class Loader {
         try {
             root = YAML::Load(text);
         } catch (const YAML::ParserException& e) {
-            fail(core::strfmt("%s:%d:%d: YAML syntax error: %s", name_.c_str(), e.mark.line + 1,
-                              e.mark.column + 1, e.msg.c_str()));
+            fail(core::strfmt("%s:%d:%d: YAML syntax error: %s%s", name_.c_str(), e.mark.line + 1,
+                              e.mark.column + 1, e.msg.c_str(), syntax_hint(text, e.mark.line)));
         } catch (const YAML::Exception& e) {
             fail(name_ + ": YAML error: " + e.what());
         }

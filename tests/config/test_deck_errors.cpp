@@ -102,6 +102,9 @@ TEST_CASE("YAML syntax errors give file:line:column") {
     std::string m = deck_error("train:\n  lr: 1\n   steps: 2\n");
     CHECK(contains(m, "deck.yaml:3:"));
     CHECK(contains(m, "YAML syntax error"));
+    CHECK(deck_error("train:\n\tlr: 1\n") ==
+          "deck.yaml:2:4: YAML syntax error: illegal map value (indent with spaces: YAML does not "
+          "allow tabs in indentation)");
     m = deck_error("train:\n  lr: *nothere\n");
     CHECK(contains(m, "deck.yaml:2:"));
 }
