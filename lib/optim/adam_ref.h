@@ -4,17 +4,35 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 
 #include "core/dtype.h"
 #include "optim/sof_optim_abi.h"
 
 namespace sof::optim {
 
-// Per-call constants. Computed in double from the hparams and rounded once to float, the way
-// torch.optim.AdamW turns its Python-float scalars into fp32 operands:
+// The decimal a user most likely wrote for an fp32 hyperparameter: the shortest decimal that
+// rounds to x (0.999f -> 0.999), as a double. The ABI carries fp32 hparams, while PyTorch keeps
+// them as Python doubles and forms 1-beta2, lr*wd, beta1^t in double; recovering the decimal
+// reproduces PyTorch's constants exactly (1-0.999f in double is 1.3e-5 relatively off 1-0.999).
+inline double hparam_decimal(float x) {
+    if (!std::isfinite(x)) return x;
+    char buf[32];
+    for (int prec = 1; prec <= 9; prec++) {
+        std::snprintf(buf, sizeof buf, "%.*g", prec, static_cast<double>(x));
+        if (std::strtof(buf, nullptr) == x) return std::strtod(buf, nullptr);
+    }
+    return x;
+}
+
+// Per-call constants. Computed in double from the hparams' decimals (hparam_decimal) and rounded
+// once to float, the way torch.optim.AdamW turns its Python-float scalars into fp32 operands:
 //   decay     = 1 - lr*wd            (AdamW only)
+//   omb1/omb2 = 1 - beta1, 1 - beta2
 //   step_size = lr / (1 - b1^t)      (lr when bias correction is off)
 //   bc2_sqrt  = sqrt(1 - b2^t)       (1 when bias correction is off)
+// b1, b2, eps, wd and scale are used as the fp32 values given.
 struct AdamConsts {
     float scale;      // grad_scale, applied to every grad before use
     float b1, b2;     // betas
@@ -29,7 +47,8 @@ struct AdamConsts {
 
 inline AdamConsts adam_consts(const sof_adam_hparams& hp) {
     AdamConsts c{};
-    double lr = hp.lr, b1 = hp.beta1, b2 = hp.beta2, wd = hp.weight_decay;
+    double lr = hparam_decimal(hp.lr), b1 = hparam_decimal(hp.beta1);
+    double b2 = hparam_decimal(hp.beta2), wd = hparam_decimal(hp.weight_decay);
     c.scale = hp.grad_scale;
     c.b1 = hp.beta1;
     c.b2 = hp.beta2;

@@ -1,0 +1,297 @@
+// Conformance of every host optimizer plugin (each cpu_adam variant) against the scalar
+// reference optim/adam_ref.h: sizes hitting SIMD tails, dtypes, modes, in place and separate.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <cfloat>
+
+#include "optim_test_util.h"
+
+using namespace sof;
+using namespace sof::test;
+
+namespace {
+
+// Tolerance for plugins that are not bitwise by design (documented in docs/optimizer-plugins.md):
+// a value passes within 2 ulp of the reference, or within 1e-6 of the buffer's largest |value|
+// (for results of cancellation near zero).
+struct Cmp {
+    bool bitwise;
+    int64_t worst_ulp = 0;
+    int64_t bad = 0;
+    void check(const float* got, const float* ref, int64_t n) {
+        float big = 0.0f;
+        for (int64_t i = 0; i < n; i++)
+            if (std::isfinite(ref[i])) big = std::max(big, std::fabs(ref[i]));
+        for (int64_t i = 0; i < n; i++) {
+            int64_t u = ulp_distance(got[i], ref[i]);
+            worst_ulp = std::max(worst_ulp, u);
+            bool ok = bitwise ? std::memcmp(&got[i], &ref[i], 4) == 0
+                              : (u <= 2 || std::fabs(got[i] - ref[i]) <= 1e-6f * big);
+            if (!ok) bad++;
+        }
+    }
+};
+
+struct Mode {
+    const char* name;
+    sof_adam_mode mode;
+    bool bias_correction;
+};
+const Mode kModes[] = {
+    {"adamw", SOF_ADAM_ADAMW, true}, {"adam_l2", SOF_ADAM_L2, true}, {"adamw_nobc", SOF_ADAM_ADAMW, false}};
+
+// Runs one configuration in place and with separate outputs and compares both with the reference.
+void run_config(optim::Optimizer& opt, bool bitwise, int64_t n, sof_dtype gd, float wd,
+                int64_t step, float scale, const Mode& mode, sof_dtype lowp_in_place,
+                int64_t out_pad, uint64_t seed) {
+    CAPTURE(n);
+    CAPTURE(static_cast<int>(gd));
+    CAPTURE(wd);
+    CAPTURE(step);
+    CAPTURE(scale);
+    CAPTURE(mode.name);
+    CAPTURE(out_pad);
+    AdamData d(n, seed, step > 1);
+    sof_adam_hparams hp =
+        optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, wd, step, mode.mode, mode.bias_correction, scale);
+    sof_dtype lowp_sep = lowp_in_place == SOF_DTYPE_BF16 ? SOF_DTYPE_F16 : SOF_DTYPE_BF16;
+
+    // reference, in place (two lowp dtypes)
+    ABuf<float> rp(n), rm(n), rv(n);
+    ABuf<uint16_t> rl_in(n), rl_sep(n);
+    rp.copy_from(d.p);
+    rm.copy_from(d.m);
+    rv.copy_from(d.v);
+    sof_adam_slice rs = optim::make_slice(n, rp.data(), d.grad(gd), gd, rm.data(), rv.data());
+    sof_adam_result rr = optim::adam_ref_step(rs, hp);
+    for (int64_t i = 0; i < n; i++) {
+        rl_in[i] = optim::adam_ref_lowp(rp[i], lowp_in_place);
+        rl_sep[i] = optim::adam_ref_lowp(rp[i], lowp_sep);
+    }
+
+    // plugin, in place
+    ABuf<float> p(n), m(n), v(n);
+    ABuf<uint16_t> l(n);
+    p.copy_from(d.p);
+    m.copy_from(d.m);
+    v.copy_from(d.v);
+    sof_adam_slice s = optim::make_slice(n, p.data(), d.grad(gd), gd, m.data(), v.data());
+    s.lowp_out = l.data();
+    s.lowp_dtype = lowp_in_place;
+    sof_adam_result r = opt.step(s, hp);
+    Cmp c{bitwise};
+    c.check(p.data(), rp.data(), n);
+    c.check(m.data(), rm.data(), n);
+    c.check(v.data(), rv.data(), n);
+    CHECK_MESSAGE(c.bad == 0, "in place: " << c.bad << " values off, worst " << c.worst_ulp << " ulp");
+    CHECK(std::memcmp(l.data(), rl_in.data(), 2 * n) == 0);
+    CHECK(r.nonfinite == 0);
+    CHECK(r.grad_sumsq == doctest::Approx(rr.grad_sumsq).epsilon(1e-12));
+
+    // plugin, separate outputs: inputs untouched, outputs equal the in-place ones bitwise
+    ABuf<float> po(n, out_pad), mo(n, out_pad), vo(n, out_pad);
+    ABuf<uint16_t> lo(n, out_pad);
+    for (int64_t i = 0; i < n; i++) po[i] = mo[i] = vo[i] = -12345.0f; // must be overwritten
+    sof_adam_slice s2 = optim::make_slice(n, d.p.data(), d.grad(gd), gd, d.m.data(), d.v.data());
+    s2.param_out = po.data();
+    s2.exp_avg_out = mo.data();
+    s2.exp_avg_sq_out = vo.data();
+    s2.lowp_out = lo.data();
+    s2.lowp_dtype = lowp_sep;
+    AdamData orig(n, seed, step > 1);
+    sof_adam_result r2 = opt.step(s2, hp);
+    CHECK(std::memcmp(d.p.data(), orig.p.data(), 4 * n) == 0);
+    CHECK(std::memcmp(d.m.data(), orig.m.data(), 4 * n) == 0);
+    CHECK(std::memcmp(d.v.data(), orig.v.data(), 4 * n) == 0);
+    CHECK(std::memcmp(d.g32.data(), orig.g32.data(), 4 * n) == 0);
+    CHECK(std::memcmp(po.data(), p.data(), 4 * n) == 0);
+    CHECK(std::memcmp(mo.data(), m.data(), 4 * n) == 0);
+    CHECK(std::memcmp(vo.data(), v.data(), 4 * n) == 0);
+    CHECK(std::memcmp(lo.data(), rl_sep.data(), 2 * n) == 0);
+    CHECK(r2.grad_sumsq == r.grad_sumsq);
+    CHECK(r2.nonfinite == 0);
+}
+
+} // namespace
+
+TEST_CASE("every host plugin matches the scalar reference (sizes, dtypes, modes, outputs)") {
+    auto cases = host_plugin_cases();
+    REQUIRE_FALSE(cases.empty());
+    const int64_t sizes[] = {1, 7, 15, 16, 17, 1023, 4099};
+    for (const auto& pc : cases) {
+        INFO("plugin " << pc.label());
+        auto opt = load_case(pc, 2);
+        bool bw = bitwise_expected(pc.name);
+        uint64_t seed = 1;
+        for (int64_t n : sizes)
+            for (sof_dtype gd : {SOF_DTYPE_F32, SOF_DTYPE_BF16})
+                for (float wd : {0.0f, 0.1f})
+                    for (int64_t step : {int64_t{1}, int64_t{1000}})
+                        for (float scale : {1.0f, 0.37f})
+                            for (const Mode& mode : kModes) {
+                                sof_dtype lowp = (seed & 1) ? SOF_DTYPE_BF16 : SOF_DTYPE_F16;
+                                run_config(*opt, bw, n, gd, wd, step, scale, mode, lowp,
+                                           (seed % 3 == 0) ? 1 : 0, seed);
+                                seed++;
+                            }
+    }
+}
+
+TEST_CASE("large slices (~3M, several tiles, both threads): aligned and misaligned outputs") {
+    for (const auto& pc : host_plugin_cases()) {
+        INFO("plugin " << pc.label());
+        auto opt = load_case(pc, 2);
+        bool bw = bitwise_expected(pc.name);
+        const int64_t n = 3000017;
+        run_config(*opt, bw, n, SOF_DTYPE_F32, 0.1f, 1000, 0.37f, kModes[0], SOF_DTYPE_BF16, 0, 7);
+        run_config(*opt, bw, n, SOF_DTYPE_BF16, 0.0f, 1, 1.0f, kModes[0], SOF_DTYPE_F16, 1, 8);
+        run_config(*opt, bw, n, SOF_DTYPE_F32, 0.01f, 3, 2.0f, kModes[1], SOF_DTYPE_BF16, 0, 9);
+    }
+}
+
+TEST_CASE("statistics: non-finite flag, grad_stats equals the step's, thread-count independent") {
+    for (const auto& pc : host_plugin_cases()) {
+        INFO("plugin " << pc.label());
+        auto opt1 = load_case(pc, 1);
+        auto opt2 = load_case(pc, 2);
+        const int64_t n = 50001;
+        for (sof_dtype gd : {SOF_DTYPE_F32, SOF_DTYPE_BF16}) {
+            AdamData d(n, 42, true);
+            sof_adam_hparams hp = optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 5,
+                                                      SOF_ADAM_ADAMW, true, 0.5f);
+            sof_adam_result st1 = opt1->grad_stats(d.grad(gd), gd, n, 0.5f);
+            sof_adam_result st2 = opt2->grad_stats(d.grad(gd), gd, n, 0.5f);
+            sof_adam_result ref = optim::adam_ref_stats(d.grad(gd), gd, n, 0.5f);
+            CHECK(st1.grad_sumsq == st2.grad_sumsq);
+            CHECK(st1.grad_sumsq == doctest::Approx(ref.grad_sumsq).epsilon(1e-12));
+            CHECK(st1.nonfinite == 0);
+            AdamData e(n, 42, true);
+            sof_adam_slice s = optim::make_slice(n, e.p.data(), e.grad(gd), gd, e.m.data(), e.v.data());
+            sof_adam_result sr = opt2->step(s, hp);
+            CHECK(sr.grad_sumsq == st1.grad_sumsq);
+
+            // one Inf, one NaN, one finite grad that overflows once scaled: each sets the flag
+            for (int kind = 0; kind < 3; kind++) {
+                CAPTURE(kind);
+                AdamData f(n, 43, true);
+                int64_t at = 1000 + 7919 * kind;
+                float bad = kind == 0 ? INFINITY : (kind == 1 ? NAN : 3e38f);
+                f.g32[at] = bad;
+                f.g16[at] = core::f32_to_bf16(bad);
+                float scale = kind == 2 ? 4.0f : 1.0f;
+                sof_adam_result a = opt2->grad_stats(f.grad(gd), gd, n, scale);
+                CHECK(a.nonfinite == 1);
+                sof_adam_slice fs =
+                    optim::make_slice(n, f.p.data(), f.grad(gd), gd, f.m.data(), f.v.data());
+                hp.grad_scale = scale;
+                CHECK(opt2->step(fs, hp).nonfinite == 1);
+                hp.grad_scale = 0.5f;
+            }
+        }
+    }
+}
+
+TEST_CASE("low-precision copy: RNE ties, NaN payloads, Inf, subnormals, fp16 overflow") {
+    // lr = 0 and wd = 0 leave p unchanged (p - 0/denom), so the copy is the conversion of crafted
+    // inputs; every plugin copy must equal core::f32_to_bf16 / f32_to_f16 of its own output.
+    std::vector<uint32_t> bits = {0x3f808000u, 0x3f818000u, 0xbf808000u, 0x3f80ffffu, 0x7fc00001u,
+                                  0xffc12345u, 0x7f800001u, 0x7f800000u, 0xff800000u, 0x00000001u,
+                                  0x80400000u, 0x477ff000u, 0x477fefffu, 0x47800000u, 0x33000000u,
+                                  0x33000001u, 0x33c00000u, 0x38800000u, 0x387fe000u, 0x80000000u,
+                                  0x7f7fffffu, 0x0080ffffu, 0x387ff000u};
+    std::mt19937 rng(5);
+    while (bits.size() < 4099) bits.push_back(rng());
+    const int64_t n = static_cast<int64_t>(bits.size());
+    for (const auto& pc : host_plugin_cases()) {
+        INFO("plugin " << pc.label());
+        auto opt = load_case(pc, 2);
+        for (sof_dtype ld : {SOF_DTYPE_BF16, SOF_DTYPE_F16}) {
+            for (int sep = 0; sep < 2; sep++) {
+                CAPTURE(static_cast<int>(ld));
+                CAPTURE(sep);
+                ABuf<float> p(n), m(n), v(n), g(n), po(n), mo(n), vo(n);
+                ABuf<uint16_t> l(n);
+                for (int64_t i = 0; i < n; i++) p[i] = core::bits_f32(bits[static_cast<size_t>(i)]);
+                sof_adam_slice s = optim::make_slice(n, p.data(), g.data(), SOF_DTYPE_F32, m.data(), v.data());
+                if (sep) {
+                    s.param_out = po.data();
+                    s.exp_avg_out = mo.data();
+                    s.exp_avg_sq_out = vo.data();
+                }
+                s.lowp_out = l.data();
+                s.lowp_dtype = ld;
+                sof_adam_hparams hp = optim::make_hparams(0.0f, 0.9f, 0.999f, 1e-8f, 0.0f, 1,
+                                                          SOF_ADAM_ADAMW, true, 1.0f);
+                opt->step(s, hp);
+                int64_t bad = 0, nan_in = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    float out = s.param_out[i];
+                    uint16_t want = ld == SOF_DTYPE_BF16 ? core::f32_to_bf16(out) : core::f32_to_f16(out);
+                    if (l[i] != want) bad++;
+                    if (std::isnan(p[i])) {
+                        nan_in++;
+                        bool is_nan = ld == SOF_DTYPE_BF16 ? std::isnan(core::bf16_to_f32(l[i]))
+                                                           : std::isnan(core::f16_to_f32(l[i]));
+                        if (!is_nan) bad++;
+                    } else if (std::memcmp(&out, &p[i], 4) != 0) {
+                        bad++; // lr = 0 keeps every non-NaN param bitwise
+                    }
+                }
+                CHECK(nan_in > 0);
+                CHECK_MESSAGE(bad == 0, bad << " low-precision values differ");
+            }
+        }
+    }
+}
+
+TEST_CASE("step_multi equals one step per slice, results aggregated") {
+    for (const auto& pc : host_plugin_cases()) {
+        INFO("plugin " << pc.label());
+        auto opt = load_case(pc, 2);
+        const int64_t ns[3] = {1023, 17, 20000};
+        std::vector<std::unique_ptr<AdamData>> a, b;
+        std::vector<sof_adam_slice> sl;
+        std::vector<sof_adam_hparams> hp;
+        double sum = 0.0;
+        for (int k = 0; k < 3; k++) {
+            a.push_back(std::make_unique<AdamData>(ns[k], 100 + k, true));
+            b.push_back(std::make_unique<AdamData>(ns[k], 100 + k, true));
+            hp.push_back(optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, k == 1 ? 0.0f : 0.1f,
+                                             3 + k, k == 2 ? SOF_ADAM_L2 : SOF_ADAM_ADAMW, true, 0.5f));
+            sl.push_back(optim::make_slice(ns[k], a[k]->p.data(), a[k]->grad(SOF_DTYPE_F32),
+                                           SOF_DTYPE_F32, a[k]->m.data(), a[k]->v.data()));
+            sof_adam_slice one = optim::make_slice(ns[k], b[k]->p.data(), b[k]->grad(SOF_DTYPE_F32),
+                                                   SOF_DTYPE_F32, b[k]->m.data(), b[k]->v.data());
+            sum += opt->step(one, hp[k]).grad_sumsq;
+        }
+        sof_adam_result r = opt->step_multi(sl.data(), hp.data(), 3);
+        CHECK(r.grad_sumsq == doctest::Approx(sum).epsilon(1e-14));
+        CHECK(r.nonfinite == 0);
+        for (int k = 0; k < 3; k++) {
+            CHECK(std::memcmp(a[k]->p.data(), b[k]->p.data(), 4 * ns[k]) == 0);
+            CHECK(std::memcmp(a[k]->m.data(), b[k]->m.data(), 4 * ns[k]) == 0);
+            CHECK(std::memcmp(a[k]->v.data(), b[k]->v.data(), 4 * ns[k]) == 0);
+        }
+    }
+}
+
+TEST_CASE("invalid arguments are status codes turned into clear errors") {
+    for (const auto& pc : host_plugin_cases()) {
+        INFO("plugin " << pc.label());
+        auto opt = load_case(pc, 1);
+        AdamData d(16, 1, false);
+        sof_adam_slice s = optim::make_slice(16, d.p.data(), d.g32.data(), SOF_DTYPE_F32, d.m.data(), d.v.data());
+        s.grad_dtype = 7;
+        sof_adam_hparams hp = optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1, SOF_ADAM_ADAMW, true, 1.0f);
+        try {
+            opt->step(s, hp);
+            FAIL("a bad grad dtype was accepted");
+        } catch (const core::Error& e) {
+            CHECK(e.kind() == core::ErrorKind::Runtime);
+            CHECK(std::string(e.what()).find(pc.name) != std::string::npos);
+            if (pc.name == "cpu_adam") // cpu_adam's own message names the field
+                CHECK(std::string(e.what()).find("grad_dtype") != std::string::npos);
+        }
+    }
+}

@@ -1,0 +1,41 @@
+// A minimal optimizer plugin for the loader tests, built twice: with TEST_ABI_VERSION 999 (an
+// ABI mismatch the loader must reject naming both versions) and TEST_SCORE 0 (cannot run here).
+#include "optim/sof_optim_abi.h"
+
+namespace {
+
+int32_t test_score() { return TEST_SCORE; }
+const char* test_variant() { return "test"; }
+sof_status test_create(const sof_optim_init*, sof_optim_ctx** out) {
+    *out = nullptr;
+    return SOF_ERR_UNSUPPORTED;
+}
+void test_destroy(sof_optim_ctx*) {}
+const char* test_last_error(sof_optim_ctx*) { return "test plugin does nothing"; }
+sof_status test_step(sof_optim_ctx*, const sof_adam_slice*, const sof_adam_hparams*,
+                     sof_adam_result*, void*) {
+    return SOF_ERR_UNSUPPORTED;
+}
+sof_status test_step_multi(sof_optim_ctx*, const sof_adam_slice*, const sof_adam_hparams*, int32_t,
+                           sof_adam_result*, void*) {
+    return SOF_ERR_UNSUPPORTED;
+}
+sof_status test_rollback(sof_optim_ctx*, const sof_adam_slice*, const sof_adam_hparams*, void*) {
+    return SOF_ERR_UNSUPPORTED;
+}
+sof_status test_stats(sof_optim_ctx*, const void*, int32_t, int64_t, float, sof_adam_result*,
+                      void*) {
+    return SOF_ERR_UNSUPPORTED;
+}
+
+const sof_optim_plugin kTable = {
+    TEST_ABI_VERSION, sizeof(sof_optim_plugin), TEST_NAME, "loader test plugin", SOF_TARGET_HOST,
+    test_score, test_variant, test_create, test_destroy, test_last_error, test_step,
+    test_step_multi, test_rollback, test_stats,
+};
+
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) const sof_optim_plugin* sof_optim_plugin_get(void) {
+    return &kTable;
+}
