@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpu_adam_kernels.cuh"
+#include "optim/adam_ref.h"
 #include "optim/sof_optim_abi.h"
 
 namespace sof::gpu_adam {
@@ -43,12 +44,15 @@ bool valid_grad_dtype(int32_t t) {
     return t == SOF_DTYPE_F32 || t == SOF_DTYPE_BF16 || t == SOF_DTYPE_F16;
 }
 
-bool aligned_to(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
+bool aligned_to(const void* p, uintptr_t a) {
+    return (reinterpret_cast<uintptr_t>(p) % a) == 0;
+}
 
 // In place (a == b) or disjoint; partial overlap is not allowed.
 bool same_or_disjoint(const void* a, const void* b, int64_t bytes) {
     uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-    return x == y || x + static_cast<uintptr_t>(bytes) <= y || y + static_cast<uintptr_t>(bytes) <= x;
+    return x == y || x + static_cast<uintptr_t>(bytes) <= y ||
+           y + static_cast<uintptr_t>(bytes) <= x;
 }
 
 // Checks one slice + hparams and fills its descriptor. `need_state` = false for grad stats.
@@ -84,7 +88,7 @@ sof_status make_desc(Ctx* ctx, const sof_adam_slice* s, const sof_adam_hparams* 
         return fail(ctx, SOF_ERR_INVALID_ARGUMENT,
                     at + "step " + std::to_string(hp->step) + " < 1 with bias correction");
 
-    double lr = hp->lr, b1 = hp->beta1, b2 = hp->beta2, wd = hp->weight_decay;
+    optim::AdamConsts k = optim::adam_consts(*hp); // the reference's constants, bit for bit
     d->p = s->param;
     d->g = s->grad;
     d->m = s->exp_avg;
@@ -94,25 +98,19 @@ sof_status make_desc(Ctx* ctx, const sof_adam_slice* s, const sof_adam_hparams* 
     d->v_out = s->exp_avg_sq_out;
     d->lowp = s->lowp_out;
     d->n = s->n;
-    d->scale = hp->grad_scale;
-    d->b1 = hp->beta1;
-    d->b2 = hp->beta2;
-    d->omb1 = static_cast<float>(1.0 - b1);
-    d->omb2 = static_cast<float>(1.0 - b2);
-    d->eps = hp->eps;
-    d->wd = hp->weight_decay;
-    d->decay = static_cast<float>(1.0 - lr * wd);
-    if (hp->bias_correction) {
-        double t = static_cast<double>(hp->step);
-        d->step_size = static_cast<float>(lr / (1.0 - std::pow(b1, t)));
-        d->bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
-    } else {
-        d->step_size = hp->lr;
-        d->bc2_sqrt = 1.0f;
-    }
+    d->scale = k.scale;
+    d->b1 = k.b1;
+    d->b2 = k.b2;
+    d->omb1 = k.omb1;
+    d->omb2 = k.omb2;
+    d->eps = k.eps;
+    d->wd = k.wd;
+    d->decay = k.decay;
+    d->step_size = k.step_size;
+    d->bc2_sqrt = k.bc2_sqrt;
     d->gdt = s->grad_dtype;
     d->ldt = s->lowp_out ? s->lowp_dtype : kNoLowp;
-    d->l2 = hp->mode == SOF_ADAM_L2 ? 1 : 0;
+    d->l2 = k.l2 ? 1 : 0;
     uintptr_t ga = s->grad_dtype == SOF_DTYPE_F32 ? 16 : 8;
     d->aligned = aligned_to(s->param, 16) && aligned_to(s->exp_avg, 16) &&
                  aligned_to(s->exp_avg_sq, 16) && aligned_to(s->param_out, 16) &&
@@ -121,7 +119,9 @@ sof_status make_desc(Ctx* ctx, const sof_adam_slice* s, const sof_adam_hparams* 
     return SOF_OK;
 }
 
-int64_t chunks_of(int64_t n) { return (n + kChunk - 1) / kChunk; }
+int64_t chunks_of(int64_t n) {
+    return (n + kChunk - 1) / kChunk;
+}
 
 // One launch of `op` over descs[first, last) with a table of capacity Cap; *blocks = grid used.
 template <int Cap>
@@ -171,7 +171,8 @@ sof_status launch(Ctx* ctx, Op op, const std::vector<SliceDesc>& descs, sof_adam
     if (stats) {
         e = cudaMallocAsync(&scratch, scratch_bytes, stream);
         if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaMallocAsync(partials)");
-        if (copy_back) out = reinterpret_cast<ResultOut*>(static_cast<Partial*>(scratch) + kMaxBlocks);
+        if (copy_back)
+            out = reinterpret_cast<ResultOut*>(static_cast<Partial*>(scratch) + kMaxBlocks);
     }
     Partial* partials = static_cast<Partial*>(scratch);
 
@@ -240,13 +241,20 @@ const char* variant() {
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
     cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
     switch (major * 10 + minor) {
-    case 80: return "sm_80";
-    case 86: return "sm_86";
-    case 89: return "sm_89";
-    case 90: return "sm_90";
-    case 100: return "sm_100";
-    case 120: return "sm_120";
-    default: return "cuda";
+    case 80:
+        return "sm_80";
+    case 86:
+        return "sm_86";
+    case 89:
+        return "sm_89";
+    case 90:
+        return "sm_90";
+    case 100:
+        return "sm_100";
+    case 120:
+        return "sm_120";
+    default:
+        return "cuda";
     }
 }
 
@@ -267,8 +275,8 @@ sof_status create(const sof_optim_init* init, sof_optim_ctx** out) {
     int sms = 0, per_sm = 0;
     if (cudaSetDevice(init->device) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, init->device) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, multi_kernel<Op::Step, 1>, kThreads, 0) !=
-            cudaSuccess) {
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, multi_kernel<Op::Step, 1>, kThreads,
+                                                      0) != cudaSuccess) {
         cudaGetLastError();
         delete ctx;
         return SOF_ERR_DEVICE;
@@ -278,7 +286,9 @@ sof_status create(const sof_optim_init* init, sof_optim_ctx** out) {
     return SOF_OK;
 }
 
-void destroy(sof_optim_ctx* c) { delete reinterpret_cast<Ctx*>(c); }
+void destroy(sof_optim_ctx* c) {
+    delete reinterpret_cast<Ctx*>(c);
+}
 
 const char* last_error(sof_optim_ctx* c) {
     thread_local std::string copy; // stable storage for the returned pointer, per thread
@@ -316,9 +326,11 @@ sof_status rollback(sof_optim_ctx* c, const sof_adam_slice* slice, const sof_ada
     sof_status st = make_desc(ctx, slice, hp, 0, &descs[0]);
     if (st != SOF_OK) return st;
     if (hp->beta1 == 0.0f || hp->beta2 == 0.0f)
-        return fail(ctx, SOF_ERR_UNSUPPORTED, "adam_rollback: beta1 or beta2 is 0 (not invertible)");
+        return fail(ctx, SOF_ERR_UNSUPPORTED,
+                    "adam_rollback: beta1 or beta2 is 0 (not invertible)");
     if (hp->mode == SOF_ADAM_ADAMW && descs[0].wd != 0.0f && descs[0].decay == 0.0f)
-        return fail(ctx, SOF_ERR_UNSUPPORTED, "adam_rollback: lr*weight_decay == 1 (not invertible)");
+        return fail(ctx, SOF_ERR_UNSUPPORTED,
+                    "adam_rollback: lr*weight_decay == 1 (not invertible)");
     return launch(ctx, Op::Rollback, descs, nullptr, static_cast<cudaStream_t>(stream));
 }
 
@@ -360,6 +372,7 @@ const sof_optim_plugin kPlugin = {
 } // namespace
 } // namespace sof::gpu_adam
 
-extern "C" __attribute__((visibility("default"))) const sof_optim_plugin* sof_optim_plugin_get(void) {
+extern "C" __attribute__((visibility("default"))) const sof_optim_plugin*
+sof_optim_plugin_get(void) {
     return &sof::gpu_adam::kPlugin;
 }

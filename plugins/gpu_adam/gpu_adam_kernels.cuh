@@ -1,5 +1,6 @@
 // gpu_adam device code: the fused multi-tensor AdamW/Adam kernel, rollback, grad statistics.
-// Arithmetic follows the scalar reference order exactly (explicit _rn intrinsics, no FMA contraction).
+// Arithmetic follows the scalar reference order exactly (explicit _rn intrinsics, no FMA
+// contraction).
 #pragma once
 
 #include <cstdint>
@@ -9,27 +10,27 @@
 
 namespace sof::gpu_adam {
 
-constexpr int kMaxSlices = 96;    // slices per launch (the table travels in the kernel arguments)
-constexpr int kThreads = 256;     // threads per block
-constexpr int kChunk = 4096;      // elements per chunk; multiple of 4 * kThreads
-constexpr int kMaxBlocks = 4096;  // grid cap (the grid is one full wave of resident blocks)
-constexpr int kNoLowp = -1;       // lowp_dtype when no low-precision copy is written
+constexpr int kMaxSlices = 96;   // slices per launch (the table travels in the kernel arguments)
+constexpr int kThreads = 256;    // threads per block
+constexpr int kChunk = 4096;     // elements per chunk; multiple of 4 * kThreads
+constexpr int kMaxBlocks = 4096; // grid cap (the grid is one full wave of resident blocks)
+constexpr int kNoLowp = -1;      // lowp_dtype when no low-precision copy is written
 
 enum class Op : int { Step = 0, Rollback = 1, Stats = 2 };
 
 // One slice with its per-slice constants, precomputed on the host in double and rounded to float.
 struct SliceDesc {
-    const float* p;  // (n) params in
-    const void* g;   // (n) grads, dtype gdt
-    const float* m;  // (n) exp_avg in
-    const float* v;  // (n) exp_avg_sq in
-    float* p_out;    // (n) params out (== p in place)
-    float* m_out;    // (n) exp_avg out
-    float* v_out;    // (n) exp_avg_sq out
-    void* lowp;      // (n) low-precision copy of p_out, dtype ldt, or null
+    const float* p; // (n) params in
+    const void* g;  // (n) grads, dtype gdt
+    const float* m; // (n) exp_avg in
+    const float* v; // (n) exp_avg_sq in
+    float* p_out;   // (n) params out (== p in place)
+    float* m_out;   // (n) exp_avg out
+    float* v_out;   // (n) exp_avg_sq out
+    void* lowp;     // (n) low-precision copy of p_out, dtype ldt, or null
     int64_t n;
-    float scale;     // grad_scale
-    float b1, b2;    // beta1, beta2
+    float scale;      // grad_scale
+    float b1, b2;     // beta1, beta2
     float omb1, omb2; // 1-beta1, 1-beta2
     float eps;
     float wd;        // weight decay (0: none)
@@ -186,12 +187,12 @@ __device__ inline void process_one(const SliceDesc& d, int64_t i, double& sumsq,
 
 // Processes four elements at i (aligned, all in range).
 template <Op op>
-__device__ inline void process_four(const SliceDesc& d, int64_t i, double& sumsq,
-                                    int& nonfinite) {
+__device__ inline void process_four(const SliceDesc& d, int64_t i, double& sumsq, int& nonfinite) {
     float g[4];
     load_grad4(d.g, d.gdt, i, g);
     if constexpr (op == Op::Stats) {
-        for (int k = 0; k < 4; k++) accumulate(__fmul_rn(g[k], d.scale), sumsq, nonfinite);
+        for (int k = 0; k < 4; k++)
+            accumulate(__fmul_rn(g[k], d.scale), sumsq, nonfinite);
     } else {
         float4 p4 = *reinterpret_cast<const float4*>(d.p + i);
         float4 m4 = *reinterpret_cast<const float4*>(d.m + i);
@@ -212,9 +213,12 @@ __device__ inline void process_four(const SliceDesc& d, int64_t i, double& sumsq
         __stcs(reinterpret_cast<float4*>(d.m_out + i), make_float4(m[0], m[1], m[2], m[3]));
         __stcs(reinterpret_cast<float4*>(d.v_out + i), make_float4(v[0], v[1], v[2], v[3]));
         if (d.lowp) {
-            uint32_t lo = to_lowp(p[0], d.ldt) | (static_cast<uint32_t>(to_lowp(p[1], d.ldt)) << 16);
-            uint32_t hi = to_lowp(p[2], d.ldt) | (static_cast<uint32_t>(to_lowp(p[3], d.ldt)) << 16);
-            __stcs(reinterpret_cast<uint2*>(static_cast<uint16_t*>(d.lowp) + i), make_uint2(lo, hi));
+            uint32_t lo =
+                to_lowp(p[0], d.ldt) | (static_cast<uint32_t>(to_lowp(p[1], d.ldt)) << 16);
+            uint32_t hi =
+                to_lowp(p[2], d.ldt) | (static_cast<uint32_t>(to_lowp(p[3], d.ldt)) << 16);
+            __stcs(reinterpret_cast<uint2*>(static_cast<uint16_t*>(d.lowp) + i),
+                   make_uint2(lo, hi));
         }
     }
 }
@@ -251,8 +255,8 @@ __device__ inline void block_reduce(double sumsq, int nonfinite, Partial* partia
 
 // Multi-tensor kernel: block b handles chunks b, b + gridDim.x, ... of the concatenated slices.
 template <Op op, int Cap>
-__global__ void __launch_bounds__(kThreads) multi_kernel(const SliceTable<Cap> t, int64_t total_chunks,
-                                                          Partial* partials) {
+__global__ void __launch_bounds__(kThreads)
+    multi_kernel(const SliceTable<Cap> t, int64_t total_chunks, Partial* partials) {
     double sumsq = 0.0;
     int nonfinite = 0;
     for (int64_t c = blockIdx.x; c < total_chunks; c += gridDim.x) {
@@ -265,7 +269,8 @@ __global__ void __launch_bounds__(kThreads) multi_kernel(const SliceTable<Cap> t
                 if (i + 4 <= end) {
                     process_four<op>(d, i, sumsq, nonfinite);
                 } else {
-                    for (int64_t j = i; j < end; j++) process_one<op>(d, j, sumsq, nonfinite);
+                    for (int64_t j = i; j < end; j++)
+                        process_one<op>(d, j, sumsq, nonfinite);
                 }
             }
         } else {
@@ -277,8 +282,8 @@ __global__ void __launch_bounds__(kThreads) multi_kernel(const SliceTable<Cap> t
 }
 
 // Reduces `count` partials in a fixed order into *out (adds to it when accumulate != 0).
-__global__ void __launch_bounds__(kThreads) finalize_kernel(const Partial* partials, int count,
-                                                             ResultOut* out, int accumulate) {
+__global__ void __launch_bounds__(kThreads)
+    finalize_kernel(const Partial* partials, int count, ResultOut* out, int accumulate) {
     double sumsq = 0.0;
     int nonfinite = 0;
     for (int i = threadIdx.x; i < count; i += kThreads) {

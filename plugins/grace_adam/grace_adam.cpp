@@ -39,7 +39,8 @@ bool valid_grad_dtype(int32_t t) {
 
 bool same_or_disjoint(const void* a, const void* b, int64_t bytes) {
     uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-    return x == y || x + static_cast<uintptr_t>(bytes) <= y || y + static_cast<uintptr_t>(bytes) <= x;
+    return x == y || x + static_cast<uintptr_t>(bytes) <= y ||
+           y + static_cast<uintptr_t>(bytes) <= x;
 }
 
 sof_status check_slice(Ctx* ctx, const sof_adam_slice* s, const sof_adam_hparams* hp, int index) {
@@ -73,28 +74,7 @@ sof_status check_slice(Ctx* ctx, const sof_adam_slice* s, const sof_adam_hparams
     return SOF_OK;
 }
 
-Consts consts_of(const sof_adam_hparams& hp) {
-    Consts c{};
-    double lr = hp.lr, b1 = hp.beta1, b2 = hp.beta2, wd = hp.weight_decay;
-    c.scale = hp.grad_scale;
-    c.b1 = hp.beta1;
-    c.b2 = hp.beta2;
-    c.omb1 = static_cast<float>(1.0 - b1);
-    c.omb2 = static_cast<float>(1.0 - b2);
-    c.eps = hp.eps;
-    c.wd = hp.weight_decay;
-    c.decay = static_cast<float>(1.0 - lr * wd);
-    if (hp.bias_correction) {
-        double t = static_cast<double>(hp.step);
-        c.step_size = static_cast<float>(lr / (1.0 - std::pow(b1, t)));
-        c.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
-    } else {
-        c.step_size = hp.lr;
-        c.bc2_sqrt = 1.0f;
-    }
-    c.l2 = hp.mode == SOF_ADAM_L2 ? 1 : 0;
-    return c;
-}
+Consts consts_of(const sof_adam_hparams& hp) { return optim::adam_consts(hp); }
 
 Buffers buffers_of(const sof_adam_slice& s) {
     Buffers b{};
@@ -128,17 +108,25 @@ template <class Fn> sof_adam_result over_tiles(int threads, int64_t n, Fn&& fn) 
 
 // ---- ABI entry points ----
 
-int32_t score() { return (getauxval(AT_HWCAP) & HWCAP_SVE) ? 100 : 0; }
+int32_t score() {
+    return (getauxval(AT_HWCAP) & HWCAP_SVE) ? 100 : 0;
+}
 
 const char* variant() {
     if (score() == 0) return "sve (not available)";
     switch (sve_vector_bits()) {
-    case 128: return "sve128";
-    case 256: return "sve256";
-    case 512: return "sve512";
-    case 1024: return "sve1024";
-    case 2048: return "sve2048";
-    default: return "sve";
+    case 128:
+        return "sve128";
+    case 256:
+        return "sve256";
+    case 512:
+        return "sve512";
+    case 1024:
+        return "sve1024";
+    case 2048:
+        return "sve2048";
+    default:
+        return "sve";
     }
 }
 
@@ -154,7 +142,9 @@ sof_status create(const sof_optim_init* init, sof_optim_ctx** out) {
     return SOF_OK;
 }
 
-void destroy(sof_optim_ctx* c) { delete reinterpret_cast<Ctx*>(c); }
+void destroy(sof_optim_ctx* c) {
+    delete reinterpret_cast<Ctx*>(c);
+}
 
 const char* last_error(sof_optim_ctx* c) {
     thread_local std::string copy; // stable storage for the returned pointer, per thread
@@ -202,9 +192,11 @@ sof_status rollback(sof_optim_ctx* c, const sof_adam_slice* slice, const sof_ada
     if (st != SOF_OK) return st;
     Consts k = consts_of(*hp);
     if (hp->beta1 == 0.0f || hp->beta2 == 0.0f)
-        return fail(ctx, SOF_ERR_UNSUPPORTED, "adam_rollback: beta1 or beta2 is 0 (not invertible)");
+        return fail(ctx, SOF_ERR_UNSUPPORTED,
+                    "adam_rollback: beta1 or beta2 is 0 (not invertible)");
     if (!k.l2 && k.wd != 0.0f && k.decay == 0.0f)
-        return fail(ctx, SOF_ERR_UNSUPPORTED, "adam_rollback: lr*weight_decay == 1 (not invertible)");
+        return fail(ctx, SOF_ERR_UNSUPPORTED,
+                    "adam_rollback: lr*weight_decay == 1 (not invertible)");
     Buffers b = buffers_of(*slice);
     over_tiles(ctx->threads, slice->n, [&](int64_t lo, int64_t hi) {
         sve_rollback_tile(k, b, lo, hi);
@@ -246,6 +238,7 @@ const sof_optim_plugin kPlugin = {
 } // namespace
 } // namespace sof::grace_adam
 
-extern "C" __attribute__((visibility("default"))) const sof_optim_plugin* sof_optim_plugin_get(void) {
+extern "C" __attribute__((visibility("default"))) const sof_optim_plugin*
+sof_optim_plugin_get(void) {
     return &sof::grace_adam::kPlugin;
 }

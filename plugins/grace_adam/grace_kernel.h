@@ -4,38 +4,30 @@
 
 #include <cstdint>
 
+#include "optim/adam_ref.h"
+
 namespace sof::grace_adam {
 
-constexpr int64_t kRow = 64;       // statistics columns: element i adds to column i % 64 of its block
-constexpr int64_t kBlock = 4096;   // statistics block: 64 rows of 64 columns, summed column-wise
-constexpr int64_t kTile = 16384;   // OpenMP work unit (4 blocks); its partial sum is one tile entry
+constexpr int64_t kRow = 64;     // statistics columns: element i adds to column i % 64 of its block
+constexpr int64_t kBlock = 4096; // statistics block: 64 rows of 64 columns, summed column-wise
+constexpr int64_t kTile = 16384; // OpenMP work unit (4 blocks); its partial sum is one tile entry
 constexpr int kNoLowp = -1;
 
-// Per-slice constants, computed in double and rounded to float (same as the scalar reference).
-struct Consts {
-    float scale;      // grad_scale
-    float b1, b2;     // betas
-    float omb1, omb2; // 1 - betas
-    float eps;
-    float wd;         // weight decay (0: none)
-    float decay;      // 1 - lr*wd
-    float step_size;  // lr / (1 - b1^t), or lr
-    float bc2_sqrt;   // sqrt(1 - b2^t), or 1
-    int32_t l2;       // 1: g += wd*p (Adam L2); 0: p *= decay (AdamW)
-};
+// Per-slice constants: exactly the reference's (optim::adam_consts, computed on the host).
+using Consts = optim::AdamConsts;
 
 // Buffers of one slice (indices are slice-relative).
 struct Buffers {
-    const float* p; // (n) params in
-    const void* g;  // (n) grads of dtype gdt
-    const float* m; // (n) exp_avg in
-    const float* v; // (n) exp_avg_sq in
-    float* po;      // (n) params out
-    float* mo;      // (n) exp_avg out
-    float* vo;      // (n) exp_avg_sq out
-    void* lowp;     // (n) low-precision copy (dtype ldt) or null
-    int32_t gdt;    // sof_dtype of g
-    int32_t ldt;    // sof_dtype of lowp or kNoLowp
+    const float* p;    // (n) params in
+    const void* g;     // (n) grads of dtype gdt
+    const float* m;    // (n) exp_avg in
+    const float* v;    // (n) exp_avg_sq in
+    float* po;         // (n) params out
+    float* mo;         // (n) exp_avg out
+    float* vo;         // (n) exp_avg_sq out
+    void* lowp;        // (n) low-precision copy (dtype ldt) or null
+    int32_t gdt;       // sof_dtype of g
+    int32_t ldt;       // sof_dtype of lowp or kNoLowp
     int32_t streaming; // 1: outputs are separate buffers, use non-temporal stores
 };
 

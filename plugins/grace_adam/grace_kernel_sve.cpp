@@ -21,7 +21,8 @@ inline svfloat32_t load_grad(svbool_t pg, const void* g, int32_t gdt, int64_t i)
 
 // Grads [i, i + active lanes) as fp32 in the low half of 64-bit containers (for fp64 statistics).
 inline svfloat32_t load_grad_wide(svbool_t pd, const void* g, int32_t gdt, int64_t i) {
-    if (gdt == 0) return svreinterpret_f32_u64(svld1uw_u64(pd, static_cast<const uint32_t*>(g) + i));
+    if (gdt == 0)
+        return svreinterpret_f32_u64(svld1uw_u64(pd, static_cast<const uint32_t*>(g) + i));
     svuint64_t h = svld1uh_u64(pd, static_cast<const uint16_t*>(g) + i);
     if (gdt == 1) return svreinterpret_f32_u64(svlsl_n_u64_x(pd, h, 16));
     return svcvt_f32_f16_x(pd, svreinterpret_f16_u64(h));
@@ -62,7 +63,9 @@ inline void prefetch_row(const Buffers& b, int64_t i) {
 
 } // namespace
 
-int sve_vector_bits() { return static_cast<int>(svcntb() * 8); }
+int sve_vector_bits() {
+    return static_cast<int>(svcntb() * 8);
+}
 
 // Statistics in a vector-length-independent order: within each kBlock block, column c (0..63)
 // accumulates the squares of elements c, c+64, c+128, ... in row order (fp64, exact squares);
@@ -89,7 +92,8 @@ TileStats sve_stats_tile(const void* g, int32_t gdt, float scale, int64_t begin,
             }
         }
         double block = 0.0;
-        for (int64_t c = 0; c < kRow; c++) block += acc[c];
+        for (int64_t c = 0; c < kRow; c++)
+            block += acc[c];
         ts.sumsq += block;
     }
     ts.nonfinite = svptest_any(svptrue_b8(), nonfinite) ? 1 : 0;
@@ -121,7 +125,8 @@ TileStats sve_step_tile(const Consts& c, const Buffers& b, int64_t begin, int64_
                     p = svmul_f32_x(pg, p, vdecay);
             }
             m = svadd_f32_x(pg, svmul_f32_x(pg, vb1, m), svmul_f32_x(pg, vomb1, g));
-            v = svadd_f32_x(pg, svmul_f32_x(pg, vb2, v), svmul_f32_x(pg, svmul_f32_x(pg, vomb2, g), g));
+            v = svadd_f32_x(pg, svmul_f32_x(pg, vb2, v),
+                            svmul_f32_x(pg, svmul_f32_x(pg, vomb2, g), g));
             svfloat32_t denom = svadd_f32_x(pg, svdiv_f32_x(pg, svsqrt_f32_x(pg, v), vbc2), veps);
             p = svsub_f32_x(pg, p, svdiv_f32_x(pg, svmul_f32_x(pg, vstep, m), denom));
             store(pg, b.po, i, p, streaming);

@@ -31,8 +31,9 @@ __global__ void ceiling_kernel(const float4* p, const float4* g, const float4* m
         __stcs(mo + i, make_float4(c.x + b.x, c.y + b.y, c.z + b.z, c.w + b.w));
         __stcs(vo + i, make_float4(d.x + b.x, d.y + b.y, d.z + b.z, d.w + b.w));
         if (lowp)
-            __stcs(lowp + i, make_uint2(__float_as_uint(x.x) >> 16 | (__float_as_uint(x.y) & 0xffff0000u),
-                                        __float_as_uint(x.z) >> 16 | (__float_as_uint(x.w) & 0xffff0000u)));
+            __stcs(lowp + i,
+                   make_uint2(__float_as_uint(x.x) >> 16 | (__float_as_uint(x.y) & 0xffff0000u),
+                              __float_as_uint(x.z) >> 16 | (__float_as_uint(x.w) & 0xffff0000u)));
     }
 }
 
@@ -80,13 +81,24 @@ int main(int argc, char** argv) {
         float* pout = separate ? po : p;
         float* mout = separate ? mo : m;
         float* vout = separate ? vo : v;
-        sof_adam_slice s{sizeof(sof_adam_slice), n, p, g, SOF_DTYPE_F32, SOF_DTYPE_BF16, m, v,
-                         pout, mout, vout, lowp};
+        sof_adam_slice s{sizeof(sof_adam_slice),
+                         n,
+                         p,
+                         g,
+                         SOF_DTYPE_F32,
+                         SOF_DTYPE_BF16,
+                         m,
+                         v,
+                         pout,
+                         mout,
+                         vout,
+                         lowp};
         auto time_it = [&](auto&& fn) {
             fn();
             ok(cudaStreamSynchronize(st), "warmup");
             ok(cudaEventRecord(e0, st), "record");
-            for (int i = 0; i < iters; i++) fn();
+            for (int i = 0; i < iters; i++)
+                fn();
             ok(cudaEventRecord(e1, st), "record");
             ok(cudaEventSynchronize(e1), "sync");
             float ms = 0;

@@ -61,7 +61,8 @@ std::string describe(const Case& c) {
 
 int64_t max_ulp(const std::vector<float>& a, const std::vector<float>& b) {
     int64_t worst = 0;
-    for (size_t i = 0; i < a.size(); i++) worst = std::max(worst, ulp_distance(a[i], b[i]));
+    for (size_t i = 0; i < a.size(); i++)
+        worst = std::max(worst, ulp_distance(a[i], b[i]));
     return worst;
 }
 
@@ -70,8 +71,8 @@ struct DevSlice {
     int64_t n, off;
     DevBuf p, m, v, g, po, mo, vo, lowp;
     DevSlice(int64_t n_, int64_t off_, bool separate)
-        : n(n_), off(off_), p((n + off) * 4), m((n + off) * 4), v((n + off) * 4),
-          g((n + off) * 4), po(separate ? (n + off) * 4 : 0), mo(separate ? (n + off) * 4 : 0),
+        : n(n_), off(off_), p((n + off) * 4), m((n + off) * 4), v((n + off) * 4), g((n + off) * 4),
+          po(separate ? (n + off) * 4 : 0), mo(separate ? (n + off) * 4 : 0),
           vo(separate ? (n + off) * 4 : 0), lowp((n + off) * 2) {}
 };
 

@@ -25,7 +25,8 @@ inline sof_adam_result twin_stats(const void* grad, int32_t dtype, int64_t n, fl
                 if (!std::isfinite(g)) r.nonfinite = 1;
             }
             double block = 0.0;
-            for (int c = 0; c < 64; c++) block += col[c];
+            for (int c = 0; c < 64; c++)
+                block += col[c];
             tile += block;
         }
         r.grad_sumsq += tile;

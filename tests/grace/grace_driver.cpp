@@ -1,5 +1,6 @@
 // grace_adam conformance driver, cross-built for aarch64 and run under qemu at several SVE lengths.
-// Usage: grace_driver EXPECTED_VL_BITS [DIGEST_FILE]; exit 0 = pass; prints a digest of all outputs.
+// Usage: grace_driver EXPECTED_VL_BITS [DIGEST_FILE]; exit 0 = pass; prints a digest of all
+// outputs.
 #include <arm_sve.h>
 
 #include <cmath>
@@ -35,7 +36,8 @@ uint64_t g_digest = 1469598103934665603ull; // FNV-1a over every output the plug
 
 void digest(const void* data, size_t bytes) {
     const unsigned char* b = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < bytes; i++) g_digest = (g_digest ^ b[i]) * 1099511628211ull;
+    for (size_t i = 0; i < bytes; i++)
+        g_digest = (g_digest ^ b[i]) * 1099511628211ull;
 }
 
 uint64_t rng_next(uint64_t& s) {
@@ -63,20 +65,21 @@ struct Case {
 
 std::string describe(const Case& c) {
     char buf[200];
-    std::snprintf(buf, sizeof(buf),
-                  "n=%lld gdt=%d wd=%g step=%lld scale=%g separate=%d ldt=%d mode=%d bias=%d thr=%d",
-                  static_cast<long long>(c.n), c.gdt, c.wd, static_cast<long long>(c.step), c.scale,
-                  c.separate, c.ldt, c.mode, c.bias, c.threads);
+    std::snprintf(
+        buf, sizeof(buf),
+        "n=%lld gdt=%d wd=%g step=%lld scale=%g separate=%d ldt=%d mode=%d bias=%d thr=%d",
+        static_cast<long long>(c.n), c.gdt, c.wd, static_cast<long long>(c.step), c.scale,
+        c.separate, c.ldt, c.mode, c.bias, c.threads);
     return buf;
 }
 
 // State of one slice: inputs, plugin outputs, reference outputs.
 struct State {
-    std::vector<float> p, m, v, g32;            // (n) inputs
-    std::vector<uint16_t> g16;                  // (n) bf16/fp16 grads
-    std::vector<float> po, mo, vo;              // (n) plugin outputs (separate mode)
-    std::vector<uint16_t> lowp, ref_lowp;       // (n) low-precision copies
-    std::vector<float> rp, rm, rv;              // (n) reference outputs
+    std::vector<float> p, m, v, g32;      // (n) inputs
+    std::vector<uint16_t> g16;            // (n) bf16/fp16 grads
+    std::vector<float> po, mo, vo;        // (n) plugin outputs (separate mode)
+    std::vector<uint16_t> lowp, ref_lowp; // (n) low-precision copies
+    std::vector<float> rp, rm, rv;        // (n) reference outputs
 };
 
 State make_state(const Case& c, uint64_t seed) {
@@ -136,7 +139,8 @@ sof_adam_slice ref_slice(const Case& c, State& s) {
 
 int64_t max_ulp(const std::vector<float>& a, const std::vector<float>& b) {
     int64_t w = 0;
-    for (size_t i = 0; i < a.size(); i++) w = std::max(w, ulp_distance(a[i], b[i]));
+    for (size_t i = 0; i < a.size(); i++)
+        w = std::max(w, ulp_distance(a[i], b[i]));
     return w;
 }
 
@@ -251,7 +255,8 @@ void drift_and_rollback(const sof_optim_plugin* api) {
                "rollback differs from the reference rollback (mode %d)", mode);
         double worst = 0;
         for (size_t i = 0; i < p0.size(); i++)
-            worst = std::max(worst, std::fabs(double(s.p[i]) - p0[i]) + std::fabs(double(s.m[i]) - m0[i]));
+            worst = std::max(worst,
+                             std::fabs(double(s.p[i]) - p0[i]) + std::fabs(double(s.m[i]) - m0[i]));
         EXPECT(worst < 1e-6, "rollback far from the old state: %g", worst);
         digest(s.p.data(), s.p.size() * 4), digest(s.v.data(), s.v.size() * 4);
     }
@@ -279,13 +284,15 @@ void multi_and_stats(const sof_optim_plugin* api) {
         want += twin_step(rs, hps[i]).grad_sumsq;
     }
     sof_adam_result got{};
-    EXPECT(api->adam_step_multi(ctx, slices.data(), hps.data(), 5, &got, nullptr) == SOF_OK, "multi");
+    EXPECT(api->adam_step_multi(ctx, slices.data(), hps.data(), 5, &got, nullptr) == SOF_OK,
+           "multi");
     EXPECT(got.grad_sumsq == want && got.nonfinite == 0, "multi sumsq %.17g vs %.17g",
            got.grad_sumsq, want);
     for (int i = 0; i < 5; i++) {
         const Case& c = cases[i];
         State& s = states[i];
-        EXPECT(max_ulp(c.separate ? s.po : s.p, s.rp) == 0 && max_ulp(c.separate ? s.vo : s.v, s.rv) == 0,
+        EXPECT(max_ulp(c.separate ? s.po : s.p, s.rp) == 0 &&
+                   max_ulp(c.separate ? s.vo : s.v, s.rv) == 0,
                "multi slice %d differs", i);
         if (c.ldt >= 0) EXPECT(s.lowp == s.ref_lowp, "multi slice %d lowp differs", i);
     }
@@ -293,7 +300,8 @@ void multi_and_stats(const sof_optim_plugin* api) {
     State& s = states[4];
     s.g32[7777] = std::numeric_limits<float>::infinity();
     sof_adam_result st{};
-    EXPECT(api->grad_stats(ctx, s.g32.data(), SOF_DTYPE_F32, cases[4].n, 0.5f, &st, nullptr) == SOF_OK,
+    EXPECT(api->grad_stats(ctx, s.g32.data(), SOF_DTYPE_F32, cases[4].n, 0.5f, &st, nullptr) ==
+               SOF_OK,
            "grad_stats");
     EXPECT(st.nonfinite == 1, "inf grad not flagged");
     s.g32[7777] = 0.25f;
@@ -318,7 +326,8 @@ void multi_and_stats(const sof_optim_plugin* api) {
         rs.param = z.p.data(), rs.exp_avg = z.m.data(), rs.exp_avg_sq = z.v.data();
         sof::optim::adam_ref_step(rs, hp);
         EXPECT(t.lowp == t.ref_lowp, "special-value lowp (dtype %d) differs", ldt);
-        EXPECT((t.lowp[1] & 0x7fffu) > (ldt == SOF_DTYPE_BF16 ? 0x7f80u : 0x7c00u) && (t.lowp[1] & 0x8000u),
+        EXPECT((t.lowp[1] & 0x7fffu) > (ldt == SOF_DTYPE_BF16 ? 0x7f80u : 0x7c00u) &&
+                   (t.lowp[1] & 0x8000u),
                "NaN not kept (dtype %d): %04x", ldt, t.lowp[1]);
         digest(t.lowp.data(), t.lowp.size() * 2);
     }
@@ -340,7 +349,8 @@ int main(int argc, char** argv) {
     std::printf("grace_adam: SVE vector length %d bits (svcntw = %d), variant %s, score %d\n", bits,
                 static_cast<int>(svcntw()), api->variant(), api->score());
     if (expected && bits != expected) {
-        std::printf("FAIL: expected a %d-bit vector length (check the qemu -cpu option)\n", expected);
+        std::printf("FAIL: expected a %d-bit vector length (check the qemu -cpu option)\n",
+                    expected);
         return 1;
     }
     if (api->score() <= 0) {
