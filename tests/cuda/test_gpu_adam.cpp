@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "cuda/gpu_test_util.h"
 #include "grace/adam_twin.h"
@@ -372,6 +373,53 @@ TEST_CASE("gpu_adam keeps NaN in the low-precision copy and rejects partial over
     bad.param_out = const_cast<float*>(s.param) + 1; // overlaps param by n-1 elements
     CHECK(pl.api->adam_step(pl.ctx, &bad, &hp, nullptr, nullptr) == SOF_ERR_INVALID_ARGUMENT);
     CHECK(std::string(pl.api->last_error(pl.ctx)).find("overlap") != std::string::npos);
+}
+
+TEST_CASE("gpu_adam: two host threads on two streams share one context; empty list gives 0") {
+    Plugin pl;
+    Case c;
+    c.n = 300007, c.wd = 0.1f, c.gdt = SOF_DTYPE_BF16, c.ldt = SOF_DTYPE_BF16, c.separate = true;
+    HostState h[2] = {make_state(c.n, 11, c.gdt), make_state(c.n, 12, c.gdt)};
+    std::unique_ptr<DevSlice> d[2];
+    sof_adam_slice s[2];
+    sof_adam_hparams hp = hparams_of(c);
+    DevBuf res(2 * sizeof(sof_adam_result));
+    sof_status st[2] = {SOF_OK, SOF_OK};
+    for (int k = 0; k < 2; k++) {
+        d[k] = std::make_unique<DevSlice>(c.n, 0, true);
+        upload_state(c, h[k], *d[k]);
+        s[k] = device_slice(c, *d[k]);
+    }
+    auto work = [&](int k) {
+        cudaStream_t stream;
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        for (int rep = 0; rep < 5 && st[k] == SOF_OK; rep++)
+            st[k] = pl.api->adam_step(pl.ctx, &s[k], &hp, res.as<sof_adam_result>() + k, stream);
+        cudaStreamSynchronize(stream);
+        cudaStreamDestroy(stream);
+    };
+    std::thread t0(work, 0), t1(work, 1);
+    t0.join(), t1.join();
+    REQUIRE(st[0] == SOF_OK);
+    REQUIRE(st[1] == SOF_OK);
+    std::vector<sof_adam_result> got = res.download<sof_adam_result>(2);
+    for (int k = 0; k < 2; k++) {
+        std::vector<float> po, mo, vo;
+        std::vector<uint16_t> lowp;
+        sof_adam_slice hs = host_slice(c, h[k], po, mo, vo, lowp);
+        sof_adam_result want = twin_step(hs, hp);
+        CHECK(max_ulp(d[k]->po.download<float>(c.n), po) == 0);
+        CHECK(d[k]->lowp.download<uint16_t>(c.n) == lowp);
+        CHECK(std::fabs(got[k].grad_sumsq - want.grad_sumsq) <= 1e-12 * want.grad_sumsq);
+    }
+    sof_adam_result* managed = nullptr;
+    cuda_ok(cudaMallocManaged(&managed, sizeof(sof_adam_result)), "managed");
+    managed->grad_sumsq = 5.0, managed->nonfinite = 1;
+    REQUIRE(pl.api->adam_step_multi(pl.ctx, nullptr, nullptr, 0, managed, nullptr) == SOF_OK);
+    cuda_ok(cudaDeviceSynchronize(), "sync");
+    CHECK(managed->grad_sumsq == 0.0);
+    CHECK(managed->nonfinite == 0);
+    cudaFree(managed);
 }
 
 int main(int argc, char** argv) {
