@@ -5,6 +5,7 @@
 #include "cpu_adam_kernels.h"
 
 #define SOF_AVX512 __attribute__((target("avx512f")))
+#define SOF_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
 
 namespace sof::cpu_adam {
 
@@ -14,7 +15,7 @@ struct V16Consts {
     __m512 scale, b1, b2, omb1, omb2, eps, wd, decay, step_size, bc2_sqrt;
 };
 
-SOF_AVX512 inline V16Consts v16_consts(const optim::AdamConsts& c) {
+SOF_AVX512_INLINE V16Consts v16_consts(const optim::AdamConsts& c) {
     return {_mm512_set1_ps(c.scale), _mm512_set1_ps(c.b1),        _mm512_set1_ps(c.b2),
             _mm512_set1_ps(c.omb1),  _mm512_set1_ps(c.omb2),      _mm512_set1_ps(c.eps),
             _mm512_set1_ps(c.wd),    _mm512_set1_ps(c.decay),     _mm512_set1_ps(c.step_size),
@@ -22,7 +23,7 @@ SOF_AVX512 inline V16Consts v16_consts(const optim::AdamConsts& c) {
 }
 
 // 16 grads starting at element i, widened to fp32 (exact).
-template <int GD> SOF_AVX512 inline __m512 load_grad16(const void* g, int64_t i) {
+template <int GD> SOF_AVX512_INLINE __m512 load_grad16(const void* g, int64_t i) {
     if constexpr (GD == SOF_DTYPE_F32) {
         return _mm512_loadu_ps(static_cast<const float*>(g) + i);
     } else {
@@ -37,7 +38,7 @@ template <int GD> SOF_AVX512 inline __m512 load_grad16(const void* g, int64_t i)
 
 // 16 params -> 16 low-precision values (32 bytes): bf16 exactly as core::f32_to_bf16 (RNE,
 // NaN kept quiet with sign and top payload bits), fp16 by vcvtps2ph with RNE.
-template <int LD> SOF_AVX512 inline __m256i lowp16(__m512 x) {
+template <int LD> SOF_AVX512_INLINE __m256i lowp16(__m512 x) {
     if constexpr (LD == SOF_DTYPE_BF16) {
         __m512i u = _mm512_castps_si512(x);
         __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
@@ -52,7 +53,7 @@ template <int LD> SOF_AVX512 inline __m256i lowp16(__m512 x) {
     }
 }
 
-SOF_AVX512 inline void sumsq16(__m512 g, __m512d& lo, __m512d& hi) {
+SOF_AVX512_INLINE void sumsq16(__m512 g, __m512d& lo, __m512d& hi) {
     __m512i gi = _mm512_castps_si512(g);
     __m512d dl = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_castsi512_si256(gi)));
     __m512d dh = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(gi, 1)));
@@ -60,13 +61,13 @@ SOF_AVX512 inline void sumsq16(__m512 g, __m512d& lo, __m512d& hi) {
     hi = _mm512_fmadd_pd(dh, dh, hi);
 }
 
-SOF_AVX512 inline double hsum(__m512d a, __m512d b) {
+SOF_AVX512_INLINE double hsum(__m512d a, __m512d b) {
     return _mm512_reduce_add_pd(_mm512_add_pd(a, b));
 }
 
 // The reference element arithmetic on 16 lanes, in the same order and without FMA.
 template <bool WD, bool L2>
-SOF_AVX512 inline void adam16(const V16Consts& k, __m512& p, __m512& m, __m512& v, __m512 g) {
+SOF_AVX512_INLINE void adam16(const V16Consts& k, __m512& p, __m512& m, __m512& v, __m512 g) {
     if constexpr (WD) {
         if constexpr (L2)
             g = _mm512_add_ps(g, _mm512_mul_ps(k.wd, p));
@@ -79,7 +80,7 @@ SOF_AVX512 inline void adam16(const V16Consts& k, __m512& p, __m512& m, __m512& 
     p = _mm512_sub_ps(p, _mm512_div_ps(_mm512_mul_ps(k.step_size, m), denom));
 }
 
-template <bool NT> SOF_AVX512 inline void store16(float* dst, __m512 x) {
+template <bool NT> SOF_AVX512_INLINE void store16(float* dst, __m512 x) {
     if constexpr (NT)
         _mm512_stream_ps(dst, x);
     else
