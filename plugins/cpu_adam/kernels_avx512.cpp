@@ -44,8 +44,7 @@ template <int LD> SOF_AVX512_INLINE __m256i lowp16(__m512 x) {
         __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
         __m512i r = _mm512_srli_epi32(
             _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
-        __m512i absu = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-        __mmask16 nan = _mm512_cmpgt_epi32_mask(absu, _mm512_set1_epi32(0x7f800000));
+        __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
         __m512i qnan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
         return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, r, qnan));
     } else {
@@ -65,26 +64,45 @@ SOF_AVX512_INLINE double hsum(__m512d a, __m512d b) {
     return _mm512_reduce_add_pd(_mm512_add_pd(a, b));
 }
 
-// The reference element arithmetic on 16 lanes, in the same order and without FMA.
-template <bool WD, bool L2>
-SOF_AVX512_INLINE void adam16(const V16Consts& k, __m512& p, __m512& m, __m512& v, __m512 g) {
-    if constexpr (WD) {
-        if constexpr (L2)
-            g = _mm512_add_ps(g, _mm512_mul_ps(k.wd, p));
-        else
-            p = _mm512_mul_ps(p, k.decay);
+// Elements per block; the same two-pass structure and staging as the AVX2 variant (see
+// kernels_avx2.cpp): pass A computes g, m, v and upd = (step_size*m)/denom into an L1 buffer,
+// pass B p = p*decay - upd and the low-precision copy; separate outputs are staged in L1 and
+// streamed out in dense bursts. Same operations as adam_ref_elem, no FMA.
+constexpr int64_t kBlock = 256;
+
+template <int GD, int LD, bool WD, bool L2>
+SOF_AVX512_INLINE void block16(const V16Consts& k, const Tile& t, int64_t i0, int64_t len,
+                               float* po, float* mo, float* vo, uint16_t* lowp, float* upd,
+                               __m512d& s0, __m512d& s1) {
+    for (int64_t j = 0; j < len; j += 16) {
+        int64_t i = i0 + j;
+        __m512 g = _mm512_mul_ps(load_grad16<GD>(t.g, i), k.scale);
+        sumsq16(g, s0, s1);
+        if constexpr (WD && L2) g = _mm512_add_ps(g, _mm512_mul_ps(k.wd, _mm512_loadu_ps(t.p + i)));
+        __m512 m = _mm512_add_ps(_mm512_mul_ps(k.b1, _mm512_loadu_ps(t.m + i)),
+                                 _mm512_mul_ps(k.omb1, g));
+        __m512 v = _mm512_add_ps(_mm512_mul_ps(k.b2, _mm512_loadu_ps(t.v + i)),
+                                 _mm512_mul_ps(_mm512_mul_ps(k.omb2, g), g));
+        _mm512_storeu_ps(mo + j, m);
+        _mm512_storeu_ps(vo + j, v);
+        __m512 d = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(v), k.bc2_sqrt), k.eps);
+        _mm512_store_ps(upd + j, _mm512_div_ps(_mm512_mul_ps(k.step_size, m), d));
     }
-    m = _mm512_add_ps(_mm512_mul_ps(k.b1, m), _mm512_mul_ps(k.omb1, g));
-    v = _mm512_add_ps(_mm512_mul_ps(k.b2, v), _mm512_mul_ps(_mm512_mul_ps(k.omb2, g), g));
-    __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(v), k.bc2_sqrt), k.eps);
-    p = _mm512_sub_ps(p, _mm512_div_ps(_mm512_mul_ps(k.step_size, m), denom));
+    for (int64_t j = 0; j < len; j += 16) {
+        __m512 p = _mm512_loadu_ps(t.p + i0 + j);
+        if constexpr (WD && !L2) p = _mm512_mul_ps(p, k.decay);
+        p = _mm512_sub_ps(p, _mm512_load_ps(upd + j));
+        _mm512_storeu_ps(po + j, p);
+        if constexpr (LD != -1)
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(lowp + j), lowp16<LD>(p));
+    }
 }
 
-template <bool NT> SOF_AVX512_INLINE void store16(float* dst, __m512 x) {
-    if constexpr (NT)
-        _mm512_stream_ps(dst, x);
-    else
-        _mm512_storeu_ps(dst, x);
+// Streams `bytes` (multiple of 64) from an L1-resident staging buffer to 64-byte aligned dst.
+SOF_AVX512_INLINE void stream_out(void* dst, const void* src, int64_t bytes) {
+    auto* d = static_cast<__m512i*>(dst);
+    auto* s = static_cast<const __m512i*>(src);
+    for (int64_t j = 0; j < bytes / 64; j++) _mm512_stream_si512(d + j, _mm512_load_si512(s + j));
 }
 
 template <int GD, int LD, bool NT, bool WD, bool L2>
@@ -92,26 +110,31 @@ SOF_AVX512 double step_tile_impl(const optim::AdamConsts& c, const Tile& t) {
     V16Consts k = v16_consts(c);
     __m512d s0 = _mm512_setzero_pd(), s1 = s0;
     int64_t n16 = t.n & ~int64_t{15};
-    for (int64_t i = 0; i < n16; i += 16) {
-        __m512 g = _mm512_mul_ps(load_grad16<GD>(t.g, i), k.scale);
-        sumsq16(g, s0, s1);
-        __m512 p = _mm512_loadu_ps(t.p + i);
-        __m512 m = _mm512_loadu_ps(t.m + i);
-        __m512 v = _mm512_loadu_ps(t.v + i);
-        adam16<WD, L2>(k, p, m, v, g);
-        store16<NT>(t.po + i, p);
-        store16<NT>(t.mo + i, m);
-        store16<NT>(t.vo + i, v);
-        if constexpr (LD != -1) {
-            __m256i* dst = reinterpret_cast<__m256i*>(static_cast<uint16_t*>(t.lowp) + i);
-            if constexpr (NT)
-                _mm256_stream_si256(dst, lowp16<LD>(p));
-            else
-                _mm256_storeu_si256(dst, lowp16<LD>(p));
+    uint16_t* lw = static_cast<uint16_t*>(t.lowp);
+    alignas(64) float upd[kBlock];
+    for (int64_t i = 0; i < n16; i += kBlock) {
+        int64_t len = n16 - i < kBlock ? n16 - i : kBlock;
+        if constexpr (NT) {
+            alignas(64) float bp[kBlock], bm[kBlock], bv[kBlock];
+            alignas(64) uint16_t bl[kBlock];
+            block16<GD, LD, WD, L2>(k, t, i, len, bp, bm, bv, bl, upd, s0, s1);
+            int64_t full = len & ~int64_t{31}; // whole 64-byte lines of the bf16 copy too
+            stream_out(t.po + i, bp, 4 * full);
+            stream_out(t.mo + i, bm, 4 * full);
+            stream_out(t.vo + i, bv, 4 * full);
+            if constexpr (LD != -1) stream_out(lw + i, bl, 2 * full);
+            for (int64_t j = full; j < len; j++) {
+                t.po[i + j] = bp[j];
+                t.mo[i + j] = bm[j];
+                t.vo[i + j] = bv[j];
+                if constexpr (LD != -1) lw[i + j] = bl[j];
+            }
+        } else {
+            block16<GD, LD, WD, L2>(k, t, i, len, t.po + i, t.mo + i, t.vo + i,
+                                    LD != -1 ? lw + i : nullptr, upd, s0, s1);
         }
     }
     double sumsq = hsum(s0, s1);
-    uint16_t* lowp = static_cast<uint16_t*>(t.lowp);
     for (int64_t i = n16; i < t.n; i++) {
         float graw = optim::adam_ref_grad(t.g, GD, i);
         float gs = graw * c.scale;
@@ -121,7 +144,7 @@ SOF_AVX512 double step_tile_impl(const optim::AdamConsts& c, const Tile& t) {
         t.po[i] = p;
         t.mo[i] = m;
         t.vo[i] = v;
-        if constexpr (LD != -1) lowp[i] = optim::adam_ref_lowp(p, LD);
+        if constexpr (LD != -1) lw[i] = optim::adam_ref_lowp(p, LD);
     }
     if constexpr (NT) _mm_sfence();
     return sumsq;
