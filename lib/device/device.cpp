@@ -1,0 +1,56 @@
+// Device factory and small helpers: picks the host or CUDA device from the deck's device section.
+// The CUDA device (cuda_device.h, written against device.h) is linked only in CUDA builds.
+#include "device/device.h"
+
+#include "config/config.h"
+#include "core/error.h"
+#include "core/strfmt.h"
+#include "device/host_device.h"
+
+#if defined(SOF_HAVE_CUDA) && __has_include("device/cuda_device.h")
+#include "device/cuda_device.h"
+#define SOF_DEVICE_HAVE_CUDA_IMPL 1
+#endif
+
+namespace sof::device {
+
+size_t host_capacity_bytes(double memory_gb) {
+    if (memory_gb <= 0.0) return size_t(8) << 30;
+    return static_cast<size_t>(memory_gb * double(size_t(1) << 30));
+}
+
+std::string format_bytes(double b) {
+    if (b >= double(1ull << 30)) return core::strfmt("%.2f GiB", b / double(1ull << 30));
+    if (b >= double(1ull << 20)) return core::strfmt("%.2f MiB", b / double(1ull << 20));
+    if (b >= 1024.0) return core::strfmt("%.2f KiB", b / 1024.0);
+    return core::strfmt("%.0f B", b);
+}
+
+std::unique_ptr<Device> make_device(const config::DeviceConfig& cfg, int local_rank,
+                                    core::Trace* trace) {
+    if (cfg.memory_gb < 0.0)
+        SOF_FAIL(Config, "device.memory_gb = %g must be >= 0 (0 = 8 GiB for the host device)",
+                 cfg.memory_gb);
+    switch (cfg.type) {
+    case config::DeviceType::Host:
+        return std::make_unique<HostDevice>(host_capacity_bytes(cfg.memory_gb), trace);
+    case config::DeviceType::Cuda:
+#ifdef SOF_DEVICE_HAVE_CUDA_IMPL
+        return make_cuda_device(cfg, local_rank, trace);
+#else
+        (void)local_rank;
+        SOF_FAIL(Config, "device.type: cuda, but this build has no CUDA support (configure with "
+                         "-DSOF_CUDA=ON on a machine with the CUDA toolkit, or set device.type: "
+                         "host)");
+#endif
+    case config::DeviceType::Auto:
+#ifdef SOF_DEVICE_HAVE_CUDA_IMPL
+        if (cuda_device_count() > 0) return make_cuda_device(cfg, local_rank, trace);
+#endif
+        (void)local_rank;
+        return std::make_unique<HostDevice>(host_capacity_bytes(cfg.memory_gb), trace);
+    }
+    SOF_FAIL(Internal, "unknown device.type");
+}
+
+} // namespace sof::device

@@ -1,0 +1,341 @@
+// Host device implementation (see host_device.h): each stream is one worker thread draining a
+// FIFO of tasks; events are generation counters under a mutex; copies are memcpy on the stream.
+#include "device/host_device.h"
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "core/strfmt.h"
+#include "core/trace.h"
+#include "device/grad_stats.h"
+
+namespace sof::device {
+
+namespace {
+
+constexpr size_t kAlign = 256;
+
+size_t round_up(size_t n) { return n == 0 ? kAlign : (n + kAlign - 1) / kAlign * kAlign; }
+
+class HostEvent : public Event {
+  public:
+    // Called by record(): the generation this record will complete.
+    uint64_t next_generation() {
+        std::lock_guard<std::mutex> lk(mu_);
+        return ++recorded_;
+    }
+    uint64_t recorded() {
+        std::lock_guard<std::mutex> lk(mu_);
+        return recorded_;
+    }
+    void complete(uint64_t gen) {
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            if (gen > completed_) completed_ = gen;
+        }
+        cv_.notify_all();
+    }
+    void wait_for(uint64_t gen) {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return completed_ >= gen; });
+    }
+    bool query() override {
+        std::lock_guard<std::mutex> lk(mu_);
+        return completed_ >= recorded_;
+    }
+    void synchronize() override { wait_for(recorded()); }
+
+  private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    uint64_t recorded_ = 0, completed_ = 0;
+};
+
+} // namespace
+
+class HostStream : public Stream {
+  public:
+    HostStream(std::string name, core::Trace* trace, std::shared_ptr<HostDevice::Registry> reg);
+    ~HostStream() override;
+    const std::string& name() const override { return name_; }
+    void* native() const override { return nullptr; }
+
+    // Enqueue fn; `label` non-empty = traced span on this stream's lane.
+    void push(std::function<void()> fn, std::string label);
+    // Wait until everything enqueued so far has run; rethrows the first task exception.
+    void drain();
+
+  private:
+    struct Task {
+        std::function<void()> fn;
+        std::string label;
+    };
+    void run();
+    std::string name_;
+    core::Trace* trace_;
+    int lane_ = 0;
+    std::shared_ptr<HostDevice::Registry> reg_;
+    std::mutex mu_;
+    std::condition_variable cv_, idle_cv_;
+    std::deque<Task> queue_;
+    uint64_t pushed_ = 0, done_ = 0;
+    bool stop_ = false;
+    std::exception_ptr error_;
+    std::thread thread_;
+};
+
+struct HostDevice::Registry {
+    std::mutex mu;
+    std::vector<HostStream*> streams;
+};
+
+HostStream::HostStream(std::string name, core::Trace* trace,
+                       std::shared_ptr<HostDevice::Registry> reg)
+    : name_(std::move(name)), trace_(trace), reg_(std::move(reg)) {
+    if (trace_) lane_ = trace_->lane("stream " + name_);
+    {
+        std::lock_guard<std::mutex> lk(reg_->mu);
+        reg_->streams.push_back(this);
+    }
+    thread_ = std::thread([this] { run(); });
+}
+
+HostStream::~HostStream() {
+    {
+        std::lock_guard<std::mutex> lk(reg_->mu);
+        for (size_t i = 0; i < reg_->streams.size(); i++)
+            if (reg_->streams[i] == this) {
+                reg_->streams.erase(reg_->streams.begin() + static_cast<long>(i));
+                break;
+            }
+    }
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+}
+
+void HostStream::push(std::function<void()> fn, std::string label) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        queue_.push_back({std::move(fn), std::move(label)});
+        pushed_++;
+    }
+    cv_.notify_one();
+}
+
+void HostStream::drain() {
+    std::unique_lock<std::mutex> lk(mu_);
+    uint64_t target = pushed_;
+    idle_cv_.wait(lk, [&] { return done_ >= target; });
+    if (error_) {
+        std::exception_ptr e = error_;
+        error_ = nullptr;
+        std::rethrow_exception(e);
+    }
+}
+
+void HostStream::run() {
+    for (;;) {
+        Task t;
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+            if (queue_.empty()) return; // stop_ and drained
+            t = std::move(queue_.front());
+            queue_.pop_front();
+        }
+        double t0 = trace_ && !t.label.empty() ? trace_->now_us() : 0.0;
+        std::exception_ptr err;
+        try {
+            t.fn();
+        } catch (...) {
+            err = std::current_exception();
+        }
+        if (trace_ && !t.label.empty()) trace_->span(lane_, t.label, t0, trace_->now_us(), "device");
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            if (err && !error_) error_ = err;
+            done_++;
+        }
+        idle_cv_.notify_all();
+    }
+}
+
+static HostStream& host_stream(Stream& s) { return static_cast<HostStream&>(s); }
+static HostEvent& host_event(Event& e) { return static_cast<HostEvent&>(e); }
+
+HostDevice::HostDevice(size_t capacity_bytes, core::Trace* trace)
+    : capacity_(capacity_bytes), trace_(trace), registry_(std::make_shared<Registry>()) {}
+
+HostDevice::~HostDevice() {
+    for (auto& kv : device_allocs_) std::free(kv.first);
+    for (auto& kv : pinned_allocs_) std::free(kv.first);
+}
+
+std::string HostDevice::describe() const {
+    return core::strfmt("host device (emulated accelerator: %s arena, streams = threads)",
+                        format_bytes(static_cast<double>(capacity_)).c_str());
+}
+
+void* HostDevice::alloc(size_t bytes, const std::string& what) {
+    size_t r = round_up(bytes);
+    std::lock_guard<std::mutex> lk(mu_);
+    if (used_ + r > capacity_) {
+        std::string biggest = "none";
+        size_t big = 0;
+        for (auto& kv : device_allocs_)
+            if (kv.second > big) {
+                big = kv.second;
+                biggest = device_names_[kv.first] + " " + format_bytes(static_cast<double>(big));
+            }
+        std::string need = format_bytes(static_cast<double>(bytes));
+        std::string avail = format_bytes(static_cast<double>(capacity_ - used_));
+        std::string cap = format_bytes(static_cast<double>(capacity_));
+        std::string in_use = format_bytes(static_cast<double>(used_));
+        SOF_FAIL(Runtime,
+                 "device memory exhausted: cannot allocate %s for %s on the host device: %s free "
+                 "of %s capacity (%s in use; largest buffer: %s). Raise device.memory_gb in the "
+                 "deck (now %.4g GB), or shrink what lives on the device (offload.weights: flow, "
+                 "fewer offload.gpu_tail_buckets, smaller offload.bucket_mb)",
+                 need.c_str(), what.c_str(), avail.c_str(), cap.c_str(), in_use.c_str(),
+                 biggest.c_str(), static_cast<double>(capacity_) / double(1ull << 30));
+    }
+    void* p = std::aligned_alloc(kAlign, r);
+    if (!p)
+        SOF_FAIL(Runtime, "host memory exhausted allocating %s for %s (host device arena)",
+                 format_bytes(static_cast<double>(bytes)).c_str(), what.c_str());
+    device_allocs_[p] = r;
+    device_names_[p] = what;
+    used_ += r;
+    if (used_ > peak_) peak_ = used_;
+    return p;
+}
+
+void HostDevice::free(void* p) noexcept {
+    if (!p) return;
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = device_allocs_.find(p);
+    if (it == device_allocs_.end()) return;
+    used_ -= it->second;
+    device_allocs_.erase(it);
+    device_names_.erase(p);
+    std::free(p);
+}
+
+size_t HostDevice::used() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return used_;
+}
+
+size_t HostDevice::peak() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return peak_;
+}
+
+void* HostDevice::alloc_pinned(size_t bytes, const std::string& what) {
+    size_t r = round_up(bytes);
+    void* p = std::aligned_alloc(kAlign, r);
+    if (!p)
+        SOF_FAIL(Runtime, "host memory exhausted allocating %s of pinned memory for %s",
+                 format_bytes(static_cast<double>(bytes)).c_str(), what.c_str());
+    std::lock_guard<std::mutex> lk(mu_);
+    pinned_allocs_[p] = r;
+    return p;
+}
+
+void HostDevice::free_pinned(void* p) noexcept {
+    if (!p) return;
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = pinned_allocs_.find(p);
+    if (it == pinned_allocs_.end()) return;
+    pinned_allocs_.erase(it);
+    std::free(p);
+}
+
+std::unique_ptr<Stream> HostDevice::create_stream(const std::string& name) {
+    return std::make_unique<HostStream>(name, trace_, registry_);
+}
+
+std::unique_ptr<Event> HostDevice::create_event() { return std::make_unique<HostEvent>(); }
+
+void HostDevice::record(Event& e, Stream& s) {
+    HostEvent* ev = &host_event(e);
+    uint64_t gen = ev->next_generation();
+    host_stream(s).push([ev, gen] { ev->complete(gen); }, std::string());
+}
+
+void HostDevice::wait(Stream& s, Event& e) {
+    HostEvent* ev = &host_event(e);
+    uint64_t gen = ev->recorded();
+    if (gen == 0) return;
+    host_stream(s).push([ev, gen] { ev->wait_for(gen); }, std::string());
+}
+
+void HostDevice::synchronize(Stream& s) { host_stream(s).drain(); }
+
+void HostDevice::synchronize() {
+    std::vector<HostStream*> all;
+    {
+        std::lock_guard<std::mutex> lk(registry_->mu);
+        all = registry_->streams;
+    }
+    for (HostStream* s : all) s->drain();
+}
+
+void HostDevice::copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream& s) {
+    const char* k = kind == CopyKind::HostToDevice
+                        ? "H2D"
+                        : (kind == CopyKind::DeviceToHost ? "D2H" : "D2D");
+    host_stream(s).push([dst, src, bytes] { std::memcpy(dst, src, bytes); },
+                        core::strfmt("%s %s", k, format_bytes(static_cast<double>(bytes)).c_str()));
+}
+
+void HostDevice::memset(void* dst, int value, size_t bytes, Stream& s) {
+    host_stream(s).push([dst, value, bytes] { std::memset(dst, value, bytes); }, "memset");
+}
+
+void HostDevice::host_task(Stream& s, std::function<void()> fn, const std::string& name) {
+    host_stream(s).push(std::move(fn), name);
+}
+
+void HostDevice::grad_prep(const float* grad, size_t n, std::vector<int64_t> bounds, float scale,
+                           GradStats* stats, uint16_t* bf16_out, Stream& s) {
+    SOF_CHECK(bounds.size() >= 2 && bounds.front() == 0 &&
+                  bounds.back() == static_cast<int64_t>(n),
+              "grad_prep: piece bounds must run from 0 to n=%zu", n);
+    host_stream(s).push(
+        [grad, bounds = std::move(bounds), scale, stats, bf16_out] {
+            for (size_t i = 0; i + 1 < bounds.size(); i++) {
+                size_t a = static_cast<size_t>(bounds[i]), b = static_cast<size_t>(bounds[i + 1]);
+                stats[i] = piece_stats(grad + a, b - a, scale, bf16_out ? bf16_out + a : nullptr);
+            }
+        },
+        core::strfmt("grad prep %s", format_bytes(4.0 * static_cast<double>(n)).c_str()));
+}
+
+void HostDevice::cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s) {
+    host_stream(s).push(
+        [src, dst, n] {
+            for (size_t i = 0; i < n; i++) dst[i] = core::f32_to_bf16(src[i]);
+        },
+        "cast fp32->bf16");
+}
+
+void HostDevice::cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Stream& s) {
+    host_stream(s).push(
+        [src, dst, n] {
+            for (size_t i = 0; i < n; i++) dst[i] = core::bf16_to_f32(src[i]);
+        },
+        "cast bf16->fp32");
+}
+
+} // namespace sof::device
