@@ -1,0 +1,297 @@
+// GPT-2 forward/backward on the CPU: activation buffers, the per-unit weight/grad flow, recompute.
+// Kernels are in kernels_cpu.cpp; the acquire/release and unit_done order is documented in gpt2.h.
+#include "model/gpt2.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "model/kernels_cpu.h"
+
+namespace sof::model {
+
+namespace {
+
+// Activations of one transformer block (sized for max_B*max_T positions, used compactly for B*T).
+struct BlockActs {
+    std::vector<float> ln1;      // (B,T,C)
+    std::vector<float> ln1_mean; // (B,T)
+    std::vector<float> ln1_rstd; // (B,T)
+    std::vector<float> qkv;      // (B,T,3C)
+    std::vector<float> att;      // (B,NH,T,T)
+    std::vector<float> atty;     // (B,T,C)
+    std::vector<float> res2;     // (B,T,C) residual after attention
+    std::vector<float> ln2;      // (B,T,C)
+    std::vector<float> ln2_mean; // (B,T)
+    std::vector<float> ln2_rstd; // (B,T)
+    std::vector<float> fch;      // (B,T,4C)
+    std::vector<float> fch_gelu; // (B,T,4C)
+
+    void allocate(size_t BT, size_t C, size_t NH, size_t T) {
+        ln1.resize(BT * C);
+        ln1_mean.resize(BT);
+        ln1_rstd.resize(BT);
+        qkv.resize(BT * 3 * C);
+        att.resize(BT * NH * T);
+        atty.resize(BT * C);
+        res2.resize(BT * C);
+        ln2.resize(BT * C);
+        ln2_mean.resize(BT);
+        ln2_rstd.resize(BT);
+        fch.resize(BT * 4 * C);
+        fch_gelu.resize(BT * 4 * C);
+    }
+};
+
+// Offsets of a block's tensors relative to the start of its unit (the same for every block).
+struct BlockOffsets {
+    size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+};
+
+} // namespace
+
+struct GPT2::Impl {
+    GPT2Config cfg;
+    ModelOptions opts;
+    const ParamLayout* layout = nullptr;
+    int max_B = 0, max_T = 0;
+    int B = 0, T = 0;
+    bool have_targets = false;
+    int scratch_layer = -1; // recompute: block whose activations are in acts[0] now (-1: none)
+
+    BlockOffsets bo{};
+    size_t off_wte = 0, off_wpe = 0;   // relative to unit 0
+    size_t off_lnfw = 0, off_lnfb = 0; // relative to unit L+1
+
+    std::vector<int> inputs;     // (B,T)
+    std::vector<int> targets;    // (B,T)
+    std::vector<float> res;      // (L+1, B, T, C): res[0] = embeddings, res[l+1] = block l output
+    std::vector<BlockActs> acts; // L sets, or 1 set with recompute
+    std::vector<float> lnf;      // (B,T,C)
+    std::vector<float> lnf_mean; // (B,T)
+    std::vector<float> lnf_rstd; // (B,T)
+    std::vector<float> logits;   // (B,T,Vp); holds dlogits after backward
+    std::vector<float> probs;    // (B,T,Vp)
+    std::vector<float> losses;   // (B,T)
+    // backward scratch
+    std::vector<float> dres;  // (B,T,C) grad of the residual stream
+    std::vector<float> dln;   // (B,T,C) grad of a LayerNorm output
+    std::vector<float> datty; // (B,T,C)
+    std::vector<float> dqkv;  // (B,T,3C)
+    std::vector<float> dfch;  // (B,T,4C)
+
+    float* res_at(int l) {
+        return res.data() + static_cast<size_t>(l) * max_B * max_T * cfg.channels;
+    }
+    BlockActs& acts_of(int l) { return acts[opts.recompute ? 0 : static_cast<size_t>(l)]; }
+
+    void block_forward(const float* p, BlockActs& a, const float* in, float* out, bool output);
+    void block_backward(const float* p, float* g, BlockActs& a, const float* in);
+};
+
+GPT2::GPT2(const GPT2Config& cfg, const ModelOptions& opts, int max_B, int max_T)
+    : cfg_(cfg), layout_(make_layout(cfg)), impl_(nullptr) {
+    if (max_B <= 0 || max_T <= 0)
+        SOF_FAIL(Config, "GPT2: batch size %d and sequence length %d must be positive", max_B,
+                 max_T);
+    if (max_T > cfg.max_seq_len)
+        SOF_FAIL(Config, "sequence length %d exceeds model.max_seq_len = %d", max_T,
+                 cfg.max_seq_len);
+    impl_ = new Impl;
+    Impl& m = *impl_;
+    m.cfg = cfg;
+    m.opts = opts;
+    m.layout = &layout_;
+    m.max_B = max_B;
+    m.max_T = max_T;
+    const int L = cfg.num_layers;
+    const size_t C = cfg.channels, BT = static_cast<size_t>(max_B) * max_T;
+    const size_t Vp = cfg.padded_vocab_size;
+
+    const size_t u1 = layout_.unit_begin[1];
+    m.bo.ln1w = layout_.offset_of(TensorKind::Ln1w, 0) - u1;
+    m.bo.ln1b = layout_.offset_of(TensorKind::Ln1b, 0) - u1;
+    m.bo.qkvw = layout_.offset_of(TensorKind::Qkvw, 0) - u1;
+    m.bo.qkvb = layout_.offset_of(TensorKind::Qkvb, 0) - u1;
+    m.bo.attprojw = layout_.offset_of(TensorKind::Attprojw, 0) - u1;
+    m.bo.attprojb = layout_.offset_of(TensorKind::Attprojb, 0) - u1;
+    m.bo.ln2w = layout_.offset_of(TensorKind::Ln2w, 0) - u1;
+    m.bo.ln2b = layout_.offset_of(TensorKind::Ln2b, 0) - u1;
+    m.bo.fcw = layout_.offset_of(TensorKind::Fcw, 0) - u1;
+    m.bo.fcb = layout_.offset_of(TensorKind::Fcb, 0) - u1;
+    m.bo.fcprojw = layout_.offset_of(TensorKind::Fcprojw, 0) - u1;
+    m.bo.fcprojb = layout_.offset_of(TensorKind::Fcprojb, 0) - u1;
+    m.off_wte = layout_.offset_of(TensorKind::Wte, -1);
+    m.off_wpe = layout_.offset_of(TensorKind::Wpe, -1);
+    const size_t uf = layout_.unit_begin[static_cast<size_t>(L) + 1];
+    m.off_lnfw = layout_.offset_of(TensorKind::Lnfw, -1) - uf;
+    m.off_lnfb = layout_.offset_of(TensorKind::Lnfb, -1) - uf;
+
+    try {
+        m.inputs.resize(BT);
+        m.targets.resize(BT);
+        m.res.resize(static_cast<size_t>(L + 1) * BT * C);
+        m.acts.resize(opts.recompute ? 1 : static_cast<size_t>(L));
+        for (BlockActs& a : m.acts)
+            a.allocate(BT, C, cfg.num_heads, max_T);
+        m.lnf.resize(BT * C);
+        m.lnf_mean.resize(BT);
+        m.lnf_rstd.resize(BT);
+        m.logits.resize(BT * Vp);
+        m.probs.resize(BT * Vp);
+        m.losses.resize(BT);
+        m.dres.resize(BT * C);
+        m.dln.resize(BT * C);
+        m.datty.resize(BT * C);
+        m.dqkv.resize(BT * 3 * C);
+        m.dfch.resize(BT * 4 * C);
+    } catch (const std::bad_alloc&) {
+        delete impl_;
+        impl_ = nullptr;
+        SOF_FAIL(Runtime,
+                 "GPT2: out of host memory for activations (B=%d, T=%d, L=%d, C=%zu); lower "
+                 "train.batch_size / train.seq_len or set model.recompute: true",
+                 max_B, max_T, L, C);
+    }
+}
+
+GPT2::~GPT2() {
+    delete impl_;
+}
+
+const float* GPT2::logits() const {
+    return impl_->logits.data();
+}
+const float* GPT2::probs() const {
+    return impl_->probs.data();
+}
+
+void GPT2::Impl::block_forward(const float* p, BlockActs& a, const float* in, float* out,
+                               bool output) {
+    const int C = cfg.channels, NH = cfg.num_heads, N = B * T;
+    cpu::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), in, p + bo.ln1w,
+                           p + bo.ln1b, N, C);
+    cpu::matmul_forward(a.qkv.data(), a.ln1.data(), p + bo.qkvw, p + bo.qkvb, N, C, 3 * C);
+    cpu::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, C, NH);
+    cpu::matmul_forward(a.res2.data(), a.atty.data(), p + bo.attprojw, p + bo.attprojb, N, C, C);
+    cpu::residual_forward(a.res2.data(), in, a.res2.data(), static_cast<long>(N) * C);
+    cpu::layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(),
+                           p + bo.ln2w, p + bo.ln2b, N, C);
+    cpu::matmul_forward(a.fch.data(), a.ln2.data(), p + bo.fcw, p + bo.fcb, N, C, 4 * C);
+    cpu::gelu_forward(a.fch_gelu.data(), a.fch.data(), static_cast<long>(N) * 4 * C);
+    if (!output) // recompute: backward does not need the block output (it is in res already)
+        return;
+    cpu::matmul_forward(out, a.fch_gelu.data(), p + bo.fcprojw, p + bo.fcprojb, N, 4 * C, C);
+    cpu::residual_forward(out, a.res2.data(), out, static_cast<long>(N) * C);
+}
+
+// dres holds d(block output) on entry and d(block input) on exit. Grads are added into g.
+void GPT2::Impl::block_backward(const float* p, float* g, BlockActs& a, const float* in) {
+    const int C = cfg.channels, NH = cfg.num_heads, N = B * T;
+    float* d = dres.data();
+    cpu::matmul_backward(dfch.data(), g + bo.fcprojw, g + bo.fcprojb, d, a.fch_gelu.data(),
+                         p + bo.fcprojw, N, 4 * C, C);
+    cpu::gelu_backward(dfch.data(), a.fch.data(), dfch.data(), static_cast<long>(N) * 4 * C);
+    cpu::matmul_backward(dln.data(), g + bo.fcw, g + bo.fcb, dfch.data(), a.ln2.data(), p + bo.fcw,
+                         N, C, 4 * C);
+    cpu::layernorm_backward(d, g + bo.ln2w, g + bo.ln2b, dln.data(), a.res2.data(), p + bo.ln2w,
+                            a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
+    cpu::matmul_backward(datty.data(), g + bo.attprojw, g + bo.attprojb, d, a.atty.data(),
+                         p + bo.attprojw, N, C, C);
+    cpu::attention_backward(dqkv.data(), datty.data(), a.qkv.data(), a.att.data(), B, T, C, NH);
+    cpu::matmul_backward(dln.data(), g + bo.qkvw, g + bo.qkvb, dqkv.data(), a.ln1.data(),
+                         p + bo.qkvw, N, C, 3 * C);
+    cpu::layernorm_backward(d, g + bo.ln1w, g + bo.ln1b, dln.data(), in, p + bo.ln1w,
+                            a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+}
+
+float GPT2::forward(WeightSource& w, const int* inputs, const int* targets, int B, int T) {
+    Impl& m = *impl_;
+    if (B <= 0 || T <= 0 || B > m.max_B || T > m.max_T)
+        SOF_FAIL(Runtime, "GPT2::forward: batch (B=%d, T=%d) outside the allocated (1..%d, 1..%d)",
+                 B, T, m.max_B, m.max_T);
+    const int L = cfg_.num_layers, C = cfg_.channels, V = cfg_.vocab_size;
+    const int Vp = cfg_.padded_vocab_size, N = B * T;
+    for (int i = 0; i < N; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V)
+            SOF_FAIL(Runtime, "GPT2::forward: input token %d at position %d is outside [0, %d)",
+                     inputs[i], i, V);
+        if (targets && (targets[i] < 0 || targets[i] >= V))
+            SOF_FAIL(Runtime, "GPT2::forward: target token %d at position %d is outside [0, %d)",
+                     targets[i], i, V);
+    }
+    m.B = B;
+    m.T = T;
+    m.have_targets = targets != nullptr;
+    std::copy(inputs, inputs + N, m.inputs.begin());
+    if (targets) std::copy(targets, targets + N, m.targets.begin());
+
+    const float* p0 = w.acquire(0, Pass::Forward); // held until the LM head is done
+    cpu::encoder_forward(m.res_at(0), m.inputs.data(), p0 + m.off_wte, p0 + m.off_wpe, B, T, C);
+    for (int l = 0; l < L; l++) {
+        const float* p = w.acquire(1 + l, Pass::Forward);
+        m.block_forward(p, m.acts_of(l), m.res_at(l), m.res_at(l + 1), true);
+        w.release(1 + l, Pass::Forward);
+    }
+    m.scratch_layer = m.opts.recompute ? L - 1 : -1;
+    const float* pf = w.acquire(L + 1, Pass::Forward);
+    cpu::layernorm_forward(m.lnf.data(), m.lnf_mean.data(), m.lnf_rstd.data(), m.res_at(L),
+                           pf + m.off_lnfw, pf + m.off_lnfb, N, C);
+    w.release(L + 1, Pass::Forward);
+    cpu::matmul_forward(m.logits.data(), m.lnf.data(), p0 + m.off_wte, nullptr, N, C, Vp);
+    w.release(0, Pass::Forward);
+    cpu::softmax_crossentropy_forward(m.probs.data(), m.losses.data(), m.logits.data(),
+                                      targets ? m.targets.data() : nullptr, N, V, Vp);
+    if (!targets) return 0.0f;
+    double sum = 0.0;
+    for (int i = 0; i < N; i++)
+        sum += m.losses[static_cast<size_t>(i)];
+    return static_cast<float>(sum / N);
+}
+
+void GPT2::backward(WeightSource& w, GradSink& sink, float dloss) {
+    Impl& m = *impl_;
+    if (!m.have_targets)
+        SOF_FAIL(Internal, "GPT2::backward called without a forward with targets before it");
+    const int L = cfg_.num_layers, C = cfg_.channels, V = cfg_.vocab_size;
+    const int Vp = cfg_.padded_vocab_size, N = m.B * m.T;
+
+    // LM head (tied wte): dlogits overwrite the logits buffer
+    const float* p0 = w.acquire(0, Pass::Backward); // held until the embedding backward
+    float* dlogits = m.logits.data();
+    cpu::softmax_crossentropy_backward(dlogits, m.probs.data(), m.targets.data(), dloss, N, V, Vp);
+    cpu::matmul_backward(m.dln.data(), sink.grads(0) + m.off_wte, nullptr, dlogits, m.lnf.data(),
+                         p0 + m.off_wte, N, C, Vp);
+
+    // final LayerNorm
+    const float* pf = w.acquire(L + 1, Pass::Backward);
+    float* gf = sink.grads(L + 1);
+    std::fill(m.dres.begin(), m.dres.begin() + static_cast<long>(N) * C, 0.0f);
+    cpu::layernorm_backward(m.dres.data(), gf + m.off_lnfw, gf + m.off_lnfb, m.dln.data(),
+                            m.res_at(L), pf + m.off_lnfw, m.lnf_mean.data(), m.lnf_rstd.data(), N,
+                            C);
+    w.release(L + 1, Pass::Backward);
+    sink.unit_done(L + 1);
+
+    for (int l = L - 1; l >= 0; l--) {
+        const float* p = w.acquire(1 + l, Pass::Backward);
+        BlockActs& a = m.acts_of(l);
+        if (m.opts.recompute && m.scratch_layer != l) {
+            m.block_forward(p, a, m.res_at(l), nullptr, false);
+            m.scratch_layer = l;
+        }
+        m.block_backward(p, sink.grads(1 + l), a, m.res_at(l));
+        w.release(1 + l, Pass::Backward);
+        sink.unit_done(1 + l);
+    }
+
+    float* g0 = sink.grads(0);
+    cpu::encoder_backward(g0 + m.off_wte, g0 + m.off_wpe, m.dres.data(), m.inputs.data(), m.B, m.T,
+                          C);
+    w.release(0, Pass::Backward);
+    sink.unit_done(0);
+    m.have_targets = false; // dlogits replaced the logits: a second backward needs a new forward
+}
+
+} // namespace sof::model

@@ -1,0 +1,53 @@
+// CPU kernels of the GPT-2 forward/backward (the math of llm.c's train_gpt2.c), OpenMP + OpenBLAS.
+// Every kernel is deterministic: no reduction order depends on thread scheduling.
+#pragma once
+
+namespace sof::model::cpu {
+
+// out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]
+void encoder_forward(float* out, const int* inp, const float* wte, const float* wpe, int B, int T,
+                     int C); // out (B,T,C), inp (B,T), wte (Vp,C), wpe (maxT,C)
+// dwte[inp[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:]
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* inp, int B, int T,
+                      int C); // dwte (Vp,C), dwpe (maxT,C), dout (B,T,C)
+
+// LayerNorm over the last dim, eps 1e-5, biased variance. mean/rstd are saved for backward.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                       const float* b, int N, int C); // out, inp (N,C); mean, rstd (N); w, b (C)
+// dinp += d/dinp; dw += ...; db += ...
+void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                        const float* w, const float* mean, const float* rstd, int N, int C);
+
+// out (N,OC) = inp (N,C) @ w^T (w: (OC,C)) + bias (OC, may be null)
+void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int C,
+                    int OC);
+// dinp (N,C) = dout @ w (overwritten; skipped when null); dw (OC,C) += dout^T @ inp;
+// dbias (OC) += sum over N of dout (skipped when null)
+void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                     const float* w, int N, int C, int OC);
+
+// Causal self-attention. qkv (B,T,3C) = [q | k | v], heads of size hs = C/NH.
+// att (B,NH,T,T): softmax(q k^T / sqrt(hs)) rows, zero above the diagonal. out (B,T,C).
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH);
+// dqkv (B,T,3C) is overwritten; dout (B,T,C).
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
+                        int T, int C, int NH);
+
+// GELU, tanh approximation. out/inp (N)
+void gelu_forward(float* out, const float* inp, long N);
+// dinp = gelu'(inp) * dout (dinp may alias dout)
+void gelu_backward(float* dinp, const float* inp, const float* dout, long N);
+
+// out = a + b, all (N)
+void residual_forward(float* out, const float* a, const float* b, long N);
+
+// probs (N,Vp): softmax over the first V logits, probs[V..Vp) = 0. losses (N) = -log probs[target]
+// when targets is non-null.
+void softmax_crossentropy_forward(float* probs, float* losses, const float* logits,
+                                  const int* targets, int N, int V, int Vp);
+// dlogits (N,Vp) = (probs - onehot(target)) * dloss for the first V columns, 0 for the padding.
+// dlogits may alias probs.
+void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets,
+                                   float dloss, int N, int V, int Vp);
+
+} // namespace sof::model::cpu
