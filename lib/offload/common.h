@@ -1,0 +1,42 @@
+// Pieces shared by the plain path and the engine so both produce bitwise the same step: the
+// statistic pieces of the flat buffer, the global-norm reduction, clipping and Adam hparams.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "config/config.h"
+#include "device/device.h"
+#include "model/layout.h"
+#include "optim/optimizer.h"
+
+namespace sof::offload {
+
+// Piece boundaries over the flat buffer (ascending, first 0, last num_params): every tensor
+// start, plus every device::kStatPiece elements inside a tensor. The global norm is the sum of
+// per-piece fp64 sums (device::piece_stats) in ascending piece order, whatever the bucketing.
+std::vector<int64_t> stat_pieces(const model::ParamLayout& layout);
+
+struct NormResult {
+    double norm = 0.0;     // sqrt(sum of piece sums)
+    bool nonfinite = false; // any piece non-finite, or the norm overflowed
+};
+NormResult reduce_norm(const std::vector<device::GradStats>& piece_stats);
+
+// torch.nn.utils.clip_grad_norm_: coef = clip / (norm + 1e-6) in fp32; applied when coef < 1.
+// Returns 1.0f when no clipping applies (clip <= 0 or coef >= 1).
+float clip_coefficient(double norm, float clip);
+
+// Adam hyperparameters of one slice from the deck: weight decay only where `decay`.
+sof_adam_hparams adam_hparams(const config::OptimizerConfig& oc, float lr, int64_t step,
+                              bool decay, float grad_scale);
+
+// Flat offset of lnfw's first element (the debug NaN injection point).
+size_t inject_offset(const model::ParamLayout& layout);
+
+// Loads the host optimizer plugin of the deck with `threads` OpenMP threads per call.
+std::unique_ptr<optim::Optimizer> load_host_optimizer(const config::OptimizerConfig& oc,
+                                                      int threads);
+
+} // namespace sof::offload

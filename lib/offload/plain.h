@@ -1,0 +1,57 @@
+// The plain update path (offload.enabled: false): params, grads and Adam state in host vectors,
+// a synchronous step after backward: global norm, skip on non-finite, clip, AdamW via the plugin.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "config/config.h"
+#include "core/log.h"
+#include "core/trace.h"
+#include "model/gpt2.h"
+#include "offload/updater.h"
+#include "optim/optimizer.h"
+
+namespace sof::offload {
+
+class PlainUpdater : public Updater {
+  public:
+    PlainUpdater(const config::Config& cfg, const model::ParamLayout& layout,
+                 const core::Log& log, core::Trace* trace);
+    ~PlainUpdater() override;
+
+    model::WeightSource& weights() override { return *weights_; }
+    model::GradSink& grads() override;
+    void begin_step(const StepHparams& hp) override;
+    void begin_micro(int micro, bool last) override;
+    StepReport finish_step() override;
+    const UpdaterStats& stats() const override { return stats_; }
+    void get_state(float* params, float* exp_avg, float* exp_avg_sq, int64_t* opt_step) override;
+    void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq,
+                   int64_t opt_step) override;
+
+  private:
+    class Sink;
+    void refresh_working(); // work_ = bf16-rounded params_ (dtype bf16)
+
+    config::Config cfg_;
+    const model::ParamLayout& layout_;
+    core::Log log_;
+    core::Trace* trace_;
+    int lane_ = 0;
+    bool bf16_;
+    std::vector<float> params_;   // (num_params) fp32 master
+    std::vector<float> grads_;    // (num_params)
+    std::vector<float> m_, v_;    // (num_params) exp_avg, exp_avg_sq
+    std::vector<float> work_;     // (num_params) bf16-rounded params (dtype bf16 only)
+    std::vector<uint16_t> lowp_;  // (num_params) bf16 copy written by the step (dtype bf16)
+    std::vector<int64_t> pieces_; // stat piece bounds (common.h)
+    std::unique_ptr<model::FlatWeights> weights_;
+    std::unique_ptr<Sink> sink_;
+    std::unique_ptr<optim::Optimizer> opt_;
+    StepHparams hp_;
+    int64_t opt_step_ = 0;
+    UpdaterStats stats_;
+};
+
+} // namespace sof::offload
