@@ -1,0 +1,242 @@
+// The planner's cost model: sizes and FLOPs of one step, device-memory estimates and an
+// event-level simulation of the bucket pipeline (D2H link, CPU, H2D link) for each schedule.
+#include "plan/cost.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "model/layout.h"
+
+namespace sof::plan {
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = 1024.0 * kMiB;
+
+double max_unit_params(const CostInputs& c) {
+    return std::max(c.layer_params, c.embed_params);
+}
+
+// Seconds of one bucket's three pipeline stages (paper Eq. 4 left side).
+struct BucketStages {
+    double d2h = 0;  // move_bucket(grad)
+    double step = 0; // step_cpu(bucket), incl. the CPU cast when cast=host
+    double h2d = 0;  // move_bucket(param)
+};
+
+BucketStages bucket_stages(const CostInputs& c, const HardwareProfile& hw) {
+    BucketStages s;
+    s.d2h = transfer_seconds(hw.d2h, c.bucket_params * c.grad_move_bytes);
+    s.step = c.bucket_params / hw.cpu_adam_params_per_s;
+    if (c.param_move_bytes < 4) s.step += c.bucket_params / hw.cpu_cast_params_per_s;
+    s.h2d = transfer_seconds(hw.h2d, c.bucket_params * c.param_move_bytes);
+    return s;
+}
+
+// Simulates the CPU buckets of the last backward. Bucket i (backward order) is ready at
+// (i+1)/N of the backward; the first `cpu` buckets go to the CPU, the last N-cpu stay on the
+// device. With wait_all the CPU starts only once every grad is on the host (no STV).
+// Returns the time (from the start of the last backward) when the last bucket is back.
+double cpu_pipeline_end(const CostInputs& c, const BucketStages& s, double bwd_last, int cpu,
+                        bool wait_all) {
+    double d2h_free = 0, cpu_free = 0, h2d_free = 0;
+    std::vector<double> arrived(static_cast<size_t>(std::max(cpu, 0)), 0.0);
+    for (int i = 0; i < cpu; ++i) {
+        double ready = bwd_last * (i + 1) / c.num_buckets;
+        double start = std::max(ready, d2h_free);
+        d2h_free = start + s.d2h;
+        arrived[static_cast<size_t>(i)] = d2h_free;
+    }
+    double gate = wait_all ? std::max(bwd_last, cpu > 0 ? arrived.back() : 0.0) : 0.0;
+    for (int i = 0; i < cpu; ++i) {
+        double start = std::max({arrived[static_cast<size_t>(i)], cpu_free, gate});
+        cpu_free = start + s.step;
+        double back = std::max(cpu_free, h2d_free);
+        h2d_free = back + s.h2d;
+    }
+    return h2d_free;
+}
+
+void finish_times(IterationTimes& t) {
+    t.exposed = std::max(0.0, t.iteration - t.compute);
+    t.efficiency = t.iteration > 0 ? t.compute / t.iteration : 0;
+}
+
+} // namespace
+
+CostInputs make_cost_inputs(const config::Config& cfg, const model::GPT2Config& m,
+                            const HardwareProfile& hw) {
+    CostInputs c;
+    const double C = m.channels, L = m.num_layers, Vp = m.padded_vocab_size, NH = m.num_heads;
+    c.layers = m.num_layers;
+    c.layer_params = 12.0 * C * C + 13.0 * C;
+    c.embed_params = Vp * C + m.max_seq_len * C;
+    c.params = c.embed_params + L * c.layer_params + 2.0 * C;
+    c.batch = cfg.train.batch_size;
+    c.seq = cfg.train.seq_len;
+    c.grad_accum = std::max(1, cfg.train.grad_accum);
+    c.weight_bytes = cfg.train.dtype == config::Precision::BF16 ? 2.0 : 4.0;
+    bool host_cast = cfg.offload.cast == config::CastAt::Host;
+    c.grad_move_bytes = host_cast ? c.weight_bytes : 4.0;
+    c.param_move_bytes = host_cast ? c.weight_bytes : 4.0;
+    c.stv = cfg.offload.stv;
+    c.prefetch_layers = std::max(1, cfg.offload.prefetch_layers);
+
+    // forward FLOPs of one micro-batch: 2*tokens*matmul params (blocks + LM head) + attention
+    double tokens = c.batch * c.seq;
+    double flops =
+        2.0 * tokens * (L * c.layer_params + Vp * C) + 4.0 * L * c.batch * c.seq * c.seq * C;
+    double achievable = hw.gpu_peak_tflops * 1e12 * hw.gpu_achievable_fraction;
+    c.fwd_s = flops / achievable;
+    c.bwd_s = (cfg.model.recompute ? 3.0 : 2.0) * c.fwd_s;
+
+    // saved activations (llm.c layout): per block 16*BTC + 2*B*NH*T^2 (+4BT stats)
+    double eb = c.weight_bytes;
+    double per_layer = (16.0 * tokens * C + 2.0 * c.batch * NH * c.seq * c.seq + 4.0 * tokens) * eb;
+    double blocks = cfg.model.recompute ? per_layer + L * tokens * C * eb : L * per_layer;
+    double logits = 2.0 * tokens * Vp * 4.0; // fp32 logits + their grads
+    c.activation_bytes = blocks + 2.0 * tokens * C * eb + logits;
+
+    c.bucket_params = std::max(1.0, cfg.offload.bucket_mb * kMiB / 4.0);
+    c.num_buckets = std::max(1, static_cast<int>(std::ceil(c.params / c.bucket_params)));
+    double mem = hw.host_device && cfg.device.memory_gb > 0 ? cfg.device.memory_gb * kGiB
+                                                            : hw.gpu_memory_gb * 1e9;
+    c.capacity_bytes = mem * hw.gpu_usable_fraction;
+    return c;
+}
+
+MemoryEstimate offload_memory(const CostInputs& c, config::WeightsPolicy weights, int tail) {
+    MemoryEstimate m;
+    double unit = max_unit_params(c);
+    if (weights == config::WeightsPolicy::Flow)
+        m.weights = (c.prefetch_layers + 1.0) * unit * c.weight_bytes;
+    else
+        m.weights = c.params * c.weight_bytes;
+    // accumulation over micro-batches keeps fp32 grads of every parameter on the device;
+    // otherwise grads live per unit (double-buffered) until their bucket is moved
+    m.grads = c.grad_accum > 1 ? c.params * 4.0 : 2.0 * unit * 4.0;
+    int n = std::clamp(tail, 0, c.num_buckets);
+    m.tail_state = std::min(c.params, n * c.bucket_params) * 16.0;
+    m.staging = 2.0 * c.bucket_params * 4.0;
+    m.activations = c.activation_bytes;
+    m.total = m.weights + m.grads + m.tail_state + m.staging + m.activations;
+    return m;
+}
+
+double gpu_only_memory(const CostInputs& c) {
+    // weights + fp32 grads + fp32 params (when the working precision is lower) + m + v
+    double state = c.weight_bytes < 4 ? 12.0 : 8.0;
+    return c.params * (c.weight_bytes + 4.0 + state) + c.activation_bytes;
+}
+
+void pass_times(const CostInputs& c, const HardwareProfile& hw, config::WeightsPolicy weights,
+                double* forward, double* backward, double* weight_transfer) {
+    double ga = c.grad_accum;
+    if (weights != config::WeightsPolicy::Flow) {
+        *forward = ga * c.fwd_s;
+        *backward = ga * c.bwd_s;
+        *weight_transfer = 0;
+        return;
+    }
+    // per block: fetch its weights while the previous block computes
+    double fetch = transfer_seconds(hw.h2d, c.layer_params * c.weight_bytes);
+    double embed_fetch = transfer_seconds(hw.h2d, c.embed_params * c.weight_bytes);
+    double f_layer = c.fwd_s / c.layers, b_layer = c.bwd_s / c.layers;
+    double f = c.fwd_s + embed_fetch + c.layers * std::max(0.0, fetch - f_layer);
+    double b = c.bwd_s + embed_fetch + c.layers * std::max(0.0, fetch - b_layer);
+    *forward = ga * f;
+    *backward = ga * b;
+    *weight_transfer = ga * 2.0 * (c.layers * fetch + embed_fetch);
+}
+
+IterationTimes superoffload_times(const CostInputs& c, const HardwareProfile& hw,
+                                  config::WeightsPolicy weights, int tail, bool stv) {
+    IterationTimes t;
+    t.schedule = "superoffload";
+    int n = std::clamp(tail, 0, c.num_buckets);
+    int cpu = c.num_buckets - n;
+    double wt = 0;
+    pass_times(c, hw, weights, &t.forward, &t.backward, &wt);
+    t.compute = c.grad_accum * (c.fwd_s + c.bwd_s);
+    BucketStages s = bucket_stages(c, hw);
+    double bwd_last = t.backward / c.grad_accum;
+    double before_last = t.forward + t.backward - bwd_last;
+    double tail_params = std::min(c.params, n * c.bucket_params);
+    double gpu_step = tail_params / hw.gpu_adam_params_per_s;
+    double cpu_end = cpu_pipeline_end(c, s, bwd_last, cpu, !stv);
+    t.iteration = before_last + std::max(bwd_last + gpu_step, cpu_end);
+    double cpu_params = c.params - tail_params;
+    t.transfer = wt +
+                 transfer_seconds(hw.d2h, c.bucket_params * c.grad_move_bytes) * cpu_params /
+                     c.bucket_params +
+                 transfer_seconds(hw.h2d, c.bucket_params * c.param_move_bytes) * cpu_params /
+                     c.bucket_params;
+    t.optimizer = s.step * cpu_params / c.bucket_params + gpu_step;
+    t.fits = offload_memory(c, weights, n).total <= c.capacity_bytes;
+    finish_times(t);
+    return t;
+}
+
+IterationTimes synchronous_times(const CostInputs& c, const HardwareProfile& hw,
+                                 config::WeightsPolicy weights) {
+    // paper Eq. 6: grads stream out during backward, the CPU steps after all arrived, params
+    // stream back per bucket; no buckets stay on the device
+    IterationTimes t = superoffload_times(c, hw, weights, 0, false);
+    t.schedule = "synchronous";
+    return t;
+}
+
+IterationTimes interleaved_times(const CostInputs& c, const HardwareProfile& hw,
+                                 config::WeightsPolicy weights, int k) {
+    IterationTimes t;
+    t.schedule = "interleaved";
+    double wt = 0;
+    pass_times(c, hw, weights, &t.forward, &t.backward, &wt);
+    t.compute = c.grad_accum * (c.fwd_s + c.bwd_s);
+    const double S = c.bucket_params;
+    const int N = c.num_buckets;
+    int gpu_groups = k >= 1 ? N / k : 0; // subgroups i with (i+1) % k == 0
+    int cpu_groups = N - gpu_groups;
+    double grad_out = transfer_seconds(hw.d2h, S * c.grad_move_bytes); // last bucket exposed
+    double cpu = cpu_groups * S * (1.0 / hw.cpu_adam_params_per_s + 1.0 / hw.cpu_cast_params_per_s);
+    double state = transfer_seconds(hw.h2d, 3.0 * S * 4.0);
+    double h2d = gpu_groups * state + cpu_groups * transfer_seconds(hw.h2d, S * c.weight_bytes);
+    double d2h = gpu_groups * transfer_seconds(hw.d2h, 3.0 * S * 4.0);
+    double gpu = gpu_groups * S / hw.gpu_adam_params_per_s;
+    double first = gpu_groups > 0 ? state : 0.0; // the first GPU subgroup's prefetch
+    double update = std::max({cpu, h2d, d2h, gpu + first});
+    t.iteration = t.forward + t.backward + grad_out + update;
+    t.transfer = wt + N * grad_out + h2d + d2h;
+    t.optimizer = cpu + gpu;
+    t.fits = offload_memory(c, weights, 1).total <= c.capacity_bytes;
+    finish_times(t);
+    return t;
+}
+
+IterationTimes gpu_only_times(const CostInputs& c, const HardwareProfile& hw) {
+    IterationTimes t;
+    t.schedule = "gpu-only";
+    t.forward = c.grad_accum * c.fwd_s;
+    t.backward = c.grad_accum * c.bwd_s;
+    t.compute = t.forward + t.backward;
+    t.optimizer = c.params / hw.gpu_adam_params_per_s;
+    t.iteration = t.compute + t.optimizer;
+    t.fits = gpu_only_memory(c) <= c.capacity_bytes;
+    finish_times(t);
+    return t;
+}
+
+bool tail_hides_cpu(const CostInputs& c, const HardwareProfile& hw, config::WeightsPolicy weights,
+                    int tail) {
+    int n = std::clamp(tail, 0, c.num_buckets);
+    double f = 0, b = 0, wt = 0;
+    pass_times(c, hw, weights, &f, &b, &wt);
+    double bwd_last = b / c.grad_accum;
+    double gpu_step = std::min(c.params, n * c.bucket_params) / hw.gpu_adam_params_per_s;
+    double end = cpu_pipeline_end(c, bucket_stages(c, hw), bwd_last, c.num_buckets - n, false);
+    return end <= bwd_last + gpu_step;
+}
+
+} // namespace sof::plan

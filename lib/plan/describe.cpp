@@ -1,0 +1,59 @@
+// The planner's human report: hardware, choices with their reasons, device memory and the
+// predicted per-schedule iteration times.
+#include <string>
+
+#include "core/strfmt.h"
+#include "plan/planner.h"
+
+namespace sof::plan {
+
+namespace {
+
+constexpr double kGB = 1e9;
+
+const char* weights_name(config::WeightsPolicy w) {
+    return w == config::WeightsPolicy::Flow ? "flow" : "stationary";
+}
+
+std::string mem_line(const char* what, const MemoryEstimate& m) {
+    return core::strfmt("  %-10s weights %7.2f  grads %7.2f  tail %7.2f  staging %6.2f  "
+                        "activations %7.2f  total %7.2f GB\n",
+                        what, m.weights / kGB, m.grads / kGB, m.tail_state / kGB, m.staging / kGB,
+                        m.activations / kGB, m.total / kGB);
+}
+
+} // namespace
+
+std::string describe(const Plan& p) {
+    std::string s;
+    s += core::strfmt("plan on %s\n", p.hardware.c_str());
+    s += core::strfmt("  model %.3f B params, %.0f tokens per step, %d buckets of %.0f MiB, "
+                      "device memory %.2f GB usable\n",
+                      p.num_params / 1e9, p.tokens, p.num_buckets, p.deck_bucket_mb,
+                      p.capacity_bytes / kGB);
+    s += "choices\n";
+    s += core::strfmt("  weights: %s\n  gpu_tail_buckets: %d\n  interleave_k: %d\n"
+                      "  recommended bucket_mb: %.0f\n",
+                      weights_name(p.weights), p.tail_buckets, p.interleave_k, p.bucket_mb);
+    s += "why\n";
+    for (const std::string& n : p.notes)
+        s += "  - " + n + "\n";
+    s += core::strfmt("device memory (with %d tail buckets)\n", p.tail_buckets);
+    s += mem_line("stationary", p.mem_stationary);
+    s += mem_line("flow", p.mem_flow);
+    s += "predicted step time (ms)\n";
+    s += core::strfmt("  %-13s %5s %9s %9s %9s %9s %9s %9s %6s\n", "schedule", "fits", "forward",
+                      "backward", "transfer", "optimizer", "exposed", "iteration", "eff");
+    for (const IterationTimes& t : p.schedules)
+        s += core::strfmt("  %-13s %5s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %5.1f%%\n",
+                          t.schedule.c_str(), t.fits ? "yes" : "no", 1e3 * t.forward,
+                          1e3 * t.backward, 1e3 * t.transfer, 1e3 * t.optimizer, 1e3 * t.exposed,
+                          1e3 * t.iteration, 100.0 * t.efficiency);
+    s += core::strfmt("deck's schedule: %.2f ms per step (compute %.2f, exposed %.2f), "
+                      "%.1f%% efficiency\n",
+                      1e3 * p.iteration_s, 1e3 * p.compute_s, 1e3 * p.exposed_s,
+                      100.0 * p.efficiency);
+    return s;
+}
+
+} // namespace sof::plan

@@ -1,0 +1,217 @@
+// The planner's choices: weights stationary vs flow (paper 4.2, Fig. 6), tail buckets (Eq. 4-5 and
+// the whole bucket pipeline), bucket size (link saturation), interleave stride k (DOS Eq. 1).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "core/strfmt.h"
+#include "plan/cost.h"
+#include "plan/planner.h"
+
+namespace sof::plan {
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGB = 1e9;
+
+const char* weights_name(config::WeightsPolicy w) {
+    switch (w) {
+    case config::WeightsPolicy::Stationary:
+        return "stationary";
+    case config::WeightsPolicy::Flow:
+        return "flow";
+    case config::WeightsPolicy::Auto:
+        return "auto";
+    }
+    return "?";
+}
+
+config::WeightsPolicy choose_weights(const CostInputs& c, const config::Config& cfg, Plan& p) {
+    if (cfg.offload.weights != config::WeightsPolicy::Auto) {
+        p.notes.push_back(
+            core::strfmt("weights: %s (set in the deck)", weights_name(cfg.offload.weights)));
+        return cfg.offload.weights;
+    }
+    MemoryEstimate st = offload_memory(c, config::WeightsPolicy::Stationary, 0);
+    if (st.total <= c.capacity_bytes) {
+        p.notes.push_back(core::strfmt(
+            "weights: stationary: the bf16 weights, grads and activations fit (%.2f of %.2f GB); "
+            "weight flow would run at %.0f%% efficiency (Eq. 3)",
+            st.total / kGB, c.capacity_bytes / kGB, 100.0 * p.flow_efficiency));
+        return config::WeightsPolicy::Stationary;
+    }
+    MemoryEstimate fl = offload_memory(c, config::WeightsPolicy::Flow, 0);
+    p.notes.push_back(core::strfmt(
+        "weights: flow: stationary needs %.2f GB > %.2f GB usable; flow needs %.2f GB; Eq. 3 "
+        "efficiency at B*T = %.0f is %.0f%%%s",
+        st.total / kGB, c.capacity_bytes / kGB, fl.total / kGB, c.batch * c.seq,
+        100.0 * p.flow_efficiency,
+        p.flow_efficiency < 0.6 ? " (below 60%: weight fetches will be exposed; raise batch*seq)"
+                                : ""));
+    if (fl.total > c.capacity_bytes)
+        p.notes.push_back("warning: even weight flow does not fit the device: lower batch_size, "
+                          "enable model.recompute or add ranks (ZeRO-3)");
+    return config::WeightsPolicy::Flow;
+}
+
+int choose_tail(const CostInputs& c, const HardwareProfile& hw, config::WeightsPolicy w,
+                const config::Config& cfg, Plan& p) {
+    if (cfg.offload.gpu_tail_buckets >= 0) {
+        p.notes.push_back(
+            core::strfmt("tail buckets: %d (set in the deck)", cfg.offload.gpu_tail_buckets));
+        return std::min(cfg.offload.gpu_tail_buckets, c.num_buckets);
+    }
+    double bk = c.bucket_params;
+    double move_g = transfer_seconds(hw.d2h, bk * c.grad_move_bytes);
+    double step = bk / hw.cpu_adam_params_per_s;
+    if (c.param_move_bytes < 4) step += bk / hw.cpu_cast_params_per_s;
+    double move_p = transfer_seconds(hw.h2d, bk * c.param_move_bytes);
+    double flops = hw.gpu_peak_tflops * 1e12 * hw.gpu_achievable_fraction;
+    int eq45 = tail_buckets_eq45(move_g, step, move_p, bk, c.batch * c.seq, flops,
+                                 hw.gpu_adam_params_per_s);
+    // largest n whose tail state still fits next to everything else
+    int fit_max = -1;
+    for (int n = 0; n <= c.num_buckets; ++n) {
+        if (offload_memory(c, w, n).total > c.capacity_bytes) break;
+        fit_max = n;
+    }
+    if (fit_max < 0) {
+        p.notes.push_back("tail buckets: 0: the device is full even without tail buckets");
+        return 0;
+    }
+    int n = std::min(eq45, fit_max);
+    while (n < fit_max && !tail_hides_cpu(c, hw, w, n))
+        ++n;
+    if (tail_hides_cpu(c, hw, w, n) && n >= eq45) {
+        p.notes.push_back(core::strfmt(
+            "tail buckets: %d: Eq. 4-5 needs %d for the last bucket (%.2f ms out+step+back vs "
+            "%.2f ms backward+GPU step per tail bucket); %d hide the whole CPU pipeline",
+            n, eq45, 1e3 * (move_g + step + move_p),
+            1e3 * (4.0 * c.batch * c.seq * bk / flops + bk / hw.gpu_adam_params_per_s), n));
+        return n;
+    }
+    // memory-bound: take the fitting count with the shortest predicted iteration
+    int best = 0;
+    double best_t = std::numeric_limits<double>::infinity();
+    for (int k = 0; k <= fit_max; ++k) {
+        double t = superoffload_times(c, hw, w, k, c.stv).iteration;
+        if (t < best_t - 1e-15) best_t = t, best = k;
+    }
+    p.notes.push_back(core::strfmt(
+        "tail buckets: %d: hiding the CPU pipeline needs more than the %d that fit in device "
+        "memory (Eq. 4-5 alone: %d); chose the fastest fitting count",
+        best, fit_max, eq45));
+    return best;
+}
+
+} // namespace
+
+int tail_buckets_eq45(double move_grad_s, double step_cpu_s, double move_param_s,
+                      double bucket_params, double tokens, double flops,
+                      double gpu_update_params_per_s) {
+    double lhs = move_grad_s + step_cpu_s + move_param_s;
+    double per_bucket =
+        4.0 * tokens * bucket_params / flops + bucket_params / gpu_update_params_per_s;
+    SOF_CHECK(per_bucket > 0, "tail_buckets_eq45: non-positive backward+step time per bucket");
+    double n = std::ceil(lhs / per_bucket - 1e-12);
+    return static_cast<int>(std::max(0.0, n));
+}
+
+model::GPT2Config model_config_for(const config::ModelConfig& m) {
+    model::GPT2Config g;
+    g.max_seq_len = m.max_seq_len;
+    g.vocab_size = m.vocab_size;
+    g.padded_vocab_size =
+        m.padded_vocab_size > 0 ? m.padded_vocab_size : (m.vocab_size + 127) / 128 * 128;
+    g.num_layers = m.num_layers;
+    g.num_heads = m.num_heads;
+    g.channels = m.channels;
+    return g;
+}
+
+Plan make_plan(const config::Config& cfg, const model::GPT2Config& model,
+               const HardwareProfile& hw) {
+    SOF_CHECK(!hw.h2d.empty() && !hw.d2h.empty(), "hardware profile '%s' without link curves",
+              hw.name.c_str());
+    model::GPT2Config m = model;
+    if (m.padded_vocab_size <= 0) m.padded_vocab_size = (m.vocab_size + 127) / 128 * 128;
+    CostInputs c = make_cost_inputs(cfg, m, hw);
+    Plan p;
+    p.hardware = hw.name + " (" + hw.source + ")";
+    p.num_params = c.params;
+    p.tokens = c.batch * c.seq * c.grad_accum;
+    p.capacity_bytes = c.capacity_bytes;
+    p.deck_bucket_mb = cfg.offload.bucket_mb;
+    p.num_buckets = c.num_buckets;
+    double flops = hw.gpu_peak_tflops * 1e12 * hw.gpu_achievable_fraction;
+    double best_h2d = 0;
+    for (const BandwidthPoint& q : hw.h2d)
+        best_h2d = std::max(best_h2d, q.gbps);
+    p.flow_efficiency = weight_flow_efficiency(c.batch, c.seq, flops, best_h2d * kGB);
+
+    double sat = saturating_bucket_bytes(hw);
+    p.bucket_mb = sat / kMiB;
+    p.notes.push_back(core::strfmt(
+        "bucket: %.0f MiB saturates %s (%.0f/%.0f GB/s H2D/D2H there); the deck uses %.0f MiB "
+        "(%.0f/%.0f GB/s)",
+        p.bucket_mb, hw.link.c_str(), bandwidth_gbps(hw.h2d, sat), bandwidth_gbps(hw.d2h, sat),
+        cfg.offload.bucket_mb, bandwidth_gbps(hw.h2d, c.bucket_params * 4.0),
+        bandwidth_gbps(hw.d2h, c.bucket_params * 4.0)));
+
+    p.weights = choose_weights(c, cfg, p);
+    p.tail_buckets = choose_tail(c, hw, p.weights, cfg, p);
+
+    double link_params = bandwidth_gbps(hw.h2d, c.bucket_params * 4.0) * kGB / 4.0;
+    p.interleave_k_raw = dos_interleave_k(link_params, hw.gpu_adam_params_per_s,
+                                          hw.cpu_adam_params_per_s, hw.cpu_cast_params_per_s);
+    if (cfg.offload.interleave_k >= 1) {
+        p.interleave_k = cfg.offload.interleave_k;
+        p.notes.push_back(core::strfmt("interleave k: %d (set in the deck; DOS Eq. 1 gives %.2f)",
+                                       p.interleave_k, p.interleave_k_raw));
+    } else if (!std::isfinite(p.interleave_k_raw) || p.interleave_k_raw > c.num_buckets) {
+        p.interleave_k = c.num_buckets + 1;
+        p.notes.push_back(core::strfmt(
+            "interleave k: %d: DOS Eq. 1 gives %.2f: the CPU keeps up with the link, no subgroup "
+            "goes to the device",
+            p.interleave_k, p.interleave_k_raw));
+    } else {
+        p.interleave_k = std::max(1, static_cast<int>(std::lround(p.interleave_k_raw)));
+        p.notes.push_back(core::strfmt("interleave k: %d: DOS Eq. 1 gives %.2f (B = %.2f G "
+                                       "params/s over the link)",
+                                       p.interleave_k, p.interleave_k_raw, link_params / kGB));
+    }
+
+    p.mem_stationary = offload_memory(c, config::WeightsPolicy::Stationary, p.tail_buckets);
+    p.mem_flow = offload_memory(c, config::WeightsPolicy::Flow, p.tail_buckets);
+
+    IterationTimes so = superoffload_times(c, hw, p.weights, p.tail_buckets, c.stv);
+    IterationTimes il = interleaved_times(c, hw, p.weights, p.interleave_k);
+    IterationTimes sy = synchronous_times(c, hw, p.weights);
+    IterationTimes go = gpu_only_times(c, hw);
+    p.schedules = {so, il, sy, go};
+    const IterationTimes* mine = &go;
+    if (cfg.offload.enabled) {
+        if (cfg.offload.schedule == config::Schedule::SuperOffload) mine = &p.schedules[0];
+        if (cfg.offload.schedule == config::Schedule::Interleaved) mine = &p.schedules[1];
+        if (cfg.offload.schedule == config::Schedule::Synchronous) mine = &p.schedules[2];
+    } else {
+        mine = &p.schedules[3];
+    }
+    p.compute_s = mine->compute;
+    p.transfer_s = mine->transfer;
+    p.optimizer_s = mine->optimizer;
+    p.exposed_s = mine->exposed;
+    p.iteration_s = mine->iteration;
+    p.efficiency = mine->efficiency;
+    return p;
+}
+
+void resolve_auto(config::Config& cfg, const Plan& p) {
+    if (cfg.offload.weights == config::WeightsPolicy::Auto) cfg.offload.weights = p.weights;
+    if (cfg.offload.gpu_tail_buckets < 0) cfg.offload.gpu_tail_buckets = p.tail_buckets;
+    if (cfg.offload.interleave_k < 1) cfg.offload.interleave_k = p.interleave_k;
+}
+
+} // namespace sof::plan

@@ -1,0 +1,146 @@
+// The offload planner: a performance model of one training iteration (SuperOffload paper Eq. 1-7,
+// Deep Optimizer States Eq. 1) over a hardware profile; it fills the deck's `auto` choices.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "model/layout.h"
+
+namespace sof::plan {
+
+// One measured point of a link's bandwidth curve: a transfer of `bytes` runs at `gbps` GB/s.
+struct BandwidthPoint {
+    double bytes = 0; // transfer size in bytes
+    double gbps = 0;  // achieved bandwidth, 1e9 bytes/s
+};
+
+// What the planner needs to know about one CPU+GPU pair (one rank). Units are SI (GB = 1e9 B)
+// except where a name says MiB/GiB.
+struct HardwareProfile {
+    std::string name = "host";       // "gh200", "h100-pcie", "host", ...
+    std::string source = "built-in"; // file it came from, or "built-in"
+    bool host_device = true;         // the `host` device (emulated GPU): capacity from the deck
+
+    // GPU (or the host device's compute)
+    double gpu_peak_tflops = 0.15;        // dense peak of the training precision
+    double gpu_achievable_fraction = 0.5; // of the peak that GEMMs reach (paper: achievable peak)
+    double gpu_memory_gb = 8.0 * 1.073741824; // device memory (host device: 8 GiB default)
+    double gpu_usable_fraction = 1.0;     // of gpu_memory usable for our buffers (context, caches)
+    double gpu_adam_params_per_s = 3.0e9; // device optimizer throughput (U_g)
+
+    // CPU (the cores of this rank)
+    double cpu_memory_gb = 16.0;
+    int cpu_cores = 2;
+    double cpu_adam_params_per_s = 3.0e9; // CPU optimizer throughput incl. bf16 copy (U_c)
+    double cpu_cast_params_per_s = 4.0e9; // CPU fp32 -> bf16 downscale throughput (D_c)
+
+    // CPU <-> GPU link: bandwidth as a function of transfer size, log-size interpolated
+    std::string link = "memcpy";       // "NVLink-C2C", "PCIe Gen5 x16", ...
+    std::vector<BandwidthPoint> h2d;   // sorted by bytes, at least one point
+    std::vector<BandwidthPoint> d2h;   // sorted by bytes, at least one point
+    double saturation_fraction = 0.95; // a size "saturates" the link at this share of the best
+};
+
+// The built-in profile of the `host` device (this machine, CPU-only runs); same numbers as
+// inputs/hardware/this-host.yaml.
+HardwareProfile default_host_profile();
+
+// Reads a hardware profile (inputs/hardware/*.yaml). Errors (Config kind) name file:line:key.
+HardwareProfile load_hardware(const std::string& yaml_path);
+
+// The profile a deck asks for: offload.hardware when set, else default_host_profile().
+HardwareProfile hardware_for(const config::Config& cfg);
+
+// Link bandwidth (GB/s) for a transfer of `bytes`, interpolated linearly in log(bytes) between
+// the curve's points and clamped at its ends.
+double bandwidth_gbps(const std::vector<BandwidthPoint>& curve, double bytes);
+// Seconds to move `bytes` over the curve (0 for 0 bytes).
+double transfer_seconds(const std::vector<BandwidthPoint>& curve, double bytes);
+// The smallest transfer size (bytes, powers of two from 256 KiB to 4 GiB) whose bandwidth on both
+// directions reaches saturation_fraction of that direction's best: the paper's 64 MB on GH200.
+double saturating_bucket_bytes(const HardwareProfile& hw);
+
+// Paper Eq. 1-3 for weight flow: efficiency = comp / (comp + comm), comp = 2*bsz*seq*params /
+// peak_flops, comm = 2*params / bw (bf16 weights loaded once per pass). Independent of params.
+double weight_flow_efficiency(double batch, double seq_len, double peak_flops,
+                              double bw_bytes_per_s);
+
+// Deep Optimizer States Eq. 1 (real-valued): k = (3/B + 1/Ug) / (1/Uc + 1/Dc - 1/(2B)),
+// all in parameters/s. Returns +infinity when the denominator is <= 0 (the CPU alone keeps up
+// with the link: no subgroup should go to the GPU).
+double dos_interleave_k(double link_params_per_s, double gpu_update_params_per_s,
+                        double cpu_update_params_per_s, double cpu_downscale_params_per_s);
+
+// Paper Eq. 4-5 for the last CPU bucket: the smallest n >= 0 with
+//   move(grad) + step_cpu(bucket) + move(param) <= bwd(n*bucket) + step_gpu(n*bucket),
+// bwd(n*bucket) = 4 * tokens * bucket_params * n / flops (tokens = bsz*seq of one micro-batch).
+// Stage times in seconds, flops and update throughput per second.
+int tail_buckets_eq45(double move_grad_s, double step_cpu_s, double move_param_s,
+                      double bucket_params, double tokens, double flops,
+                      double gpu_update_params_per_s);
+
+// The model a deck describes (padded_vocab_size 0 = vocab rounded up to a multiple of 128).
+model::GPT2Config model_config_for(const config::ModelConfig& m);
+
+// Predicted time of one optimizer step (all grad_accum micro-batches) under one schedule, seconds.
+struct IterationTimes {
+    std::string schedule;  // "superoffload", "interleaved", "synchronous", "gpu-only"
+    bool fits = true;      // its device-memory need fits the device
+    double forward = 0;    // forward passes (with weight flow: incl. exposed fetches)
+    double backward = 0;   // backward passes (idem)
+    double compute = 0;    // forward + backward compute alone (no transfer)
+    double transfer = 0;   // all CPU<->GPU traffic (grads, params, states, weights)
+    double optimizer = 0;  // all optimizer work (CPU + device)
+    double exposed = 0;    // iteration - compute: transfer + optimizer not hidden
+    double iteration = 0;  // predicted wall time of the step
+    double efficiency = 0; // compute / iteration
+};
+
+// Device-memory estimate of one rank, bytes.
+struct MemoryEstimate {
+    double weights = 0;     // working-precision weights resident on the device
+    double grads = 0;       // gradient buffers on the device
+    double tail_state = 0;  // tail buckets: fp32 params, m, v, grads on the device
+    double staging = 0;     // bucket staging buffers
+    double activations = 0; // saved activations + logits
+    double total = 0;
+};
+
+struct Plan {
+    config::WeightsPolicy weights = config::WeightsPolicy::Stationary; // never Auto
+    double bucket_mb = 64.0; // recommended bucket size (MiB): the link's saturation point
+    int tail_buckets = 0;    // buckets kept on the device (paper Eq. 4-5)
+    int interleave_k = 2;    // every k-th subgroup on the device (DOS Eq. 1, rounded)
+
+    double deck_bucket_mb = 64.0; // bucket size the predictions use (the deck's)
+    int num_buckets = 1;          // buckets of deck_bucket_mb over the model
+    double interleave_k_raw = 0;  // DOS Eq. 1 before rounding (may be +inf)
+    double flow_efficiency = 0;   // paper Eq. 3 for this batch and sequence length
+    double num_params = 0;
+    double tokens = 0;                       // per optimizer step on this rank (B*T*grad_accum)
+    double capacity_bytes = 0;               // usable device memory
+    MemoryEstimate mem_stationary, mem_flow; // with the chosen tail count
+    std::string hardware;                    // profile name (source)
+
+    // Predicted per-iteration times of the deck's schedule with the chosen options (seconds).
+    double compute_s = 0, transfer_s = 0, optimizer_s = 0, exposed_s = 0, iteration_s = 0;
+    double efficiency = 0;
+    std::vector<IterationTimes> schedules; // every schedule, for comparison
+    std::vector<std::string> notes;        // why each choice was made
+};
+
+// Builds the plan for a deck and a model on a hardware profile. Deck values that are not `auto`
+// are kept (and used for the predictions); `auto` ones are chosen by the model.
+Plan make_plan(const config::Config& cfg, const model::GPT2Config& model,
+               const HardwareProfile& hw);
+
+// Replaces the deck's auto values (weights Auto, gpu_tail_buckets -1, interleave_k -1) with the
+// plan's; leaves explicit values alone.
+void resolve_auto(config::Config& cfg, const Plan& p);
+
+// Multi-line human report: choices with reasons, memory, and the per-schedule time table.
+std::string describe(const Plan& p);
+
+} // namespace sof::plan
