@@ -1,0 +1,85 @@
+// `superoffload export --llmc OUT.bin CHECKPOINT`: write a checkpoint's parameters as an llm.c
+// GPT-2 fp32 file. CHECKPOINT is a step directory or a checkpoint root (its newest step is used).
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/llmc.h"
+#include "commands.h"
+#include "core/error.h"
+
+namespace sof::app {
+
+namespace {
+
+const char* kExportUsage =
+    "usage: superoffload export --llmc OUT.bin CHECKPOINT\n"
+    "  Writes the parameters of a superoffload checkpoint as an llm.c GPT-2 fp32 model file\n"
+    "  (header magic 20240326, version 3), loadable by llm.c and by model.init_from.\n"
+    "  CHECKPOINT  a step directory (e.g. ckpt/step_00000100) or a checkpoint root\n"
+    "              (train.checkpoint_dir), in which case its newest complete step is used\n"
+    "  --llmc OUT  the file to write (written to OUT.tmp, then renamed)\n";
+
+} // namespace
+
+int cmd_export(int argc, char** argv) {
+    std::string out, src;
+    auto usage_fail = [](const std::string& what) {
+        core::throw_error(core::ErrorKind::Usage, what + "\n" + kExportUsage);
+    };
+    for (int i = 0; i < argc; i++) {
+        std::string a = argv[i];
+        if (a == "-h" || a == "--help") {
+            std::fputs(kExportUsage, stdout);
+            return 0;
+        }
+        if (a == "--llmc") {
+            if (i + 1 >= argc) usage_fail("export: --llmc needs a file name after it");
+            out = argv[++i];
+        } else if (a.rfind("--llmc=", 0) == 0) {
+            out = a.substr(7);
+        } else if (a.rfind("-", 0) == 0) {
+            usage_fail("export: unknown option '" + a + "'");
+        } else if (src.empty()) {
+            src = a;
+        } else {
+            usage_fail("export: more than one checkpoint given ('" + src + "' and '" + a + "')");
+        }
+    }
+    if (out.empty()) usage_fail("export: missing --llmc OUT.bin (the only export format)");
+    if (src.empty()) usage_fail("export: missing the checkpoint directory to export");
+
+    namespace fs = std::filesystem;
+    std::string dir = src;
+    std::error_code ec;
+    if (fs::is_directory(src, ec) && !fs::exists(fs::path(src) / "manifest.json", ec)) {
+        std::string latest = ckpt::find_latest(src);
+        if (!latest.empty()) dir = latest;
+    }
+
+    int rank = 0, initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank != 0) return 0; // one writer; other ranks of an mpirun have nothing to do
+
+    ckpt::Manifest m;
+    std::vector<float> params;
+    ckpt::load_params(dir, &m, &params);
+    model::ParamLayout layout = model::make_layout(m.model);
+    if (params.size() != layout.num_params)
+        SOF_FAIL(Format, "checkpoint %s holds %zu params but its model needs %zu", dir.c_str(),
+                 params.size(), layout.num_params);
+    ckpt::export_llmc(out, m.model, layout, params.data());
+    std::printf("exported %s (step %lld, %zu params, L=%d NH=%d C=%d V=%d) to %s\n", dir.c_str(),
+                static_cast<long long>(m.step), layout.num_params, m.model.num_layers,
+                m.model.num_heads, m.model.channels, m.model.vocab_size, out.c_str());
+    std::fflush(stdout);
+    return 0;
+}
+
+} // namespace sof::app

@@ -1,0 +1,320 @@
+// Checkpoint save (atomic: .tmp-step_N, fsync, rename, prune), load (sizes and checksums checked,
+// errors name the file) and find_latest. Rank-local: multi-rank callers synchronize between phases.
+#include "ckpt/checkpoint.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "ckpt/fileio.h"
+#include "ckpt/manifest.h"
+#include "core/error.h"
+
+namespace sof::ckpt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kTmpPrefix = ".tmp-step_";
+const char* kOldPrefix = ".old-step_";
+
+std::string tmp_dir(const std::string& root, int64_t step) {
+    return (fs::path(root) / (kTmpPrefix + step_dir_name(step).substr(5))).string();
+}
+
+// "step_00000100" -> 100; -1 if the name is not step_<digits> (with the given prefix).
+int64_t parse_step(const std::string& name, const std::string& prefix) {
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return -1;
+    int64_t v = 0;
+    for (size_t i = prefix.size(); i < name.size(); i++) {
+        char c = name[i];
+        if (c < '0' || c > '9' || v > (INT64_MAX - 9) / 10) return -1;
+        v = v * 10 + (c - '0');
+    }
+    return v;
+}
+
+// Complete checkpoints under root: (step, path), oldest first.
+std::vector<std::pair<int64_t, std::string>> complete_steps(const std::string& root) {
+    std::vector<std::pair<int64_t, std::string>> out;
+    std::error_code ec;
+    if (!fs::is_directory(root, ec)) return out;
+    for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        int64_t step = parse_step(name, "step_");
+        if (step < 0) continue;
+        std::error_code e2;
+        if (!fs::is_directory(it->path(), e2)) continue;
+        if (!fs::is_regular_file(it->path() / kManifestName, e2)) continue;
+        out.emplace_back(step, it->path().string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+FileEntry write_buffer(const std::string& dir, const std::string& name,
+                       const std::vector<float>& v) {
+    FileEntry f;
+    f.file = name;
+    f.bytes = v.size() * sizeof(float);
+    f.fnv = fnv1a64(v.data(), f.bytes);
+    write_file_durable((fs::path(dir) / name).string(), v.data(), f.bytes);
+    return f;
+}
+
+void remove_quietly(const fs::path& p) {
+    std::error_code ec;
+    fs::remove_all(p, ec);
+}
+
+// Removes complete checkpoints beyond the newest `keep`, and leftovers of interrupted saves.
+void prune(const std::string& root, int keep, int64_t current) {
+    std::error_code ec;
+    for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        int64_t t = parse_step(name, kTmpPrefix);
+        if (t >= 0 && t != current) remove_quietly(it->path());
+        if (parse_step(name, kOldPrefix) >= 0) remove_quietly(it->path());
+    }
+    if (keep <= 0) return;
+    auto steps = complete_steps(root);
+    if (steps.size() <= static_cast<size_t>(keep)) return;
+    for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); i++)
+        remove_quietly(steps[i].second);
+}
+
+// Reads one shard file, checking existence, size and checksum against the manifest entry.
+void read_checked(const std::string& dir, const FileEntry& f, const std::string& manifest_path,
+                  std::vector<float>* out) {
+    const std::string path = (fs::path(dir) / f.file).string();
+    const uint64_t size = file_size_checked(path, "checkpoint file");
+    if (size != f.bytes)
+        SOF_FAIL(Format,
+                 "checkpoint file %s is %llu bytes but %s records %llu (the file is truncated "
+                 "or was replaced; resume from another checkpoint)",
+                 path.c_str(), static_cast<unsigned long long>(size), manifest_path.c_str(),
+                 static_cast<unsigned long long>(f.bytes));
+    out->assign(f.bytes / sizeof(float), 0.0f);
+    read_exact(path, out->data(), f.bytes);
+    const uint64_t h = fnv1a64(out->data(), f.bytes);
+    if (h != f.fnv)
+        SOF_FAIL(Format,
+                 "checksum mismatch in checkpoint file %s: FNV-1a 64 is %s but %s records %s "
+                 "(the file is corrupt; resume from another checkpoint or restore the file)",
+                 path.c_str(), checksum_hex(h).c_str(), manifest_path.c_str(),
+                 checksum_hex(f.fnv).c_str());
+}
+
+// Reads and validates dir/manifest.json (and deck.yaml); returns the shard list.
+std::vector<ShardRecord> read_manifest(const std::string& dir, Manifest* m) {
+    std::error_code ec;
+    if (!fs::exists(dir, ec))
+        SOF_FAIL(Io,
+                 "checkpoint directory %s not found (pass a step directory such as "
+                 "<checkpoint_dir>/step_00000100, or train.resume=auto)",
+                 dir.c_str());
+    if (!fs::is_directory(dir, ec))
+        SOF_FAIL(Io, "checkpoint %s is not a directory (pass a step_N directory)", dir.c_str());
+    const std::string mpath = (fs::path(dir) / kManifestName).string();
+    if (!fs::exists(mpath, ec)) {
+        const std::string name = fs::path(dir).filename().string();
+        if (parse_step(name, kTmpPrefix) >= 0)
+            SOF_FAIL(Io,
+                     "%s is the temporary directory of an interrupted save (no %s); resume "
+                     "from a complete step_N directory",
+                     dir.c_str(), kManifestName);
+        if (!complete_steps(dir).empty())
+            SOF_FAIL(Io,
+                     "%s holds checkpoints but is not one: pass one of its step_N directories "
+                     "(newest: %s) or set train.resume=auto",
+                     dir.c_str(), complete_steps(dir).back().second.c_str());
+        SOF_FAIL(Io, "checkpoint file %s not found: %s is not a complete checkpoint directory",
+                 mpath.c_str(), dir.c_str());
+    }
+    const std::string text = read_text(mpath, "checkpoint manifest");
+    FileEntry deck;
+    std::vector<ShardRecord> shards;
+    manifest_from_json(text, mpath, m, &deck, &shards);
+
+    const std::string dpath = (fs::path(dir) / deck.file).string();
+    m->deck_yaml = read_text(dpath, "checkpoint file");
+    if (m->deck_yaml.size() != deck.bytes ||
+        fnv1a64(m->deck_yaml.data(), m->deck_yaml.size()) != deck.fnv)
+        SOF_FAIL(Format,
+                 "checkpoint file %s does not match %s (size or checksum differ): it was "
+                 "edited or is corrupt; restore it or resume from another checkpoint",
+                 dpath.c_str(), mpath.c_str());
+    return shards;
+}
+
+} // namespace
+
+std::string step_dir_name(int64_t step) {
+    return core::strfmt("step_%08lld", static_cast<long long>(step));
+}
+
+std::string prepare_save(const std::string& root, int64_t step) {
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    if (ec || !fs::is_directory(root))
+        SOF_FAIL(Io, "cannot create checkpoint directory %s: %s (check train.checkpoint_dir)",
+                 root.c_str(), ec ? ec.message().c_str() : "exists and is not a directory");
+    const std::string tmp = tmp_dir(root, step);
+    fs::remove_all(tmp, ec);
+    if (ec) SOF_FAIL(Io, "cannot remove the leftover %s: %s", tmp.c_str(), ec.message().c_str());
+    fs::create_directory(tmp, ec);
+    if (ec) SOF_FAIL(Io, "cannot create %s: %s", tmp.c_str(), ec.message().c_str());
+    return tmp;
+}
+
+void write_shard(const std::string& root, const Manifest& m, const State& s, int rank, int world) {
+    if (world < 1 || rank < 0 || rank >= world)
+        SOF_FAIL(Internal, "checkpoint save: rank %d of world %d is out of range", rank, world);
+    if (world != m.world_size)
+        SOF_FAIL(Internal, "checkpoint save: world %d but manifest.world_size = %d", world,
+                 m.world_size);
+    if (s.exp_avg.size() != s.params.size() || s.exp_avg_sq.size() != s.params.size())
+        SOF_FAIL(Internal, "checkpoint save: params/exp_avg/exp_avg_sq sizes differ (%zu/%zu/%zu)",
+                 s.params.size(), s.exp_avg.size(), s.exp_avg_sq.size());
+    if (world == 1 && static_cast<int64_t>(s.params.size()) != m.num_params)
+        SOF_FAIL(Internal, "checkpoint save: %zu params in the state but num_params = %lld",
+                 s.params.size(), static_cast<long long>(m.num_params));
+    const std::string tmp = tmp_dir(root, m.step);
+    if (!fs::is_directory(tmp))
+        SOF_FAIL(Io, "checkpoint save: %s does not exist (rank 0 must call prepare_save first)",
+                 tmp.c_str());
+    ShardRecord r;
+    r.rank = rank;
+    r.world_size = world;
+    r.step = m.step;
+    r.numel = static_cast<int64_t>(s.params.size());
+    r.params = write_buffer(tmp, shard_file_name("params", rank, world), s.params);
+    r.exp_avg = write_buffer(tmp, shard_file_name("exp_avg", rank, world), s.exp_avg);
+    r.exp_avg_sq = write_buffer(tmp, shard_file_name("exp_avg_sq", rank, world), s.exp_avg_sq);
+    const std::string rec = shard_to_json(r);
+    write_file_durable((fs::path(tmp) / shard_record_name(rank)).string(), rec.data(), rec.size());
+}
+
+std::string commit(const std::string& root, const Manifest& m, int keep) {
+    const std::string tmp = tmp_dir(root, m.step);
+    std::vector<ShardRecord> shards;
+    int64_t total = 0;
+    for (int r = 0; r < m.world_size; r++) {
+        const std::string rpath = (fs::path(tmp) / shard_record_name(r)).string();
+        ShardRecord rec = shard_from_json(read_text(rpath, "checkpoint shard record"), rpath);
+        if (rec.rank != r || rec.world_size != m.world_size || rec.step != m.step)
+            SOF_FAIL(Internal,
+                     "checkpoint save: %s is for rank %d of %d at step %lld, expected rank %d "
+                     "of %d at step %lld",
+                     rpath.c_str(), rec.rank, rec.world_size, static_cast<long long>(rec.step), r,
+                     m.world_size, static_cast<long long>(m.step));
+        total += rec.numel;
+        shards.push_back(rec);
+    }
+    if (total != m.num_params)
+        SOF_FAIL(Internal, "checkpoint save: the shards hold %lld elements, num_params = %lld",
+                 static_cast<long long>(total), static_cast<long long>(m.num_params));
+
+    FileEntry deck;
+    deck.file = kDeckName;
+    deck.bytes = m.deck_yaml.size();
+    deck.fnv = fnv1a64(m.deck_yaml.data(), m.deck_yaml.size());
+    write_file_durable((fs::path(tmp) / kDeckName).string(), m.deck_yaml.data(),
+                       m.deck_yaml.size());
+    const std::string text = manifest_to_json(m, deck, shards);
+    // the manifest is written last: a directory holding one is complete
+    write_file_durable((fs::path(tmp) / kManifestName).string(), text.data(), text.size());
+    std::error_code ec;
+    for (int r = 0; r < m.world_size; r++)
+        fs::remove(fs::path(tmp) / shard_record_name(r), ec);
+    fsync_dir(tmp);
+
+    const std::string final_dir = (fs::path(root) / step_dir_name(m.step)).string();
+    const std::string old =
+        (fs::path(root) / (kOldPrefix + step_dir_name(m.step).substr(5))).string();
+    bool replaced = false;
+    if (fs::exists(final_dir, ec)) {
+        // same step saved again (e.g. a rerun): move the old one aside, then swap
+        fs::remove_all(old, ec);
+        if (std::rename(final_dir.c_str(), old.c_str()) != 0)
+            SOF_FAIL(Io, "cannot move the existing %s aside: %s", final_dir.c_str(),
+                     std::strerror(errno));
+        replaced = true;
+    }
+    if (std::rename(tmp.c_str(), final_dir.c_str()) != 0)
+        SOF_FAIL(Io, "cannot rename %s to %s: %s", tmp.c_str(), final_dir.c_str(),
+                 std::strerror(errno));
+    fsync_dir(root);
+    if (replaced) remove_quietly(old);
+    prune(root, keep, m.step);
+    return final_dir;
+}
+
+std::string save(const std::string& root, const Manifest& m, const State& s, int keep, int rank,
+                 int world) {
+    return save(root, m, s, keep, rank, world, std::function<void()>());
+}
+
+std::string save(const std::string& root, const Manifest& m, const State& s, int keep, int rank,
+                 int world, const std::function<void()>& barrier) {
+    if (root.empty())
+        SOF_FAIL(Config, "checkpoint save: no directory given (set train.checkpoint_dir)");
+    if (world > 1 && !barrier)
+        SOF_FAIL(Internal,
+                 "checkpoint save with %d ranks needs a barrier (call the save overload that "
+                 "takes one, or the prepare_save/write_shard/commit phases)",
+                 world);
+    if (rank == 0) prepare_save(root, m.step);
+    if (barrier) barrier();
+    write_shard(root, m, s, rank, world);
+    if (barrier) barrier();
+    std::string dir = (fs::path(root) / step_dir_name(m.step)).string();
+    if (rank == 0) dir = commit(root, m, keep);
+    if (barrier) barrier();
+    return dir;
+}
+
+Manifest load_manifest(const std::string& dir) {
+    Manifest m;
+    read_manifest(dir, &m);
+    return m;
+}
+
+void load(const std::string& dir, Manifest* m, State* s, int rank, int world) {
+    std::vector<ShardRecord> shards = read_manifest(dir, m);
+    if (m->world_size != world)
+        SOF_FAIL(Config,
+                 "checkpoint %s was written by %d rank(s) but this job has %d: resharding is "
+                 "not supported; relaunch with %d rank(s)",
+                 dir.c_str(), m->world_size, world, m->world_size);
+    if (rank < 0 || rank >= world)
+        SOF_FAIL(Internal, "checkpoint load: rank %d of world %d is out of range", rank, world);
+    const std::string mpath = (fs::path(dir) / kManifestName).string();
+    const ShardRecord& r = shards[static_cast<size_t>(rank)];
+    read_checked(dir, r.params, mpath, &s->params);
+    read_checked(dir, r.exp_avg, mpath, &s->exp_avg);
+    read_checked(dir, r.exp_avg_sq, mpath, &s->exp_avg_sq);
+}
+
+void load_params(const std::string& dir, Manifest* m, std::vector<float>* params) {
+    std::vector<ShardRecord> shards = read_manifest(dir, m);
+    const std::string mpath = (fs::path(dir) / kManifestName).string();
+    params->clear();
+    params->reserve(static_cast<size_t>(m->num_params));
+    std::vector<float> part;
+    for (const ShardRecord& r : shards) {
+        read_checked(dir, r.params, mpath, &part);
+        params->insert(params->end(), part.begin(), part.end());
+    }
+}
+
+std::string find_latest(const std::string& root) {
+    auto steps = complete_steps(root);
+    return steps.empty() ? std::string() : steps.back().second;
+}
+
+} // namespace sof::ckpt

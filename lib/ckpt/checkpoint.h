@@ -1,0 +1,77 @@
+// Training checkpoints: one directory per step (manifest.json, deck.yaml, per-rank params /
+// exp_avg / exp_avg_sq files with FNV-1a 64 checksums), written atomically, validated on load.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "model/layout.h"
+
+namespace sof::ckpt {
+
+constexpr int kFormatVersion = 1;
+constexpr const char* kFormatName = "superoffload-checkpoint";
+
+struct Manifest {
+    int64_t step = 0, opt_step = 0; // training step done; optimizer steps taken (skips excluded)
+    model::GPT2Config model;
+    int64_t num_params = 0; // whole model, all ranks together
+    int world_size = 1;
+    std::string deck_yaml; // the effective deck, stored as deck.yaml
+    data::LoaderState train_data;
+    int64_t skips = 0, rollbacks = 0;
+};
+
+// This rank's shard of the flat fp32 buffers, ParamLayout order. One rank: numel = num_params.
+// Many ranks: rank r holds a contiguous range; the shards of ranks 0..W-1 concatenated are the
+// flat buffer (the manifest records each shard's numel).
+struct State {
+    std::vector<float> params;     // (numel)
+    std::vector<float> exp_avg;    // (numel)
+    std::vector<float> exp_avg_sq; // (numel)
+};
+
+// "step_00000100"; the complete checkpoint for a step is root/step_dir_name(step).
+std::string step_dir_name(int64_t step);
+
+// Saves this rank's state and (rank 0) the manifest; returns the step directory. One rank:
+// everything happens here. Many ranks: needs `barrier` (a function that returns once every rank
+// of the world called it); the 6-argument form throws for world > 1.
+// Deletes checkpoints older than the newest `keep` (0 = keep all) after the new one is complete.
+// collective (world > 1): all ranks of world, through `barrier`.
+std::string save(const std::string& root, const Manifest& m, const State& s, int keep, int rank,
+                 int world);
+std::string save(const std::string& root, const Manifest& m, const State& s, int keep, int rank,
+                 int world, const std::function<void()>& barrier);
+
+// The phases of save(), for callers that synchronize ranks themselves (rank-local each):
+//   rank 0: prepare_save; barrier; every rank: write_shard; barrier; rank 0: commit.
+// prepare_save creates root/.tmp-step_N (removing a leftover from an interrupted save).
+// write_shard writes this rank's three files and its shard record, each fsynced.
+// commit checks every rank's record, writes deck.yaml and manifest.json, fsyncs, renames the
+// temporary directory to root/step_N, fsyncs root, prunes to `keep`; returns the step directory.
+std::string prepare_save(const std::string& root, int64_t step);
+void write_shard(const std::string& root, const Manifest& m, const State& s, int rank, int world);
+std::string commit(const std::string& root, const Manifest& m, int keep);
+
+// Loads a step directory: the manifest into *m, this rank's shard into *s, verifying sizes and
+// checksums of this rank's files and deck.yaml. Errors name the file and say how to fix it:
+// Io (missing file / directory), Format (corrupt, truncated, checksum mismatch), Config (the
+// checkpoint was written by a different number of ranks).
+void load(const std::string& dir, Manifest* m, State* s, int rank, int world);
+
+// Reads only the manifest (validated) of a step directory.
+Manifest load_manifest(const std::string& dir);
+
+// Loads the full params of any checkpoint (all shards concatenated, checksums verified) into
+// *params (num_params floats); for export.
+void load_params(const std::string& dir, Manifest* m, std::vector<float>* params);
+
+// Newest complete checkpoint under root (a step_N directory holding manifest.json), or "" when
+// there is none or root does not exist. Temporary (.tmp-step_N) directories are ignored.
+std::string find_latest(const std::string& root);
+
+} // namespace sof::ckpt

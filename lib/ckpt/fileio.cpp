@@ -1,0 +1,146 @@
+// Durable file I/O for checkpoints (POSIX open/write/fsync/rename) and the FNV-1a 64 checksum.
+// Every failure throws core::Error(Io) with the path and strerror(errno).
+#include "ckpt/fileio.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace sof::ckpt {
+
+namespace fs = std::filesystem;
+
+uint64_t fnv1a64(const void* data, size_t bytes, uint64_t seed) {
+    const unsigned char* p = static_cast<const unsigned char*>(data);
+    uint64_t h = seed;
+    for (size_t i = 0; i < bytes; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+std::string checksum_hex(uint64_t h) {
+    return core::strfmt("%016llx", static_cast<unsigned long long>(h));
+}
+
+namespace {
+
+// Closes a descriptor on scope exit (errors from close after fsync are ignored: data is synced).
+struct Fd {
+    int fd = -1;
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+} // namespace
+
+DurableWriter::DurableWriter(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+        SOF_FAIL(Io, "cannot create %s: %s (check that the directory exists and is writable)",
+                 path.c_str(), std::strerror(errno));
+}
+
+DurableWriter::~DurableWriter() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+void DurableWriter::write(const void* data, size_t bytes) {
+    const char* p = static_cast<const char*>(data);
+    size_t left = bytes;
+    while (left > 0) {
+        ssize_t n = ::write(fd_, p, left);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            SOF_FAIL(Io, "cannot write %s: %s (is the disk full?)", path_.c_str(),
+                     std::strerror(errno));
+        }
+        p += n;
+        left -= static_cast<size_t>(n);
+    }
+}
+
+void DurableWriter::finish() {
+    if (::fsync(fd_) != 0) SOF_FAIL(Io, "cannot fsync %s: %s", path_.c_str(), std::strerror(errno));
+    int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) SOF_FAIL(Io, "cannot close %s: %s", path_.c_str(), std::strerror(errno));
+}
+
+void write_file_durable(const std::string& path, const void* data, size_t bytes) {
+    DurableWriter w(path);
+    w.write(data, bytes);
+    w.finish();
+}
+
+void fsync_dir(const std::string& dir) {
+    Fd f;
+    f.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (f.fd < 0) SOF_FAIL(Io, "cannot open directory %s: %s", dir.c_str(), std::strerror(errno));
+    if (::fsync(f.fd) != 0)
+        SOF_FAIL(Io, "cannot fsync directory %s: %s", dir.c_str(), std::strerror(errno));
+}
+
+uint64_t file_size_checked(const std::string& path, const char* what) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0)
+        SOF_FAIL(Io, "%s %s: %s", what, path.c_str(),
+                 errno == ENOENT ? "file not found (check the path)" : std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) SOF_FAIL(Io, "%s %s is not a regular file", what, path.c_str());
+    return static_cast<uint64_t>(st.st_size);
+}
+
+void read_exact(const std::string& path, void* out, size_t bytes, uint64_t offset) {
+    Fd f;
+    f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (f.fd < 0)
+        SOF_FAIL(Io, "cannot open %s: %s", path.c_str(),
+                 errno == ENOENT ? "file not found (check the path)" : std::strerror(errno));
+    char* p = static_cast<char*>(out);
+    size_t done = 0;
+    while (done < bytes) {
+        ssize_t n = ::pread(f.fd, p + done, bytes - done, static_cast<off_t>(offset + done));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            SOF_FAIL(Io, "cannot read %s: %s", path.c_str(), std::strerror(errno));
+        }
+        if (n == 0)
+            SOF_FAIL(Format,
+                     "%s is truncated: needed %zu bytes at offset %llu but the file ends after "
+                     "%zu of them (the file is incomplete or corrupt; use another copy)",
+                     path.c_str(), bytes, static_cast<unsigned long long>(offset), done);
+        done += static_cast<size_t>(n);
+    }
+}
+
+std::string read_text(const std::string& path, const char* what) {
+    uint64_t n = file_size_checked(path, what);
+    if (n > (64ull << 20))
+        SOF_FAIL(Format, "%s %s is %llu bytes, too large for a text file of this kind", what,
+                 path.c_str(), static_cast<unsigned long long>(n));
+    std::string s(static_cast<size_t>(n), '\0');
+    read_exact(path, s.data(), s.size());
+    return s;
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t bytes) {
+    const std::string tmp = path + ".tmp";
+    write_file_durable(tmp, data, bytes);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        int e = errno;
+        ::unlink(tmp.c_str());
+        SOF_FAIL(Io, "cannot rename %s to %s: %s", tmp.c_str(), path.c_str(), std::strerror(e));
+    }
+    fs::path parent = fs::path(path).parent_path();
+    fsync_dir(parent.empty() ? std::string(".") : parent.string());
+}
+
+} // namespace sof::ckpt
