@@ -1,0 +1,268 @@
+// DataLoader: llm.c-order and shuffled batches from token shards or the built-in corpus, rank
+// striping, resumable positions (LoaderState text form for checkpoints).
+#include "data/loader.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+#include "core/error.h"
+#include "data/builtin.h"
+#include "data/rng.h"
+#include "data/shards.h"
+
+namespace sof::data {
+
+namespace {
+
+// Stream tags for derive_seed (ASCII of a short name).
+constexpr uint64_t kTagChain = 0x636861696e;   // "chain"
+constexpr uint64_t kTagTrain = 0x747261696e;   // "train"
+constexpr uint64_t kTagVal = 0x76616c;         // "val"
+constexpr uint64_t kTagShards = 0x736861726473; // "shards"
+constexpr uint64_t kTagSamples = 0x73616d706c;  // "sampl"
+
+int64_t parse_int(const std::string& line, const std::string& key, const std::string& text) {
+    if (text.empty())
+        SOF_FAIL(Format, "loader state '%s': %s has no value", line.c_str(), key.c_str());
+    errno = 0;
+    char* end = nullptr;
+    long long v = std::strtoll(text.c_str(), &end, 10);
+    if (errno != 0 || *end != '\0')
+        SOF_FAIL(Format, "loader state '%s': %s = '%s' is not an integer", line.c_str(),
+                 key.c_str(), text.c_str());
+    return v;
+}
+
+} // namespace
+
+std::string LoaderState::to_string() const {
+    return core::strfmt("v1 epoch=%lld shard=%lld sample=%lld shards=%lld tokens=%lld bt=%lld "
+                        "world=%lld shuffle=%lld seed=%llu",
+                        static_cast<long long>(epoch), static_cast<long long>(shard),
+                        static_cast<long long>(sample), static_cast<long long>(num_shards),
+                        static_cast<long long>(num_tokens), static_cast<long long>(batch_tokens),
+                        static_cast<long long>(world), static_cast<long long>(shuffle),
+                        static_cast<unsigned long long>(seed));
+}
+
+LoaderState LoaderState::from_string(const std::string& s) {
+    std::istringstream in(s);
+    std::string word;
+    if (!(in >> word) || word != "v1")
+        SOF_FAIL(Format,
+                 "loader state '%s': expected it to start with the version 'v1' (a state "
+                 "written by a different superoffload version?)",
+                 s.c_str());
+    LoaderState st;
+    struct Field {
+        const char* key;
+        int64_t* value;
+        bool seen;
+    };
+    Field fields[] = {{"epoch", &st.epoch, false},     {"shard", &st.shard, false},
+                      {"sample", &st.sample, false},   {"shards", &st.num_shards, false},
+                      {"tokens", &st.num_tokens, false}, {"bt", &st.batch_tokens, false},
+                      {"world", &st.world, false},     {"shuffle", &st.shuffle, false}};
+    bool seed_seen = false;
+    while (in >> word) {
+        size_t eq = word.find('=');
+        if (eq == std::string::npos)
+            SOF_FAIL(Format, "loader state '%s': '%s' is not key=value", s.c_str(), word.c_str());
+        std::string key = word.substr(0, eq), val = word.substr(eq + 1);
+        if (key == "seed") {
+            if (seed_seen)
+                SOF_FAIL(Format, "loader state '%s': seed given twice", s.c_str());
+            seed_seen = true;
+            errno = 0;
+            char* end = nullptr;
+            unsigned long long v = std::strtoull(val.c_str(), &end, 10);
+            if (val.empty() || val[0] == '-' || errno != 0 || *end != '\0')
+                SOF_FAIL(Format, "loader state '%s': seed = '%s' is not an unsigned integer",
+                         s.c_str(), val.c_str());
+            st.seed = v;
+            continue;
+        }
+        bool known = false;
+        for (Field& f : fields) {
+            if (key != f.key) continue;
+            if (f.seen)
+                SOF_FAIL(Format, "loader state '%s': %s given twice", s.c_str(), f.key);
+            *f.value = parse_int(s, key, val);
+            if (*f.value < 0)
+                SOF_FAIL(Format, "loader state '%s': %s = %lld is negative", s.c_str(), f.key,
+                         static_cast<long long>(*f.value));
+            f.seen = known = true;
+        }
+        if (!known)
+            SOF_FAIL(Format, "loader state '%s': unknown key '%s'", s.c_str(), key.c_str());
+    }
+    for (const Field& f : fields)
+        if (!f.seen) SOF_FAIL(Format, "loader state '%s': missing key '%s'", s.c_str(), f.key);
+    if (!seed_seen) SOF_FAIL(Format, "loader state '%s': missing key 'seed'", s.c_str());
+    return st;
+}
+
+DataLoader::DataLoader(const config::DataConfig& cfg, Split split, int vocab_size, int B, int T,
+                       int rank, int world)
+    : source_(split == Split::Train ? cfg.train : cfg.val),
+      key_(split == Split::Train ? "data.train" : "data.val"), vocab_(vocab_size), B_(B), T_(T),
+      rank_(rank), world_(world), shuffle_(split == Split::Train && cfg.shuffle),
+      seed_(shuffle_ ? cfg.seed : 0) {
+    if (B < 1 || T < 1)
+        SOF_FAIL(Config, "data loader: batch_size (%d) and seq_len (%d) must be >= 1", B, T);
+    if (world < 1 || rank < 0 || rank >= world)
+        SOF_FAIL(Internal, "data loader: rank %d is not in a world of %d ranks", rank, world);
+    if (vocab_size < 1 || vocab_size > 65536)
+        SOF_FAIL(Config,
+                 "data loader: model.vocab_size = %d; token data is uint16, so it must be in "
+                 "[1, 65536]",
+                 vocab_size);
+    const int64_t stride = static_cast<int64_t>(world) * B * T; // tokens per global batch
+    if (source_ == "builtin") {
+        const uint64_t bseed = cfg.builtin.seed;
+        const int64_t n = split == Split::Train ? cfg.builtin.train_tokens : cfg.builtin.val_tokens;
+        const char* nkey = split == Split::Train ? "train_tokens" : "val_tokens";
+        if (n < stride + 1)
+            SOF_FAIL(Config,
+                     "data.builtin.%s = %lld is too small: one batch needs batch_size %d x "
+                     "seq_len %d x %d rank(s) + 1 = %lld tokens; raise data.builtin.%s",
+                     nkey, static_cast<long long>(n), B, T, world,
+                     static_cast<long long>(stride + 1), nkey);
+        chain_ = std::make_unique<MarkovChain>(vocab_size, derive_seed(bseed, kTagChain));
+        tokens_.resize(static_cast<size_t>(n));
+        chain_->generate(derive_seed(bseed, split == Split::Train ? kTagTrain : kTagVal), n,
+                         tokens_.data());
+        loaded_shard_ = 0;
+        shards_.push_back({"", n, (n - 1) / stride});
+    } else {
+        for (const std::string& path : expand_glob(source_, key_)) {
+            const int64_t n = read_shard(path, vocab_size, nullptr);
+            if (n < stride + 1)
+                SOF_FAIL(Config,
+                         "token shard %s (%s) has %lld tokens but one batch needs batch_size %d "
+                         "x seq_len %d x %d rank(s) + 1 = %lld; use larger shards or a smaller "
+                         "batch_size/seq_len",
+                         path.c_str(), key_.c_str(), static_cast<long long>(n), B, T, world,
+                         static_cast<long long>(stride + 1));
+            shards_.push_back({path, n, (n - 1) / stride});
+        }
+    }
+    for (const Shard& s : shards_) {
+        num_tokens_ += s.num_tokens;
+        batches_per_epoch_ += s.num_samples;
+    }
+    pos_.num_shards = static_cast<int64_t>(shards_.size());
+    pos_.num_tokens = num_tokens_;
+    pos_.batch_tokens = static_cast<int64_t>(B) * T;
+    pos_.world = world;
+    pos_.shuffle = shuffle_ ? 1 : 0;
+    pos_.seed = seed_;
+    prepare();
+}
+
+DataLoader::~DataLoader() = default;
+
+int64_t DataLoader::shard_id(int64_t epoch, int64_t index) const {
+    (void)epoch;
+    return shuffle_ ? shard_order_[static_cast<size_t>(index)] : index;
+}
+
+void DataLoader::prepare() {
+    if (shuffle_ && order_epoch_ != pos_.epoch) {
+        shard_order_ = permutation(pos_.num_shards, derive_seed(seed_, kTagShards, pos_.epoch));
+        order_epoch_ = pos_.epoch;
+    }
+    const int64_t id = shard_id(pos_.epoch, pos_.shard);
+    if (shuffle_ && (sample_epoch_ != pos_.epoch || sample_shard_ != id)) {
+        const uint64_t s = derive_seed(derive_seed(seed_, kTagSamples, pos_.epoch), kTagSamples, id);
+        sample_order_ = permutation(shards_[static_cast<size_t>(id)].num_samples, s);
+        sample_epoch_ = pos_.epoch;
+        sample_shard_ = id;
+    }
+    if (loaded_shard_ != id) {
+        const Shard& sh = shards_[static_cast<size_t>(id)];
+        const int64_t n = read_shard(sh.path, vocab_, &tokens_);
+        if (n != sh.num_tokens)
+            SOF_FAIL(Io, "token shard %s changed while training: %lld tokens, was %lld",
+                     sh.path.c_str(), static_cast<long long>(n),
+                     static_cast<long long>(sh.num_tokens));
+        loaded_shard_ = id;
+    }
+}
+
+void DataLoader::next(int* inputs, int* targets) {
+    const int64_t id = shard_id(pos_.epoch, pos_.shard);
+    const Shard& sh = shards_[static_cast<size_t>(id)];
+    const int64_t g = shuffle_ ? sample_order_[static_cast<size_t>(pos_.sample)] : pos_.sample;
+    const int64_t bt = static_cast<int64_t>(B_) * T_;
+    const int64_t offset = g * world_ * bt + static_cast<int64_t>(rank_) * bt;
+    const uint16_t* src = tokens_.data() + offset; // (B*T+1) consecutive tokens
+    for (int64_t i = 0; i < bt; i++) {
+        inputs[i] = src[i];
+        targets[i] = src[i + 1];
+    }
+    pos_.sample++;
+    if (pos_.sample >= sh.num_samples) {
+        pos_.sample = 0;
+        pos_.shard++;
+        if (pos_.shard >= pos_.num_shards) {
+            pos_.shard = 0;
+            pos_.epoch++;
+        }
+    }
+    prepare();
+}
+
+void DataLoader::reset() {
+    pos_.epoch = pos_.shard = pos_.sample = 0;
+    prepare();
+}
+
+LoaderState DataLoader::state() const { return pos_; }
+
+void DataLoader::restore(const LoaderState& s) {
+    const LoaderState& me = pos_;
+    auto differs = [](int64_t saved, int64_t mine) { return saved != 0 && saved != mine; };
+    if (differs(s.num_shards, me.num_shards) || differs(s.num_tokens, me.num_tokens) ||
+        differs(s.batch_tokens, me.batch_tokens) || differs(s.world, me.world) ||
+        (s.num_shards != 0 && (s.shuffle != me.shuffle || s.seed != me.seed)))
+        SOF_FAIL(Config,
+                 "%s: the saved data position (%s) was made for different data or batch "
+                 "geometry than this run (%s): resume with the same data, train.batch_size x "
+                 "train.seq_len, number of ranks and data.shuffle/data.seed",
+                 key_.c_str(), s.to_string().c_str(), me.to_string().c_str());
+    if (s.shard >= me.num_shards ||
+        s.sample >= shards_[static_cast<size_t>(s.shard)].num_samples)
+        SOF_FAIL(Config, "%s: the saved data position (%s) is outside the data (%lld shards)",
+                 key_.c_str(), s.to_string().c_str(), static_cast<long long>(me.num_shards));
+    pos_.epoch = s.epoch;
+    pos_.shard = s.shard;
+    pos_.sample = s.sample;
+    prepare();
+}
+
+std::string DataLoader::describe() const {
+    std::string src;
+    if (chain_)
+        src = core::strfmt("builtin Markov corpus (V=%d, %d successors/token)", vocab_,
+                           MarkovChain::kSuccessors);
+    else
+        src = "'" + source_ + "'";
+    return core::strfmt("%s: %zu shard(s), %lld tokens, %lld batches of %dx%d per epoch "
+                        "(rank %d of %d), %s",
+                        src.c_str(), shards_.size(), static_cast<long long>(num_tokens_),
+                        static_cast<long long>(batches_per_epoch_), B_, T_, rank_, world_,
+                        shuffle_ ? core::strfmt("shuffled (seed %llu)",
+                                                static_cast<unsigned long long>(seed_))
+                                       .c_str()
+                                 : "sequential");
+}
+
+double DataLoader::entropy_floor() const {
+    return chain_ ? chain_->entropy_rate() : std::numeric_limits<double>::quiet_NaN();
+}
+
+} // namespace sof::data

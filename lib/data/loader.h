@@ -1,0 +1,89 @@
+// Training/validation batches from llm.c token shards or the built-in Markov corpus, in llm.c's
+// sequential order or a seeded shuffled order, striped over ranks, with a resumable position.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace sof::data {
+
+enum class Split { Train, Val };
+
+// Where the loader stands: the position of the NEXT batch plus the geometry that position refers
+// to. Positions are indexes, not RNG states: the shuffled orders are pure functions of
+// (seed, epoch, shard), so this is all restore() needs. Geometry fields equal to 0 mean
+// "unknown" and are not checked by restore() (a default-constructed state means "the start").
+struct LoaderState {
+    int64_t epoch = 0;  // completed passes over all shards
+    int64_t shard = 0;  // index into this epoch's shard order
+    int64_t sample = 0; // index into this shard's batch order
+    // geometry
+    int64_t num_shards = 0;
+    int64_t num_tokens = 0;   // all shards together
+    int64_t batch_tokens = 0; // B*T per rank
+    int64_t world = 0;        // ranks striding over the data
+    int64_t shuffle = 0;      // 1 = shuffled order
+    uint64_t seed = 0;        // shuffle seed (0 when not shuffled)
+
+    // One line, e.g. "v1 epoch=0 shard=1 sample=17 shards=3 tokens=30000 bt=64 world=1
+    // shuffle=1 seed=1337". from_string throws core::Error (Format) naming what is wrong.
+    std::string to_string() const;
+    static LoaderState from_string(const std::string& s);
+    bool operator==(const LoaderState&) const = default;
+};
+
+class MarkovChain;
+
+class DataLoader {
+  public:
+    // cfg.train / cfg.val: "builtin" or a glob of llm.c shards (sorted, relative to the working
+    // directory). Every shard is validated here (header, size, every token < vocab_size, at least
+    // world*B*T+1 tokens). The validation split is always read in sequential order.
+    DataLoader(const config::DataConfig& cfg, Split split, int vocab_size, int B, int T, int rank,
+               int world);
+    ~DataLoader();
+    DataLoader(const DataLoader&) = delete;
+    DataLoader& operator=(const DataLoader&) = delete;
+
+    // The next batch: inputs (B*T) and targets (B*T) = the same B*T+1 consecutive tokens shifted
+    // by one. Rank r of W reads global batch g at token offset g*W*B*T + r*B*T of its shard.
+    void next(int* inputs, int* targets);
+    void reset(); // back to the first batch of epoch 0
+    LoaderState state() const;
+    void restore(const LoaderState& s); // Config error if the geometry does not match
+    std::string describe() const;        // source, #shards, #tokens, batches per epoch
+    double entropy_floor() const;        // nats/token of the built-in corpus; NaN for shards
+    int64_t batches_per_epoch() const { return batches_per_epoch_; }
+
+  private:
+    struct Shard {
+        std::string path;    // "" for the built-in corpus
+        int64_t num_tokens;  // tokens in the shard
+        int64_t num_samples; // batches it yields per epoch: (num_tokens - 1) / (W*B*T)
+    };
+    void prepare(); // make orders and the token buffer match pos_
+    int64_t shard_id(int64_t epoch, int64_t index) const;
+
+    std::string source_; // "builtin" or the glob
+    std::string key_;    // "data.train" / "data.val"
+    int vocab_, B_, T_, rank_, world_;
+    bool shuffle_;
+    uint64_t seed_;
+    std::vector<Shard> shards_;
+    int64_t num_tokens_ = 0, batches_per_epoch_ = 0;
+    std::unique_ptr<MarkovChain> chain_; // built-in corpus only
+
+    LoaderState pos_; // next batch (epoch, shard, sample) plus geometry
+    std::vector<int64_t> shard_order_;   // (num_shards) for order_epoch_
+    int64_t order_epoch_ = -1;
+    std::vector<int64_t> sample_order_;  // (num_samples of the current shard); empty = sequential
+    int64_t sample_epoch_ = -1, sample_shard_ = -1;
+    std::vector<uint16_t> tokens_;       // (num_tokens) of loaded_shard_
+    int64_t loaded_shard_ = -1;
+};
+
+} // namespace sof::data
