@@ -1,0 +1,79 @@
+// `superoffload plan DECK [--hardware FILE]` (cmd_plan linked in directly): prints describe() and
+// the resolved deck values; bad arguments are Usage errors.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../../app/commands.h"
+#include "core/error.h"
+
+namespace {
+
+// Runs cmd_plan with `args`, returning what it printed on stdout.
+std::string run_plan(std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (std::string& a : args)
+        argv.push_back(a.data());
+    std::string path = std::string(SOF_BINARY_DIR) + "/cmd_plan_out.txt";
+    std::fflush(stdout);
+    int saved = dup(1);
+    REQUIRE(std::freopen(path.c_str(), "w", stdout));
+    int rc = -1;
+    try {
+        rc = sof::app::cmd_plan(static_cast<int>(argv.size()), argv.data());
+    } catch (...) {
+        std::fflush(stdout);
+        dup2(saved, 1);
+        close(saved);
+        throw;
+    }
+    std::fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    CHECK(rc == 0);
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+} // namespace
+
+TEST_CASE("plan command: 1.5B deck on gh200") {
+    std::string src = SOF_SOURCE_DIR;
+    std::string out = run_plan({src + "/inputs/gpt2-1.5b-offload.yaml", "--hardware",
+                                src + "/inputs/hardware/gh200.yaml"});
+    CHECK(out.find("plan on gh200") != std::string::npos);
+    CHECK(out.find("recommended bucket_mb: 64") != std::string::npos);
+    CHECK(out.find("deck values: offload.weights=stationary") != std::string::npos);
+    // --set still works next to --hardware
+    out = run_plan({src + "/inputs/gpt2-1.5b-offload.yaml", "--set", "offload.gpu_tail_buckets=3",
+                    "--hardware=" + src + "/inputs/hardware/gh200.yaml"});
+    CHECK(out.find("offload.gpu_tail_buckets=3") != std::string::npos);
+    // without --hardware: the built-in host profile
+    out = run_plan({src + "/inputs/tiny.yaml"});
+    CHECK(out.find("plan on host (built-in)") != std::string::npos);
+}
+
+TEST_CASE("plan command: usage and file errors") {
+    std::string src = SOF_SOURCE_DIR;
+    try {
+        run_plan({src + "/inputs/tiny.yaml", "--hardwar", "x"});
+        FAIL("expected a usage error");
+    } catch (const sof::core::Error& e) {
+        CHECK(e.kind() == sof::core::ErrorKind::Usage);
+    }
+    try {
+        run_plan({src + "/inputs/tiny.yaml", "--hardware", "/nonexistent/hw.yaml"});
+        FAIL("expected an Io error");
+    } catch (const sof::core::Error& e) {
+        CHECK(e.kind() == sof::core::ErrorKind::Io);
+        CHECK(std::string(e.what()).find("/nonexistent/hw.yaml") != std::string::npos);
+    }
+}

@@ -1,0 +1,271 @@
+// The planner on decks and hardware profiles: profile files (and their errors), the paper's Fig. 6
+// behaviour (stationary when it fits, flow when not; flow cost vs batch*seq), tail-bucket
+// minimality, DOS k on GH200, resolve_auto and the report.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "config/deck.h"
+#include "core/error.h"
+#include "plan/cost.h"
+#include "plan/planner.h"
+
+using namespace sof;
+using namespace sof::plan;
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+const std::string kSrc = SOF_SOURCE_DIR;
+
+HardwareProfile gh200() {
+    return load_hardware(kSrc + "/inputs/hardware/gh200.yaml");
+}
+
+config::Config deck_1p5b() {
+    return config::load_deck(kSrc + "/inputs/gpt2-1.5b-offload.yaml", {});
+}
+
+// A deck overridden with --set style values.
+config::Config deck_with(const std::vector<std::string>& sets) {
+    return config::load_deck(kSrc + "/inputs/gpt2-1.5b-offload.yaml", sets);
+}
+
+std::string write_tmp(const std::string& name, const std::string& text) {
+    std::string path = std::string(SOF_BINARY_DIR) + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+}
+
+std::string error_of(const std::string& path) {
+    try {
+        load_hardware(path);
+    } catch (const core::Error& e) {
+        CHECK(e.kind() == core::ErrorKind::Config);
+        return e.what();
+    }
+    return "";
+}
+
+} // namespace
+
+TEST_CASE("hardware files load; this-host.yaml equals the built-in profile") {
+    for (const char* f : {"gh200", "h100-pcie", "this-host"}) {
+        HardwareProfile hw = load_hardware(kSrc + "/inputs/hardware/" + f + ".yaml");
+        CHECK(!hw.h2d.empty());
+        CHECK(!hw.d2h.empty());
+    }
+    HardwareProfile a = load_hardware(kSrc + "/inputs/hardware/this-host.yaml");
+    HardwareProfile b = default_host_profile();
+    CHECK(a.name == b.name);
+    CHECK(a.host_device == b.host_device);
+    CHECK(a.gpu_peak_tflops == b.gpu_peak_tflops);
+    CHECK(a.gpu_achievable_fraction == b.gpu_achievable_fraction);
+    CHECK(a.gpu_memory_gb == doctest::Approx(b.gpu_memory_gb));
+    CHECK(a.gpu_usable_fraction == b.gpu_usable_fraction);
+    CHECK(a.gpu_adam_params_per_s == b.gpu_adam_params_per_s);
+    CHECK(a.cpu_cores == b.cpu_cores);
+    CHECK(a.cpu_adam_params_per_s == b.cpu_adam_params_per_s);
+    CHECK(a.cpu_cast_params_per_s == b.cpu_cast_params_per_s);
+    REQUIRE(a.h2d.size() == b.h2d.size());
+    for (size_t i = 0; i < a.h2d.size(); ++i) {
+        CHECK(a.h2d[i].bytes == doctest::Approx(b.h2d[i].bytes));
+        CHECK(a.h2d[i].gbps == b.h2d[i].gbps);
+    }
+}
+
+TEST_CASE("hardware file errors name file, line and key") {
+    std::string good = "name: x\ngpu: {peak_tflops: 1, achievable_fraction: 0.5, memory_gb: 1, "
+                       "adam_params_per_s: 1e9}\ncpu: {memory_gb: 1, cores: 1, "
+                       "adam_params_per_s: 1e9, cast_params_per_s: 1e9}\n"
+                       "link: {name: l, h2d: [[1, 1]], d2h: [[1, 1]]}\n";
+    CHECK(load_hardware(write_tmp("hw_good.yaml", good)).name == "x");
+    std::string e = error_of(write_tmp("hw_unknown.yaml", good + "gpus: 4\n"));
+    CHECK(e.find("hw_unknown.yaml:5") != std::string::npos);
+    CHECK(e.find("unknown key 'gpus'") != std::string::npos);
+    std::string missing = good;
+    missing.replace(missing.find("cores: 1, "), 10, "");
+    e = error_of(write_tmp("hw_missing.yaml", missing));
+    CHECK(e.find("missing key 'cpu.cores'") != std::string::npos);
+    std::string bad = good;
+    bad.replace(bad.find("h2d: [[1, 1]]"), 13, "h2d: [[4, 1], [2, 3]]");
+    e = error_of(write_tmp("hw_order.yaml", bad));
+    CHECK(e.find("link.h2d[1]") != std::string::npos);
+    CHECK(e.find("sizes must increase") != std::string::npos);
+    bad = good;
+    bad.replace(bad.find("memory_gb: 1,"), 13, "memory_gb: lots,");
+    e = error_of(write_tmp("hw_type.yaml", bad));
+    CHECK(e.find("gpu.memory_gb: expected a number, got 'lots'") != std::string::npos);
+}
+
+TEST_CASE("gh200: 64 MB buckets saturate NVLink-C2C") {
+    HardwareProfile hw = gh200();
+    CHECK(saturating_bucket_bytes(hw) == doctest::Approx(64 * kMiB));
+    CHECK(bandwidth_gbps(hw.h2d, 64 * kMiB) >= 0.95 * 450);
+    CHECK(bandwidth_gbps(hw.h2d, 32 * kMiB) < 0.95 * 450);
+    Plan p = make_plan(deck_1p5b(), model_config_for(deck_1p5b().model), hw);
+    CHECK(p.bucket_mb == doctest::Approx(64));
+}
+
+TEST_CASE("Fig. 6 on gh200: weight flow is exposed at small batch*seq, hidden at large") {
+    HardwareProfile hw = gh200();
+    // forward time with weight flow over forward compute alone (1 = fetches fully hidden)
+    auto flow_overhead = [&](int B, int T) {
+        config::Config cfg = deck_with({"train.batch_size=" + std::to_string(B),
+                                        "train.seq_len=" + std::to_string(T),
+                                        "model.max_seq_len=" + std::to_string(T)});
+        CostInputs c = make_cost_inputs(cfg, model_config_for(cfg.model), hw);
+        double f = 0, b = 0, wt = 0;
+        pass_times(c, hw, config::WeightsPolicy::Flow, &f, &b, &wt);
+        CHECK(wt > 0);
+        return f / (c.grad_accum * c.fwd_s);
+    };
+    // a block's fetch (61 MB at ~428 GB/s = 143 us) hides behind its forward when
+    // 2*B*T*P_layer/flops >= 2*P_layer/bw, i.e. B*T >= 742e12/450e9 = 1649 tokens
+    CHECK(flow_overhead(1, 1024) > 1.5);
+    CHECK(flow_overhead(2, 1024) < 1.05);
+    CHECK(flow_overhead(4, 1024) < 1.05);
+    CHECK(flow_overhead(1, 4096) < 1.05);
+    // stationary never pays for weights
+    config::Config cfg = deck_1p5b();
+    CostInputs c = make_cost_inputs(cfg, model_config_for(cfg.model), hw);
+    double f = 0, b = 0, wt = 0;
+    pass_times(c, hw, config::WeightsPolicy::Stationary, &f, &b, &wt);
+    CHECK(wt == 0);
+    CHECK(f == doctest::Approx(c.grad_accum * c.fwd_s));
+    // the plan reports Eq. 3 at the deck's batch and sequence (B=8, T=1024 -> 0.83)
+    Plan p = make_plan(cfg, model_config_for(cfg.model), hw);
+    double expect = 8192 * 450e9 / (8192 * 450e9 + 989e12 * 0.75);
+    CHECK(p.flow_efficiency == doctest::Approx(expect));
+}
+
+TEST_CASE("weights auto: stationary when the model fits, flow when it does not") {
+    HardwareProfile hw = gh200();
+    config::Config small = deck_1p5b();
+    Plan p = make_plan(small, model_config_for(small.model), hw);
+    CHECK(p.weights == config::WeightsPolicy::Stationary);
+    CHECK(p.mem_stationary.total <= p.capacity_bytes);
+    // 96 layers x 6144 channels: ~44B params, bf16 weights alone 87 GB + fp32 grads for
+    // accumulation
+    config::Config big = deck_with(
+        {"model.num_layers=96", "model.channels=6144", "model.num_heads=48", "train.batch_size=1"});
+    Plan q = make_plan(big, model_config_for(big.model), hw);
+    CHECK(q.num_params > 40e9);
+    CHECK(q.weights == config::WeightsPolicy::Flow);
+    CHECK(q.mem_stationary.total > q.capacity_bytes);
+    CHECK(q.mem_flow.weights < 0.05 * q.mem_stationary.weights); // 3 embedding-sized units
+    // an explicit deck value is kept
+    config::Config fixed = deck_with({"offload.weights=stationary", "model.num_layers=96",
+                                      "model.channels=6144", "model.num_heads=48"});
+    CHECK(make_plan(fixed, model_config_for(fixed.model), hw).weights ==
+          config::WeightsPolicy::Stationary);
+}
+
+TEST_CASE("tail buckets: the smallest count that satisfies Eq. 4-5 and hides the CPU pipeline") {
+    HardwareProfile hw = gh200();
+    for (const char* ga : {"train.grad_accum=1", "train.grad_accum=8"}) {
+        CAPTURE(ga);
+        config::Config cfg = deck_with({ga, "model.recompute=false", "train.batch_size=2"});
+        Plan p = make_plan(cfg, model_config_for(cfg.model), hw);
+        CostInputs c = make_cost_inputs(cfg, model_config_for(cfg.model), hw);
+        CHECK(p.num_buckets == c.num_buckets);
+        CHECK(p.num_buckets == 93); // 1.558e9 params * 4 B / 64 MiB = 92.9
+        REQUIRE(p.tail_buckets >= 0);
+        REQUIRE(p.tail_buckets <= p.num_buckets);
+        CHECK(tail_hides_cpu(c, hw, p.weights, p.tail_buckets));
+        if (p.tail_buckets > 0) {
+            bool fewer_hide = tail_hides_cpu(c, hw, p.weights, p.tail_buckets - 1);
+            double bk = c.bucket_params;
+            int eq45 = tail_buckets_eq45(
+                transfer_seconds(hw.d2h, bk * 4), bk / hw.cpu_adam_params_per_s,
+                transfer_seconds(hw.h2d, bk * 4), bk, c.batch * c.seq,
+                hw.gpu_peak_tflops * 1e12 * hw.gpu_achievable_fraction, hw.gpu_adam_params_per_s);
+            CHECK((!fewer_hide || p.tail_buckets == eq45));
+            CHECK(p.tail_buckets >= eq45);
+        }
+        // more tail buckets never predict a slower step (while they fit)
+        IterationTimes t0 = superoffload_times(c, hw, p.weights, 0, true);
+        IterationTimes tn = superoffload_times(c, hw, p.weights, p.tail_buckets, true);
+        CHECK(tn.iteration <= t0.iteration + 1e-12);
+        // hidden CPU pipeline: only the tail buckets' device step is exposed (Eq. 5 right side)
+        double tail_step =
+            std::min(c.params, p.tail_buckets * c.bucket_params) / hw.gpu_adam_params_per_s;
+        CHECK(tn.exposed == doctest::Approx(tail_step));
+    }
+}
+
+TEST_CASE("schedules on gh200: superoffload beats synchronous; STV off waits for all grads") {
+    HardwareProfile hw = gh200();
+    config::Config cfg = deck_1p5b();
+    CostInputs c = make_cost_inputs(cfg, model_config_for(cfg.model), hw);
+    IterationTimes so = superoffload_times(c, hw, config::WeightsPolicy::Stationary, 2, true);
+    IterationTimes nostv = superoffload_times(c, hw, config::WeightsPolicy::Stationary, 2, false);
+    IterationTimes sy = synchronous_times(c, hw, config::WeightsPolicy::Stationary);
+    CHECK(so.iteration < nostv.iteration);
+    CHECK(nostv.iteration < sy.iteration);
+    // Eq. 6 lower bound: synchronous pays at least the whole CPU step after backward
+    CHECK(sy.iteration >= so.compute + c.params / hw.cpu_adam_params_per_s);
+    CHECK(so.compute == doctest::Approx(c.grad_accum * (c.fwd_s + c.bwd_s)));
+}
+
+TEST_CASE("interleave k from DOS Eq. 1 over the profile's link") {
+    HardwareProfile hw = gh200();
+    config::Config cfg = deck_1p5b();
+    Plan p = make_plan(cfg, model_config_for(cfg.model), hw);
+    double B = bandwidth_gbps(hw.h2d, 64 * kMiB) * 1e9 / 4;
+    double k = dos_interleave_k(B, hw.gpu_adam_params_per_s, hw.cpu_adam_params_per_s,
+                                hw.cpu_cast_params_per_s);
+    CHECK(p.interleave_k_raw == doctest::Approx(k));
+    // on GH200 the link (107.5 G params/s) and the GPU outpace Grace: k = 0.40 -> every subgroup
+    // goes to the device (k = 1)
+    CHECK(k == doctest::Approx(0.40334).epsilon(1e-4));
+    CHECK(p.interleave_k == 1);
+    // on a PCIe host: rounded, at least 1
+    HardwareProfile pcie = load_hardware(kSrc + "/inputs/hardware/h100-pcie.yaml");
+    Plan q = make_plan(cfg, model_config_for(cfg.model), pcie);
+    CHECK(std::isfinite(q.interleave_k_raw));
+    CHECK(q.interleave_k == std::max(1L, std::lround(q.interleave_k_raw)));
+}
+
+TEST_CASE("resolve_auto fills only auto values; describe reports the choices") {
+    HardwareProfile hw = gh200();
+    config::Config cfg = deck_1p5b();
+    REQUIRE(cfg.offload.weights == config::WeightsPolicy::Auto);
+    REQUIRE(cfg.offload.gpu_tail_buckets == -1);
+    Plan p = make_plan(cfg, model_config_for(cfg.model), hw);
+    config::Config r = cfg;
+    resolve_auto(r, p);
+    CHECK(r.offload.weights == p.weights);
+    CHECK(r.offload.gpu_tail_buckets == p.tail_buckets);
+    CHECK(r.offload.interleave_k == p.interleave_k);
+    config::Config e =
+        deck_with({"offload.gpu_tail_buckets=5", "offload.interleave_k=3", "offload.weights=flow"});
+    Plan pe = make_plan(e, model_config_for(e.model), hw);
+    CHECK(pe.tail_buckets == 5);
+    CHECK(pe.interleave_k == 3);
+    resolve_auto(e, p);
+    CHECK(e.offload.gpu_tail_buckets == 5);
+    CHECK(e.offload.interleave_k == 3);
+    CHECK(e.offload.weights == config::WeightsPolicy::Flow);
+    std::string d = describe(p);
+    for (const char* s : {"plan on gh200", "weights: stationary", "gpu_tail_buckets:",
+                          "superoffload", "synchronous", "interleaved", "gpu-only", "Eq. 4-5"})
+        CHECK_MESSAGE(d.find(s) != std::string::npos, s);
+    MESSAGE(d);
+}
+
+TEST_CASE("the host profile plans every deck without errors") {
+    for (const char* f :
+         {"tiny.yaml", "gpt2-124m.yaml", "gpt2-1.5b-offload.yaml", "long-seq-ulysses.yaml"}) {
+        CAPTURE(f);
+        config::Config cfg = config::load_deck(kSrc + "/inputs/" + f, {});
+        Plan p = make_plan(cfg, model_config_for(cfg.model), default_host_profile());
+        CHECK(p.weights != config::WeightsPolicy::Auto);
+        CHECK(p.interleave_k >= 1);
+        CHECK(p.iteration_s > 0);
+        CHECK(p.efficiency > 0);
+        CHECK(p.efficiency <= 1.0 + 1e-12);
+    }
+}
