@@ -35,10 +35,9 @@ float clip_coefficient(double norm, float clip) {
     return coef < 1.0f ? coef : 1.0f;
 }
 
-sof_adam_hparams adam_hparams(const config::OptimizerConfig& oc, float lr, int64_t step,
-                              bool decay, float grad_scale) {
-    return optim::make_hparams(lr, oc.beta1, oc.beta2, oc.eps, decay ? oc.weight_decay : 0.0f,
-                               step,
+sof_adam_hparams adam_hparams(const config::OptimizerConfig& oc, float lr, int64_t step, bool decay,
+                              float grad_scale) {
+    return optim::make_hparams(lr, oc.beta1, oc.beta2, oc.eps, decay ? oc.weight_decay : 0.0f, step,
                                oc.type == config::AdamMode::AdamW ? SOF_ADAM_ADAMW : SOF_ADAM_L2,
                                oc.bias_correction, grad_scale);
 }

@@ -19,7 +19,7 @@ namespace sof::offload {
 std::vector<int64_t> stat_pieces(const model::ParamLayout& layout);
 
 struct NormResult {
-    double norm = 0.0;     // sqrt(sum of piece sums)
+    double norm = 0.0;      // sqrt(sum of piece sums)
     bool nonfinite = false; // any piece non-finite, or the norm overflowed
 };
 NormResult reduce_norm(const std::vector<device::GradStats>& piece_stats);
@@ -29,8 +29,8 @@ NormResult reduce_norm(const std::vector<device::GradStats>& piece_stats);
 float clip_coefficient(double norm, float clip);
 
 // Adam hyperparameters of one slice from the deck: weight decay only where `decay`.
-sof_adam_hparams adam_hparams(const config::OptimizerConfig& oc, float lr, int64_t step,
-                              bool decay, float grad_scale);
+sof_adam_hparams adam_hparams(const config::OptimizerConfig& oc, float lr, int64_t step, bool decay,
+                              float grad_scale);
 
 // Flat offset of lnfw's first element (the debug NaN injection point).
 size_t inject_offset(const model::ParamLayout& layout);

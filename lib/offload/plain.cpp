@@ -50,7 +50,9 @@ PlainUpdater::PlainUpdater(const config::Config& cfg, const model::ParamLayout& 
 
 PlainUpdater::~PlainUpdater() = default;
 
-model::GradSink& PlainUpdater::grads() { return *sink_; }
+model::GradSink& PlainUpdater::grads() {
+    return *sink_;
+}
 
 void PlainUpdater::refresh_working() {
     if (!bf16_) return;
@@ -71,9 +73,9 @@ StepReport PlainUpdater::finish_step() {
     StepReport rep;
     std::vector<device::GradStats> st(pieces_.size() - 1);
     for (size_t i = 0; i + 1 < pieces_.size(); i++)
-        st[i] = device::piece_stats(grads_.data() + pieces_[i],
-                                    static_cast<size_t>(pieces_[i + 1] - pieces_[i]), 1.0f,
-                                    nullptr);
+        st[i] =
+            device::piece_stats(grads_.data() + pieces_[i],
+                                static_cast<size_t>(pieces_[i + 1] - pieces_[i]), 1.0f, nullptr);
     NormResult nr = reduce_norm(st);
     rep.grad_norm = nr.norm;
     if (nr.nonfinite) {
@@ -84,10 +86,9 @@ StepReport PlainUpdater::finish_step() {
         rep.clipped = coef < 1.0f;
         int64_t step = opt_step_ + 1;
         for (const model::TensorInfo& t : layout_.tensors) {
-            sof_adam_slice s = optim::make_slice(static_cast<int64_t>(t.numel),
-                                                 params_.data() + t.offset,
-                                                 grads_.data() + t.offset, SOF_DTYPE_F32,
-                                                 m_.data() + t.offset, v_.data() + t.offset);
+            sof_adam_slice s = optim::make_slice(
+                static_cast<int64_t>(t.numel), params_.data() + t.offset, grads_.data() + t.offset,
+                SOF_DTYPE_F32, m_.data() + t.offset, v_.data() + t.offset);
             if (bf16_) {
                 s.lowp_out = lowp_.data() + t.offset;
                 s.lowp_dtype = SOF_DTYPE_BF16;
@@ -95,18 +96,18 @@ StepReport PlainUpdater::finish_step() {
             opt_->step(s, adam_hparams(cfg_.optimizer, hp_.lr, step, t.decay, coef));
         }
         if (bf16_)
-            for (size_t i = 0; i < lowp_.size(); i++) work_[i] = core::bf16_to_f32(lowp_[i]);
+            for (size_t i = 0; i < lowp_.size(); i++)
+                work_[i] = core::bf16_to_f32(lowp_[i]);
         opt_step_ = step;
     }
     rep.exposed_optimizer_ms = timer.ms();
     if (trace_)
-        trace_->span(lane_, rep.skipped ? "optimizer (skipped)" : "optimizer", t0,
-                     trace_->now_us(), "optimizer");
+        trace_->span(lane_, rep.skipped ? "optimizer (skipped)" : "optimizer", t0, trace_->now_us(),
+                     "optimizer");
     return rep;
 }
 
-void PlainUpdater::get_state(float* params, float* exp_avg, float* exp_avg_sq,
-                             int64_t* opt_step) {
+void PlainUpdater::get_state(float* params, float* exp_avg, float* exp_avg_sq, int64_t* opt_step) {
     std::copy(params_.begin(), params_.end(), params);
     std::copy(m_.begin(), m_.end(), exp_avg);
     std::copy(v_.begin(), v_.end(), exp_avg_sq);

@@ -16,8 +16,8 @@ namespace sof::offload {
 
 class PlainUpdater : public Updater {
   public:
-    PlainUpdater(const config::Config& cfg, const model::ParamLayout& layout,
-                 const core::Log& log, core::Trace* trace);
+    PlainUpdater(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
+                 core::Trace* trace);
     ~PlainUpdater() override;
 
     model::WeightSource& weights() override { return *weights_; }

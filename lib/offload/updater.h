@@ -11,17 +11,17 @@
 namespace sof::offload {
 
 struct StepHparams {
-    int64_t step = 0;          // 0-based iteration index of the training loop
+    int64_t step = 0; // 0-based iteration index of the training loop
     float lr = 0.0f;
-    float grad_clip = 0.0f;    // 0 = no clipping
+    float grad_clip = 0.0f;        // 0 = no clipping
     bool inject_nonfinite = false; // debug: set lnfw's first grad to NaN at unit_done(L+1)
 };
 
 struct StepReport {
-    double grad_norm = 0.0;    // global L2 norm of the grads (fp64), before clipping
-    bool skipped = false;      // non-finite grads: no update this step
-    bool clipped = false;      // norm > clip: grads scaled by clip/(norm+1e-6)
-    bool rolled_back = false;  // speculative updates were undone (skip or clip under STV)
+    double grad_norm = 0.0;   // global L2 norm of the grads (fp64), before clipping
+    bool skipped = false;     // non-finite grads: no update this step
+    bool clipped = false;     // norm > clip: grads scaled by clip/(norm+1e-6)
+    bool rolled_back = false; // speculative updates were undone (skip or clip under STV)
     // time split of this step, ms
     double forward_ms = 0, backward_ms = 0, exposed_optimizer_ms = 0, exposed_transfer_ms = 0;
 };
@@ -30,7 +30,7 @@ struct StepReport {
 struct UpdaterStats {
     int64_t skips = 0;
     int64_t rollbacks = 0;
-    int64_t reruns = 0;        // bucket re-executions with clipped grads
+    int64_t reruns = 0; // bucket re-executions with clipped grads
 };
 
 class Updater {
@@ -53,8 +53,7 @@ class Updater {
 
     // Host fp32 copies of the master state, each (num_params), in ParamLayout order.
     // opt_step: number of optimizer updates taken so far (bias correction uses opt_step+1).
-    virtual void get_state(float* params, float* exp_avg, float* exp_avg_sq,
-                           int64_t* opt_step) = 0;
+    virtual void get_state(float* params, float* exp_avg, float* exp_avg_sq, int64_t* opt_step) = 0;
     virtual void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq,
                            int64_t opt_step) = 0;
 };

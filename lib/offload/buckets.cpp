@@ -1,0 +1,73 @@
+// Bucket formation (see buckets.h): piece-aligned cuts in backward order, per-tensor slices.
+#include "offload/buckets.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/strfmt.h"
+
+namespace sof::offload {
+
+static int unit_of(const model::ParamLayout& layout, size_t off) {
+    int u = 0;
+    while (u + 1 < layout.num_units() && layout.unit_begin[static_cast<size_t>(u) + 1] <= off)
+        u++;
+    return u;
+}
+
+std::vector<Bucket> make_buckets(const model::ParamLayout& layout,
+                                 const std::vector<int64_t>& pieces, size_t bucket_elems) {
+    SOF_CHECK(pieces.size() >= 2, "make_buckets: need at least one stat piece");
+    if (bucket_elems == 0) bucket_elems = 1;
+    std::vector<Bucket> out;
+    int hi = static_cast<int>(pieces.size()) - 1; // piece index of the current bucket's end bound
+    while (hi > 0) {
+        int lo = hi - 1;
+        while (lo > 0 && static_cast<size_t>(pieces[static_cast<size_t>(hi)] -
+                                             pieces[static_cast<size_t>(lo)]) < bucket_elems)
+            lo--;
+        Bucket b;
+        b.index = static_cast<int>(out.size());
+        b.piece_begin = lo;
+        b.piece_end = hi;
+        b.begin = static_cast<size_t>(pieces[static_cast<size_t>(lo)]);
+        b.end = static_cast<size_t>(pieces[static_cast<size_t>(hi)]);
+        b.ready_unit = unit_of(layout, b.begin);
+        for (const model::TensorInfo& t : layout.tensors) {
+            size_t a = std::max(t.offset, b.begin), e = std::min(t.offset + t.numel, b.end);
+            if (a < e) b.slices.push_back({a, e - a, t.decay});
+        }
+        out.push_back(std::move(b));
+        hi = lo;
+    }
+    return out;
+}
+
+void place_buckets(std::vector<Bucket>& buckets, int tail, int interleave_k) {
+    int nb = static_cast<int>(buckets.size());
+    int t = std::clamp(tail, 0, nb);
+    for (Bucket& b : buckets) {
+        bool dev = b.index >= nb - t;
+        if (!dev && interleave_k >= 1) dev = b.index % interleave_k == interleave_k - 1;
+        b.place = dev ? Placement::Device : Placement::Host;
+    }
+}
+
+std::string describe_buckets(const std::vector<Bucket>& buckets) {
+    size_t biggest = 0;
+    std::string dev;
+    int ndev = 0;
+    for (const Bucket& b : buckets) {
+        biggest = std::max(biggest, b.numel());
+        if (b.place == Placement::Device) {
+            if (ndev) dev.push_back(',');
+            dev.append(std::to_string(b.index));
+            ndev++;
+        }
+    }
+    return core::strfmt("%zu buckets (largest %.2f MiB fp32), %d stepped on the device%s%s",
+                        buckets.size(), 4.0 * static_cast<double>(biggest) / 1048576.0, ndev,
+                        ndev ? ": " : "", dev.c_str());
+}
+
+} // namespace sof::offload

@@ -1,0 +1,48 @@
+// Bucket formation for the SuperOffload engine: the flat parameter space cut into buckets of about
+// offload.bucket_mb in backward order, each split into per-tensor slices (weight decay per tensor).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/layout.h"
+
+namespace sof::offload {
+
+// Part of one tensor inside one bucket.
+struct BucketSlice {
+    size_t offset = 0; // flat element offset
+    size_t n = 0;      // elements
+    bool decay = false;
+};
+
+enum class Placement { Host, Device }; // where the bucket's fp32 master, m, v live and step
+
+struct Bucket {
+    int index = 0;    // position in backward order (0 = the highest offsets, done first)
+    size_t begin = 0; // flat range [begin, end)
+    size_t end = 0;
+    int piece_begin = 0; // stat pieces [piece_begin, piece_end) (indices into stat_pieces())
+    int piece_end = 0;
+    int ready_unit = 0; // grads complete at GradSink::unit_done(ready_unit) (unit of `begin`)
+    Placement place = Placement::Host;
+    std::vector<BucketSlice> slices; // ascending offsets
+    size_t numel() const { return end - begin; }
+};
+
+// Cuts `pieces` (stat piece bounds, see common.h) into buckets of at least `bucket_elems`
+// elements (one piece at least; the last bucket of the walk takes what is left), walking from
+// the end of the flat buffer (backward order). Returned in backward order.
+std::vector<Bucket> make_buckets(const model::ParamLayout& layout,
+                                 const std::vector<int64_t>& pieces, size_t bucket_elems);
+
+// Marks device-resident buckets: the last `tail` in backward order, and with interleave_k >= 1
+// every k-th of the others (index % k == k-1, Deep Optimizer States interleaving).
+void place_buckets(std::vector<Bucket>& buckets, int tail, int interleave_k);
+
+// "12 buckets (64.0 MiB), 2 on device: 10,11"
+std::string describe_buckets(const std::vector<Bucket>& buckets);
+
+} // namespace sof::offload

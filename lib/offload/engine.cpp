@@ -1,0 +1,547 @@
+// SuperOffload engine (see engine.h): construction, the per-bucket pipeline in backward, the
+// speculation-then-validation protocol in finish_step, and state import/export.
+#include "offload/engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/strfmt.h"
+#include "core/timer.h"
+#include "offload/common.h"
+
+namespace sof::offload {
+
+struct Engine::DeviceState {
+    device::Device& dev;
+    float* p = nullptr; // (bucket numel) fp32 master params on the device
+    float* m = nullptr; // (bucket numel) exp_avg
+    float* v = nullptr; // (bucket numel) exp_avg_sq
+    DeviceState(device::Device& d, size_t n, int index) : dev(d) {
+        std::string w = core::strfmt("bucket %d", index);
+        p = static_cast<float*>(dev.alloc(n * 4, w + " fp32 master params (device-resident)"));
+        m = static_cast<float*>(dev.alloc(n * 4, w + " exp_avg (device-resident)"));
+        v = static_cast<float*>(dev.alloc(n * 4, w + " exp_avg_sq (device-resident)"));
+    }
+    ~DeviceState() {
+        dev.free(p);
+        dev.free(m);
+        dev.free(v);
+    }
+};
+
+class Engine::Sink : public model::GradSink {
+  public:
+    explicit Sink(Engine& e) : e_(e) {}
+    float* grads(int unit) override {
+        return e_.dgrads_ + e_.layout_.unit_begin[static_cast<size_t>(unit)];
+    }
+    void unit_done(int unit) override {
+        if (e_.hp_.inject_nonfinite && unit == e_.layout_.num_units() - 1) {
+            e_.dev_->copy(e_.dgrads_ + inject_offset(e_.layout_), e_.hnan_, sizeof(float),
+                          device::CopyKind::HostToDevice, *e_.compute_);
+            e_.dev_->synchronize(*e_.compute_);
+        }
+        if (!e_.last_micro_) return;
+        while (e_.next_bucket_ < e_.buckets_.size() &&
+               e_.buckets_[e_.next_bucket_].ready_unit >= unit)
+            e_.launch_bucket(e_.buckets_[e_.next_bucket_++]);
+    }
+
+  private:
+    Engine& e_;
+};
+
+Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
+               core::Trace* trace)
+    : cfg_(cfg), layout_(layout), log_(log), trace_(trace) {
+    const config::OffloadConfig& oc = cfg.offload;
+    bf16_ = cfg.train.dtype == config::Precision::BF16;
+    flow_ = oc.weights == config::WeightsPolicy::Flow;
+    cast_host_ = oc.cast == config::CastAt::Host;
+    speculate_ = oc.schedule != config::Schedule::Synchronous && oc.stv;
+    exact_ = oc.rollback == config::Rollback::Exact;
+    nsets_ = exact_ ? 2 : 1;
+    if (!(oc.bucket_mb > 0.0))
+        SOF_FAIL(Config, "offload.bucket_mb = %g must be > 0 (MiB of fp32 grads per bucket)",
+                 oc.bucket_mb);
+    if (oc.weights == config::WeightsPolicy::Auto)
+        SOF_FAIL(Internal, "offload.weights is still 'auto' when the engine is built: the "
+                           "planner (plan::resolve_auto) must resolve it first");
+    if (oc.gpu_tail_buckets < 0)
+        SOF_FAIL(Internal,
+                 "offload.gpu_tail_buckets is still 'auto' (%d) when the engine is "
+                 "built: the planner must resolve it first",
+                 oc.gpu_tail_buckets);
+    if (oc.schedule == config::Schedule::Interleaved && oc.interleave_k < 1)
+        SOF_FAIL(Config,
+                 "offload.interleave_k = %d with offload.schedule: interleaved: it must "
+                 "be >= 1 (every k-th bucket is stepped on the device) or auto",
+                 oc.interleave_k);
+    if (flow_ && oc.prefetch_layers < 0)
+        SOF_FAIL(Config, "offload.prefetch_layers = %d must be >= 0", oc.prefetch_layers);
+
+    dev_ = device::make_device(cfg.device, 0, trace);
+    if (!dev_->host_accessible())
+        SOF_FAIL(Config,
+                 "offload.enabled: true on %s: the engine runs the CPU model, which reads "
+                 "weights and writes grads in device memory directly; that needs a "
+                 "host-accessible device (device.type: host)",
+                 dev_->describe().c_str());
+    compute_ = dev_->create_stream("compute");
+    d2h_ = dev_->create_stream("d2h");
+    h2d_ = dev_->create_stream("h2d");
+    dstep_ = dev_->create_stream("device step");
+    if (flow_) fetch_ = dev_->create_stream("weight fetch");
+    ev_compute_ = dev_->create_event();
+
+    hopt_ = load_host_optimizer(cfg.optimizer, cfg.optimizer.threads);
+    pieces_ = stat_pieces(layout);
+    size_t elems = static_cast<size_t>(oc.bucket_mb * 1048576.0 / 4.0);
+    buckets_ = make_buckets(layout, pieces_, std::max<size_t>(elems, 1));
+    place_buckets(buckets_, oc.gpu_tail_buckets,
+                  oc.schedule == config::Schedule::Interleaved ? oc.interleave_k : 0);
+    cur_.assign(buckets_.size(), 0);
+    spec_done_.assign(buckets_.size(), 0);
+    dstate_.resize(buckets_.size());
+    for (const Bucket& b : buckets_) {
+        ev_d2h_.push_back(dev_->create_event());
+        if (b.place == Placement::Device)
+            max_dev_bucket_ = std::max(max_dev_bucket_, b.numel());
+        else
+            max_host_bucket_ = std::max(max_host_bucket_, b.numel());
+    }
+    if (max_dev_bucket_ > 0) {
+        if (dev_->kind() == device::Kind::Cuda)
+            dopt_ = optim::Optimizer::load(cfg.optimizer.plugin_dir, "auto", SOF_TARGET_CUDA, 0,
+                                           dev_->ordinal());
+        else
+            dopt_ = load_host_optimizer(cfg.optimizer, cfg.optimizer.threads);
+    }
+
+    // Device memory.
+    size_t n = layout.num_params;
+    size_t np = pieces_.size() - 1;
+    dgrads_ = static_cast<float*>(dev_->alloc(n * 4, "fp32 grads (num_params)"));
+    if (!flow_) dwork_ = static_cast<float*>(dev_->alloc(n * 4, "working weights (stationary)"));
+    dstats_ = static_cast<device::GradStats*>(
+        dev_->alloc(np * sizeof(device::GradStats), "grad statistics"));
+    if (!flow_ && bf16_ && max_host_bucket_ > 0) {
+        dstage16_ = static_cast<uint16_t*>(dev_->alloc(max_host_bucket_ * 2, "H2D staging bf16"));
+        if (!cast_host_)
+            dstage32_ = static_cast<float*>(dev_->alloc(max_host_bucket_ * 4, "H2D staging fp32"));
+    }
+    if (device_lowp() && max_dev_bucket_ > 0)
+        dtail16_ = static_cast<uint16_t*>(
+            dev_->alloc(max_dev_bucket_ * 2, "bf16 copy of device-stepped buckets"));
+    for (const Bucket& b : buckets_)
+        if (b.place == Placement::Device)
+            dstate_[static_cast<size_t>(b.index)] =
+                std::make_unique<DeviceState>(*dev_, b.numel(), b.index);
+
+    // Pinned host memory.
+    for (int s = 0; s < nsets_; s++) {
+        hparam_[s] = static_cast<float*>(dev_->alloc_pinned(n * 4, "fp32 master params"));
+        hm_[s] = static_cast<float*>(dev_->alloc_pinned(n * 4, "exp_avg"));
+        hv_[s] = static_cast<float*>(dev_->alloc_pinned(n * 4, "exp_avg_sq"));
+        std::memset(hparam_[s], 0, n * 4);
+        std::memset(hm_[s], 0, n * 4);
+        std::memset(hv_[s], 0, n * 4);
+    }
+    hgrads_ = static_cast<float*>(dev_->alloc_pinned(n * 4, "offloaded grads"));
+    hstats_ = static_cast<device::GradStats*>(
+        dev_->alloc_pinned(np * sizeof(device::GradStats), "grad statistics"));
+    std::memset(hstats_, 0, np * sizeof(device::GradStats));
+    if (!flow_ && bf16_ && cast_host_)
+        hlowp_ = static_cast<uint16_t*>(dev_->alloc_pinned(n * 2, "bf16 params for H2D"));
+    if (flow_ && bf16_ && cast_host_) {
+        hwork16_ = static_cast<uint16_t*>(dev_->alloc_pinned(n * 2, "bf16 working weights"));
+        std::memset(hwork16_, 0, n * 2);
+    } else if (flow_) {
+        hwork32_ = static_cast<float*>(dev_->alloc_pinned(n * 4, "fp32 working weights"));
+        std::memset(hwork32_, 0, n * 4);
+    }
+    hnan_ = static_cast<float*>(dev_->alloc_pinned(sizeof(float), "NaN injection"));
+    *hnan_ = std::numeric_limits<float>::quiet_NaN();
+
+    dev_->memset(dgrads_, 0, n * 4, *compute_);
+    if (dwork_) dev_->memset(dwork_, 0, n * 4, *compute_);
+    for (auto& ds : dstate_)
+        if (ds) {
+            size_t bn = 0;
+            for (const Bucket& b : buckets_)
+                if (dstate_[static_cast<size_t>(b.index)].get() == ds.get()) bn = b.numel();
+            dev_->memset(ds->p, 0, bn * 4, *compute_);
+            dev_->memset(ds->m, 0, bn * 4, *compute_);
+            dev_->memset(ds->v, 0, bn * 4, *compute_);
+        }
+    dev_->synchronize(*compute_);
+
+    worker_ = std::make_unique<Worker>("cpu optimizer");
+    if (trace_) {
+        lane_main_ = trace_->lane("engine");
+        lane_cpu_ = trace_->lane("cpu optimizer");
+    }
+    weights_ = make_weights();
+    sink_ = std::make_unique<Sink>(*this);
+
+    const char* sched =
+        oc.schedule == config::Schedule::SuperOffload
+            ? "superoffload"
+            : (oc.schedule == config::Schedule::Interleaved ? "interleaved" : "synchronous");
+    log_.info("update path: SuperOffload engine on %s", dev_->describe().c_str());
+    log_.info("engine: schedule %s, STV %s (%s rollback), %s weights, cast on %s, %s", sched,
+              speculate_ ? "on" : "off", exact_ ? "exact" : "inverse",
+              flow_ ? "flow" : "stationary", cast_host_ ? "host" : "device",
+              describe_buckets(buckets_).c_str());
+    log_.info("engine: optimizer %s/%s on the host%s%s; device memory %s",
+              hopt_->info().name.c_str(), hopt_->info().variant.c_str(),
+              dopt_ ? ", device buckets with " : "", dopt_ ? dopt_->info().name.c_str() : "",
+              device::format_bytes(static_cast<double>(dev_->used())).c_str());
+}
+
+Engine::~Engine() {
+    worker_.reset(); // joins after the queued jobs
+    try {
+        dev_->synchronize();
+    } catch (...) { // an error of an abandoned step: nothing left to report it to
+    }
+    weights_.reset();
+    dstate_.clear();
+    dev_->free(dgrads_);
+    dev_->free(dwork_);
+    dev_->free(dstats_);
+    dev_->free(dstage32_);
+    dev_->free(dstage16_);
+    dev_->free(dtail16_);
+    for (int s = 0; s < 2; s++) {
+        dev_->free_pinned(hparam_[s]);
+        dev_->free_pinned(hm_[s]);
+        dev_->free_pinned(hv_[s]);
+    }
+    dev_->free_pinned(hgrads_);
+    dev_->free_pinned(hstats_);
+    dev_->free_pinned(hlowp_);
+    dev_->free_pinned(hwork16_);
+    dev_->free_pinned(hwork32_);
+    dev_->free_pinned(hnan_);
+}
+
+model::WeightSource& Engine::weights() {
+    return *weights_;
+}
+model::GradSink& Engine::grads() {
+    return *sink_;
+}
+
+uint16_t* Engine::host_lowp_target(size_t off) {
+    if (!bf16_ || !cast_host_) return nullptr;
+    return flow_ ? hwork16_ + off : hlowp_ + off;
+}
+
+bool Engine::device_lowp() const {
+    return bf16_ && (!flow_ || cast_host_);
+}
+
+void Engine::begin_step(const StepHparams& hp) {
+    sync_all();
+    hp_ = hp;
+    last_micro_ = true;
+    next_bucket_ = 0;
+    spec_running_ = false;
+    dev_->memset(dgrads_, 0, layout_.num_params * 4, *compute_);
+    dev_->synchronize(*compute_);
+}
+
+void Engine::begin_micro(int, bool last) {
+    last_micro_ = last;
+}
+
+void Engine::launch_bucket(Bucket& b) {
+    size_t n = b.numel();
+    dev_->record(*ev_compute_, *compute_);
+    dev_->wait(*d2h_, *ev_compute_);
+    std::vector<int64_t> bounds;
+    for (int i = b.piece_begin; i <= b.piece_end; i++)
+        bounds.push_back(pieces_[static_cast<size_t>(i)] - static_cast<int64_t>(b.begin));
+    dev_->grad_prep(dgrads_ + b.begin, n, std::move(bounds), 1.0f, dstats_ + b.piece_begin, nullptr,
+                    *d2h_);
+    dev_->copy(hstats_ + b.piece_begin, dstats_ + b.piece_begin,
+               static_cast<size_t>(b.piece_end - b.piece_begin) * sizeof(device::GradStats),
+               device::CopyKind::DeviceToHost, *d2h_);
+    if (b.place == Placement::Host)
+        dev_->copy(hgrads_ + b.begin, dgrads_ + b.begin, n * 4, device::CopyKind::DeviceToHost,
+                   *d2h_);
+    device::Event* ev = ev_d2h_[static_cast<size_t>(b.index)].get();
+    dev_->record(*ev, *d2h_);
+    if (b.place == Placement::Host && speculate_) {
+        int src = cur_[static_cast<size_t>(b.index)];
+        int dst = exact_ ? 1 - src : src;
+        int64_t step = opt_step_ + 1;
+        const Bucket* bp = &b;
+        worker_->push([this, bp, ev, src, dst, step] {
+            ev->synchronize();
+            if (!exact_) { // an in-place step on non-finite grads could not be inverted
+                bool bad = false;
+                for (int i = bp->piece_begin; i < bp->piece_end; i++)
+                    bad |= hstats_[i].nonfinite;
+                spec_done_[static_cast<size_t>(bp->index)] = bad ? 0 : 1;
+                if (bad) return;
+            }
+            host_step(*bp, src, dst, 1.0f, step, true);
+        });
+        spec_running_ = true;
+    }
+}
+
+void Engine::host_step(const Bucket& b, int src, int dst, float coef, int64_t step,
+                       bool do_publish) {
+    core::Trace::Scope span(trace_, lane_cpu_,
+                            core::strfmt("adam b%d%s", b.index, coef < 1.0f ? " (clipped)" : ""),
+                            "optimizer");
+    std::vector<sof_adam_slice> sl;
+    std::vector<sof_adam_hparams> hps;
+    for (const BucketSlice& s : b.slices) {
+        sof_adam_slice x = optim::make_slice(static_cast<int64_t>(s.n), hparam_[src] + s.offset,
+                                             hgrads_ + s.offset, SOF_DTYPE_F32, hm_[src] + s.offset,
+                                             hv_[src] + s.offset);
+        x.param_out = hparam_[dst] + s.offset;
+        x.exp_avg_out = hm_[dst] + s.offset;
+        x.exp_avg_sq_out = hv_[dst] + s.offset;
+        if (uint16_t* lp = host_lowp_target(s.offset)) {
+            x.lowp_out = lp;
+            x.lowp_dtype = SOF_DTYPE_BF16;
+        }
+        sl.push_back(x);
+        hps.push_back(adam_hparams(cfg_.optimizer, hp_.lr, step, s.decay, coef));
+    }
+    hopt_->step_multi(sl.data(), hps.data(), static_cast<int>(sl.size()));
+    if (do_publish) publish(b, dst);
+}
+
+void Engine::host_rollback(const Bucket& b, int64_t step) {
+    core::Trace::Scope span(trace_, lane_cpu_, core::strfmt("inverse b%d", b.index), "rollback");
+    for (const BucketSlice& s : b.slices) {
+        sof_adam_slice x =
+            optim::make_slice(static_cast<int64_t>(s.n), hparam_[0] + s.offset, hgrads_ + s.offset,
+                              SOF_DTYPE_F32, hm_[0] + s.offset, hv_[0] + s.offset);
+        if (uint16_t* lp = host_lowp_target(s.offset)) {
+            x.lowp_out = lp;
+            x.lowp_dtype = SOF_DTYPE_BF16;
+        }
+        hopt_->rollback(x, adam_hparams(cfg_.optimizer, hp_.lr, step, s.decay, 1.0f));
+    }
+}
+
+void Engine::publish(const Bucket& b, int set) {
+    size_t n = b.numel(), o = b.begin;
+    if (flow_) {
+        if (!hwork16_) std::memcpy(hwork32_ + o, hparam_[set] + o, n * 4);
+        return; // bf16 flow: the step (or refresh) wrote hwork16_ directly
+    }
+    if (!bf16_) {
+        dev_->copy(dwork_ + o, hparam_[set] + o, n * 4, device::CopyKind::HostToDevice, *h2d_);
+    } else if (cast_host_) {
+        dev_->copy(dstage16_, hlowp_ + o, n * 2, device::CopyKind::HostToDevice, *h2d_);
+        dev_->cast_bf16_to_f32(dstage16_, dwork_ + o, n, *h2d_);
+    } else {
+        dev_->copy(dstage32_, hparam_[set] + o, n * 4, device::CopyKind::HostToDevice, *h2d_);
+        dev_->cast_f32_to_bf16(dstage32_, dstage16_, n, *h2d_);
+        dev_->cast_bf16_to_f32(dstage16_, dwork_ + o, n, *h2d_);
+    }
+}
+
+void Engine::refresh_working(const Bucket& b) {
+    int set = cur_[static_cast<size_t>(b.index)];
+    if (uint16_t* lp = host_lowp_target(b.begin)) {
+        core::Trace::Scope span(trace_, lane_cpu_, core::strfmt("cast b%d", b.index), "cast");
+        const float* p = hparam_[set] + b.begin;
+        for (size_t i = 0; i < b.numel(); i++)
+            lp[i] = core::f32_to_bf16(p[i]);
+    }
+    publish(b, set);
+}
+
+void Engine::device_step(const Bucket& b, float coef, int64_t step) {
+    DeviceState& ds = *dstate_[static_cast<size_t>(b.index)];
+    std::vector<sof_adam_slice> sl;
+    std::vector<sof_adam_hparams> hps;
+    for (const BucketSlice& s : b.slices) {
+        size_t r = s.offset - b.begin;
+        sof_adam_slice x = optim::make_slice(static_cast<int64_t>(s.n), ds.p + r,
+                                             dgrads_ + s.offset, SOF_DTYPE_F32, ds.m + r, ds.v + r);
+        if (device_lowp()) {
+            x.lowp_out = dtail16_ + r;
+            x.lowp_dtype = SOF_DTYPE_BF16;
+        }
+        sl.push_back(x);
+        hps.push_back(adam_hparams(cfg_.optimizer, hp_.lr, step, s.decay, coef));
+    }
+    dev_->wait(*dstep_, *ev_compute_);
+    if (dev_->kind() == device::Kind::Host) {
+        optim::Optimizer* opt = dopt_.get();
+        dev_->host_task(
+            *dstep_,
+            [opt, sl = std::move(sl), hps = std::move(hps)] {
+                opt->step_multi(sl.data(), hps.data(), static_cast<int>(sl.size()));
+            },
+            core::strfmt("adam b%d (device)", b.index));
+    } else {
+        dopt_->step_multi(sl.data(), hps.data(), static_cast<int>(sl.size()), dstep_->native());
+    }
+    device_publish(b, true);
+}
+
+void Engine::device_publish(const Bucket& b, bool have_lowp) {
+    DeviceState& ds = *dstate_[static_cast<size_t>(b.index)];
+    size_t n = b.numel(), o = b.begin;
+    if (device_lowp() && !have_lowp) dev_->cast_f32_to_bf16(ds.p, dtail16_, n, *dstep_);
+    if (!flow_) {
+        if (bf16_)
+            dev_->cast_bf16_to_f32(dtail16_, dwork_ + o, n, *dstep_);
+        else
+            dev_->copy(dwork_ + o, ds.p, n * 4, device::CopyKind::DeviceToDevice, *dstep_);
+    } else if (hwork16_) {
+        dev_->copy(hwork16_ + o, dtail16_, n * 2, device::CopyKind::DeviceToHost, *dstep_);
+    } else {
+        dev_->copy(hwork32_ + o, ds.p, n * 4, device::CopyKind::DeviceToHost, *dstep_);
+    }
+}
+
+void Engine::sync_all() {
+    worker_->drain();
+    dev_->synchronize();
+}
+
+StepReport Engine::finish_step() {
+    core::Trace::Scope span(trace_, lane_main_, "finish step", "engine");
+    StepReport rep;
+    if (!last_micro_)
+        SOF_FAIL(Internal, "finish_step after a micro-batch that begin_micro did not mark last");
+    while (next_bucket_ < buckets_.size())
+        launch_bucket(buckets_[next_bucket_++]);
+
+    core::Timer t;
+    dev_->synchronize(*d2h_); // every bucket's grads and statistics are on the host
+    rep.exposed_transfer_ms += t.ms();
+    NormResult nr =
+        reduce_norm(std::vector<device::GradStats>(hstats_, hstats_ + (pieces_.size() - 1)));
+    rep.grad_norm = nr.norm;
+    int64_t step = opt_step_ + 1;
+    auto wait_speculation = [&] {
+        core::Timer w;
+        worker_->drain();
+        rep.exposed_optimizer_ms += w.ms();
+        w.reset();
+        dev_->synchronize(*h2d_);
+        rep.exposed_transfer_ms += w.ms();
+    };
+
+    if (nr.nonfinite) {
+        rep.skipped = true;
+        stats_.skips++;
+        if (trace_) trace_->instant(lane_main_, "skip (non-finite grads)");
+        if (spec_running_) {
+            wait_speculation();
+            if (trace_) trace_->instant(lane_main_, "rollback");
+            for (const Bucket& b : buckets_) {
+                if (b.place != Placement::Host) continue;
+                const Bucket* bp = &b;
+                if (exact_)
+                    worker_->push([this, bp] { refresh_working(*bp); });
+                else if (spec_done_[static_cast<size_t>(b.index)])
+                    worker_->push([this, bp, step] {
+                        host_rollback(*bp, step);
+                        publish(*bp, 0);
+                    });
+            }
+            rep.rolled_back = true;
+            stats_.rollbacks++;
+        }
+    } else {
+        float coef = clip_coefficient(nr.norm, hp_.grad_clip);
+        rep.clipped = coef < 1.0f;
+        for (const Bucket& b : buckets_)
+            if (b.place == Placement::Device) device_step(b, coef, step);
+        bool rerun = spec_running_ && rep.clipped;
+        if (rerun) {
+            wait_speculation();
+            if (trace_) trace_->instant(lane_main_, "rollback + rerun (clip)");
+            rep.rolled_back = true;
+            stats_.rollbacks++;
+        }
+        for (const Bucket& b : buckets_) {
+            if (b.place != Placement::Host) continue;
+            size_t i = static_cast<size_t>(b.index);
+            if (!spec_running_ || rerun) {
+                const Bucket* bp = &b;
+                int src = cur_[i], dst = exact_ ? 1 - src : src;
+                bool inverse_first = rerun && !exact_;
+                worker_->push([this, bp, src, dst, coef, step, inverse_first] {
+                    if (inverse_first) host_rollback(*bp, step);
+                    host_step(*bp, src, dst, coef, step, true);
+                });
+                if (rerun) stats_.reruns++;
+            }
+            if (exact_) cur_[i] = 1 - cur_[i];
+        }
+        opt_step_ = step;
+    }
+    t.reset();
+    worker_->drain();
+    rep.exposed_optimizer_ms += t.ms();
+    t.reset();
+    dev_->synchronize();
+    rep.exposed_transfer_ms += t.ms();
+    weights_changed();
+    return rep;
+}
+
+void Engine::get_state(float* params, float* exp_avg, float* exp_avg_sq, int64_t* opt_step) {
+    sync_all();
+    for (const Bucket& b : buckets_) {
+        size_t o = b.begin, n = b.numel();
+        if (b.place == Placement::Host) {
+            int s = cur_[static_cast<size_t>(b.index)];
+            std::memcpy(params + o, hparam_[s] + o, n * 4);
+            std::memcpy(exp_avg + o, hm_[s] + o, n * 4);
+            std::memcpy(exp_avg_sq + o, hv_[s] + o, n * 4);
+        } else {
+            DeviceState& ds = *dstate_[static_cast<size_t>(b.index)];
+            dev_->copy(params + o, ds.p, n * 4, device::CopyKind::DeviceToHost, *dstep_);
+            dev_->copy(exp_avg + o, ds.m, n * 4, device::CopyKind::DeviceToHost, *dstep_);
+            dev_->copy(exp_avg_sq + o, ds.v, n * 4, device::CopyKind::DeviceToHost, *dstep_);
+        }
+    }
+    dev_->synchronize(*dstep_);
+    *opt_step = opt_step_;
+}
+
+void Engine::set_state(const float* params, const float* exp_avg, const float* exp_avg_sq,
+                       int64_t opt_step) {
+    sync_all();
+    for (const Bucket& b : buckets_) {
+        size_t o = b.begin, n = b.numel();
+        if (b.place == Placement::Host) {
+            int s = cur_[static_cast<size_t>(b.index)];
+            std::memcpy(hparam_[s] + o, params + o, n * 4);
+            std::memcpy(hm_[s] + o, exp_avg + o, n * 4);
+            std::memcpy(hv_[s] + o, exp_avg_sq + o, n * 4);
+            const Bucket* bp = &b;
+            worker_->push([this, bp] { refresh_working(*bp); });
+        } else {
+            DeviceState& ds = *dstate_[static_cast<size_t>(b.index)];
+            dev_->copy(ds.p, params + o, n * 4, device::CopyKind::HostToDevice, *dstep_);
+            dev_->copy(ds.m, exp_avg + o, n * 4, device::CopyKind::HostToDevice, *dstep_);
+            dev_->copy(ds.v, exp_avg_sq + o, n * 4, device::CopyKind::HostToDevice, *dstep_);
+            device_publish(b, false);
+        }
+    }
+    opt_step_ = opt_step;
+    sync_all();
+    weights_changed();
+}
+
+} // namespace sof::offload

@@ -1,0 +1,122 @@
+// The SuperOffload engine (offload.enabled: true) over the device interface: bucketed grad offload
+// in backward order, speculative CPU AdamW with exact validation (STV), device-resident tail /
+// interleaved buckets, casting on host or device, weight-stationary or weight-flow working weights.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "config/config.h"
+#include "core/log.h"
+#include "core/trace.h"
+#include "device/device.h"
+#include "model/gpt2.h"
+#include "offload/buckets.h"
+#include "offload/updater.h"
+#include "offload/worker.h"
+#include "optim/optimizer.h"
+
+namespace sof::offload {
+
+class Engine : public Updater {
+  public:
+    // Creates its own device from cfg.device (local rank 0). Throws core::Error (Config) naming
+    // the deck key for combinations it cannot run.
+    Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
+           core::Trace* trace);
+    ~Engine() override;
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    model::WeightSource& weights() override;
+    model::GradSink& grads() override;
+    void begin_step(const StepHparams& hp) override;
+    void begin_micro(int micro, bool last) override;
+    StepReport finish_step() override;
+    const UpdaterStats& stats() const override { return stats_; }
+    void get_state(float* params, float* exp_avg, float* exp_avg_sq, int64_t* opt_step) override;
+    void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq,
+                   int64_t opt_step) override;
+
+    const std::vector<Bucket>& buckets() const { return buckets_; }
+    device::Device& device() { return *dev_; }
+
+  private:
+    class Sink;
+    class StationaryWeights;
+    class FlowWeights;
+    struct DeviceState; // fp32 master, m, v of one device-resident bucket
+
+    void launch_bucket(Bucket& b); // grad stats + D2H (+ speculative step) of b
+    void host_step(const Bucket& b, int src, int dst, float coef, int64_t step, bool publish);
+    void host_rollback(const Bucket& b, int64_t step);
+    void refresh_working(const Bucket& b);  // working weights of b from its master params
+    void publish(const Bucket& b, int set); // new working weights of b (after a host step)
+    void device_step(const Bucket& b, float coef, int64_t step);
+    // Working weights of device bucket b from its device master (have_lowp: the step already
+    // wrote the bf16 copy into dtail16_).
+    void device_publish(const Bucket& b, bool have_lowp);
+    void sync_all();                        // worker drained, every stream synchronized
+    uint16_t* host_lowp_target(size_t off); // where the host step writes its bf16 copy or null
+    bool device_lowp() const;               // the device step writes a bf16 copy (dtail16_)
+    std::unique_ptr<model::WeightSource> make_weights(); // engine_weights.cpp
+    void weights_changed(); // flow: drop cached units (engine_weights.cpp)
+
+    config::Config cfg_;
+    const model::ParamLayout& layout_;
+    core::Log log_;
+    core::Trace* trace_;
+    int lane_main_ = 0, lane_cpu_ = 0;
+
+    // Modes resolved from the deck.
+    bool bf16_ = false;      // working precision bf16
+    bool flow_ = false;      // weight flow (else stationary)
+    bool cast_host_ = false; // bf16 cast on the host (fused into the optimizer), else on device
+    bool speculate_ = false; // STV: host buckets stepped during backward
+    bool exact_ = true;      // exact rollback (two state sets) vs arithmetic inverse
+    int nsets_ = 2;          // host state sets (2 exact, 1 inverse)
+
+    std::unique_ptr<device::Device> dev_; // first member with resources: destroyed last
+    std::unique_ptr<device::Stream> compute_, d2h_, h2d_, dstep_, fetch_;
+    std::unique_ptr<device::Event> ev_compute_;
+    std::vector<std::unique_ptr<device::Event>> ev_d2h_; // (nbuckets)
+    std::unique_ptr<optim::Optimizer> hopt_, dopt_;      // host plugin; device-side plugin
+    std::unique_ptr<Worker> worker_;
+
+    std::vector<int64_t> pieces_; // stat piece bounds (npieces+1)
+    std::vector<Bucket> buckets_; // backward order
+    std::vector<int> cur_;        // (nbuckets) host state set holding the committed state
+    std::vector<char> spec_done_; // (nbuckets) inverse mode: speculative step taken (worker)
+    std::vector<std::unique_ptr<DeviceState>> dstate_; // (nbuckets) null for host buckets
+    size_t max_host_bucket_ = 0, max_dev_bucket_ = 0;
+
+    // Device memory.
+    float* dgrads_ = nullptr;             // (num_params) fp32 grads, the model adds into them
+    float* dwork_ = nullptr;              // (num_params) working weights (stationary only)
+    device::GradStats* dstats_ = nullptr; // (npieces)
+    float* dstage32_ = nullptr;           // (max host bucket) H2D staging fp32 (device cast)
+    uint16_t* dstage16_ = nullptr;        // (max host bucket) H2D staging bf16
+    uint16_t* dtail16_ = nullptr;         // (max device bucket) bf16 copy from the device step
+    // Pinned host memory.
+    float* hparam_[2] = {nullptr, nullptr}; // (num_params) fp32 master params, state set 0/1
+    float* hm_[2] = {nullptr, nullptr};     // (num_params) exp_avg
+    float* hv_[2] = {nullptr, nullptr};     // (num_params) exp_avg_sq
+    float* hgrads_ = nullptr;               // (num_params) grads offloaded D2H
+    device::GradStats* hstats_ = nullptr;   // (npieces)
+    uint16_t* hlowp_ = nullptr;             // (num_params) bf16 params from the host step
+    uint16_t* hwork16_ = nullptr;           // (num_params) flow: bf16 working weights
+    float* hwork32_ = nullptr;              // (num_params) flow: fp32 working weights
+    float* hnan_ = nullptr;                 // (1) NaN for the debug injection
+
+    std::unique_ptr<model::WeightSource> weights_;
+    std::unique_ptr<Sink> sink_;
+    StepHparams hp_;
+    bool last_micro_ = true;
+    size_t next_bucket_ = 0;    // buckets launched this step
+    bool spec_running_ = false; // speculative host steps were issued this step
+    int64_t opt_step_ = 0;
+    UpdaterStats stats_;
+};
+
+} // namespace sof::offload

@@ -1,0 +1,150 @@
+// Working weights of the engine as a model::WeightSource: stationary (all units resident in device
+// memory) or flow (units fetched from host memory into a ring of device slots, with prefetch).
+#include <cstring>
+
+#include "core/error.h"
+#include "core/strfmt.h"
+#include "offload/engine.h"
+
+namespace sof::offload {
+
+class Engine::StationaryWeights : public model::WeightSource {
+  public:
+    explicit StationaryWeights(Engine& e) : e_(e) {}
+    const float* acquire(int unit, model::Pass) override {
+        return e_.dwork_ + e_.layout_.unit_begin[static_cast<size_t>(unit)];
+    }
+
+  private:
+    Engine& e_;
+};
+
+// Weight flow: the working weights live in pinned host memory (bf16 when the cast is on the host,
+// else fp32); acquire(u) copies unit u into a device slot (and casts there), then prefetches the
+// next `prefetch_layers` units of the pass's acquire order into free slots on the fetch stream.
+class Engine::FlowWeights : public model::WeightSource {
+  public:
+    explicit FlowWeights(Engine& e) : e_(e) {
+        const model::ParamLayout& l = e_.layout_;
+        for (int u = 0; u < l.num_units(); u++)
+            max_unit_ = std::max(max_unit_, l.unit_begin[static_cast<size_t>(u) + 1] -
+                                                l.unit_begin[static_cast<size_t>(u)]);
+        int nslots = e_.cfg_.offload.prefetch_layers + 3; // unit 0 held + current + prefetched
+        for (int i = 0; i < nslots; i++) {
+            Slot s;
+            std::string w = core::strfmt("weight-flow slot %d", i);
+            s.buf = static_cast<float*>(e_.dev_->alloc(max_unit_ * 4, w + " (fp32)"));
+            if (e_.bf16_)
+                s.buf16 = static_cast<uint16_t*>(e_.dev_->alloc(max_unit_ * 2, w + " (bf16)"));
+            s.ev = e_.dev_->create_event();
+            slots_.push_back(std::move(s));
+        }
+    }
+    ~FlowWeights() override {
+        for (Slot& s : slots_) {
+            e_.dev_->free(s.buf);
+            e_.dev_->free(s.buf16);
+        }
+    }
+
+    const float* acquire(int unit, model::Pass pass) override {
+        Slot* s = find(unit);
+        if (!s) {
+            s = victim(true);
+            if (!s)
+                SOF_FAIL(Internal, "weight flow: every slot is held when acquiring unit %d", unit);
+            load(*s, unit);
+        }
+        s->ev->synchronize();
+        s->held = true;
+        s->used = true;
+        int w = unit;
+        for (int k = 0; k < e_.cfg_.offload.prefetch_layers; k++) {
+            w = next_unit(w, pass);
+            if (w < 0) break;
+            if (find(w)) continue;
+            Slot* v = victim(false);
+            if (!v) break;
+            load(*v, w);
+        }
+        return s->buf;
+    }
+    void release(int unit, model::Pass) override {
+        if (Slot* s = find(unit)) s->held = false;
+    }
+    // New weights were written to host memory: forget every cached unit.
+    void invalidate() {
+        e_.dev_->synchronize(*e_.fetch_);
+        for (Slot& s : slots_) {
+            s.unit = -1;
+            s.held = false;
+            s.used = false;
+        }
+    }
+
+  private:
+    struct Slot {
+        float* buf = nullptr;      // (max unit) fp32 weights the model reads
+        uint16_t* buf16 = nullptr; // (max unit) bf16 staging (bf16 runs)
+        int unit = -1;
+        bool held = false; // between acquire and release
+        bool used = false; // acquired at least once since loaded (prefetch may reuse it)
+        std::unique_ptr<device::Event> ev;
+    };
+
+    // The model's acquire order: forward 0, 1, ..., L+1; backward 0, L+1, L, ..., 1.
+    int next_unit(int u, model::Pass pass) const {
+        int last = e_.layout_.num_units() - 1;
+        if (pass == model::Pass::Forward) return u < last ? u + 1 : -1;
+        if (u == 0) return last;
+        return u > 1 ? u - 1 : -1;
+    }
+    Slot* find(int unit) {
+        for (Slot& s : slots_)
+            if (s.unit == unit) return &s;
+        return nullptr;
+    }
+    // A slot to load into: empty or already used first; `steal` also takes unused prefetches.
+    Slot* victim(bool steal) {
+        for (Slot& s : slots_)
+            if (!s.held && (s.unit < 0 || s.used)) return &s;
+        if (steal)
+            for (Slot& s : slots_)
+                if (!s.held) return &s;
+        return nullptr;
+    }
+    void load(Slot& s, int unit) {
+        size_t o = e_.layout_.unit_begin[static_cast<size_t>(unit)];
+        size_t n = e_.layout_.unit_begin[static_cast<size_t>(unit) + 1] - o;
+        device::Stream& st = *e_.fetch_;
+        if (e_.hwork16_) {
+            e_.dev_->copy(s.buf16, e_.hwork16_ + o, n * 2, device::CopyKind::HostToDevice, st);
+            e_.dev_->cast_bf16_to_f32(s.buf16, s.buf, n, st);
+        } else {
+            e_.dev_->copy(s.buf, e_.hwork32_ + o, n * 4, device::CopyKind::HostToDevice, st);
+            if (e_.bf16_) { // cast on the device
+                e_.dev_->cast_f32_to_bf16(s.buf, s.buf16, n, st);
+                e_.dev_->cast_bf16_to_f32(s.buf16, s.buf, n, st);
+            }
+        }
+        e_.dev_->record(*s.ev, st);
+        s.unit = unit;
+        s.held = false;
+        s.used = false;
+    }
+
+    Engine& e_;
+    size_t max_unit_ = 0;
+    std::vector<Slot> slots_;
+};
+
+std::unique_ptr<model::WeightSource> Engine::make_weights() {
+    if (flow_) return std::make_unique<FlowWeights>(*this);
+    return std::make_unique<StationaryWeights>(*this);
+}
+
+void Engine::weights_changed() {
+    if (flow_) static_cast<FlowWeights&>(*weights_).invalidate();
+}
+
+} // namespace sof::offload

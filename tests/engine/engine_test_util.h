@@ -1,0 +1,171 @@
+// Helpers of the engine tests: a deck for a tiny GPT-2 layout, a fake model that drives an Updater
+// exactly like GPT2 does (acquire/release order, unit_done order) with grads that depend on the
+// working weights it was given, and a runner comparing two updaters bitwise step by step.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "config/config.h"
+#include "core/log.h"
+#include "model/gpt2.h"
+#include "offload/updater.h"
+#include "offload/updater_factory.h"
+
+namespace sof::test {
+
+// L=2, C=64, Vp=2304: wte has 147456 elements = 3 stat pieces, so small buckets split it.
+inline model::GPT2Config tiny_gpt2() {
+    model::GPT2Config g;
+    g.max_seq_len = 64;
+    g.vocab_size = 2300;
+    g.padded_vocab_size = 2304;
+    g.num_layers = 2;
+    g.num_heads = 2;
+    g.channels = 64;
+    return g;
+}
+
+inline config::Config base_deck() {
+    config::Config c;
+    c.optimizer.plugin_dir = SOF_PLUGIN_DIR;
+    c.optimizer.threads = 1;
+    c.optimizer.weight_decay = 0.1f;
+    c.device.type = config::DeviceType::Host;
+    c.device.memory_gb = 1.0;
+    c.offload.enabled = false;
+    c.offload.gpu_tail_buckets = 0;
+    c.offload.weights = config::WeightsPolicy::Stationary;
+    return c;
+}
+
+inline uint32_t hash32(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return static_cast<uint32_t>(x);
+}
+// Deterministic value in [-1, 1) of (a, b, i).
+inline float noise(uint64_t a, uint64_t b, uint64_t i) {
+    return static_cast<float>(hash32((a * 1000003ULL + b) * 0x9E3779B97F4A7C15ULL + i) >> 8) /
+               8388608.0f -
+           1.0f;
+}
+
+// Drives one forward + backward of a fake model through an Updater's WeightSource/GradSink.
+// Grads of element i: 0.05 * w[i] + amp * noise(step, micro, i), where w is what the backward
+// acquire returned (so wrong working weights show up in the grads). `seen` gets the weights the
+// forward read (num_params).
+inline void fake_fwd_bwd(const model::ParamLayout& l, offload::Updater& u, int64_t step, int micro,
+                         float amp, std::vector<float>& seen) {
+    int L = l.cfg.num_layers;
+    seen.assign(l.num_params, 0.0f);
+    model::WeightSource& w = u.weights();
+    auto unit_n = [&](int k) { return l.unit_begin[k + 1] - l.unit_begin[k]; };
+    const float* p0 = w.acquire(0, model::Pass::Forward);
+    std::memcpy(seen.data(), p0, unit_n(0) * 4);
+    for (int k = 1; k <= L + 1; k++) {
+        const float* p = w.acquire(k, model::Pass::Forward);
+        std::memcpy(seen.data() + l.unit_begin[k], p, unit_n(k) * 4);
+        w.release(k, model::Pass::Forward);
+    }
+    w.release(0, model::Pass::Forward);
+    model::GradSink& g = u.grads();
+    auto grad_unit = [&](int k, const float* p) {
+        float* gk = g.grads(k);
+        size_t o = l.unit_begin[k];
+        for (size_t i = 0; i < unit_n(k); i++)
+            gk[i] += 0.05f * p[i] + amp * noise(static_cast<uint64_t>(step), micro, o + i);
+    };
+    const float* b0 = w.acquire(0, model::Pass::Backward);
+    for (int k = L + 1; k >= 1; k--) {
+        const float* p = w.acquire(k, model::Pass::Backward);
+        grad_unit(k, p);
+        w.release(k, model::Pass::Backward);
+        g.unit_done(k);
+    }
+    grad_unit(0, b0);
+    w.release(0, model::Pass::Backward);
+    g.unit_done(0);
+}
+
+struct StepPlan {
+    float amp = 0.01f; // grad noise amplitude
+    float clip = 0.0f; // grad_clip
+    bool nan = false;  // inject a non-finite grad
+};
+
+struct State {
+    std::vector<float> p, m, v;
+    int64_t t = 0;
+};
+
+inline State state_of(offload::Updater& u, size_t n) {
+    State s;
+    s.p.resize(n);
+    s.m.resize(n);
+    s.v.resize(n);
+    u.get_state(s.p.data(), s.m.data(), s.v.data(), &s.t);
+    return s;
+}
+
+inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+// Initial state: N(0-ish) params, zero moments.
+inline void init_state(offload::Updater& u, const model::ParamLayout& l) {
+    std::vector<float> p(l.num_params), z(l.num_params, 0.0f);
+    for (size_t i = 0; i < p.size(); i++)
+        p[i] = 0.1f * noise(7, 7, i);
+    u.set_state(p.data(), z.data(), z.data(), 0);
+}
+
+// Runs the same steps on both updaters and requires bitwise equal weights seen by the model,
+// reports and final states. Returns the engine's reports.
+inline std::vector<offload::StepReport> run_compare(offload::Updater& ref, offload::Updater& eng,
+                                                    const model::ParamLayout& l,
+                                                    const std::vector<StepPlan>& plan, int accum) {
+    std::vector<offload::StepReport> reps;
+    std::vector<float> seen_a, seen_b;
+    for (size_t s = 0; s < plan.size(); s++) {
+        offload::StepHparams hp;
+        hp.step = static_cast<int64_t>(s);
+        hp.lr = 1e-2f;
+        hp.grad_clip = plan[s].clip;
+        hp.inject_nonfinite = plan[s].nan;
+        offload::StepReport r[2];
+        for (int k = 0; k < 2; k++) {
+            offload::Updater& u = k == 0 ? ref : eng;
+            std::vector<float>& seen = k == 0 ? seen_a : seen_b;
+            u.begin_step(hp);
+            for (int m = 0; m < accum; m++) {
+                u.begin_micro(m, m == accum - 1);
+                fake_fwd_bwd(l, u, hp.step, m, plan[s].amp, seen);
+            }
+            r[k] = u.finish_step();
+        }
+        INFO("step " << s);
+        CHECK(bitwise_equal(seen_a, seen_b));
+        CHECK((r[0].grad_norm == r[1].grad_norm ||
+               (std::isnan(r[0].grad_norm) && std::isnan(r[1].grad_norm))));
+        CHECK(r[0].skipped == r[1].skipped);
+        CHECK(r[0].clipped == r[1].clipped);
+        reps.push_back(r[1]);
+    }
+    State a = state_of(ref, l.num_params), b = state_of(eng, l.num_params);
+    CHECK(a.t == b.t);
+    CHECK(bitwise_equal(a.p, b.p));
+    CHECK(bitwise_equal(a.m, b.m));
+    CHECK(bitwise_equal(a.v, b.v));
+    return reps;
+}
+
+} // namespace sof::test

@@ -1,0 +1,270 @@
+// SuperOffload engine vs the plain path: bitwise equal params, moments and step counts over steps
+// with no clipping, clipping, and non-finite skips, for bucket sizes, tails, casts, weight flow,
+// schedules and gradient accumulation; bucket formation; state round trip; deck errors.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "engine_test_util.h"
+#include "offload/buckets.h"
+#include "offload/common.h"
+#include "offload/engine.h"
+
+using namespace sof;
+using sof::test::StepPlan;
+
+namespace {
+
+const core::Log kQuiet(0, core::LogLevel::Quiet);
+
+std::vector<StepPlan> mixed_plan() {
+    std::vector<StepPlan> p(6);
+    p[0].clip = 100.0f;                // clip set, not hit
+    p[1].clip = 1.0f;                  // hit (norm ~3)
+    p[2].nan = true;                   // skip
+    p[3].amp = 0.02f;                  // no clip at all
+    p[4].clip = 1.0f, p[4].nan = true; // skip wins over clip
+    p[5].clip = 100.0f;
+    return p;
+}
+
+struct Pair {
+    std::unique_ptr<offload::Updater> ref, eng;
+};
+
+Pair make_pair(const config::Config& eng_cfg, const model::ParamLayout& l) {
+    config::Config rc = eng_cfg;
+    rc.offload.enabled = false;
+    config::Config ec = eng_cfg;
+    ec.offload.enabled = true;
+    Pair p;
+    p.ref = offload::make_updater(rc, l, kQuiet, nullptr);
+    p.eng = offload::make_updater(ec, l, kQuiet, nullptr);
+    test::init_state(*p.ref, l);
+    test::init_state(*p.eng, l);
+    return p;
+}
+
+// Runs mixed_plan on plain vs engine; checks counters.
+void check_config(const config::Config& cfg, int accum = 1) {
+    model::ParamLayout l = model::make_layout(test::tiny_gpt2());
+    Pair p = make_pair(cfg, l);
+    std::vector<StepPlan> plan = mixed_plan();
+    std::vector<offload::StepReport> reps = test::run_compare(*p.ref, *p.eng, l, plan, accum);
+    REQUIRE(reps.size() == plan.size());
+    CHECK(reps[1].clipped);
+    CHECK(reps[2].skipped);
+    CHECK(reps[4].skipped);
+    CHECK(!reps[0].clipped);
+    CHECK(p.ref->stats().skips == 2);
+    CHECK(p.eng->stats().skips == 2);
+    auto* e = dynamic_cast<offload::Engine*>(p.eng.get());
+    REQUIRE(e);
+    int nhost = 0;
+    for (const offload::Bucket& b : e->buckets())
+        nhost += b.place == offload::Placement::Host;
+    bool spec = cfg.offload.stv && cfg.offload.schedule != config::Schedule::Synchronous;
+    if (spec && nhost > 0) {
+        CHECK(reps[1].rolled_back);
+        CHECK(reps[2].rolled_back);
+        CHECK(!reps[0].rolled_back);
+        CHECK(p.eng->stats().rollbacks == 3); // steps 1 (clip), 2 and 4 (skip)
+        CHECK(p.eng->stats().reruns == nhost);
+    } else {
+        CHECK(p.eng->stats().rollbacks == 0);
+        CHECK(p.eng->stats().reruns == 0);
+    }
+}
+
+} // namespace
+
+TEST_CASE("buckets: piece-aligned cover in backward order, tensors split, tail placement") {
+    model::ParamLayout l = model::make_layout(test::tiny_gpt2());
+    std::vector<int64_t> pieces = offload::stat_pieces(l);
+    for (size_t elems : {size_t(1), size_t(5000), size_t(70000), size_t(1) << 30}) {
+        std::vector<offload::Bucket> bs = offload::make_buckets(l, pieces, elems);
+        REQUIRE(!bs.empty());
+        CHECK(bs.front().end == l.num_params);
+        CHECK(bs.back().begin == 0);
+        for (size_t i = 0; i < bs.size(); i++) {
+            const offload::Bucket& b = bs[i];
+            CHECK(b.index == static_cast<int>(i));
+            if (i + 1 < bs.size()) {
+                CHECK(bs[i + 1].end == b.begin);
+                CHECK(b.numel() >= std::min(elems, size_t(1) << 16)); // target, or one piece
+                CHECK(bs[i + 1].ready_unit <= b.ready_unit);
+            }
+            size_t sum = 0;
+            for (const offload::BucketSlice& s : b.slices)
+                sum += s.n;
+            CHECK(sum == b.numel());
+            CHECK(pieces[static_cast<size_t>(b.piece_begin)] == static_cast<int64_t>(b.begin));
+            CHECK(pieces[static_cast<size_t>(b.piece_end)] == static_cast<int64_t>(b.end));
+        }
+        if (elems == 1) { // one piece per bucket: wte (3 pieces) is split over 3 buckets
+            CHECK(bs.size() == pieces.size() - 1);
+            int wte_buckets = 0;
+            for (const offload::Bucket& b : bs)
+                wte_buckets += b.end <= l.tensors[0].numel ? 1 : 0;
+            CHECK(wte_buckets == 3);
+        }
+        if (elems == (size_t(1) << 30)) CHECK(bs.size() == 1);
+    }
+    std::vector<offload::Bucket> bs = offload::make_buckets(l, pieces, 5000);
+    offload::place_buckets(bs, 2, 0);
+    int nb = static_cast<int>(bs.size());
+    for (const offload::Bucket& b : bs)
+        CHECK((b.place == offload::Placement::Device) == (b.index >= nb - 2));
+    offload::place_buckets(bs, 0, 3);
+    for (const offload::Bucket& b : bs)
+        CHECK((b.place == offload::Placement::Device) == (b.index % 3 == 2));
+    offload::place_buckets(bs, 1000, 0);
+    for (const offload::Bucket& b : bs)
+        CHECK(b.place == offload::Placement::Device);
+}
+
+TEST_CASE("engine == plain bitwise (fp32): bucket sizes x tail buckets") {
+    for (double mb : {0.001, 0.05, 0.3, 64.0})
+        for (int tail : {0, 1, 1000}) {
+            CAPTURE(mb);
+            CAPTURE(tail);
+            config::Config c = test::base_deck();
+            c.offload.bucket_mb = mb;
+            c.offload.gpu_tail_buckets = tail;
+            check_config(c);
+        }
+}
+
+TEST_CASE("engine == plain bitwise: bf16 weights, cast on host/device, stationary/flow") {
+    for (auto w : {config::WeightsPolicy::Stationary, config::WeightsPolicy::Flow})
+        for (auto cast : {config::CastAt::Host, config::CastAt::Device})
+            for (int tail : {0, 1}) {
+                CAPTURE(static_cast<int>(w));
+                CAPTURE(static_cast<int>(cast));
+                CAPTURE(tail);
+                config::Config c = test::base_deck();
+                c.train.dtype = config::Precision::BF16;
+                c.offload.bucket_mb = 0.05;
+                c.offload.weights = w;
+                c.offload.cast = cast;
+                c.offload.gpu_tail_buckets = tail;
+                check_config(c);
+            }
+}
+
+TEST_CASE("engine == plain bitwise: weight flow fp32, prefetch 0/1/3") {
+    for (int pf : {0, 1, 3}) {
+        CAPTURE(pf);
+        config::Config c = test::base_deck();
+        c.offload.bucket_mb = 0.3;
+        c.offload.weights = config::WeightsPolicy::Flow;
+        c.offload.prefetch_layers = pf;
+        c.offload.gpu_tail_buckets = 1;
+        check_config(c);
+    }
+}
+
+TEST_CASE("engine == plain bitwise: schedules synchronous, interleaved, STV off; accumulation 2") {
+    config::Config c = test::base_deck();
+    c.offload.bucket_mb = 0.05;
+    SUBCASE("synchronous") {
+        c.offload.schedule = config::Schedule::Synchronous;
+    }
+    SUBCASE("interleaved k=2") {
+        c.offload.schedule = config::Schedule::Interleaved;
+        c.offload.interleave_k = 2;
+    }
+    SUBCASE("interleaved k=1 (everything on the device)") {
+        c.offload.schedule = config::Schedule::Interleaved;
+        c.offload.interleave_k = 1;
+    }
+    SUBCASE("stv off") {
+        c.offload.stv = false;
+    }
+    SUBCASE("accumulation 2") {
+        c.offload.gpu_tail_buckets = 1;
+        check_config(c, 2);
+        return;
+    }
+    check_config(c);
+}
+
+TEST_CASE("engine: inverse rollback stays close to the exact path") {
+    config::Config c = test::base_deck();
+    c.offload.bucket_mb = 0.05;
+    c.offload.rollback = config::Rollback::Inverse;
+    model::ParamLayout l = model::make_layout(test::tiny_gpt2());
+    Pair p = make_pair(c, l);
+    std::vector<float> seen;
+    int64_t step = 0;
+    for (const StepPlan& sp : mixed_plan()) {
+        offload::StepHparams hp;
+        hp.step = step++;
+        hp.lr = 1e-2f;
+        hp.grad_clip = sp.clip;
+        hp.inject_nonfinite = sp.nan;
+        for (offload::Updater* u : {p.ref.get(), p.eng.get()}) {
+            u->begin_step(hp);
+            u->begin_micro(0, true);
+            test::fake_fwd_bwd(l, *u, hp.step, 0, sp.amp, seen);
+            u->finish_step();
+        }
+    }
+    test::State a = test::state_of(*p.ref, l.num_params), b = test::state_of(*p.eng, l.num_params);
+    CHECK(a.t == b.t);
+    double maxd = 0;
+    for (size_t i = 0; i < a.p.size(); i++)
+        maxd = std::max(maxd, double(std::fabs(a.p[i] - b.p[i])));
+    CHECK(maxd < 1e-5);
+    CHECK(p.eng->stats().rollbacks == 3);
+}
+
+TEST_CASE("engine: get_state/set_state round trip, then steps match plain from that state") {
+    config::Config c = test::base_deck();
+    c.offload.bucket_mb = 0.05;
+    c.offload.gpu_tail_buckets = 2;
+    model::ParamLayout l = model::make_layout(test::tiny_gpt2());
+    Pair p = make_pair(c, l);
+    size_t n = l.num_params;
+    std::vector<float> pp(n), m(n), v(n);
+    for (size_t i = 0; i < n; i++) {
+        pp[i] = test::noise(1, 2, i);
+        m[i] = 1e-3f * test::noise(3, 4, i);
+        v[i] = 1e-6f * (1.0f + test::noise(5, 6, i));
+    }
+    p.eng->set_state(pp.data(), m.data(), v.data(), 41);
+    p.ref->set_state(pp.data(), m.data(), v.data(), 41);
+    test::State s = test::state_of(*p.eng, n);
+    CHECK(s.t == 41);
+    CHECK(test::bitwise_equal(s.p, pp));
+    CHECK(test::bitwise_equal(s.m, m));
+    CHECK(test::bitwise_equal(s.v, v));
+    test::run_compare(*p.ref, *p.eng, l, mixed_plan(), 1);
+}
+
+TEST_CASE("engine: deck errors name the key") {
+    model::ParamLayout l = model::make_layout(test::tiny_gpt2());
+    config::Config c = test::base_deck();
+    c.offload.enabled = true;
+    c.offload.schedule = config::Schedule::Interleaved;
+    c.offload.interleave_k = 0;
+    try {
+        offload::make_updater(c, l, kQuiet, nullptr);
+        FAIL("expected a Config error");
+    } catch (const core::Error& e) {
+        CHECK(e.kind() == core::ErrorKind::Config);
+        CHECK(std::string(e.what()).find("offload.interleave_k") != std::string::npos);
+    }
+    c = test::base_deck();
+    c.offload.enabled = true;
+    c.offload.bucket_mb = 0.0;
+    CHECK_THROWS_WITH_AS(offload::make_updater(c, l, kQuiet, nullptr),
+                         doctest::Contains("offload.bucket_mb"), core::Error);
+    c = test::base_deck();
+    c.offload.enabled = true;
+    c.device.memory_gb = 0.0005; // 512 KiB: the fp32 grads alone (1 MiB) do not fit
+    CHECK_THROWS_WITH_AS(offload::make_updater(c, l, kQuiet, nullptr),
+                         doctest::Contains("device.memory_gb"), core::Error);
+}
