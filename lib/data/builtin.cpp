@@ -12,7 +12,8 @@ namespace sof::data {
 
 std::vector<int64_t> permutation(int64_t n, uint64_t seed) {
     std::vector<int64_t> p(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; i++) p[static_cast<size_t>(i)] = i;
+    for (int64_t i = 0; i < n; i++)
+        p[static_cast<size_t>(i)] = i;
     SplitMix64 rng(seed);
     for (int64_t i = n - 1; i > 0; i--) {
         int64_t j;
@@ -34,7 +35,8 @@ MarkovChain::MarkovChain(int vocab, uint64_t seed) : vocab_(vocab) {
     const int K = kSuccessors;
     // Zipf weights w_k ~ 1/(k+1), rounded down to integers; the remainder goes to w_0.
     double norm = 0.0;
-    for (int k = 0; k < K; k++) norm += 1.0 / (k + 1);
+    for (int k = 0; k < K; k++)
+        norm += 1.0 / (k + 1);
     const uint32_t total = 1u << kWeightBits;
     uint32_t sum = 0;
     for (int k = 0; k < K; k++) {
@@ -52,7 +54,8 @@ MarkovChain::MarkovChain(int vocab, uint64_t seed) : vocab_(vocab) {
     succ_.resize(V * K);
     for (int k = 0; k < K; k++) {
         std::vector<int64_t> perm = permutation(vocab, derive_seed(seed, 0x7065726d, k));
-        for (size_t i = 0; i < V; i++) succ_[i * K + k] = static_cast<uint32_t>(perm[i]);
+        for (size_t i = 0; i < V; i++)
+            succ_[i * K + k] = static_cast<uint32_t>(perm[i]);
     }
 
     // Entropy rate under the uniform stationary distribution, merging repeated successors.
@@ -62,7 +65,8 @@ MarkovChain::MarkovChain(int vocab, uint64_t seed) : vocab_(vocab) {
         double row = 0.0;
         for (int k = 0; k < K; k++) {
             bool seen = false;
-            for (int m = 0; m < k; m++) seen = seen || s[m] == s[k];
+            for (int m = 0; m < k; m++)
+                seen = seen || s[m] == s[k];
             if (seen) continue;
             uint32_t w = 0;
             for (int m = k; m < K; m++)
@@ -84,7 +88,8 @@ void MarkovChain::generate(uint64_t stream_seed, int64_t n, uint16_t* out) const
     for (int64_t i = 1; i < n; i++) {
         uint32_t u = static_cast<uint32_t>(rng.next() >> (64 - kWeightBits));
         int k = 0;
-        while (u >= cumulative_[k]) k++;
+        while (u >= cumulative_[k])
+            k++;
         x = succ_[static_cast<size_t>(x) * K + k];
         out[i] = static_cast<uint16_t>(x);
     }

@@ -31,8 +31,8 @@ class MarkovChain {
 
   private:
     int vocab_;
-    std::vector<uint32_t> succ_;                    // (V, K) successor of token i under Pi_k
-    std::array<uint32_t, kSuccessors> weights_{};   // (K) integer weights, sum 2^16
+    std::vector<uint32_t> succ_;                     // (V, K) successor of token i under Pi_k
+    std::array<uint32_t, kSuccessors> weights_{};    // (K) integer weights, sum 2^16
     std::array<uint32_t, kSuccessors> cumulative_{}; // (K) running sums of weights_
     double entropy_rate_ = 0.0;
 };

@@ -18,9 +18,9 @@ namespace sof::data {
 namespace {
 
 // Stream tags for derive_seed (ASCII of a short name).
-constexpr uint64_t kTagChain = 0x636861696e;   // "chain"
-constexpr uint64_t kTagTrain = 0x747261696e;   // "train"
-constexpr uint64_t kTagVal = 0x76616c;         // "val"
+constexpr uint64_t kTagChain = 0x636861696e;    // "chain"
+constexpr uint64_t kTagTrain = 0x747261696e;    // "train"
+constexpr uint64_t kTagVal = 0x76616c;          // "val"
 constexpr uint64_t kTagShards = 0x736861726473; // "shards"
 constexpr uint64_t kTagSamples = 0x73616d706c;  // "sampl"
 
@@ -62,10 +62,10 @@ LoaderState LoaderState::from_string(const std::string& s) {
         int64_t* value;
         bool seen;
     };
-    Field fields[] = {{"epoch", &st.epoch, false},     {"shard", &st.shard, false},
-                      {"sample", &st.sample, false},   {"shards", &st.num_shards, false},
+    Field fields[] = {{"epoch", &st.epoch, false},       {"shard", &st.shard, false},
+                      {"sample", &st.sample, false},     {"shards", &st.num_shards, false},
                       {"tokens", &st.num_tokens, false}, {"bt", &st.batch_tokens, false},
-                      {"world", &st.world, false},     {"shuffle", &st.shuffle, false}};
+                      {"world", &st.world, false},       {"shuffle", &st.shuffle, false}};
     bool seed_seen = false;
     while (in >> word) {
         size_t eq = word.find('=');
@@ -73,8 +73,7 @@ LoaderState LoaderState::from_string(const std::string& s) {
             SOF_FAIL(Format, "loader state '%s': '%s' is not key=value", s.c_str(), word.c_str());
         std::string key = word.substr(0, eq), val = word.substr(eq + 1);
         if (key == "seed") {
-            if (seed_seen)
-                SOF_FAIL(Format, "loader state '%s': seed given twice", s.c_str());
+            if (seed_seen) SOF_FAIL(Format, "loader state '%s': seed given twice", s.c_str());
             seed_seen = true;
             errno = 0;
             char* end = nullptr;
@@ -88,16 +87,14 @@ LoaderState LoaderState::from_string(const std::string& s) {
         bool known = false;
         for (Field& f : fields) {
             if (key != f.key) continue;
-            if (f.seen)
-                SOF_FAIL(Format, "loader state '%s': %s given twice", s.c_str(), f.key);
+            if (f.seen) SOF_FAIL(Format, "loader state '%s': %s given twice", s.c_str(), f.key);
             *f.value = parse_int(s, key, val);
             if (*f.value < 0)
                 SOF_FAIL(Format, "loader state '%s': %s = %lld is negative", s.c_str(), f.key,
                          static_cast<long long>(*f.value));
             f.seen = known = true;
         }
-        if (!known)
-            SOF_FAIL(Format, "loader state '%s': unknown key '%s'", s.c_str(), key.c_str());
+        if (!known) SOF_FAIL(Format, "loader state '%s': unknown key '%s'", s.c_str(), key.c_str());
     }
     for (const Field& f : fields)
         if (!f.seen) SOF_FAIL(Format, "loader state '%s': missing key '%s'", s.c_str(), f.key);
@@ -177,7 +174,8 @@ void DataLoader::prepare() {
     }
     const int64_t id = shard_id(pos_.epoch, pos_.shard);
     if (shuffle_ && (sample_epoch_ != pos_.epoch || sample_shard_ != id)) {
-        const uint64_t s = derive_seed(derive_seed(seed_, kTagSamples, pos_.epoch), kTagSamples, id);
+        const uint64_t s =
+            derive_seed(derive_seed(seed_, kTagSamples, pos_.epoch), kTagSamples, id);
         sample_order_ = permutation(shards_[static_cast<size_t>(id)].num_samples, s);
         sample_epoch_ = pos_.epoch;
         sample_shard_ = id;
@@ -221,7 +219,9 @@ void DataLoader::reset() {
     prepare();
 }
 
-LoaderState DataLoader::state() const { return pos_; }
+LoaderState DataLoader::state() const {
+    return pos_;
+}
 
 void DataLoader::restore(const LoaderState& s) {
     const LoaderState& me = pos_;
@@ -234,8 +234,7 @@ void DataLoader::restore(const LoaderState& s) {
                  "geometry than this run (%s): resume with the same data, train.batch_size x "
                  "train.seq_len, number of ranks and data.shuffle/data.seed",
                  key_.c_str(), s.to_string().c_str(), me.to_string().c_str());
-    if (s.shard >= me.num_shards ||
-        s.sample >= shards_[static_cast<size_t>(s.shard)].num_samples)
+    if (s.shard >= me.num_shards || s.sample >= shards_[static_cast<size_t>(s.shard)].num_samples)
         SOF_FAIL(Config, "%s: the saved data position (%s) is outside the data (%lld shards)",
                  key_.c_str(), s.to_string().c_str(), static_cast<long long>(me.num_shards));
     pos_.epoch = s.epoch;
@@ -251,14 +250,14 @@ std::string DataLoader::describe() const {
                            MarkovChain::kSuccessors);
     else
         src = "'" + source_ + "'";
-    return core::strfmt("%s: %zu shard(s), %lld tokens, %lld batches of %dx%d per epoch "
-                        "(rank %d of %d), %s",
-                        src.c_str(), shards_.size(), static_cast<long long>(num_tokens_),
-                        static_cast<long long>(batches_per_epoch_), B_, T_, rank_, world_,
-                        shuffle_ ? core::strfmt("shuffled (seed %llu)",
-                                                static_cast<unsigned long long>(seed_))
-                                       .c_str()
-                                 : "sequential");
+    return core::strfmt(
+        "%s: %zu shard(s), %lld tokens, %lld batches of %dx%d per epoch "
+        "(rank %d of %d), %s",
+        src.c_str(), shards_.size(), static_cast<long long>(num_tokens_),
+        static_cast<long long>(batches_per_epoch_), B_, T_, rank_, world_,
+        shuffle_
+            ? core::strfmt("shuffled (seed %llu)", static_cast<unsigned long long>(seed_)).c_str()
+            : "sequential");
 }
 
 double DataLoader::entropy_floor() const {

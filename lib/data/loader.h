@@ -55,8 +55,8 @@ class DataLoader {
     void reset(); // back to the first batch of epoch 0
     LoaderState state() const;
     void restore(const LoaderState& s); // Config error if the geometry does not match
-    std::string describe() const;        // source, #shards, #tokens, batches per epoch
-    double entropy_floor() const;        // nats/token of the built-in corpus; NaN for shards
+    std::string describe() const;       // source, #shards, #tokens, batches per epoch
+    double entropy_floor() const;       // nats/token of the built-in corpus; NaN for shards
     int64_t batches_per_epoch() const { return batches_per_epoch_; }
 
   private:
@@ -77,12 +77,12 @@ class DataLoader {
     int64_t num_tokens_ = 0, batches_per_epoch_ = 0;
     std::unique_ptr<MarkovChain> chain_; // built-in corpus only
 
-    LoaderState pos_; // next batch (epoch, shard, sample) plus geometry
-    std::vector<int64_t> shard_order_;   // (num_shards) for order_epoch_
+    LoaderState pos_;                  // next batch (epoch, shard, sample) plus geometry
+    std::vector<int64_t> shard_order_; // (num_shards) for order_epoch_
     int64_t order_epoch_ = -1;
-    std::vector<int64_t> sample_order_;  // (num_samples of the current shard); empty = sequential
+    std::vector<int64_t> sample_order_; // (num_samples of the current shard); empty = sequential
     int64_t sample_epoch_ = -1, sample_shard_ = -1;
-    std::vector<uint16_t> tokens_;       // (num_tokens) of loaded_shard_
+    std::vector<uint16_t> tokens_; // (num_tokens) of loaded_shard_
     int64_t loaded_shard_ = -1;
 };
 

@@ -1,5 +1,6 @@
 // Small integer random number tools for the data module: SplitMix64, bounded draws, permutations.
-// Only integer arithmetic, so every machine and compiler produces the same corpus and the same order.
+// Only integer arithmetic, so every machine and compiler produces the same corpus and the same
+// order.
 #pragma once
 
 #include <cstdint>

@@ -39,8 +39,8 @@ void check_tokens(const std::string& path, const uint16_t* tokens, int64_t n, in
                      "token shard %s: token %d at position %lld is >= vocab_size %d: the shard "
                      "was made with a larger vocabulary; set model.vocab_size to at least %d or "
                      "re-tokenize the data",
-                     path.c_str(), static_cast<int>(tokens[i]),
-                     static_cast<long long>(first + i), vocab, static_cast<int>(tokens[i]) + 1);
+                     path.c_str(), static_cast<int>(tokens[i]), static_cast<long long>(first + i),
+                     vocab, static_cast<int>(tokens[i]) + 1);
     }
 }
 
