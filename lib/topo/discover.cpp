@@ -127,7 +127,8 @@ Machine discover_from(const HwlocTopology& t) {
         Gpu g;
         const auto& a = pci->attr->pcidev;
         g.pci = core::strfmt("%04x:%02x:%02x.%01x", a.domain, a.bus, a.dev, a.func);
-        g.model = pci->name ? pci->name : "";
+        const char* dev = hwloc_obj_get_info_by_name(pci, "PCIDevice");
+        g.model = pci->name ? pci->name : dev ? dev : "";
         for (hwloc_obj_t os = pci->io_first_child; os; os = os->next_sibling) {
             if (os->type != HWLOC_OBJ_OS_DEVICE || !os->name) continue;
             if (g.name.empty() || std::strncmp(os->name, "cuda", 4) == 0) g.name = os->name;

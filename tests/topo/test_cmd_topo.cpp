@@ -1,0 +1,75 @@
+// `superoffload topo` (cmd_topo linked in directly): machine and placement report for the fixture
+// and for this machine (dry run), and usage errors.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../../app/commands.h"
+#include "core/error.h"
+
+namespace {
+
+std::string run_topo(std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (std::string& a : args)
+        argv.push_back(a.data());
+    std::string path = std::string(SOF_BINARY_DIR) + "/cmd_topo_out.txt";
+    std::fflush(stdout);
+    int saved = dup(1);
+    REQUIRE(std::freopen(path.c_str(), "w", stdout));
+    int rc = -1;
+    try {
+        rc = sof::app::cmd_topo(static_cast<int>(argv.size()), argv.data());
+    } catch (...) {
+        std::fflush(stdout);
+        dup2(saved, 1);
+        close(saved);
+        throw;
+    }
+    std::fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    CHECK(rc == 0);
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+} // namespace
+
+TEST_CASE("topo command: fixture, local rank 2 of 4") {
+    std::string xml = std::string(SOF_SOURCE_DIR) + "/tests/topo/gh200-4x.xml";
+    std::string out = run_topo({"--xml", xml, "--local-rank", "2", "--local-size", "4"});
+    CHECK(out.find("4 packages, 288 cores, 288 PUs, 8 NUMA nodes, 4 GPUs") != std::string::npos);
+    CHECK(out.find("placement: local rank 2/4: NUMA node 2, 72 cores (PUs 144-215), GPU cuda2") !=
+          std::string::npos);
+    CHECK(out.find("dry run") != std::string::npos);
+    // local size defaults to the GPU count
+    out = run_topo({"--xml", xml, "--local-rank", "3"});
+    CHECK(out.find("local rank 3/4: NUMA node 3") != std::string::npos);
+}
+
+TEST_CASE("topo command: this machine, dry run") {
+    std::string out = run_topo({});
+    CHECK(out.find("machine (this system)") != std::string::npos);
+    CHECK(out.find("placement: local rank 0/1") != std::string::npos);
+}
+
+TEST_CASE("topo command: usage errors") {
+    for (std::vector<std::string> bad :
+         {std::vector<std::string>{"--frobnicate"}, {"--local-rank"}, {"--local-rank", "x"}}) {
+        try {
+            run_topo(bad);
+            FAIL("expected a usage error");
+        } catch (const sof::core::Error& e) {
+            CHECK(e.kind() == sof::core::ErrorKind::Usage);
+        }
+    }
+}
