@@ -33,11 +33,11 @@ for r in 0 1 2 3; do
     fi
 done
 # 8 ranks on 4 nodes: ranks 2,3 -> node 1; "4(x2)" parses as 4
-out="$(SLURM_LOCALID=3 SLURM_NTASKS_PER_NODE=8 "$src/scripts/numa/bind_wrapper.sh" --dry-run -- p 2>&1 >/dev/null | head -1)"
+out="$(SLURM_LOCALID=3 SLURM_NTASKS_PER_NODE=8 "$src/scripts/numa/bind_wrapper.sh" --dry-run -- p 2>&1 >/dev/null | sed -n 1p)"
 check "bind_wrapper 8 ranks" "bind_wrapper.sh: local rank 3/8 -> NUMA node 1 (CPUs 72-143)" "$out"
-out="$(SLURM_LOCALID=1 SLURM_NTASKS_PER_NODE='4(x2)' "$src/scripts/numa/bind_wrapper.sh" --dry-run -- p 2>&1 >/dev/null | head -1)"
+out="$(SLURM_LOCALID=1 SLURM_NTASKS_PER_NODE='4(x2)' "$src/scripts/numa/bind_wrapper.sh" --dry-run -- p 2>&1 >/dev/null | sed -n 1p)"
 check "bind_wrapper 4(x2)" "bind_wrapper.sh: local rank 1/4 -> NUMA node 1 (CPUs 72-143)" "$out"
-out="$(SOF_NUMA_NODE=2 "$src/scripts/numa/bind_wrapper.sh" --dry-run -- p 2>&1 >/dev/null | head -1)"
+out="$(SOF_NUMA_NODE=2 "$src/scripts/numa/bind_wrapper.sh" --dry-run -- p 2>&1 >/dev/null | sed -n 1p)"
 check "bind_wrapper SOF_NUMA_NODE" "bind_wrapper.sh: local rank 0/1 -> NUMA node 2 (CPUs 144-215)" "$out"
 rc=0; "$src/scripts/numa/bind_wrapper.sh" --dry-run >/dev/null 2>&1 || rc=$?
 check "bind_wrapper without a command" 2 "$rc"
