@@ -61,7 +61,7 @@ FileEntry write_buffer(const std::string& dir, const std::string& name,
     FileEntry f;
     f.file = name;
     f.bytes = v.size() * sizeof(float);
-    f.fnv = fnv1a64(v.data(), f.bytes);
+    f.sum = block_checksum(v.data(), f.bytes);
     write_file_durable((fs::path(dir) / name).string(), v.data(), f.bytes);
     return f;
 }
@@ -100,13 +100,13 @@ void read_checked(const std::string& dir, const FileEntry& f, const std::string&
                  static_cast<unsigned long long>(f.bytes));
     out->assign(f.bytes / sizeof(float), 0.0f);
     read_exact(path, out->data(), f.bytes);
-    const uint64_t h = fnv1a64(out->data(), f.bytes);
-    if (h != f.fnv)
+    const uint64_t h = block_checksum(out->data(), f.bytes);
+    if (h != f.sum)
         SOF_FAIL(Format,
-                 "checksum mismatch in checkpoint file %s: FNV-1a 64 is %s but %s records %s "
+                 "checksum mismatch in checkpoint file %s: checksum is %s but %s records %s "
                  "(the file is corrupt; resume from another checkpoint or restore the file)",
                  path.c_str(), checksum_hex(h).c_str(), manifest_path.c_str(),
-                 checksum_hex(f.fnv).c_str());
+                 checksum_hex(f.sum).c_str());
 }
 
 // Reads and validates dir/manifest.json (and deck.yaml); returns the shard list.
@@ -143,7 +143,7 @@ std::vector<ShardRecord> read_manifest(const std::string& dir, Manifest* m) {
     const std::string dpath = (fs::path(dir) / deck.file).string();
     m->deck_yaml = read_text(dpath, "checkpoint file");
     if (m->deck_yaml.size() != deck.bytes ||
-        fnv1a64(m->deck_yaml.data(), m->deck_yaml.size()) != deck.fnv)
+        block_checksum(m->deck_yaml.data(), m->deck_yaml.size()) != deck.sum)
         SOF_FAIL(Format,
                  "checkpoint file %s does not match %s (size or checksum differ): it was "
                  "edited or is corrupt; restore it or resume from another checkpoint",
@@ -222,7 +222,7 @@ std::string commit(const std::string& root, const Manifest& m, int keep) {
     FileEntry deck;
     deck.file = kDeckName;
     deck.bytes = m.deck_yaml.size();
-    deck.fnv = fnv1a64(m.deck_yaml.data(), m.deck_yaml.size());
+    deck.sum = block_checksum(m.deck_yaml.data(), m.deck_yaml.size());
     write_file_durable((fs::path(tmp) / kDeckName).string(), m.deck_yaml.data(),
                        m.deck_yaml.size());
     const std::string text = manifest_to_json(m, deck, shards);

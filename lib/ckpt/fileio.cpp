@@ -8,7 +8,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "core/error.h"
 
@@ -28,6 +32,46 @@ uint64_t fnv1a64(const void* data, size_t bytes, uint64_t seed) {
 
 std::string checksum_hex(uint64_t h) {
     return core::strfmt("%016llx", static_cast<unsigned long long>(h));
+}
+
+uint64_t block_checksum(const void* data, size_t bytes) {
+    const char* p = static_cast<const char*>(data);
+    const size_t nb = bytes == 0 ? 1 : (bytes + kChecksumBlock - 1) / kChecksumBlock;
+    std::vector<uint64_t> hs(nb); // (nb) per-block FNV-1a 64
+    auto hash_blocks = [&](size_t first, size_t stride) {
+        for (size_t b = first; b < nb; b += stride) {
+            const size_t begin = b * kChecksumBlock;
+            const size_t len = std::min(kChecksumBlock, bytes - std::min(bytes, begin));
+            hs[b] = fnv1a64(p + std::min(bytes, begin), len);
+        }
+    };
+    const size_t hw = std::max(1u, std::thread::hardware_concurrency());
+    const size_t nt = std::min<size_t>({nb, hw, 32});
+    if (nt <= 1) {
+        hash_blocks(0, 1);
+    } else {
+        std::vector<std::thread> pool;
+        try {
+            for (size_t t = 1; t < nt; t++)
+                pool.emplace_back(hash_blocks, t, nt);
+        } catch (const std::system_error&) {
+            // cannot start threads: the ones running finish their blocks, we do the rest
+        }
+        const size_t started = pool.size() + 1;
+        hash_blocks(0, nt);
+        for (size_t t = started; t < nt; t++)
+            hash_blocks(t, nt);
+        for (std::thread& th : pool)
+            th.join();
+    }
+    unsigned char le[8];
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint64_t v : hs) {
+        for (int k = 0; k < 8; k++)
+            le[k] = static_cast<unsigned char>(v >> (8 * k));
+        h = fnv1a64(le, 8, h);
+    }
+    return h;
 }
 
 namespace {

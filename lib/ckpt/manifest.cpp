@@ -15,9 +15,9 @@ namespace sof::ckpt {
 namespace {
 
 std::string file_entry_json(const FileEntry& f) {
-    return core::strfmt("{\"file\": %s, \"bytes\": %llu, \"fnv1a64\": \"%s\"}",
+    return core::strfmt("{\"file\": %s, \"bytes\": %llu, \"checksum\": \"%s\"}",
                         json_quote(f.file).c_str(), static_cast<unsigned long long>(f.bytes),
-                        checksum_hex(f.fnv).c_str());
+                        checksum_hex(f.sum).c_str());
 }
 
 FileEntry file_entry_from(const JsonValue& obj, const std::string& key, const std::string& path) {
@@ -31,14 +31,14 @@ FileEntry file_entry_from(const JsonValue& obj, const std::string& key, const st
     if (bytes < 0)
         SOF_FAIL(Format, "%s line %d: \"%s\".bytes is negative", path.c_str(), v.line, key.c_str());
     f.bytes = static_cast<uint64_t>(bytes);
-    std::string hex = json_str(v, "fnv1a64", path);
+    std::string hex = json_str(v, "checksum", path);
     bool ok = hex.size() == 16;
     for (char c : hex)
         ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
     if (!ok)
-        SOF_FAIL(Format, "%s line %d: \"%s\".fnv1a64 = \"%s\" is not 16 lowercase hex digits",
+        SOF_FAIL(Format, "%s line %d: \"%s\".checksum = \"%s\" is not 16 lowercase hex digits",
                  path.c_str(), v.line, key.c_str(), hex.c_str());
-    f.fnv = std::strtoull(hex.c_str(), nullptr, 16);
+    f.sum = std::strtoull(hex.c_str(), nullptr, 16);
     return f;
 }
 
@@ -94,6 +94,7 @@ std::string manifest_to_json(const Manifest& m, const FileEntry& deck,
     std::string s = "{\n";
     s += core::strfmt("  \"format\": \"%s\",\n  \"format_version\": %d,\n", kFormatName,
                       kFormatVersion);
+    s += core::strfmt("  \"checksum_algorithm\": \"%s\",\n", kChecksumAlgorithm);
     s += core::strfmt("  \"step\": %lld,\n  \"opt_step\": %lld,\n", static_cast<long long>(m.step),
                       static_cast<long long>(m.opt_step));
     s += core::strfmt("  \"num_params\": %lld,\n  \"world_size\": %d,\n",
@@ -130,6 +131,10 @@ void manifest_from_json(const std::string& text, const std::string& path, Manife
                  "the superoffload version that wrote it",
                  path.c_str(), static_cast<long long>(version), kFormatVersion,
                  version > kFormatVersion ? "written by a newer superoffload" : "too old");
+    std::string algo = json_str(root, "checksum_algorithm", path);
+    if (algo != kChecksumAlgorithm)
+        SOF_FAIL(Format, "%s: checksum_algorithm \"%s\" is unknown (this program uses \"%s\")",
+                 path.c_str(), algo.c_str(), kChecksumAlgorithm);
     *m = Manifest{};
     m->step = json_int(root, "step", path);
     m->opt_step = json_int(root, "opt_step", path);

@@ -13,7 +13,7 @@ namespace sof::ckpt {
 struct FileEntry {
     std::string file; // name inside the step directory
     uint64_t bytes = 0;
-    uint64_t fnv = 0; // FNV-1a 64 of the whole file
+    uint64_t sum = 0; // block_checksum() of the whole file
 };
 
 struct ShardRecord {

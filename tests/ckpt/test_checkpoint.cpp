@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/fileio.h"
 #include "ckpt_test_util.h"
 
 using namespace sof;
@@ -262,4 +263,37 @@ TEST_CASE("multi-rank: per-rank shard files, rank 0 manifest, world-size mismatc
     ckpt::save(root, m, one, 0, 0, 1, barrier);
     CHECK(calls == 3);
     CHECK(ckpt::find_latest(root) == root + "/step_00000014");
+}
+
+TEST_CASE("block checksum: per-64MiB FNV-1a 64, combined over the block hashes") {
+    // reference written out sequentially, independent of the threaded implementation
+    auto reference = [](const std::vector<unsigned char>& d) {
+        const size_t B = size_t(64) << 20;
+        std::vector<uint64_t> hs;
+        for (size_t b = 0; b == 0 || b * B < d.size(); b++) {
+            uint64_t h = 0xcbf29ce484222325ull;
+            for (size_t i = b * B; i < std::min(d.size(), (b + 1) * B); i++) {
+                h ^= d[i];
+                h *= 0x100000001b3ull;
+            }
+            hs.push_back(h);
+        }
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (uint64_t v : hs)
+            for (int k = 0; k < 8; k++) {
+                h ^= (v >> (8 * k)) & 0xff;
+                h *= 0x100000001b3ull;
+            }
+        return h;
+    };
+    CHECK(ckpt::fnv1a64("a", 1) == 0xaf63dc4c8601ec8cull); // published FNV-1a 64 test vector
+    std::vector<unsigned char> empty;
+    CHECK(ckpt::block_checksum(empty.data(), 0) == reference(empty));
+    std::vector<unsigned char> d((size_t(64) << 20) * 2 + 100);
+    for (size_t i = 0; i < d.size(); i++)
+        d[i] = static_cast<unsigned char>((i * 2654435761u) >> 13);
+    const uint64_t h = ckpt::block_checksum(d.data(), d.size());
+    CHECK(h == reference(d));
+    d[(size_t(64) << 20) + 7] ^= 1; // one bit in the second block
+    CHECK(ckpt::block_checksum(d.data(), d.size()) != h);
 }

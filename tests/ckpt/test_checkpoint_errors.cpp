@@ -135,8 +135,12 @@ TEST_CASE("bad manifests: syntax, types, missing keys, versions") {
     expect_load_error(dir, core::ErrorKind::Format, {mpath, "../params.bin"});
 
     spit(mpath, good);
-    edit_manifest(dir, "\"fnv1a64\": \"", "\"fnv1a64\": \"zz");
-    expect_load_error(dir, core::ErrorKind::Format, {mpath, "fnv1a64"});
+    edit_manifest(dir, "\"checksum\": \"", "\"checksum\": \"zz");
+    expect_load_error(dir, core::ErrorKind::Format, {mpath, "checksum"});
+
+    spit(mpath, good);
+    edit_manifest(dir, "fnv1a64-blocks-64MiB", "crc32");
+    expect_load_error(dir, core::ErrorKind::Format, {mpath, "crc32"});
 
     spit(mpath, good + "trailing");
     expect_load_error(dir, core::ErrorKind::Format, {mpath, "after the end"});
