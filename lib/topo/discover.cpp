@@ -152,7 +152,16 @@ Machine discover_from(const HwlocTopology& t) {
     }
     bool numeric = false;
     std::vector<int> vis = t.is_this_system() ? visible_devices(&numeric) : std::vector<int>();
-    if (numeric) {
+    if (numeric && all.empty()) {
+        // GPUs that hwloc cannot see as PCI devices (no /sys/bus/pci in a container): known by
+        // index only, without locality
+        for (int i : vis) {
+            Gpu g;
+            g.name = "cuda" + std::to_string(i);
+            g.model = "from CUDA_VISIBLE_DEVICES, no PCI locality";
+            m.gpus.push_back(g);
+        }
+    } else if (numeric) {
         for (int i : vis)
             if (i >= 0 && i < static_cast<int>(all.size())) m.gpus.push_back(all[i]);
     } else {
@@ -179,9 +188,9 @@ std::string Machine::describe() const {
             if (!near.empty()) near += ',';
             near += std::to_string(n);
         }
-        s += core::strfmt("  GPU %s: PCI %s%s%s, near NUMA %s\n", g.name.c_str(), g.pci.c_str(),
-                          g.model.empty() ? "" : " ", g.model.c_str(),
-                          near.empty() ? "(unknown)" : near.c_str());
+        s += core::strfmt("  GPU %s: PCI %s%s%s, near NUMA %s\n", g.name.c_str(),
+                          g.pci.empty() ? "?" : g.pci.c_str(), g.model.empty() ? "" : " ",
+                          g.model.c_str(), near.empty() ? "(unknown)" : near.c_str());
     }
     return s;
 }

@@ -91,7 +91,7 @@ Placement plan_placement(const std::string& xml_or_empty, int local_rank, int lo
     p.num_cores = count_cores(topo, set.get());
     if (gpu >= 0) {
         const Gpu& g = m.gpus[static_cast<size_t>(gpu)];
-        p.gpu = g.name + " (" + g.pci + ")";
+        p.gpu = g.pci.empty() ? g.name : g.name + " (" + g.pci + ")";
         p.reason =
             g.near_nodes.empty()
                 ? core::strfmt("GPU %s has no known locality: node by GPU index", g.name.c_str())

@@ -165,3 +165,21 @@ TEST_CASE("this machine: dry-run placement, binding to the allowed set, binding 
         }
     }
 }
+
+TEST_CASE("this machine: GPUs hwloc cannot see come from a numeric CUDA_VISIBLE_DEVICES") {
+    Machine plain = discover("");
+    if (!plain.gpus.empty()) return; // a machine with PCI-visible GPUs: covered by the fixture
+    setenv("CUDA_VISIBLE_DEVICES", "2,3", 1);
+    Machine m = discover("");
+    Placement p = plan_placement("", 1, 2);
+    setenv("CUDA_VISIBLE_DEVICES", "GPU-5f1e", 1); // UUIDs: not usable as indexes
+    Machine u = discover("");
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    REQUIRE(m.gpus.size() == 2);
+    CHECK(m.gpus[0].name == "cuda2");
+    CHECK(m.gpus[1].near_nodes.empty());
+    CHECK(p.gpu == "cuda3");
+    CHECK(p.numa_node == plain.numa.front().os_index);
+    CHECK(p.describe().find("no known locality") != std::string::npos);
+    CHECK(u.gpus.empty());
+}
