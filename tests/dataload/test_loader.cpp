@@ -191,9 +191,9 @@ TEST_CASE("shuffle: deterministic from the seed, each epoch a permutation of the
     CHECK(e0 != seq);   // shuffled
     CHECK(e0 != e1);    // a new order each epoch
     CHECK(e0 != other); // another seed, another order
-    auto key = [](const Batch& x) { return x.in[0] * 100000 + x.tg.back(); };
+    auto key = [](const Batch& x) { return int64_t(x.in[0]) * 100000 + x.tg.back(); };
     for (const auto* ep : {&e0, &e1, &other}) {
-        std::multiset<int> got, want;
+        std::multiset<int64_t> got, want;
         for (const Batch& x : *ep)
             got.insert(key(x));
         for (const Batch& x : seq)
