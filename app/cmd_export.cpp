@@ -59,7 +59,13 @@ int cmd_export(int argc, char** argv) {
     std::error_code ec;
     if (fs::is_directory(src, ec) && !fs::exists(fs::path(src) / "manifest.json", ec)) {
         std::string latest = ckpt::find_latest(src);
-        if (!latest.empty()) dir = latest;
+        if (latest.empty())
+            SOF_FAIL(Io,
+                     "%s holds no complete checkpoint (no step_N directory with a manifest.json); "
+                     "pass a checkpoint root written by 'superoffload train' or one of its "
+                     "step directories",
+                     src.c_str());
+        dir = latest;
     }
 
     int rank = 0, initialized = 0;
