@@ -10,22 +10,6 @@
 
 namespace sof::data {
 
-std::vector<int64_t> permutation(int64_t n, uint64_t seed) {
-    std::vector<int64_t> p(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; i++)
-        p[static_cast<size_t>(i)] = i;
-    SplitMix64 rng(seed);
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j;
-        if (i + 1 < (int64_t(1) << 32))
-            j = rng.below(static_cast<uint32_t>(i + 1));
-        else
-            j = static_cast<int64_t>(rng.next() % static_cast<uint64_t>(i + 1));
-        std::swap(p[static_cast<size_t>(i)], p[static_cast<size_t>(j)]);
-    }
-    return p;
-}
-
 MarkovChain::MarkovChain(int vocab, uint64_t seed) : vocab_(vocab) {
     if (vocab < 1 || vocab > 65536)
         SOF_FAIL(Config,

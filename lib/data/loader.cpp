@@ -162,8 +162,7 @@ DataLoader::DataLoader(const config::DataConfig& cfg, Split split, int vocab_siz
 
 DataLoader::~DataLoader() = default;
 
-int64_t DataLoader::shard_id(int64_t epoch, int64_t index) const {
-    (void)epoch;
+int64_t DataLoader::shard_id(int64_t index) const {
     return shuffle_ ? shard_order_[static_cast<size_t>(index)] : index;
 }
 
@@ -172,7 +171,7 @@ void DataLoader::prepare() {
         shard_order_ = permutation(pos_.num_shards, derive_seed(seed_, kTagShards, pos_.epoch));
         order_epoch_ = pos_.epoch;
     }
-    const int64_t id = shard_id(pos_.epoch, pos_.shard);
+    const int64_t id = shard_id(pos_.shard);
     if (shuffle_ && (sample_epoch_ != pos_.epoch || sample_shard_ != id)) {
         const uint64_t s =
             derive_seed(derive_seed(seed_, kTagSamples, pos_.epoch), kTagSamples, id);
@@ -192,7 +191,7 @@ void DataLoader::prepare() {
 }
 
 void DataLoader::next(int* inputs, int* targets) {
-    const int64_t id = shard_id(pos_.epoch, pos_.shard);
+    const int64_t id = shard_id(pos_.shard);
     const Shard& sh = shards_[static_cast<size_t>(id)];
     const int64_t g = shuffle_ ? sample_order_[static_cast<size_t>(pos_.sample)] : pos_.sample;
     const int64_t bt = static_cast<int64_t>(B_) * T_;

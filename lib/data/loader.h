@@ -65,8 +65,8 @@ class DataLoader {
         int64_t num_tokens;  // tokens in the shard
         int64_t num_samples; // batches it yields per epoch: (num_tokens - 1) / (W*B*T)
     };
-    void prepare(); // make orders and the token buffer match pos_
-    int64_t shard_id(int64_t epoch, int64_t index) const;
+    void prepare();                        // make orders and the token buffer match pos_
+    int64_t shard_id(int64_t index) const; // shard at this position of the epoch's order
 
     std::string source_; // "builtin" or the glob
     std::string key_;    // "data.train" / "data.val"
