@@ -28,7 +28,7 @@ struct SplitMix64 {
     uint32_t below(uint32_t n) { return static_cast<uint32_t>(((next() >> 32) * n) >> 32); }
 };
 
-// Seed for a named stream derived from a base seed: mix64(seed ^ mix64(a) ^ mix64(mix64(b))).
+// Seed of a named stream (tag a, index b) derived from a base seed by integer mixing only.
 inline uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b = 0) {
     return mix64(seed ^ mix64(a + 0x632be59bd9b4e019ULL) ^ mix64(mix64(b + 0x8cb92ba72f3d8dd7ULL)));
 }
