@@ -75,7 +75,9 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::GPT2Config& 
     c.embed_params = Vp * C + m.max_seq_len * C;
     c.params = c.embed_params + L * c.layer_params + 2.0 * C;
     c.batch = cfg.train.batch_size;
-    c.seq = cfg.train.seq_len;
+    // Ulysses: each rank holds T/sp tokens outside attention and NH/sp heads over all T inside
+    const double sp = std::max(1, cfg.parallel.sp), T = cfg.train.seq_len;
+    c.seq = T / sp;
     c.grad_accum = std::max(1, cfg.train.grad_accum);
     c.weight_bytes = cfg.train.dtype == config::Precision::BF16 ? 2.0 : 4.0;
     bool host_cast = cfg.offload.cast == config::CastAt::Host;
@@ -87,14 +89,14 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::GPT2Config& 
     // forward FLOPs of one micro-batch: 2*tokens*matmul params (blocks + LM head) + attention
     double tokens = c.batch * c.seq;
     double flops =
-        2.0 * tokens * (L * c.layer_params + Vp * C) + 4.0 * L * c.batch * c.seq * c.seq * C;
+        2.0 * tokens * (L * c.layer_params + Vp * C) + 4.0 * L * c.batch * T * T * C / sp;
     double achievable = hw.gpu_peak_tflops * 1e12 * hw.gpu_achievable_fraction;
     c.fwd_s = flops / achievable;
     c.bwd_s = (cfg.model.recompute ? 3.0 : 2.0) * c.fwd_s;
 
-    // saved activations (llm.c layout): per block 16*BTC + 2*B*NH*T^2 (+4BT stats)
+    // saved activations (llm.c layout): per block 16*BTC + 2*B*NH*T^2 (+4BT stats), per rank
     double eb = c.weight_bytes;
-    double per_layer = (16.0 * tokens * C + 2.0 * c.batch * NH * c.seq * c.seq + 4.0 * tokens) * eb;
+    double per_layer = (16.0 * tokens * C + 2.0 * c.batch * (NH / sp) * T * T + 4.0 * tokens) * eb;
     double blocks = cfg.model.recompute ? per_layer + L * tokens * C * eb : L * per_layer;
     double logits = 2.0 * tokens * Vp * 4.0; // fp32 logits + their grads
     c.activation_bytes = blocks + 2.0 * tokens * C * eb + logits;

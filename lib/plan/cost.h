@@ -16,7 +16,7 @@ struct CostInputs {
     double embed_params = 0; // wte + wpe (the largest unit)
     int layers = 0;          // L
     // step
-    double batch = 0, seq = 0; // B, T
+    double batch = 0, seq = 0; // B, T per rank (T / parallel.sp with Ulysses)
     int grad_accum = 1;
     double weight_bytes = 2;     // working precision on the device (2 = bf16, 4 = fp32)
     double grad_move_bytes = 4;  // bytes per param moved D2H (cast=device: fp32; host: bf16)

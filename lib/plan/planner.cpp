@@ -106,6 +106,13 @@ int choose_tail(const CostInputs& c, const HardwareProfile& hw, config::WeightsP
     return best;
 }
 
+double mine_iteration(const config::Config& cfg, const IterationTimes& so, const IterationTimes& il,
+                      const IterationTimes& sy) {
+    if (cfg.offload.schedule == config::Schedule::Interleaved) return il.iteration;
+    if (cfg.offload.schedule == config::Schedule::Synchronous) return sy.iteration;
+    return so.iteration;
+}
+
 } // namespace
 
 int tail_buckets_eq45(double move_grad_s, double step_cpu_s, double move_param_s,
@@ -191,6 +198,17 @@ Plan make_plan(const config::Config& cfg, const model::GPT2Config& model,
     IterationTimes sy = synchronous_times(c, hw, p.weights);
     IterationTimes go = gpu_only_times(c, hw);
     p.schedules = {so, il, sy, go};
+    if (cfg.parallel.sp > 1)
+        p.notes.push_back(core::strfmt("Ulysses sp = %d: each rank computes T/sp = %.0f tokens "
+                                       "outside attention and NH/sp heads inside",
+                                       cfg.parallel.sp, c.seq));
+    if (cfg.offload.enabled && go.fits && go.iteration < mine_iteration(cfg, so, il, sy))
+        p.notes.push_back(
+            core::strfmt("note: without offload the step fits on the device too "
+                         "and is predicted %.1f%% faster",
+                         100.0 * (mine_iteration(cfg, so, il, sy) / go.iteration - 1)));
+    p.notes.push_back("per rank, parameters not sharded: with ZeRO-3 over N ranks the optimizer "
+                      "state, CPU step and transfers shrink by about 1/N");
     const IterationTimes* mine = &go;
     if (cfg.offload.enabled) {
         if (cfg.offload.schedule == config::Schedule::SuperOffload) mine = &p.schedules[0];
