@@ -44,6 +44,11 @@ class Engine::Sink : public model::GradSink {
                           device::CopyKind::HostToDevice, *e_.compute_);
             e_.dev_->synchronize(*e_.compute_);
         }
+        if (unit == 0 && e_.trace_) { // the model's backward of this micro-batch is over
+            double now = e_.trace_->now_us();
+            e_.trace_->span(e_.lane_main_, "backward", e_.t_mark_, now, "model");
+            e_.t_mark_ = now;
+        }
         if (!e_.last_micro_) return;
         while (e_.next_bucket_ < e_.buckets_.size() &&
                e_.buckets_[e_.next_bucket_].ready_unit >= unit)
@@ -253,10 +258,16 @@ void Engine::begin_step(const StepHparams& hp) {
     spec_running_ = false;
     dev_->memset(dgrads_, 0, layout_.num_params * 4, *compute_);
     dev_->synchronize(*compute_);
+    if (trace_) t_mark_ = trace_->now_us();
 }
 
 void Engine::begin_micro(int, bool last) {
     last_micro_ = last;
+    if (trace_) { // forward of this micro-batch: since begin_step or the previous backward
+        double now = trace_->now_us();
+        trace_->span(lane_main_, "forward", t_mark_, now, "model");
+        t_mark_ = now;
+    }
 }
 
 void Engine::launch_bucket(Bucket& b) {

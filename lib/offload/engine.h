@@ -117,6 +117,7 @@ class Engine : public Updater {
     bool spec_running_ = false; // speculative host steps were issued this step
     int64_t opt_step_ = 0;
     UpdaterStats stats_;
+    double t_mark_ = 0.0; // trace: start of the current forward/backward span (us)
 };
 
 } // namespace sof::offload
