@@ -269,3 +269,24 @@ TEST_CASE("the host profile plans every deck without errors") {
         CHECK(p.efficiency <= 1.0 + 1e-12);
     }
 }
+
+TEST_CASE("Ulysses: a rank computes and stores 1/sp of the step") {
+    HardwareProfile hw = gh200();
+    config::Config sp4 = config::load_deck(kSrc + "/inputs/long-seq-ulysses.yaml", {});
+    config::Config sp1 =
+        config::load_deck(kSrc + "/inputs/long-seq-ulysses.yaml", {"parallel.sp=1"});
+    REQUIRE(sp4.parallel.sp == 4);
+    CostInputs a = make_cost_inputs(sp4, model_config_for(sp4.model), hw);
+    CostInputs b = make_cost_inputs(sp1, model_config_for(sp1.model), hw);
+    CHECK(a.seq == doctest::Approx(32768 / 4));
+    CHECK(b.seq == doctest::Approx(32768));
+    // linear and attention FLOPs, and every activation term, scale with 1/sp
+    CHECK(b.fwd_s / a.fwd_s == doctest::Approx(4.0));
+    CHECK(b.activation_bytes / a.activation_bytes == doctest::Approx(4.0));
+    CHECK(a.params == b.params);
+    Plan p = make_plan(sp4, model_config_for(sp4.model), hw);
+    bool noted = false;
+    for (const std::string& n : p.notes)
+        noted = noted || n.find("Ulysses sp = 4") == 0;
+    CHECK(noted);
+}
