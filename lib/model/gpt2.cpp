@@ -98,6 +98,7 @@ GPT2::GPT2(const GPT2Config& cfg, const ModelOptions& opts, int max_B, int max_T
     if (max_T > cfg.max_seq_len)
         SOF_FAIL(Config, "sequence length %d exceeds model.max_seq_len = %d", max_T,
                  cfg.max_seq_len);
+    cpu::use_single_threaded_blas(); // the matmuls parallelize with OpenMP (kernels_cpu.h)
     impl_ = new Impl;
     Impl& m = *impl_;
     m.cfg = cfg;

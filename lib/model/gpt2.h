@@ -36,7 +36,8 @@ class GradSink {
 // Plain flat buffers: acquire/grads return pointers into one (num_params) array.
 class FlatWeights : public WeightSource {
   public:
-    FlatWeights(const ParamLayout& layout, const float* params) : layout_(layout), params_(params) {}
+    FlatWeights(const ParamLayout& layout, const float* params)
+        : layout_(layout), params_(params) {}
     const float* acquire(int unit, Pass) override { return params_ + layout_.unit_begin[unit]; }
 
   private:

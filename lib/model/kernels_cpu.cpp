@@ -14,7 +14,13 @@ namespace sof::model::cpu {
 namespace {
 constexpr float kLnEps = 1e-5f;
 constexpr int kChanBlock = 64; // channels per task in the column-sum loops (dw, db, dwte)
+constexpr int kTileM = 64,
+              kTileN = 256; // sgemm output tile (fixed: results must not depend on threads)
 } // namespace
+
+void use_single_threaded_blas() {
+    openblas_set_num_threads(1);
+}
 
 void encoder_forward(float* out, const int* inp, const float* wte, const float* wpe, int B, int T,
                      int C) {
@@ -112,26 +118,47 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
     }
 }
 
+namespace {
+
+// C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta * C, row-major, as independent sgemm calls on
+// fixed kTileM x kTileN tiles of C spread over OpenMP threads (OpenBLAS itself runs one thread,
+// see use_single_threaded_blas). Every element of C comes from a call of the same shape whatever
+// the thread count, and K is never split, so the result is bitwise independent of the threads.
+void gemm_tiled(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda,
+                const float* B, int ldb, float beta, float* C, int ldc) {
+    const int mt = (M + kTileM - 1) / kTileM, nt = (N + kTileN - 1) / kTileN;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int i = 0; i < mt; i++) {
+        for (int j = 0; j < nt; j++) {
+            const int r0 = i * kTileM, rows = std::min(M, r0 + kTileM) - r0;
+            const int c0 = j * kTileN, cols = std::min(N, c0 + kTileN) - c0;
+            const float* a = trans_a ? A + r0 : A + static_cast<size_t>(r0) * lda;
+            const float* b = trans_b ? B + static_cast<size_t>(c0) * ldb : B + c0;
+            cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                        trans_b ? CblasTrans : CblasNoTrans, rows, cols, K, 1.0f, a, lda, b, ldb,
+                        beta, C + static_cast<size_t>(r0) * ldc + c0, ldc);
+        }
+    }
+}
+
+} // namespace
+
 void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int C,
                     int OC) {
-    float beta = 0.0f;
     if (bias) {
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; n++)
             std::memcpy(out + static_cast<size_t>(n) * OC, bias, sizeof(float) * OC);
-        beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, beta, out,
-                OC);
+    gemm_tiled(false, true, N, OC, C, inp, C, w, C, bias ? 1.0f : 0.0f, out, OC);
 }
 
 void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
                      const float* w, int N, int C, int OC) {
-    if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C, 0.0f,
-                    dinp, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw,
-                C);
+    if (dinp) // (N,C) = dout (N,OC) @ w (OC,C)
+        gemm_tiled(false, false, N, C, OC, dout, OC, w, C, 0.0f, dinp, C);
+    // dw (OC,C) += dout^T (OC,N) @ inp (N,C)
+    gemm_tiled(true, false, OC, C, N, dout, OC, inp, C, 1.0f, dw, C);
     if (dbias) {
         const int nblk = (OC + kChanBlock - 1) / kChanBlock;
 #pragma omp parallel for schedule(static)

@@ -4,6 +4,11 @@
 
 namespace sof::model::cpu {
 
+// Sets OpenBLAS to one thread (process-wide). The matmuls below parallelize over fixed-size row
+// blocks with OpenMP instead: bitwise the same result for any thread count, and no second thread
+// pool (OpenBLAS's pthreads) competing with OpenMP's for the cores.
+void use_single_threaded_blas();
+
 // out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]
 void encoder_forward(float* out, const int* inp, const float* wte, const float* wpe, int B, int T,
                      int C); // out (B,T,C), inp (B,T), wte (Vp,C), wpe (maxT,C)

@@ -39,14 +39,14 @@ constexpr int kNumTensorKinds = 16;
 const char* tensor_kind_name(TensorKind k); // llm.c names: "wte", "qkvw", ...
 
 struct TensorInfo {
-    std::string name;         // "wte", "h3.qkvw", "lnfw"
+    std::string name; // "wte", "h3.qkvw", "lnfw"
     TensorKind kind;
-    int layer;                // block index, -1 for wte/wpe/lnf
-    int unit;                 // 0 = embeddings, 1+layer = block, L+1 = final LN
-    size_t offset;            // into the flat buffer, in elements
+    int layer;     // block index, -1 for wte/wpe/lnf
+    int unit;      // 0 = embeddings, 1+layer = block, L+1 = final LN
+    size_t offset; // into the flat buffer, in elements
     size_t numel;
-    std::vector<int> shape;   // row-major
-    bool decay;               // weight decay applies (matrices, embeddings), not biases/norms
+    std::vector<int> shape; // row-major
+    bool decay;             // weight decay applies (matrices, embeddings), not biases/norms
 };
 
 struct ParamLayout {
