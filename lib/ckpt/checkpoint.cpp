@@ -304,7 +304,6 @@ void load_params(const std::string& dir, Manifest* m, std::vector<float>* params
     std::vector<ShardRecord> shards = read_manifest(dir, m);
     const std::string mpath = (fs::path(dir) / kManifestName).string();
     params->clear();
-    params->reserve(static_cast<size_t>(m->num_params));
     std::vector<float> part;
     for (const ShardRecord& r : shards) {
         read_checked(dir, r.params, mpath, &part);

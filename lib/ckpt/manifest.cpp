@@ -80,6 +80,11 @@ int int_field(const JsonValue& obj, const char* key, const std::string& path) {
 
 } // namespace
 
+std::string seal_manifest(const std::string& body) {
+    return body + "  \"manifest_checksum\": \"" +
+           checksum_hex(block_checksum(body.data(), body.size())) + "\"\n}\n";
+}
+
 std::string shard_file_name(const char* what, int rank, int world) {
     if (world == 1) return core::strfmt("%s.bin", what);
     return core::strfmt("%s.rank%05d.bin", what, rank);
@@ -113,8 +118,8 @@ std::string manifest_to_json(const Manifest& m, const FileEntry& deck,
         s += "    {\n" + shard_body(shards[i], "      ") + "\n    }";
         s += i + 1 < shards.size() ? ",\n" : "\n";
     }
-    s += "  ]\n}\n";
-    return s;
+    s += "  ],\n";
+    return seal_manifest(s);
 }
 
 void manifest_from_json(const std::string& text, const std::string& path, Manifest* m,
@@ -135,6 +140,16 @@ void manifest_from_json(const std::string& text, const std::string& path, Manife
     if (algo != kChecksumAlgorithm)
         SOF_FAIL(Format, "%s: checksum_algorithm \"%s\" is unknown (this program uses \"%s\")",
                  path.c_str(), algo.c_str(), kChecksumAlgorithm);
+    const std::string sealed = json_str(root, "manifest_checksum", path);
+    const size_t key = text.rfind("\n  \"manifest_checksum\"");
+    const std::string want = key == std::string::npos
+                                 ? std::string()
+                                 : checksum_hex(block_checksum(text.data(), key + 1));
+    if (sealed != want)
+        SOF_FAIL(Format,
+                 "%s: manifest_checksum %s does not match the manifest's contents (%s): the "
+                 "manifest is corrupt or was edited; resume from another checkpoint",
+                 path.c_str(), sealed.c_str(), want.empty() ? "not found" : want.c_str());
     *m = Manifest{};
     m->step = json_int(root, "step", path);
     m->opt_step = json_int(root, "opt_step", path);

@@ -32,6 +32,10 @@ std::string shard_record_name(int rank); // "shard.rank00001.json" (only in .tmp
 constexpr const char* kManifestName = "manifest.json";
 constexpr const char* kDeckName = "deck.yaml";
 
+// Appends the last key, "manifest_checksum": block_checksum() of every byte before its line, and
+// the closing brace. `body` is the manifest text up to there ("{\n ... ,\n").
+std::string seal_manifest(const std::string& body);
+
 std::string manifest_to_json(const Manifest& m, const FileEntry& deck,
                              const std::vector<ShardRecord>& shards);
 // `path` is used in messages. Validates format name/version, model dims, shard list

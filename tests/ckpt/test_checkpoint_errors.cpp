@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/manifest.h"
 #include "ckpt_test_util.h"
 
 using namespace sof;
@@ -41,13 +42,21 @@ void expect_load_error(const std::string& dir, core::ErrorKind kind,
     expect_error([&] { ckpt::load(dir, &m, &s, 0, 1); }, kind, needles);
 }
 
-// Replaces the first occurrence of `from` in the manifest by `to`.
-void edit_manifest(const std::string& dir, const std::string& from, const std::string& to) {
+// Recomputes manifest_checksum after an edit, so that the edit reaches the field checks.
+std::string reseal(const std::string& text) {
+    size_t key = text.rfind("  \"manifest_checksum\"");
+    REQUIRE(key != std::string::npos);
+    return ckpt::seal_manifest(text.substr(0, key));
+}
+
+// Replaces the first occurrence of `from` in the manifest by `to` (and reseals it).
+void edit_manifest(const std::string& dir, const std::string& from, const std::string& to,
+                   bool keep_checksum_valid = true) {
     std::string text = slurp(dir + "/manifest.json");
     size_t at = text.find(from);
     REQUIRE_MESSAGE(at != std::string::npos, "manifest has no '" << from << "'");
     text.replace(at, from.size(), to);
-    spit(dir + "/manifest.json", text);
+    spit(dir + "/manifest.json", keep_checksum_valid ? reseal(text) : text);
 }
 
 } // namespace
@@ -105,6 +114,15 @@ TEST_CASE("bad manifests: syntax, types, missing keys, versions") {
         binary[i] = static_cast<char>(i * 37);
     spit(mpath, binary);
     expect_load_error(dir, core::ErrorKind::Format, {mpath});
+
+    // any edit without the matching manifest_checksum: e.g. a counter that would silently
+    // change the resumed run
+    spit(mpath, good);
+    edit_manifest(dir, "\"skips\": 0", "\"skips\": 1", false);
+    expect_load_error(dir, core::ErrorKind::Format, {mpath, "manifest_checksum", "edited"});
+    spit(mpath, good);
+    edit_manifest(dir, "\"manifest_checksum\"", "\"manifest_checksun\"", false);
+    expect_load_error(dir, core::ErrorKind::Format, {mpath, "manifest_checksum"});
 
     spit(mpath, good);
     edit_manifest(dir, "\"step\": 7", "\"step\": \"seven\"");
@@ -167,7 +185,7 @@ TEST_CASE("wrong num_params: manifest vs model dims vs file sizes") {
     for (int k = 0; k < 3; k++)
         text.replace(text.find("\"bytes\": " + bytes), ("\"bytes\": " + bytes).size(),
                      "\"bytes\": " + bytes_less);
-    spit(mpath, text);
+    spit(mpath, reseal(text));
     expect_load_error(dir, core::ErrorKind::Format, {mpath, "num_params"});
 
     // numel and bytes disagree inside the manifest
@@ -182,4 +200,55 @@ TEST_CASE("wrong num_params: manifest vs model dims vs file sizes") {
         f << "xxxx";
     }
     expect_load_error(dir, core::ErrorKind::Format, {dir + "/params.bin", "records"});
+}
+
+TEST_CASE("random manifest and llm.c header mutations give core::Error, never a crash") {
+    std::string dir = make_ckpt("err_fuzz");
+    const std::string mpath = dir + "/manifest.json";
+    const std::string good = slurp(mpath);
+    ckpt::Manifest m0;
+    ckpt::State s0;
+    ckpt::load(dir, &m0, &s0, 0, 1);
+    uint32_t x = 12345;
+    auto rnd = [&](uint32_t n) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        return x % n;
+    };
+    int errors = 0, loads = 0;
+    for (int i = 0; i < 300; i++) {
+        std::string t = good;
+        switch (rnd(4)) {
+        case 0: // overwrite one byte
+            t[rnd(static_cast<uint32_t>(t.size()))] = static_cast<char>(rnd(256));
+            break;
+        case 1: // truncate
+            t.resize(rnd(static_cast<uint32_t>(t.size())));
+            break;
+        case 2: // delete a span
+            t.erase(rnd(static_cast<uint32_t>(t.size())), rnd(20));
+            break;
+        default: // replace a digit by a long number
+            for (size_t k = rnd(static_cast<uint32_t>(t.size())); k < t.size(); k++)
+                if (t[k] >= '0' && t[k] <= '9') {
+                    t.insert(k, "99999999999");
+                    break;
+                }
+        }
+        spit(mpath, t);
+        ckpt::Manifest m;
+        ckpt::State s;
+        try {
+            ckpt::load(dir, &m, &s, 0, 1);
+            // a harmless edit (whitespace, ...) must still load the exact state
+            CHECK(bit_equal(s.params, s0.params));
+            loads++;
+        } catch (const core::Error& e) {
+            CHECK(std::string(e.what()).find(dir) != std::string::npos);
+            errors++;
+        }
+    }
+    CHECK(errors > 250);
+    MESSAGE("manifest mutations: " << errors << " rejected, " << loads << " harmless");
 }

@@ -194,3 +194,31 @@ TEST_CASE("llm.c header errors name the file and the reason") {
     expect_error([&] { ckpt::export_llmc(d + "/no/such/dir/m.bin", cfg, lay, y.data()); },
                  core::ErrorKind::Io, {"no/such/dir"});
 }
+
+TEST_CASE("random llm.c header values give core::Error or a consistent config") {
+    std::string d = ckpt_scratch("llmc_fuzz");
+    model::GPT2Config cfg = small_model();
+    const std::string p = d + "/fuzz.bin";
+    uint32_t x = 777;
+    auto rnd = [&] {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        return x;
+    };
+    const int32_t specials[] = {0, -1, 1, 2147483647, -2147483647 - 1, 3, 8, 65536};
+    for (int i = 0; i < 200; i++) {
+        std::vector<int32_t> h = header_for(cfg);
+        int field = 2 + static_cast<int>(rnd() % 6);
+        h[field] = (rnd() & 1) ? specials[rnd() % 8] : static_cast<int32_t>(rnd());
+        write_header_file(p, h, 1000 + rnd() % 5000);
+        try {
+            model::GPT2Config got = ckpt::read_llmc_header(p);
+            // accepted only when the file size matches the dims exactly
+            CHECK(fs::file_size(p) ==
+                  1024 + 4 * static_cast<uintmax_t>(ckpt::llmc_param_count(got)));
+        } catch (const core::Error& e) {
+            CHECK(std::string(e.what()).find(p) != std::string::npos);
+        }
+    }
+}
