@@ -1,0 +1,549 @@
+// CUDA device (see cuda_device.h): cudaMalloc/cudaHostAlloc memory with accounting, non-blocking
+// streams, events, async copies, host tasks via cudaLaunchHostFunc, grad_prep and cast kernels.
+#include "device/cuda_device.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "core/strfmt.h"
+#include "core/trace.h"
+
+namespace sof::device {
+
+namespace {
+
+constexpr size_t kAlign = 256;
+constexpr int kThreads = 256;
+// Elements of one statistics piece staged in shared memory per round of grad_prep.
+constexpr int kStage = 2048;
+
+size_t round_up(size_t n) {
+    return n == 0 ? kAlign : (n + kAlign - 1) / kAlign * kAlign;
+}
+
+void check(cudaError_t e, int ordinal, const char* what) {
+    if (e != cudaSuccess) {
+        cudaGetLastError(); // clear the sticky-free error state of this thread
+        SOF_FAIL(Runtime, "CUDA device %d: %s failed: %s (%s)", ordinal, what, cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+    }
+}
+
+// ---- kernels ----
+
+// Exactly core::f32_to_bf16: round to nearest even, NaN stays quiet NaN with sign and top payload.
+__device__ __forceinline__ uint16_t dev_f32_to_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+    uint32_t lsb = (u >> 16) & 1u;
+    u += 0x7fffu + lsb;
+    return static_cast<uint16_t>(u >> 16);
+}
+
+__device__ __forceinline__ float dev_bf16_to_f32(uint16_t h) {
+    return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
+
+// One block per piece (grid-striding over pieces). The piece is staged kStage elements at a time:
+// all threads scale (and round to bf16), store g'^2 as fp64 in shared memory; then threads 0..3
+// each add their lane (element index % 4) in index order, exactly like device::piece_stats on the
+// host, so the sums are bitwise equal to the host device's. Explicit _rn intrinsics: no FMA.
+__global__ void grad_prep_kernel(const float* grad, const int64_t* bounds, int64_t npieces,
+                                 float scale, GradStats* stats, uint16_t* bf16_out) {
+    __shared__ double sq[kStage]; // (kStage) squares of the staged scaled grads
+    __shared__ double lanes[4];
+    __shared__ int bad;
+    for (int64_t pc = blockIdx.x; pc < npieces; pc += gridDim.x) {
+        int64_t a = bounds[pc], b = bounds[pc + 1];
+        if (threadIdx.x == 0) bad = 0;
+        double acc = 0.0;
+        int my_bad = 0;
+        __syncthreads();
+        for (int64_t base = a; base < b; base += kStage) {
+            int len = static_cast<int>(b - base < kStage ? b - base : kStage);
+            for (int j = threadIdx.x; j < len; j += blockDim.x) {
+                float x = __fmul_rn(grad[base + j], scale);
+                if (bf16_out) {
+                    uint16_t h = dev_f32_to_bf16(x);
+                    bf16_out[base + j] = h;
+                    x = dev_bf16_to_f32(h);
+                }
+                if (!isfinite(x)) my_bad = 1;
+                double d = static_cast<double>(x);
+                sq[j] = __dmul_rn(d, d);
+            }
+            __syncthreads();
+            // base - a is a multiple of kStage (a multiple of 4): lane of element j is j % 4
+            if (threadIdx.x < 4)
+                for (int j = threadIdx.x; j < len; j += 4)
+                    acc = __dadd_rn(acc, sq[j]);
+            __syncthreads();
+        }
+        if (my_bad) atomicOr(&bad, 1);
+        if (threadIdx.x < 4) lanes[threadIdx.x] = acc;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            GradStats s;
+            s.sumsq = __dadd_rn(__dadd_rn(lanes[0], lanes[1]), __dadd_rn(lanes[2], lanes[3]));
+            s.nonfinite = bad;
+            s.reserved = 0;
+            stats[pc] = s;
+        }
+        __syncthreads();
+    }
+}
+
+__global__ void cast_f32_to_bf16_kernel(const float* src, uint16_t* dst, size_t n) {
+    size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+        dst[i] = dev_f32_to_bf16(src[i]);
+}
+
+__global__ void cast_bf16_to_f32_kernel(const uint16_t* src, float* dst, size_t n) {
+    size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+        dst[i] = dev_bf16_to_f32(src[i]);
+}
+
+// ---- streams, events, host tasks ----
+
+// Error slot of one stream: the first exception thrown by one of its host tasks.
+struct StreamState {
+    std::mutex mu;
+    std::exception_ptr error;
+};
+
+class CudaEvent : public Event {
+  public:
+    explicit CudaEvent(int ordinal) : ordinal_(ordinal) {
+        check(cudaSetDevice(ordinal), ordinal, "cudaSetDevice");
+        check(cudaEventCreateWithFlags(&ev_, cudaEventDisableTiming), ordinal, "cudaEventCreate");
+    }
+    ~CudaEvent() override { cudaEventDestroy(ev_); }
+    bool query() override {
+        cudaError_t e = cudaEventQuery(ev_);
+        if (e == cudaErrorNotReady) return false;
+        check(e, ordinal_, "cudaEventQuery");
+        return true;
+    }
+    void synchronize() override {
+        check(cudaEventSynchronize(ev_), ordinal_, "cudaEventSynchronize");
+    }
+    cudaEvent_t handle() const { return ev_; }
+
+  private:
+    int ordinal_;
+    cudaEvent_t ev_ = nullptr;
+};
+
+struct Registry;
+
+class CudaStream : public Stream {
+  public:
+    CudaStream(std::string name, int ordinal, core::Trace* trace, std::shared_ptr<Registry> reg);
+    ~CudaStream() override;
+    const std::string& name() const override { return name_; }
+    void* native() const override { return static_cast<void*>(stream_); }
+    cudaStream_t handle() const { return stream_; }
+    const std::shared_ptr<StreamState>& state() const { return state_; }
+    int lane() const { return lane_; }
+    // Rethrows (once) the first exception of a host task of this stream.
+    void rethrow() {
+        std::exception_ptr e;
+        {
+            std::lock_guard<std::mutex> lk(state_->mu);
+            e = state_->error;
+            state_->error = nullptr;
+        }
+        if (e) std::rethrow_exception(e);
+    }
+
+  private:
+    std::string name_;
+    int ordinal_;
+    int lane_ = 0;
+    cudaStream_t stream_ = nullptr;
+    std::shared_ptr<StreamState> state_ = std::make_shared<StreamState>();
+    std::shared_ptr<Registry> reg_;
+};
+
+// Live streams of one device, for synchronize() (host-task errors are kept per stream).
+struct Registry {
+    std::mutex mu;
+    std::vector<CudaStream*> streams;
+};
+
+CudaStream::CudaStream(std::string name, int ordinal, core::Trace* trace,
+                       std::shared_ptr<Registry> reg)
+    : name_(std::move(name)), ordinal_(ordinal), reg_(std::move(reg)) {
+    check(cudaSetDevice(ordinal_), ordinal_, "cudaSetDevice");
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), ordinal_,
+          "cudaStreamCreateWithFlags");
+    if (trace) lane_ = trace->lane("stream " + name_);
+    std::lock_guard<std::mutex> lk(reg_->mu);
+    reg_->streams.push_back(this);
+}
+
+CudaStream::~CudaStream() {
+    {
+        std::lock_guard<std::mutex> lk(reg_->mu);
+        for (size_t i = 0; i < reg_->streams.size(); i++)
+            if (reg_->streams[i] == this) {
+                reg_->streams.erase(reg_->streams.begin() + static_cast<long>(i));
+                break;
+            }
+    }
+    cudaSetDevice(ordinal_);
+    cudaStreamSynchronize(stream_); // pending host tasks hold only shared state, but finish them
+    cudaStreamDestroy(stream_);
+}
+
+// One host task in flight: owned by the callback, which deletes it.
+struct HostTask {
+    std::function<void()> fn;
+    std::shared_ptr<StreamState> state;
+    core::Trace* trace;
+    int lane;
+    std::string name;
+};
+
+void CUDART_CB run_host_task(void* arg) {
+    HostTask* t = static_cast<HostTask*>(arg);
+    double t0 = t->trace ? t->trace->now_us() : 0.0;
+    try {
+        t->fn();
+    } catch (...) {
+        std::lock_guard<std::mutex> lk(t->state->mu);
+        if (!t->state->error) t->state->error = std::current_exception();
+    }
+    if (t->trace) {
+        try {
+            t->trace->span(t->lane, t->name, t0, t->trace->now_us(), "device");
+        } catch (...) { // a failed trace record must not escape into the CUDA driver
+        }
+    }
+    delete t;
+}
+
+// Keeps host data alive until the stream has consumed it (deleted by a host function).
+struct Keepalive {
+    std::vector<int64_t> bounds;
+};
+
+void CUDART_CB drop_keepalive(void* arg) {
+    delete static_cast<Keepalive*>(arg);
+}
+
+CudaStream& cuda_stream(Stream& s) {
+    return static_cast<CudaStream&>(s);
+}
+CudaEvent& cuda_event(Event& e) {
+    return static_cast<CudaEvent&>(e);
+}
+
+// ---- the device ----
+
+class CudaDevice : public Device {
+  public:
+    CudaDevice(int ordinal, double memory_gb, core::Trace* trace);
+    ~CudaDevice() override;
+
+    Kind kind() const override { return Kind::Cuda; }
+    int ordinal() const override { return ordinal_; }
+    std::string describe() const override { return describe_; }
+    bool host_accessible() const override { return false; }
+
+    void* alloc(size_t bytes, const std::string& what) override;
+    void free(void* p) noexcept override;
+    size_t capacity() const override { return capacity_; }
+    size_t used() const override {
+        std::lock_guard<std::mutex> lk(mu_);
+        return used_;
+    }
+    size_t peak() const override {
+        std::lock_guard<std::mutex> lk(mu_);
+        return peak_;
+    }
+    void* alloc_pinned(size_t bytes, const std::string& what) override;
+    void free_pinned(void* p) noexcept override;
+
+    std::unique_ptr<Stream> create_stream(const std::string& name) override {
+        return std::make_unique<CudaStream>(name, ordinal_, trace_, registry_);
+    }
+    std::unique_ptr<Event> create_event() override { return std::make_unique<CudaEvent>(ordinal_); }
+    void record(Event& e, Stream& s) override {
+        set_device();
+        check(cudaEventRecord(cuda_event(e).handle(), cuda_stream(s).handle()), ordinal_,
+              "cudaEventRecord");
+    }
+    void wait(Stream& s, Event& e) override {
+        set_device();
+        check(cudaStreamWaitEvent(cuda_stream(s).handle(), cuda_event(e).handle(), 0), ordinal_,
+              "cudaStreamWaitEvent");
+    }
+    void synchronize(Stream& s) override {
+        set_device();
+        check(cudaStreamSynchronize(cuda_stream(s).handle()), ordinal_, "cudaStreamSynchronize");
+        cuda_stream(s).rethrow();
+    }
+    void synchronize() override;
+
+    void copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream& s) override;
+    void memset(void* dst, int value, size_t bytes, Stream& s) override {
+        if (bytes == 0) return;
+        set_device();
+        check(cudaMemsetAsync(dst, value, bytes, cuda_stream(s).handle()), ordinal_,
+              "cudaMemsetAsync");
+    }
+    void host_task(Stream& s, std::function<void()> fn, const std::string& name) override;
+
+    void grad_prep(const float* grad, size_t n, std::vector<int64_t> bounds, float scale,
+                   GradStats* stats, uint16_t* bf16_out, Stream& s) override;
+    void cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s) override;
+    void cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Stream& s) override;
+
+  private:
+    void set_device() const { check(cudaSetDevice(ordinal_), ordinal_, "cudaSetDevice"); }
+    int grid_for(size_t n) const;
+
+    int ordinal_;
+    core::Trace* trace_;
+    std::string describe_;
+    size_t capacity_ = 0;
+    int sms_ = 1;
+    mutable std::mutex mu_;
+    std::unordered_map<void*, size_t> allocs_; // device ptr -> bytes (rounded)
+    std::unordered_map<void*, std::string> names_;
+    std::unordered_map<void*, size_t> pinned_;
+    size_t used_ = 0, peak_ = 0;
+    std::shared_ptr<Registry> registry_ = std::make_shared<Registry>();
+};
+
+CudaDevice::CudaDevice(int ordinal, double memory_gb, core::Trace* trace)
+    : ordinal_(ordinal), trace_(trace) {
+    set_device();
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, ordinal_), ordinal_, "cudaGetDeviceProperties");
+    sms_ = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+    capacity_ = prop.totalGlobalMem;
+    if (memory_gb > 0.0) {
+        auto limit = static_cast<size_t>(memory_gb * double(size_t(1) << 30));
+        if (limit < capacity_) capacity_ = limit;
+    }
+    describe_ = core::strfmt("cuda device %d: %s (sm_%d%d, %d SMs, %s; accounting limit %s)",
+                             ordinal_, prop.name, prop.major, prop.minor, sms_,
+                             format_bytes(static_cast<double>(prop.totalGlobalMem)).c_str(),
+                             format_bytes(static_cast<double>(capacity_)).c_str());
+}
+
+CudaDevice::~CudaDevice() {
+    cudaSetDevice(ordinal_);
+    cudaDeviceSynchronize();
+    for (auto& kv : allocs_)
+        cudaFree(kv.first);
+    for (auto& kv : pinned_)
+        cudaFreeHost(kv.first);
+    cudaGetLastError();
+}
+
+void* CudaDevice::alloc(size_t bytes, const std::string& what) {
+    size_t r = round_up(bytes);
+    std::lock_guard<std::mutex> lk(mu_);
+    auto exhausted = [&](const std::string& why) {
+        std::string biggest = "none";
+        size_t big = 0;
+        for (auto& kv : allocs_)
+            if (kv.second > big) {
+                big = kv.second;
+                biggest = names_[kv.first] + " " + format_bytes(static_cast<double>(big));
+            }
+        SOF_FAIL(Runtime,
+                 "device memory exhausted: cannot allocate %s for %s on CUDA device %d: %s (%s in "
+                 "use of %s capacity; largest buffer: %s). Shrink what lives on the device "
+                 "(offload.weights: flow, fewer offload.gpu_tail_buckets, smaller "
+                 "offload.bucket_mb), or raise device.memory_gb if it limits the capacity",
+                 format_bytes(static_cast<double>(bytes)).c_str(), what.c_str(), ordinal_,
+                 why.c_str(), format_bytes(static_cast<double>(used_)).c_str(),
+                 format_bytes(static_cast<double>(capacity_)).c_str(), biggest.c_str());
+    };
+    if (used_ + r > capacity_)
+        exhausted(core::strfmt("%s free under the accounting limit",
+                               format_bytes(static_cast<double>(capacity_ - used_)).c_str()));
+    set_device();
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, r);
+    if (e == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        exhausted(core::strfmt("cudaMalloc failed with %s free of %s on the GPU",
+                               format_bytes(static_cast<double>(free_b)).c_str(),
+                               format_bytes(static_cast<double>(total_b)).c_str()));
+    }
+    check(e, ordinal_, core::strfmt("cudaMalloc(%zu bytes for %s)", r, what.c_str()).c_str());
+    allocs_[p] = r;
+    names_[p] = what;
+    used_ += r;
+    if (used_ > peak_) peak_ = used_;
+    return p;
+}
+
+void CudaDevice::free(void* p) noexcept {
+    if (!p) return;
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = allocs_.find(p);
+    if (it == allocs_.end()) return;
+    used_ -= it->second;
+    allocs_.erase(it);
+    names_.erase(p);
+    cudaSetDevice(ordinal_);
+    cudaFree(p); // waits for work using p
+}
+
+void* CudaDevice::alloc_pinned(size_t bytes, const std::string& what) {
+    size_t r = round_up(bytes);
+    set_device();
+    void* p = nullptr;
+    cudaError_t e = cudaHostAlloc(&p, r, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        SOF_FAIL(Runtime,
+                 "cannot allocate %s of pinned host memory for %s (cudaHostAlloc: %s): reduce "
+                 "what is offloaded or raise the locked-memory limit (ulimit -l)",
+                 format_bytes(static_cast<double>(bytes)).c_str(), what.c_str(),
+                 cudaGetErrorString(e));
+    }
+    std::lock_guard<std::mutex> lk(mu_);
+    pinned_[p] = r;
+    return p;
+}
+
+void CudaDevice::free_pinned(void* p) noexcept {
+    if (!p) return;
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = pinned_.find(p);
+    if (it == pinned_.end()) return;
+    pinned_.erase(it);
+    cudaFreeHost(p);
+}
+
+void CudaDevice::synchronize() {
+    set_device();
+    check(cudaDeviceSynchronize(), ordinal_, "cudaDeviceSynchronize");
+    std::vector<CudaStream*> all;
+    {
+        std::lock_guard<std::mutex> lk(registry_->mu);
+        all = registry_->streams;
+    }
+    for (CudaStream* s : all)
+        s->rethrow();
+}
+
+void CudaDevice::copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream& s) {
+    if (bytes == 0) return;
+    cudaMemcpyKind k =
+        kind == CopyKind::HostToDevice
+            ? cudaMemcpyHostToDevice
+            : (kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice);
+    set_device();
+    check(cudaMemcpyAsync(dst, src, bytes, k, cuda_stream(s).handle()), ordinal_,
+          "cudaMemcpyAsync");
+}
+
+void CudaDevice::host_task(Stream& s, std::function<void()> fn, const std::string& name) {
+    CudaStream& cs = cuda_stream(s);
+    auto* t = new HostTask{std::move(fn), cs.state(), trace_, cs.lane(), name};
+    set_device();
+    cudaError_t e = cudaLaunchHostFunc(cs.handle(), run_host_task, t);
+    if (e != cudaSuccess) delete t;
+    check(e, ordinal_, "cudaLaunchHostFunc");
+}
+
+int CudaDevice::grid_for(size_t n) const {
+    size_t blocks = (n + kThreads - 1) / kThreads;
+    size_t cap = static_cast<size_t>(sms_) * 8;
+    return static_cast<int>(blocks < cap ? (blocks > 0 ? blocks : 1) : cap);
+}
+
+void CudaDevice::grad_prep(const float* grad, size_t n, std::vector<int64_t> bounds, float scale,
+                           GradStats* stats, uint16_t* bf16_out, Stream& s) {
+    SOF_CHECK(bounds.size() >= 2 && bounds.front() == 0 && bounds.back() == static_cast<int64_t>(n),
+              "grad_prep: piece bounds must run from 0 to n=%zu", n);
+    for (size_t i = 0; i + 1 < bounds.size(); i++)
+        SOF_CHECK(bounds[i] <= bounds[i + 1], "grad_prep: piece bounds must ascend (at %zu)", i);
+    cudaStream_t st = cuda_stream(s).handle();
+    int64_t npieces = static_cast<int64_t>(bounds.size()) - 1;
+    size_t bytes = bounds.size() * sizeof(int64_t);
+    set_device();
+    auto* keep = new Keepalive{std::move(bounds)};
+    int64_t* dbounds = nullptr;
+    cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&dbounds), bytes, st);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(dbounds, keep->bounds.data(), bytes, cudaMemcpyHostToDevice, st);
+    if (e != cudaSuccess) {
+        cudaStreamSynchronize(st);
+        delete keep;
+        if (dbounds) cudaFree(dbounds);
+        check(e, ordinal_, "grad_prep: staging the piece bounds");
+    }
+    check(cudaLaunchHostFunc(st, drop_keepalive, keep), ordinal_, "cudaLaunchHostFunc");
+    int64_t cap = static_cast<int64_t>(sms_) * 16;
+    int grid = static_cast<int>(npieces < cap ? npieces : cap);
+    if (grid > 0)
+        grad_prep_kernel<<<grid, kThreads, 0, st>>>(grad, dbounds, npieces, scale, stats, bf16_out);
+    check(cudaGetLastError(), ordinal_, "grad_prep kernel launch");
+    check(cudaFreeAsync(dbounds, st), ordinal_, "cudaFreeAsync");
+}
+
+void CudaDevice::cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s) {
+    if (n == 0) return;
+    set_device();
+    cast_f32_to_bf16_kernel<<<grid_for(n), kThreads, 0, cuda_stream(s).handle()>>>(src, dst, n);
+    check(cudaGetLastError(), ordinal_, "cast_f32_to_bf16 kernel launch");
+}
+
+void CudaDevice::cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Stream& s) {
+    if (n == 0) return;
+    set_device();
+    cast_bf16_to_f32_kernel<<<grid_for(n), kThreads, 0, cuda_stream(s).handle()>>>(src, dst, n);
+    check(cudaGetLastError(), ordinal_, "cast_bf16_to_f32 kernel launch");
+}
+
+} // namespace
+
+int cuda_device_count() {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return count;
+}
+
+std::unique_ptr<Device> make_cuda_device(const config::DeviceConfig& cfg, int local_rank,
+                                         core::Trace* trace) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count <= 0) {
+        cudaGetLastError();
+        SOF_FAIL(Config,
+                 "device.type: cuda, but no CUDA device is usable (%s): check the driver and "
+                 "CUDA_VISIBLE_DEVICES, or set device.type: host",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices visible");
+    }
+    int id = cfg.id >= 0 ? cfg.id : (local_rank >= 0 ? local_rank : 0) % count;
+    if (id >= count)
+        SOF_FAIL(Config, "device.id = %d, but only %d CUDA device(s) are visible (ids 0..%d)", id,
+                 count, count - 1);
+    return std::make_unique<CudaDevice>(id, cfg.memory_gb, trace);
+}
+
+} // namespace sof::device
