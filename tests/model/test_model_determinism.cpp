@@ -124,6 +124,7 @@ class PoisoningWeights : public model::WeightSource {
         auto& buf = bufs_[static_cast<size_t>(u)];
         buf.assign(p_ + b, p_ + e);
         held_[static_cast<size_t>(u)]++;
+        events.push_back(u); // acquire: +u
         max_held = std::max(max_held, held_count());
         return buf.data();
     }
@@ -131,6 +132,7 @@ class PoisoningWeights : public model::WeightSource {
         auto& buf = bufs_[static_cast<size_t>(u)];
         std::fill(buf.begin(), buf.end(), std::numeric_limits<float>::quiet_NaN());
         held_[static_cast<size_t>(u)]--;
+        events.push_back(-1 - u); // release: -1-u
     }
     int held_count() const {
         int n = 0;
@@ -139,6 +141,7 @@ class PoisoningWeights : public model::WeightSource {
         return n;
     }
     int max_held = 0;
+    std::vector<int> events; // acquire u -> u, release u -> -1-u, in call order
 
   private:
     const model::ParamLayout& lay_;
@@ -191,9 +194,22 @@ TEST_CASE("weight flow: per-unit buffers and grad sinks give the flat result, in
         UnitGrads g(lay);
         const float loss = gpt.forward(w, ref.inputs.data(), ref.targets.data(), ref.B, ref.T);
         CHECK(w.held_count() == 0);
+        // the order the offload engine's weight prefetch relies on (lib/offload/engine_weights.cpp)
+        const int L = ref.config.num_layers;
+        std::vector<int> want_fwd = {0};
+        for (int u = 1; u <= L; u++)
+            want_fwd.insert(want_fwd.end(), {u, -1 - u});
+        want_fwd.insert(want_fwd.end(), {L + 1, -1 - (L + 1), -1});
+        CHECK(w.events == want_fwd);
+        w.events.clear();
         CHECK(w.max_held == 2); // embeddings (held for the LM head) + one block or the final LN
         gpt.backward(w, g, 1.0f / static_cast<float>(ref.B * ref.T));
         CHECK(w.held_count() == 0);
+        std::vector<int> want_bwd = {0, L + 1, -1 - (L + 1)};
+        for (int u = L; u >= 1; u--)
+            want_bwd.insert(want_bwd.end(), {u, -1 - u});
+        want_bwd.push_back(-1);
+        CHECK(w.events == want_bwd);
         CHECK(loss == flat.loss);
         CHECK(bitwise_equal(g.flat(), flat.grads));
         CHECK(g.snap == g.bufs); // nothing written after unit_done
