@@ -71,7 +71,8 @@ void remove_quietly(const fs::path& p) {
     fs::remove_all(p, ec);
 }
 
-// Removes complete checkpoints beyond the newest `keep`, and leftovers of interrupted saves.
+// Removes complete checkpoints beyond the newest `keep` (up to step `current`), and leftovers of
+// interrupted saves.
 void prune(const std::string& root, int keep, int64_t current) {
     std::error_code ec;
     for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
@@ -81,7 +82,12 @@ void prune(const std::string& root, int keep, int64_t current) {
         if (parse_step(name, kOldPrefix) >= 0) remove_quietly(it->path());
     }
     if (keep <= 0) return;
+    // Only steps up to the one just written compete for `keep`: after resuming from an older
+    // checkpoint, newer ones (from the abandoned run) are neither counted nor deleted, so the
+    // new checkpoint itself is never pruned.
     auto steps = complete_steps(root);
+    while (!steps.empty() && steps.back().first > current)
+        steps.pop_back();
     if (steps.size() <= static_cast<size_t>(keep)) return;
     for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); i++)
         remove_quietly(steps[i].second);

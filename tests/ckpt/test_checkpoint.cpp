@@ -160,6 +160,18 @@ TEST_CASE("keep=N prunes older checkpoints only after the new one is complete") 
     CHECK(names[0] == "step_00000004");
     CHECK(names[1] == "step_00000005");
 
+    // after resuming from an older step: the new checkpoint is never pruned, newer ones stay
+    m.step = 3;
+    ckpt::save(root, m, s, 2, 0, 1);
+    CHECK(fs::exists(root + "/step_00000003"));
+    CHECK(fs::exists(root + "/step_00000004"));
+    CHECK(fs::exists(root + "/step_00000005"));
+    m.step = 4; // re-saved: competes with 3 (older) only
+    ckpt::save(root, m, s, 1, 0, 1);
+    CHECK_FALSE(fs::exists(root + "/step_00000003"));
+    CHECK(fs::exists(root + "/step_00000004"));
+    CHECK(fs::exists(root + "/step_00000005"));
+
     // keep = 0 keeps everything
     std::string all = ckpt_scratch("keep_all");
     for (int step = 1; step <= 4; step++) {
