@@ -110,9 +110,21 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
                   oc.schedule == config::Schedule::Interleaved ? oc.interleave_k : 0);
     cur_.assign(buckets_.size(), 0);
     spec_done_.assign(buckets_.size(), 0);
+    pending_.assign(buckets_.size(), 0);
+    unit_buckets_.resize(static_cast<size_t>(layout.num_units()));
+    for (const Bucket& b : buckets_) {
+        if (b.place != Placement::Host) continue;
+        for (int u = 0; u < layout.num_units(); u++) {
+            size_t ub = layout.unit_begin[static_cast<size_t>(u)];
+            size_t ue = layout.unit_begin[static_cast<size_t>(u) + 1];
+            if (ub < b.end && b.begin < ue)
+                unit_buckets_[static_cast<size_t>(u)].push_back(b.index);
+        }
+    }
     dstate_.resize(buckets_.size());
     for (const Bucket& b : buckets_) {
         ev_d2h_.push_back(dev_->create_event());
+        ev_pub_.push_back(dev_->create_event());
         if (b.place == Placement::Device)
             max_dev_bucket_ = std::max(max_dev_bucket_, b.numel());
         else
@@ -251,7 +263,9 @@ bool Engine::device_lowp() const {
 }
 
 void Engine::begin_step(const StepHparams& hp) {
-    sync_all();
+    // Deferred speculative work of the previous step may still run (it reads host buffers only,
+    // and the forward waits per unit in wait_unit); surface its errors, if any, here.
+    worker_->rethrow_if_failed();
     hp_ = hp;
     last_micro_ = true;
     next_bucket_ = 0;
@@ -272,6 +286,7 @@ void Engine::begin_micro(int, bool last) {
 
 void Engine::launch_bucket(Bucket& b) {
     size_t n = b.numel();
+    wait_bucket(b.index); // the previous step's deferred step of b still reads its grads
     dev_->record(*ev_compute_, *compute_);
     dev_->wait(*d2h_, *ev_compute_);
     std::vector<int64_t> bounds;
@@ -292,7 +307,22 @@ void Engine::launch_bucket(Bucket& b) {
         int dst = exact_ ? 1 - src : src;
         int64_t step = opt_step_ + 1;
         const Bucket* bp = &b;
-        worker_->push([this, bp, ev, src, dst, step] {
+        {
+            std::lock_guard<std::mutex> lk(pub_mu_);
+            pending_[static_cast<size_t>(b.index)] = 1;
+        }
+        worker_->push([this, bp, ev, src, dst, step, lr = hp_.lr] {
+            struct Done { // clears pending_ even when the step throws (the error surfaces at drain)
+                Engine& e;
+                size_t i;
+                ~Done() {
+                    {
+                        std::lock_guard<std::mutex> lk(e.pub_mu_);
+                        e.pending_[i] = 0;
+                    }
+                    e.pub_cv_.notify_all();
+                }
+            } done{*this, static_cast<size_t>(bp->index)};
             ev->synchronize();
             if (!exact_) { // an in-place step on non-finite grads could not be inverted
                 bool bad = false;
@@ -301,13 +331,14 @@ void Engine::launch_bucket(Bucket& b) {
                 spec_done_[static_cast<size_t>(bp->index)] = bad ? 0 : 1;
                 if (bad) return;
             }
-            host_step(*bp, src, dst, 1.0f, step, true);
+            host_step(*bp, src, dst, 1.0f, step, lr, true);
+            if (!flow_) dev_->record(*ev_pub_[static_cast<size_t>(bp->index)], *h2d_);
         });
         spec_running_ = true;
     }
 }
 
-void Engine::host_step(const Bucket& b, int src, int dst, float coef, int64_t step,
+void Engine::host_step(const Bucket& b, int src, int dst, float coef, int64_t step, float lr,
                        bool do_publish) {
     core::Trace::Scope span(trace_, lane_cpu_,
                             core::strfmt("adam b%d%s", b.index, coef < 1.0f ? " (clipped)" : ""),
@@ -326,13 +357,13 @@ void Engine::host_step(const Bucket& b, int src, int dst, float coef, int64_t st
             x.lowp_dtype = SOF_DTYPE_BF16;
         }
         sl.push_back(x);
-        hps.push_back(adam_hparams(cfg_.optimizer, hp_.lr, step, s.decay, coef));
+        hps.push_back(adam_hparams(cfg_.optimizer, lr, step, s.decay, coef));
     }
     hopt_->step_multi(sl.data(), hps.data(), static_cast<int>(sl.size()));
     if (do_publish) publish(b, dst);
 }
 
-void Engine::host_rollback(const Bucket& b, int64_t step) {
+void Engine::host_rollback(const Bucket& b, int64_t step, float lr) {
     core::Trace::Scope span(trace_, lane_cpu_, core::strfmt("inverse b%d", b.index), "rollback");
     for (const BucketSlice& s : b.slices) {
         sof_adam_slice x =
@@ -342,7 +373,7 @@ void Engine::host_rollback(const Bucket& b, int64_t step) {
             x.lowp_out = lp;
             x.lowp_dtype = SOF_DTYPE_BF16;
         }
-        hopt_->rollback(x, adam_hparams(cfg_.optimizer, hp_.lr, step, s.decay, 1.0f));
+        hopt_->rollback(x, adam_hparams(cfg_.optimizer, lr, step, s.decay, 1.0f));
     }
 }
 
@@ -424,6 +455,40 @@ void Engine::device_publish(const Bucket& b, bool have_lowp) {
 void Engine::sync_all() {
     worker_->drain();
     dev_->synchronize();
+    deferred_ = false;
+}
+
+bool Engine::unit_pending(int unit) {
+    if (!deferred_) return false;
+    std::lock_guard<std::mutex> lk(pub_mu_);
+    for (int b : unit_buckets_[static_cast<size_t>(unit)])
+        if (pending_[static_cast<size_t>(b)]) return true;
+    return false;
+}
+
+bool Engine::wait_bucket(int b) {
+    if (!deferred_) return false;
+    bool waited;
+    {
+        std::unique_lock<std::mutex> lk(pub_mu_);
+        waited = pending_[static_cast<size_t>(b)] != 0;
+        pub_cv_.wait(lk, [&] { return pending_[static_cast<size_t>(b)] == 0; });
+    }
+    if (!flow_) ev_pub_[static_cast<size_t>(b)]->synchronize();
+    return waited;
+}
+
+void Engine::wait_unit(int unit) {
+    if (!deferred_) return;
+    core::Timer t;
+    double t0 = trace_ ? trace_->now_us() : 0.0;
+    bool waited = false;
+    for (int b : unit_buckets_[static_cast<size_t>(unit)])
+        waited |= wait_bucket(b);
+    carry_ms_ += t.ms();
+    if (trace_ && waited)
+        trace_->span(lane_main_, core::strfmt("wait unit %d", unit), t0, trace_->now_us(),
+                     "engine");
 }
 
 StepReport Engine::finish_step() {
@@ -434,6 +499,8 @@ StepReport Engine::finish_step() {
     while (next_bucket_ < buckets_.size())
         launch_bucket(buckets_[next_bucket_++]);
 
+    rep.exposed_optimizer_ms = carry_ms_; // waits for the previous step's deferred work
+    carry_ms_ = 0.0;
     core::Timer t;
     dev_->synchronize(*d2h_); // every bucket's grads and statistics are on the host
     rep.exposed_transfer_ms += t.ms();
@@ -463,8 +530,8 @@ StepReport Engine::finish_step() {
                 if (exact_)
                     worker_->push([this, bp] { refresh_working(*bp); });
                 else if (spec_done_[static_cast<size_t>(b.index)])
-                    worker_->push([this, bp, step] {
-                        host_rollback(*bp, step);
+                    worker_->push([this, bp, step, lr = hp_.lr] {
+                        host_rollback(*bp, step, lr);
                         publish(*bp, 0);
                     });
             }
@@ -490,9 +557,9 @@ StepReport Engine::finish_step() {
                 const Bucket* bp = &b;
                 int src = cur_[i], dst = exact_ ? 1 - src : src;
                 bool inverse_first = rerun && !exact_;
-                worker_->push([this, bp, src, dst, coef, step, inverse_first] {
-                    if (inverse_first) host_rollback(*bp, step);
-                    host_step(*bp, src, dst, coef, step, true);
+                worker_->push([this, bp, src, dst, coef, step, inverse_first, lr = hp_.lr] {
+                    if (inverse_first) host_rollback(*bp, step, lr);
+                    host_step(*bp, src, dst, coef, step, lr, true);
                 });
                 if (rerun) stats_.reruns++;
             }
@@ -501,11 +568,19 @@ StepReport Engine::finish_step() {
         opt_step_ = step;
     }
     t.reset();
-    worker_->drain();
-    rep.exposed_optimizer_ms += t.ms();
-    t.reset();
-    dev_->synchronize();
-    rep.exposed_transfer_ms += t.ms();
+    if (spec_running_ && !rep.rolled_back) {
+        // Commit: the speculative steps of the last buckets may still run; the next forward waits
+        // per unit (wait_unit) for exactly the buckets it reads. Device buckets finish here.
+        dev_->synchronize(*dstep_);
+        rep.exposed_transfer_ms += t.ms();
+        deferred_ = true;
+    } else {
+        worker_->drain();
+        rep.exposed_optimizer_ms += t.ms();
+        t.reset();
+        dev_->synchronize();
+        rep.exposed_transfer_ms += t.ms();
+    }
     weights_changed();
     return rep;
 }

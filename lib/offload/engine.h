@@ -3,8 +3,10 @@
 // interleaved buckets, casting on host or device, weight-stationary or weight-flow working weights.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "config/config.h"
@@ -40,6 +42,8 @@ class Engine : public Updater {
                    int64_t opt_step) override;
 
     const std::vector<Bucket>& buckets() const { return buckets_; }
+    // The CPU optimizer lane (tests delay it to check that deferred commits are waited for).
+    Worker& worker() { return *worker_; }
     device::Device& device() { return *dev_; }
 
   private:
@@ -49,15 +53,22 @@ class Engine : public Updater {
     struct DeviceState; // fp32 master, m, v of one device-resident bucket
 
     void launch_bucket(Bucket& b); // grad stats + D2H (+ speculative step) of b
-    void host_step(const Bucket& b, int src, int dst, float coef, int64_t step, bool publish);
-    void host_rollback(const Bucket& b, int64_t step);
+    // Worker-thread steps of host bucket b (lr passed by value: hp_ belongs to the caller).
+    void host_step(const Bucket& b, int src, int dst, float coef, int64_t step, float lr,
+                   bool publish);
+    void host_rollback(const Bucket& b, int64_t step, float lr);
     void refresh_working(const Bucket& b);  // working weights of b from its master params
     void publish(const Bucket& b, int set); // new working weights of b (after a host step)
     void device_step(const Bucket& b, float coef, int64_t step);
     // Working weights of device bucket b from its device master (have_lowp: the step already
     // wrote the bf16 copy into dtail16_).
     void device_publish(const Bucket& b, bool have_lowp);
-    void sync_all();                        // worker drained, every stream synchronized
+    void sync_all(); // worker drained, every stream synchronized
+    // Deferred commit: blocks until every host bucket overlapping `unit` has published its new
+    // working weights (no-op unless the last finish_step deferred); unit_pending does not block.
+    void wait_unit(int unit);
+    bool wait_bucket(int b); // true when it had to wait
+    bool unit_pending(int unit);
     uint16_t* host_lowp_target(size_t off); // where the host step writes its bf16 copy or null
     bool device_lowp() const;               // the device step writes a bf16 copy (dtail16_)
     std::unique_ptr<model::WeightSource> make_weights(); // engine_weights.cpp
@@ -81,6 +92,7 @@ class Engine : public Updater {
     std::unique_ptr<device::Stream> compute_, d2h_, h2d_, dstep_, fetch_;
     std::unique_ptr<device::Event> ev_compute_;
     std::vector<std::unique_ptr<device::Event>> ev_d2h_; // (nbuckets)
+    std::vector<std::unique_ptr<device::Event>> ev_pub_; // (nbuckets) speculative H2D done
     std::unique_ptr<optim::Optimizer> hopt_, dopt_;      // host plugin; device-side plugin
     std::unique_ptr<Worker> worker_;
 
@@ -116,6 +128,14 @@ class Engine : public Updater {
     size_t next_bucket_ = 0;    // buckets launched this step
     bool spec_running_ = false; // speculative host steps were issued this step
     int64_t opt_step_ = 0;
+    // Deferred commit (see wait_unit): pending_[b] is set by the caller when b's speculative step
+    // is queued and cleared by the worker when its working weights are published.
+    bool deferred_ = false;
+    std::mutex pub_mu_;
+    std::condition_variable pub_cv_;
+    std::vector<char> pending_;                  // (nbuckets) guarded by pub_mu_
+    std::vector<std::vector<int>> unit_buckets_; // (num_units) host buckets overlapping the unit
+    double carry_ms_ = 0.0; // time waited for deferred work, reported by the next finish_step
     UpdaterStats stats_;
     double t_mark_ = 0.0; // trace: start of the current forward/backward span (us)
 };

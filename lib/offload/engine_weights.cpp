@@ -12,6 +12,7 @@ class Engine::StationaryWeights : public model::WeightSource {
   public:
     explicit StationaryWeights(Engine& e) : e_(e) {}
     const float* acquire(int unit, model::Pass) override {
+        e_.wait_unit(unit);
         return e_.dwork_ + e_.layout_.unit_begin[static_cast<size_t>(unit)];
     }
 
@@ -63,6 +64,7 @@ class Engine::FlowWeights : public model::WeightSource {
             w = next_unit(w, pass);
             if (w < 0) break;
             if (find(w)) continue;
+            if (e_.unit_pending(w)) break; // its new weights are not written yet: load on demand
             Slot* v = victim(false);
             if (!v) break;
             load(*v, w);
@@ -114,6 +116,7 @@ class Engine::FlowWeights : public model::WeightSource {
         return nullptr;
     }
     void load(Slot& s, int unit) {
+        e_.wait_unit(unit);
         size_t o = e_.layout_.unit_begin[static_cast<size_t>(unit)];
         size_t n = e_.layout_.unit_begin[static_cast<size_t>(unit) + 1] - o;
         device::Stream& st = *e_.fetch_;

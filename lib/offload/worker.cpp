@@ -36,6 +36,16 @@ void Worker::drain() {
     }
 }
 
+void Worker::rethrow_if_failed() {
+    std::exception_ptr e;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        e = error_;
+        error_ = nullptr;
+    }
+    if (e) std::rethrow_exception(e);
+}
+
 void Worker::run() {
     for (;;) {
         std::function<void()> job;

@@ -22,6 +22,8 @@ class Worker {
     void push(std::function<void()> job);
     // Blocks until every job pushed so far has run; rethrows the first exception among them.
     void drain();
+    // Rethrows (and clears) the first exception of a job that already ran; never blocks.
+    void rethrow_if_failed();
     const std::string& name() const { return name_; }
 
   private:

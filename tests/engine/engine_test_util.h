@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -130,9 +131,10 @@ inline void init_state(offload::Updater& u, const model::ParamLayout& l) {
 
 // Runs the same steps on both updaters and requires bitwise equal weights seen by the model,
 // reports and final states. Returns the engine's reports.
-inline std::vector<offload::StepReport> run_compare(offload::Updater& ref, offload::Updater& eng,
-                                                    const model::ParamLayout& l,
-                                                    const std::vector<StepPlan>& plan, int accum) {
+inline std::vector<offload::StepReport>
+run_compare(offload::Updater& ref, offload::Updater& eng, const model::ParamLayout& l,
+            const std::vector<StepPlan>& plan, int accum,
+            std::function<void()> before_eng_backward = {}) {
     std::vector<offload::StepReport> reps;
     std::vector<float> seen_a, seen_b;
     for (size_t s = 0; s < plan.size(); s++) {
@@ -148,6 +150,7 @@ inline std::vector<offload::StepReport> run_compare(offload::Updater& ref, offlo
             u.begin_step(hp);
             for (int m = 0; m < accum; m++) {
                 u.begin_micro(m, m == accum - 1);
+                if (k == 1 && before_eng_backward) before_eng_backward();
                 fake_fwd_bwd(l, u, hp.step, m, plan[s].amp, seen);
             }
             r[k] = u.finish_step();

@@ -4,7 +4,9 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
 #include "engine_test_util.h"
@@ -267,4 +269,26 @@ TEST_CASE("engine: deck errors name the key") {
     c.device.memory_gb = 0.0005; // 512 KiB: the fp32 grads alone (1 MiB) do not fit
     CHECK_THROWS_WITH_AS(offload::make_updater(c, l, kQuiet, nullptr),
                          doctest::Contains("device.memory_gb"), core::Error);
+}
+
+TEST_CASE("engine: deferred commit, the next forward waits for slow speculative steps") {
+    for (auto w : {config::WeightsPolicy::Stationary, config::WeightsPolicy::Flow}) {
+        CAPTURE(static_cast<int>(w));
+        config::Config c = test::base_deck();
+        c.train.dtype = config::Precision::BF16;
+        c.offload.bucket_mb = 0.05;
+        c.offload.gpu_tail_buckets = 1;
+        c.offload.weights = w;
+        model::ParamLayout l = model::make_layout(test::tiny_gpt2());
+        Pair p = make_pair(c, l);
+        auto* e = dynamic_cast<offload::Engine*>(p.eng.get());
+        REQUIRE(e);
+        std::vector<StepPlan> plan(4);
+        // The worker sleeps before every speculative step of the step: finish_step commits and
+        // returns while the host buckets are still being stepped.
+        test::run_compare(*p.ref, *p.eng, l, plan, 1, [e] {
+            e->worker().push([] { std::this_thread::sleep_for(std::chrono::milliseconds(60)); });
+        });
+        CHECK(p.eng->stats().rollbacks == 0);
+    }
 }
