@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "model/gpt2.h"
@@ -178,4 +180,45 @@ TEST_CASE("causal prefix: a shorter sequence and a smaller batch give the refere
     const ErrStats s = compare(gpt.logits(), want.data(), want.size());
     print_err("prefix", "logits", s);
     CHECK(s.rel < kLogitsRel);
+}
+
+TEST_CASE("reference reader: bad files are rejected with the reason") {
+    const std::string good = std::string(SOF_SOURCE_DIR) + "/tests/data/gpt2_ref.bin";
+    std::vector<char> bytes = sof::testing::detail::read_all(good);
+    const std::string path = std::string(SOF_BINARY_DIR) + "/gpt2_ref_bad.bin";
+    const auto write = [&](const std::vector<char>& b) {
+        std::FILE* f = std::fopen(path.c_str(), "wb");
+        REQUIRE(f);
+        std::fwrite(b.data(), 1, b.size(), f);
+        std::fclose(f);
+    };
+    const auto error_of = [&]() -> std::string {
+        try {
+            sof::testing::load_gpt2_reference(path);
+        } catch (const core::Error& e) {
+            return e.what();
+        }
+        return "";
+    };
+    std::vector<char> b = bytes;
+    b.resize(b.size() / 2);
+    write(b);
+    CHECK(error_of().find("truncated") != std::string::npos);
+    b = bytes;
+    b[0] = 'X';
+    write(b);
+    CHECK(error_of().find("magic is not SOFGPT2R") != std::string::npos);
+    b = bytes;
+    b[8] = 2; // version 2
+    write(b);
+    CHECK(error_of().find("format version 2") != std::string::npos);
+    b = bytes;
+    b.push_back(0);
+    write(b);
+    CHECK(error_of().find("1 trailing bytes") != std::string::npos);
+    write(bytes);
+    CHECK(error_of().empty());
+    std::remove(path.c_str());
+    CHECK_THROWS_WITH_AS(sof::testing::load_gpt2_reference(path),
+                         doctest::Contains("cannot open GPT-2 reference file"), core::Error);
 }
