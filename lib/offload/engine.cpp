@@ -19,7 +19,8 @@ struct Engine::DeviceState {
     float* p = nullptr; // (bucket numel) fp32 master params on the device
     float* m = nullptr; // (bucket numel) exp_avg
     float* v = nullptr; // (bucket numel) exp_avg_sq
-    DeviceState(device::Device& d, size_t n, int index) : dev(d) {
+    size_t n;           // elements of the bucket
+    DeviceState(device::Device& d, size_t numel, int index) : dev(d), n(numel) {
         std::string w = core::strfmt("bucket %d", index);
         p = static_cast<float*>(dev.alloc(n * 4, w + " fp32 master params (device-resident)"));
         m = static_cast<float*>(dev.alloc(n * 4, w + " exp_avg (device-resident)"));
@@ -187,12 +188,9 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     if (dwork_) dev_->memset(dwork_, 0, n * 4, *compute_);
     for (auto& ds : dstate_)
         if (ds) {
-            size_t bn = 0;
-            for (const Bucket& b : buckets_)
-                if (dstate_[static_cast<size_t>(b.index)].get() == ds.get()) bn = b.numel();
-            dev_->memset(ds->p, 0, bn * 4, *compute_);
-            dev_->memset(ds->m, 0, bn * 4, *compute_);
-            dev_->memset(ds->v, 0, bn * 4, *compute_);
+            dev_->memset(ds->p, 0, ds->n * 4, *compute_);
+            dev_->memset(ds->m, 0, ds->n * 4, *compute_);
+            dev_->memset(ds->v, 0, ds->n * 4, *compute_);
         }
     dev_->synchronize(*compute_);
 
