@@ -25,6 +25,7 @@ COLORS = [  # (name prefix, color, legend label)
     ("cast", "#ccb974", "cast"),
     ("finish step", "#8c8c8c", "finish_step (validate/wait)"),
     ("memset", "#b0b0b0", "memset"),
+    ("bucket", "#000000", "bucket marker (next transfers)"),
 ]
 
 

@@ -287,6 +287,9 @@ void Engine::launch_bucket(Bucket& b) {
     wait_bucket(b.index); // the previous step's deferred step of b still reads its grads
     dev_->record(*ev_compute_, *compute_);
     dev_->wait(*d2h_, *ev_compute_);
+    if (trace_) // a marker span naming the bucket whose transfers follow on this stream lane
+        dev_->host_task(
+            *d2h_, [] {}, core::strfmt("bucket %d", b.index));
     std::vector<int64_t> bounds;
     for (int i = b.piece_begin; i <= b.piece_end; i++)
         bounds.push_back(pieces_[static_cast<size_t>(i)] - static_cast<int64_t>(b.begin));
@@ -381,6 +384,9 @@ void Engine::publish(const Bucket& b, int set) {
         if (!hwork16_) std::memcpy(hwork32_ + o, hparam_[set] + o, n * 4);
         return; // bf16 flow: the step (or refresh) wrote hwork16_ directly
     }
+    if (trace_)
+        dev_->host_task(
+            *h2d_, [] {}, core::strfmt("bucket %d", b.index));
     if (!bf16_) {
         dev_->copy(dwork_ + o, hparam_[set] + o, n * 4, device::CopyKind::HostToDevice, *h2d_);
     } else if (cast_host_) {
