@@ -93,6 +93,7 @@ SOF_AVX2_INLINE void block16(const V8Consts& k, const Tile& t, int64_t i0, int64
                              __m256d (&s)[4]) {
     for (int64_t j = 0; j < len; j += 16) {
         int64_t i = i0 + j;
+        prefetch_inputs(t, i);
         __m256 g0 = _mm256_mul_ps(load_grad8<GD>(t.g, i), k.scale);
         __m256 g1 = _mm256_mul_ps(load_grad8<GD>(t.g, i + 8), k.scale);
         sumsq8(g0, s[0], s[1]);

@@ -76,6 +76,7 @@ SOF_AVX512_INLINE void block16(const V16Consts& k, const Tile& t, int64_t i0, in
                                __m512d& s0, __m512d& s1) {
     for (int64_t j = 0; j < len; j += 16) {
         int64_t i = i0 + j;
+        prefetch_inputs(t, i);
         __m512 g = _mm512_mul_ps(load_grad16<GD>(t.g, i), k.scale);
         sumsq16(g, s0, s1);
         if constexpr (WD && L2) g = _mm512_add_ps(g, _mm512_mul_ps(k.wd, _mm512_loadu_ps(t.p + i)));
