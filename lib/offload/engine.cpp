@@ -37,13 +37,24 @@ class Engine::Sink : public model::GradSink {
   public:
     explicit Sink(Engine& e) : e_(e) {}
     float* grads(int unit) override {
-        return e_.dgrads_ + e_.layout_.unit_begin[static_cast<size_t>(unit)];
+        return (e_.staging_ ? e_.hmgrads_ : e_.dgrads_) +
+               e_.layout_.unit_begin[static_cast<size_t>(unit)];
     }
     void unit_done(int unit) override {
         if (e_.hp_.inject_nonfinite && unit == e_.layout_.num_units() - 1) {
-            e_.dev_->copy(e_.dgrads_ + inject_offset(e_.layout_), e_.hnan_, sizeof(float),
-                          device::CopyKind::HostToDevice, *e_.compute_);
-            e_.dev_->synchronize(*e_.compute_);
+            if (e_.staging_) {
+                e_.hmgrads_[inject_offset(e_.layout_)] = *e_.hnan_;
+            } else {
+                e_.dev_->copy(e_.dgrads_ + inject_offset(e_.layout_), e_.hnan_, sizeof(float),
+                              device::CopyKind::HostToDevice, *e_.compute_);
+                e_.dev_->synchronize(*e_.compute_);
+            }
+        }
+        if (e_.staging_ && e_.last_micro_) { // the unit's final grads to the device
+            size_t o = e_.layout_.unit_begin[static_cast<size_t>(unit)];
+            size_t n = e_.layout_.unit_begin[static_cast<size_t>(unit) + 1] - o;
+            e_.dev_->copy(e_.dgrads_ + o, e_.hmgrads_ + o, n * 4, device::CopyKind::HostToDevice,
+                          *e_.compute_);
         }
         if (unit == 0 && e_.trace_) { // the model's backward of this micro-batch is over
             double now = e_.trace_->now_us();
@@ -61,7 +72,7 @@ class Engine::Sink : public model::GradSink {
 };
 
 Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
-               core::Trace* trace)
+               core::Trace* trace, bool force_staging)
     : cfg_(cfg), layout_(layout), log_(log), trace_(trace) {
     const config::OffloadConfig& oc = cfg.offload;
     bf16_ = cfg.train.dtype == config::Precision::BF16;
@@ -90,12 +101,7 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
         SOF_FAIL(Config, "offload.prefetch_layers = %d must be >= 0", oc.prefetch_layers);
 
     dev_ = device::make_device(cfg.device, 0, trace);
-    if (!dev_->host_accessible())
-        SOF_FAIL(Config,
-                 "offload.enabled: true on %s: the engine runs the CPU model, which reads "
-                 "weights and writes grads in device memory directly; that needs a "
-                 "host-accessible device (device.type: host)",
-                 dev_->describe().c_str());
+    staging_ = force_staging || !dev_->host_accessible();
     compute_ = dev_->create_stream("compute");
     d2h_ = dev_->create_stream("d2h");
     h2d_ = dev_->create_stream("h2d");
@@ -181,6 +187,14 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
         hwork32_ = static_cast<float*>(dev_->alloc_pinned(n * 4, "fp32 working weights"));
         std::memset(hwork32_, 0, n * 4);
     }
+    if (staging_) {
+        hmgrads_ = static_cast<float*>(dev_->alloc_pinned(n * 4, "model grads (host staging)"));
+        std::memset(hmgrads_, 0, n * 4);
+        if (!flow_) {
+            hmwork_ = static_cast<float*>(dev_->alloc_pinned(n * 4, "working weights (host copy)"));
+            mirror_valid_.assign(static_cast<size_t>(layout.num_units()), 0);
+        }
+    }
     hnan_ = static_cast<float*>(dev_->alloc_pinned(sizeof(float), "NaN injection"));
     *hnan_ = std::numeric_limits<float>::quiet_NaN();
 
@@ -206,7 +220,8 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
         oc.schedule == config::Schedule::SuperOffload
             ? "superoffload"
             : (oc.schedule == config::Schedule::Interleaved ? "interleaved" : "synchronous");
-    log_.info("update path: SuperOffload engine on %s", dev_->describe().c_str());
+    log_.info("update path: SuperOffload engine on %s%s", dev_->describe().c_str(),
+              staging_ ? " (model grads and weights staged through pinned host memory)" : "");
     log_.info("engine: schedule %s, STV %s (%s rollback), %s weights, cast on %s, %s", sched,
               speculate_ ? "on" : "off", exact_ ? "exact" : "inverse",
               flow_ ? "flow" : "stationary", cast_host_ ? "host" : "device",
@@ -242,6 +257,8 @@ Engine::~Engine() {
     dev_->free_pinned(hwork16_);
     dev_->free_pinned(hwork32_);
     dev_->free_pinned(hnan_);
+    dev_->free_pinned(hmgrads_);
+    dev_->free_pinned(hmwork_);
 }
 
 model::WeightSource& Engine::weights() {
@@ -269,7 +286,8 @@ void Engine::begin_step(const StepHparams& hp) {
     next_bucket_ = 0;
     spec_running_ = false;
     dev_->memset(dgrads_, 0, layout_.num_params * 4, *compute_);
-    dev_->synchronize(*compute_);
+    dev_->synchronize(*compute_); // also: the last step's grad uploads from hmgrads_ are done
+    if (staging_) std::memset(hmgrads_, 0, layout_.num_params * 4);
     if (trace_) t_mark_ = trace_->now_us();
 }
 
@@ -435,7 +453,9 @@ void Engine::device_step(const Bucket& b, float coef, int64_t step) {
             },
             core::strfmt("adam b%d (device)", b.index));
     } else {
-        dopt_->step_multi(sl.data(), hps.data(), static_cast<int>(sl.size()), dstep_->native());
+        // asynchronous on the stream; no statistics (the engine has them from grad_prep)
+        dopt_->step_multi_async(sl.data(), hps.data(), static_cast<int>(sl.size()), nullptr,
+                                dstep_->native());
     }
     device_publish(b, true);
 }

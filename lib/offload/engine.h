@@ -24,9 +24,11 @@ namespace sof::offload {
 class Engine : public Updater {
   public:
     // Creates its own device from cfg.device (local rank 0). Throws core::Error (Config) naming
-    // the deck key for combinations it cannot run.
+    // the deck key for combinations it cannot run. The CPU model reads weights and writes grads in
+    // host memory: on a device whose memory the host cannot dereference (CUDA) the engine stages
+    // them through pinned host mirrors; force_staging does so on the host device too (tests).
     Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
-           core::Trace* trace);
+           core::Trace* trace, bool force_staging = false);
     ~Engine() override;
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
@@ -81,6 +83,7 @@ class Engine : public Updater {
     int lane_main_ = 0, lane_cpu_ = 0;
 
     // Modes resolved from the deck.
+    bool staging_ = false;   // model grads/weights go through host mirrors (see constructor)
     bool bf16_ = false;      // working precision bf16
     bool flow_ = false;      // weight flow (else stationary)
     bool cast_host_ = false; // bf16 cast on the host (fused into the optimizer), else on device
@@ -120,6 +123,9 @@ class Engine : public Updater {
     uint16_t* hwork16_ = nullptr;           // (num_params) flow: bf16 working weights
     float* hwork32_ = nullptr;              // (num_params) flow: fp32 working weights
     float* hnan_ = nullptr;                 // (1) NaN for the debug injection
+    float* hmgrads_ = nullptr;              // (num_params) staging: the grads the model adds into
+    float* hmwork_ = nullptr; // (num_params) staging, stationary: host copy of working weights
+    std::vector<char> mirror_valid_; // (num_units) staging, stationary: hmwork_ unit is current
 
     std::unique_ptr<model::WeightSource> weights_;
     std::unique_ptr<Sink> sink_;

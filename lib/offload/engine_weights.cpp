@@ -1,5 +1,6 @@
 // Working weights of the engine as a model::WeightSource: stationary (all units resident in device
 // memory) or flow (units fetched from host memory into a ring of device slots, with prefetch).
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -13,6 +14,18 @@ class Engine::StationaryWeights : public model::WeightSource {
     explicit StationaryWeights(Engine& e) : e_(e) {}
     const float* acquire(int unit, model::Pass) override {
         e_.wait_unit(unit);
+        size_t o = e_.layout_.unit_begin[static_cast<size_t>(unit)];
+        if (e_.staging_) { // host copy of the unit, refreshed after every weight change
+            char& valid = e_.mirror_valid_[static_cast<size_t>(unit)];
+            if (!valid) {
+                size_t n = e_.layout_.unit_begin[static_cast<size_t>(unit) + 1] - o;
+                e_.dev_->copy(e_.hmwork_ + o, e_.dwork_ + o, n * 4, device::CopyKind::DeviceToHost,
+                              *e_.compute_);
+                e_.dev_->synchronize(*e_.compute_);
+                valid = 1;
+            }
+            return e_.hmwork_ + o;
+        }
         return e_.dwork_ + e_.layout_.unit_begin[static_cast<size_t>(unit)];
     }
 
@@ -37,6 +50,9 @@ class Engine::FlowWeights : public model::WeightSource {
             s.buf = static_cast<float*>(e_.dev_->alloc(max_unit_ * 4, w + " (fp32)"));
             if (e_.bf16_)
                 s.buf16 = static_cast<uint16_t*>(e_.dev_->alloc(max_unit_ * 2, w + " (bf16)"));
+            if (e_.staging_)
+                s.host =
+                    static_cast<float*>(e_.dev_->alloc_pinned(max_unit_ * 4, w + " host copy"));
             s.ev = e_.dev_->create_event();
             slots_.push_back(std::move(s));
         }
@@ -45,6 +61,7 @@ class Engine::FlowWeights : public model::WeightSource {
         for (Slot& s : slots_) {
             e_.dev_->free(s.buf);
             e_.dev_->free(s.buf16);
+            e_.dev_->free_pinned(s.host);
         }
     }
 
@@ -69,7 +86,7 @@ class Engine::FlowWeights : public model::WeightSource {
             if (!v) break;
             load(*v, w);
         }
-        return s->buf;
+        return e_.staging_ ? s->host : s->buf;
     }
     void release(int unit, model::Pass) override {
         if (Slot* s = find(unit)) s->held = false;
@@ -88,6 +105,7 @@ class Engine::FlowWeights : public model::WeightSource {
     struct Slot {
         float* buf = nullptr;      // (max unit) fp32 weights the model reads
         uint16_t* buf16 = nullptr; // (max unit) bf16 staging (bf16 runs)
+        float* host = nullptr;     // (max unit) pinned host copy the model reads (staging mode)
         int unit = -1;
         bool held = false; // between acquire and release
         bool used = false; // acquired at least once since loaded (prefetch may reuse it)
@@ -130,6 +148,7 @@ class Engine::FlowWeights : public model::WeightSource {
                 e_.dev_->cast_bf16_to_f32(s.buf16, s.buf, n, st);
             }
         }
+        if (e_.staging_) e_.dev_->copy(s.host, s.buf, n * 4, device::CopyKind::DeviceToHost, st);
         e_.dev_->record(*s.ev, st);
         s.unit = unit;
         s.held = false;
@@ -148,6 +167,7 @@ std::unique_ptr<model::WeightSource> Engine::make_weights() {
 
 void Engine::weights_changed() {
     if (flow_) static_cast<FlowWeights&>(*weights_).invalidate();
+    std::fill(mirror_valid_.begin(), mirror_valid_.end(), 0);
 }
 
 } // namespace sof::offload

@@ -36,23 +36,27 @@ struct Pair {
     std::unique_ptr<offload::Updater> ref, eng;
 };
 
-Pair make_pair(const config::Config& eng_cfg, const model::ParamLayout& l) {
+// staging: the engine copies model grads/weights through host mirrors (its CUDA path).
+Pair make_pair(const config::Config& eng_cfg, const model::ParamLayout& l, bool staging = false) {
     config::Config rc = eng_cfg;
     rc.offload.enabled = false;
     config::Config ec = eng_cfg;
     ec.offload.enabled = true;
     Pair p;
     p.ref = offload::make_updater(rc, l, kQuiet, nullptr);
-    p.eng = offload::make_updater(ec, l, kQuiet, nullptr);
+    if (staging)
+        p.eng = std::make_unique<offload::Engine>(ec, l, kQuiet, nullptr, true);
+    else
+        p.eng = offload::make_updater(ec, l, kQuiet, nullptr);
     test::init_state(*p.ref, l);
     test::init_state(*p.eng, l);
     return p;
 }
 
 // Runs mixed_plan on plain vs engine; checks counters.
-void check_config(const config::Config& cfg, int accum = 1) {
+void check_config(const config::Config& cfg, int accum = 1, bool staging = false) {
     model::ParamLayout l = model::make_layout(test::tiny_gpt2());
-    Pair p = make_pair(cfg, l);
+    Pair p = make_pair(cfg, l, staging);
     std::vector<StepPlan> plan = mixed_plan();
     std::vector<offload::StepReport> reps = test::run_compare(*p.ref, *p.eng, l, plan, accum);
     REQUIRE(reps.size() == plan.size());
@@ -290,5 +294,51 @@ TEST_CASE("engine: deferred commit, the next forward waits for slow speculative 
             e->worker().push([] { std::this_thread::sleep_for(std::chrono::milliseconds(60)); });
         });
         CHECK(p.eng->stats().rollbacks == 0);
+    }
+}
+
+TEST_CASE(
+    "engine == plain bitwise with staged model grads/weights (the non-host-accessible path)") {
+    config::Config c = test::base_deck();
+    c.offload.bucket_mb = 0.05;
+    int accum = 1;
+    SUBCASE("fp32 stationary tail 0") {}
+    SUBCASE("fp32 stationary tail 1, accumulation 2") {
+        c.offload.gpu_tail_buckets = 1;
+        accum = 2;
+    }
+    SUBCASE("bf16 stationary cast device tail 1") {
+        c.train.dtype = config::Precision::BF16;
+        c.offload.cast = config::CastAt::Device;
+        c.offload.gpu_tail_buckets = 1;
+    }
+    SUBCASE("bf16 flow cast host tail 1") {
+        c.train.dtype = config::Precision::BF16;
+        c.offload.cast = config::CastAt::Host;
+        c.offload.weights = config::WeightsPolicy::Flow;
+        c.offload.gpu_tail_buckets = 1;
+    }
+    SUBCASE("fp32 flow, interleaved k=2") {
+        c.offload.weights = config::WeightsPolicy::Flow;
+        c.offload.schedule = config::Schedule::Interleaved;
+        c.offload.interleave_k = 2;
+    }
+    check_config(c, accum, true);
+}
+
+TEST_CASE("engine (staged): deferred commit waits before the next forward's host copies") {
+    for (auto w : {config::WeightsPolicy::Stationary, config::WeightsPolicy::Flow}) {
+        CAPTURE(static_cast<int>(w));
+        config::Config c = test::base_deck();
+        c.offload.bucket_mb = 0.05;
+        c.offload.gpu_tail_buckets = 1;
+        c.offload.weights = w;
+        model::ParamLayout l = model::make_layout(test::tiny_gpt2());
+        Pair p = make_pair(c, l, true);
+        auto* e = dynamic_cast<offload::Engine*>(p.eng.get());
+        REQUIRE(e);
+        test::run_compare(*p.ref, *p.eng, l, std::vector<StepPlan>(3), 1, [e] {
+            e->worker().push([] { std::this_thread::sleep_for(std::chrono::milliseconds(60)); });
+        });
     }
 }
