@@ -92,6 +92,9 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
                  "offload.gpu_tail_buckets is still 'auto' (%d) when the engine is "
                  "built: the planner must resolve it first",
                  oc.gpu_tail_buckets);
+    if (oc.schedule == config::Schedule::Interleaved && oc.interleave_k == -1)
+        SOF_FAIL(Internal, "offload.interleave_k is still 'auto' with schedule interleaved when "
+                           "the engine is built: the planner must resolve it first");
     if (oc.schedule == config::Schedule::Interleaved && oc.interleave_k < 1)
         SOF_FAIL(Config,
                  "offload.interleave_k = %d with offload.schedule: interleaved: it must "
