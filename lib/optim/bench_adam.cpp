@@ -75,8 +75,8 @@ struct BenchBuffers {
 
 template <bool NT, bool LOWP>
 SOF_BENCH_AVX2 void ceiling_tile_avx2(const float* p, const float* g, const float* m,
-                                      const float* v, float* po, float* mo, float* vo,
-                                      uint16_t* l, int64_t n) {
+                                      const float* v, float* po, float* mo, float* vo, uint16_t* l,
+                                      int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         _mm_prefetch(reinterpret_cast<const char*>(p + i + kPrefetch), _MM_HINT_T0);
@@ -186,8 +186,8 @@ double run_step(Optimizer& opt, BenchBuffers& b, bool separate, bool lowp) {
         s.lowp_out = b.L();
         s.lowp_dtype = SOF_DTYPE_BF16;
     }
-    sof_adam_hparams hp = make_hparams(1e-4f, 0.9f, 0.999f, 1e-8f, 0.1f, 1000, SOF_ADAM_ADAMW,
-                                       true, 1.0f);
+    sof_adam_hparams hp =
+        make_hparams(1e-4f, 0.9f, 0.999f, 1e-8f, 0.1f, 1000, SOF_ADAM_ADAMW, true, 1.0f);
     core::Timer t;
     opt.step(s, hp);
     return t.seconds();
@@ -226,10 +226,21 @@ BenchAdamOptions parse_bench_adam_args(int argc, char** argv) {
     };
     auto as_int = [&](const std::string& flag, const std::string& s, int64_t lo) -> int64_t {
         char* end = nullptr;
-        double d = std::strtod(s.c_str(), &end); // accepts 268435456 and 2.68e8
+        double d =
+            std::strtod(s.c_str(), &end); // accepts 268435456, 2.68e8 and 256M (binary K/M/G)
+        if (end && end != s.c_str() && end[0] && !end[1]) {
+            const char* units = "KMG";
+            for (int u = 0; u < 3; u++)
+                if (*end == units[u] || *end == units[u] + ('a' - 'A')) {
+                    d *= static_cast<double>(int64_t{1} << (10 * (u + 1)));
+                    end++;
+                    break;
+                }
+        }
         if (!end || *end || d < static_cast<double>(lo) || d > 9e15 || d != static_cast<int64_t>(d))
-            SOF_FAIL(Usage, "bench adam: %s '%s' must be an integer >= %lld", flag.c_str(),
-                     s.c_str(), static_cast<long long>(lo));
+            SOF_FAIL(Usage,
+                     "bench adam: %s '%s' must be an integer >= %lld (K, M, G suffixes allowed)",
+                     flag.c_str(), s.c_str(), static_cast<long long>(lo));
         return static_cast<int64_t>(d);
     };
     for (int i = 1; i < argc; i++) {
@@ -266,13 +277,15 @@ BenchAdamReport bench_adam(const BenchAdamOptions& opt) {
     r.lowp_copy = opt.lowp_copy;
     r.bytes_per_param = opt.lowp_copy ? 30.0 : 28.0;
     // ~1 s of traffic per measurement at 30 GB/s, at least 3 and at most 50 repetitions
-    r.reps = opt.reps > 0 ? opt.reps
-                          : static_cast<int>(std::clamp(3e10 / (r.bytes_per_param * opt.params), 3.0, 50.0));
+    r.reps = opt.reps > 0
+                 ? opt.reps
+                 : static_cast<int>(std::clamp(3e10 / (r.bytes_per_param * opt.params), 3.0, 50.0));
 
     double need = 30.0 * static_cast<double>(opt.params);
     double avail = mem_available_bytes();
     if (avail > 0 && need > 0.85 * avail)
-        SOF_FAIL(Runtime, "bench adam: %lld params need %s of memory, only %s available: reduce --params",
+        SOF_FAIL(Runtime,
+                 "bench adam: %lld params need %s of memory, only %s available: reduce --params",
                  static_cast<long long>(opt.params), core::format_bytes(need).c_str(),
                  core::format_bytes(avail).c_str());
 
@@ -300,7 +313,8 @@ BenchAdamReport bench_adam(const BenchAdamOptions& opt) {
         run_step(*o, b, separate, opt.lowp_copy);
         m.ceiling_seconds = m.step_seconds = 1e30;
         for (int k = 0; k < r.reps; k++) {
-            m.ceiling_seconds = std::min(m.ceiling_seconds, run_ceiling(b, separate, opt.lowp_copy, r.threads));
+            m.ceiling_seconds =
+                std::min(m.ceiling_seconds, run_ceiling(b, separate, opt.lowp_copy, r.threads));
             m.step_seconds = std::min(m.step_seconds, run_step(*o, b, separate, opt.lowp_copy));
         }
         double n = static_cast<double>(opt.params);
@@ -315,16 +329,17 @@ BenchAdamReport bench_adam(const BenchAdamOptions& opt) {
 }
 
 std::string bench_adam_text(const BenchAdamReport& r) {
-    std::string s = core::strfmt(
-        "bench adam: %lld params, plugin %s (%s), %d threads, bf16 copy %s (%.0f B/param), best of %d\n",
-        static_cast<long long>(r.params), r.plugin.name.c_str(), r.plugin.variant.c_str(), r.threads,
-        r.lowp_copy ? "on" : "off", r.bytes_per_param, r.reps);
+    std::string s = core::strfmt("bench adam: %lld params, plugin %s (%s), %d threads, bf16 copy "
+                                 "%s (%.0f B/param), best of %d\n",
+                                 static_cast<long long>(r.params), r.plugin.name.c_str(),
+                                 r.plugin.variant.c_str(), r.threads, r.lowp_copy ? "on" : "off",
+                                 r.bytes_per_param, r.reps);
     s += core::strfmt("%-10s %18s %10s %18s %10s %10s\n", "mode", "ceiling Gparam/s", "GB/s",
                       "plugin Gparam/s", "GB/s", "fraction");
     for (const auto& m : r.modes)
         s += core::strfmt("%-10s %18.3f %10.1f %18.3f %10.1f %9.1f%%\n", m.mode.c_str(),
-                          m.ceiling_params_per_s / 1e9, m.ceiling_gbps, m.params_per_s / 1e9, m.gbps,
-                          100.0 * m.fraction_of_ceiling);
+                          m.ceiling_params_per_s / 1e9, m.ceiling_gbps, m.params_per_s / 1e9,
+                          m.gbps, 100.0 * m.fraction_of_ceiling);
     return s;
 }
 
@@ -332,16 +347,16 @@ std::string bench_adam_json(const BenchAdamReport& r) {
     std::string s = core::strfmt(
         "{\"benchmark\": \"adam\", \"params\": %lld, \"plugin\": \"%s\", \"variant\": \"%s\", "
         "\"threads\": %d, \"bf16_copy\": %s, \"bytes_per_param\": %.0f, \"reps\": %d, \"modes\": {",
-        static_cast<long long>(r.params), r.plugin.name.c_str(), r.plugin.variant.c_str(), r.threads,
-        r.lowp_copy ? "true" : "false", r.bytes_per_param, r.reps);
+        static_cast<long long>(r.params), r.plugin.name.c_str(), r.plugin.variant.c_str(),
+        r.threads, r.lowp_copy ? "true" : "false", r.bytes_per_param, r.reps);
     for (size_t i = 0; i < r.modes.size(); i++) {
         const auto& m = r.modes[i];
         s += core::strfmt(
             "%s\"%s\": {\"ceiling_params_per_s\": %.6g, \"ceiling_gbps\": %.4g, "
             "\"ceiling_seconds\": %.6g, \"params_per_s\": %.6g, \"gbps\": %.4g, \"seconds\": %.6g, "
             "\"fraction_of_ceiling\": %.4f}",
-            i ? ", " : "", m.mode.c_str(), m.ceiling_params_per_s, m.ceiling_gbps, m.ceiling_seconds,
-            m.params_per_s, m.gbps, m.step_seconds, m.fraction_of_ceiling);
+            i ? ", " : "", m.mode.c_str(), m.ceiling_params_per_s, m.ceiling_gbps,
+            m.ceiling_seconds, m.params_per_s, m.gbps, m.step_seconds, m.fraction_of_ceiling);
     }
     s += "}}\n";
     return s;
