@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cfloat>
+#include <thread>
 
 #include "optim_test_util.h"
 
@@ -38,8 +39,9 @@ struct Mode {
     sof_adam_mode mode;
     bool bias_correction;
 };
-const Mode kModes[] = {
-    {"adamw", SOF_ADAM_ADAMW, true}, {"adam_l2", SOF_ADAM_L2, true}, {"adamw_nobc", SOF_ADAM_ADAMW, false}};
+const Mode kModes[] = {{"adamw", SOF_ADAM_ADAMW, true},
+                       {"adam_l2", SOF_ADAM_L2, true},
+                       {"adamw_nobc", SOF_ADAM_ADAMW, false}};
 
 // Runs one configuration in place and with separate outputs and compares both with the reference.
 void run_config(optim::Optimizer& opt, bool bitwise, int64_t n, sof_dtype gd, float wd,
@@ -53,8 +55,8 @@ void run_config(optim::Optimizer& opt, bool bitwise, int64_t n, sof_dtype gd, fl
     CAPTURE(mode.name);
     CAPTURE(out_pad);
     AdamData d(n, seed, step > 1);
-    sof_adam_hparams hp =
-        optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, wd, step, mode.mode, mode.bias_correction, scale);
+    sof_adam_hparams hp = optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, wd, step, mode.mode,
+                                              mode.bias_correction, scale);
     sof_dtype lowp_sep = lowp_in_place == SOF_DTYPE_BF16 ? SOF_DTYPE_F16 : SOF_DTYPE_BF16;
 
     // reference, in place (two lowp dtypes)
@@ -84,7 +86,8 @@ void run_config(optim::Optimizer& opt, bool bitwise, int64_t n, sof_dtype gd, fl
     c.check(p.data(), rp.data(), n);
     c.check(m.data(), rm.data(), n);
     c.check(v.data(), rv.data(), n);
-    CHECK_MESSAGE(c.bad == 0, "in place: " << c.bad << " values off, worst " << c.worst_ulp << " ulp");
+    CHECK_MESSAGE(c.bad == 0,
+                  "in place: " << c.bad << " values off, worst " << c.worst_ulp << " ulp");
     CHECK(std::memcmp(l.data(), rl_in.data(), 2 * n) == 0);
     CHECK(r.nonfinite == 0);
     CHECK(r.grad_sumsq == doctest::Approx(rr.grad_sumsq).epsilon(1e-12));
@@ -92,7 +95,8 @@ void run_config(optim::Optimizer& opt, bool bitwise, int64_t n, sof_dtype gd, fl
     // plugin, separate outputs: inputs untouched, outputs equal the in-place ones bitwise
     ABuf<float> po(n, out_pad), mo(n, out_pad), vo(n, out_pad);
     ABuf<uint16_t> lo(n, out_pad);
-    for (int64_t i = 0; i < n; i++) po[i] = mo[i] = vo[i] = -12345.0f; // must be overwritten
+    for (int64_t i = 0; i < n; i++)
+        po[i] = mo[i] = vo[i] = -12345.0f; // must be overwritten
     sof_adam_slice s2 = optim::make_slice(n, d.p.data(), d.grad(gd), gd, d.m.data(), d.v.data());
     s2.param_out = po.data();
     s2.exp_avg_out = mo.data();
@@ -167,7 +171,8 @@ TEST_CASE("statistics: non-finite flag, grad_stats equals the step's, thread-cou
             CHECK(st1.grad_sumsq == doctest::Approx(ref.grad_sumsq).epsilon(1e-12));
             CHECK(st1.nonfinite == 0);
             AdamData e(n, 42, true);
-            sof_adam_slice s = optim::make_slice(n, e.p.data(), e.grad(gd), gd, e.m.data(), e.v.data());
+            sof_adam_slice s =
+                optim::make_slice(n, e.p.data(), e.grad(gd), gd, e.m.data(), e.v.data());
             sof_adam_result sr = opt2->step(s, hp);
             CHECK(sr.grad_sumsq == st1.grad_sumsq);
 
@@ -201,7 +206,8 @@ TEST_CASE("low-precision copy: RNE ties, NaN payloads, Inf, subnormals, fp16 ove
                                   0x33000001u, 0x33c00000u, 0x38800000u, 0x387fe000u, 0x80000000u,
                                   0x7f7fffffu, 0x0080ffffu, 0x387ff000u};
     std::mt19937 rng(5);
-    while (bits.size() < 4099) bits.push_back(rng());
+    while (bits.size() < 4099)
+        bits.push_back(rng());
     const int64_t n = static_cast<int64_t>(bits.size());
     for (const auto& pc : host_plugin_cases()) {
         INFO("plugin " << pc.label());
@@ -212,8 +218,10 @@ TEST_CASE("low-precision copy: RNE ties, NaN payloads, Inf, subnormals, fp16 ove
                 CAPTURE(sep);
                 ABuf<float> p(n), m(n), v(n), g(n), po(n), mo(n), vo(n);
                 ABuf<uint16_t> l(n);
-                for (int64_t i = 0; i < n; i++) p[i] = core::bits_f32(bits[static_cast<size_t>(i)]);
-                sof_adam_slice s = optim::make_slice(n, p.data(), g.data(), SOF_DTYPE_F32, m.data(), v.data());
+                for (int64_t i = 0; i < n; i++)
+                    p[i] = core::bits_f32(bits[static_cast<size_t>(i)]);
+                sof_adam_slice s =
+                    optim::make_slice(n, p.data(), g.data(), SOF_DTYPE_F32, m.data(), v.data());
                 if (sep) {
                     s.param_out = po.data();
                     s.exp_avg_out = mo.data();
@@ -227,7 +235,8 @@ TEST_CASE("low-precision copy: RNE ties, NaN payloads, Inf, subnormals, fp16 ove
                 int64_t bad = 0, nan_in = 0;
                 for (int64_t i = 0; i < n; i++) {
                     float out = s.param_out[i];
-                    uint16_t want = ld == SOF_DTYPE_BF16 ? core::f32_to_bf16(out) : core::f32_to_f16(out);
+                    uint16_t want =
+                        ld == SOF_DTYPE_BF16 ? core::f32_to_bf16(out) : core::f32_to_f16(out);
                     if (l[i] != want) bad++;
                     if (std::isnan(p[i])) {
                         nan_in++;
@@ -258,7 +267,8 @@ TEST_CASE("step_multi equals one step per slice, results aggregated") {
             a.push_back(std::make_unique<AdamData>(ns[k], 100 + k, true));
             b.push_back(std::make_unique<AdamData>(ns[k], 100 + k, true));
             hp.push_back(optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, k == 1 ? 0.0f : 0.1f,
-                                             3 + k, k == 2 ? SOF_ADAM_L2 : SOF_ADAM_ADAMW, true, 0.5f));
+                                             3 + k, k == 2 ? SOF_ADAM_L2 : SOF_ADAM_ADAMW, true,
+                                             0.5f));
             sl.push_back(optim::make_slice(ns[k], a[k]->p.data(), a[k]->grad(SOF_DTYPE_F32),
                                            SOF_DTYPE_F32, a[k]->m.data(), a[k]->v.data()));
             sof_adam_slice one = optim::make_slice(ns[k], b[k]->p.data(), b[k]->grad(SOF_DTYPE_F32),
@@ -281,9 +291,11 @@ TEST_CASE("invalid arguments are status codes turned into clear errors") {
         INFO("plugin " << pc.label());
         auto opt = load_case(pc, 1);
         AdamData d(16, 1, false);
-        sof_adam_slice s = optim::make_slice(16, d.p.data(), d.g32.data(), SOF_DTYPE_F32, d.m.data(), d.v.data());
+        sof_adam_slice s =
+            optim::make_slice(16, d.p.data(), d.g32.data(), SOF_DTYPE_F32, d.m.data(), d.v.data());
         s.grad_dtype = 7;
-        sof_adam_hparams hp = optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1, SOF_ADAM_ADAMW, true, 1.0f);
+        sof_adam_hparams hp =
+            optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1, SOF_ADAM_ADAMW, true, 1.0f);
         try {
             opt->step(s, hp);
             FAIL("a bad grad dtype was accepted");
@@ -293,5 +305,62 @@ TEST_CASE("invalid arguments are status codes turned into clear errors") {
             if (pc.name == "cpu_adam") // cpu_adam's own message names the field
                 CHECK(std::string(e.what()).find("grad_dtype") != std::string::npos);
         }
+    }
+}
+
+TEST_CASE("disjoint slices stepped concurrently from many threads equal one whole step") {
+    // One context shared by 4 caller threads (num_threads = 1: the caller parallelizes), each
+    // stepping its slices in reverse order with its own separate outputs; bias correction comes
+    // from each call's step, so order and threads cannot matter.
+    for (const auto& pc : host_plugin_cases()) {
+        INFO("plugin " << pc.label());
+        auto whole = load_case(pc, 1);
+        auto shared = load_case(pc, 1);
+        const int64_t n = 200003;
+        AdamData ref(n, 77, true), d(n, 77, true);
+        ABuf<float> po(n), mo(n), vo(n);
+        ABuf<uint16_t> lw(n), lref(n);
+        sof_adam_hparams hp =
+            optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 42, SOF_ADAM_ADAMW, true, 0.5f);
+        sof_adam_slice all = optim::make_slice(n, ref.p.data(), ref.g32.data(), SOF_DTYPE_F32,
+                                               ref.m.data(), ref.v.data());
+        all.lowp_out = lref.data();
+        all.lowp_dtype = SOF_DTYPE_BF16;
+        whole->step(all, hp);
+        const int kThreads = 4, kSlices = 13; // uneven slice lengths, not multiples of 16
+        std::vector<int64_t> cut(kSlices + 1);
+        for (int k = 0; k <= kSlices; k++)
+            cut[k] = n * k / kSlices + (k > 0 && k < kSlices ? 5 : 0);
+        std::vector<std::thread> workers;
+        std::vector<int> failures(kThreads, 0);
+        for (int t = 0; t < kThreads; t++)
+            workers.emplace_back([&, t] {
+                for (int k = kSlices - 1 - t; k >= 0; k -= kThreads) {
+                    int64_t a = cut[k], len = cut[k + 1] - cut[k];
+                    sof_adam_slice s =
+                        optim::make_slice(len, d.p.data() + a, d.g32.data() + a, SOF_DTYPE_F32,
+                                          d.m.data() + a, d.v.data() + a);
+                    s.param_out = po.data() + a;
+                    s.exp_avg_out = mo.data() + a;
+                    s.exp_avg_sq_out = vo.data() + a;
+                    s.lowp_out = lw.data() + a;
+                    s.lowp_dtype = SOF_DTYPE_BF16;
+                    try {
+                        shared->step(s, hp);
+                    } catch (...) {
+                        failures[t]++;
+                    }
+                }
+            });
+        for (auto& w : workers)
+            w.join();
+        for (int t = 0; t < kThreads; t++)
+            CHECK(failures[t] == 0);
+        Cmp c{bitwise_expected(pc.name)};
+        c.check(po.data(), ref.p.data(), n);
+        c.check(mo.data(), ref.m.data(), n);
+        c.check(vo.data(), ref.v.data(), n);
+        CHECK_MESSAGE(c.bad == 0, c.bad << " values off, worst " << c.worst_ulp << " ulp");
+        if (bitwise_expected(pc.name)) CHECK(std::memcmp(lw.data(), lref.data(), 2 * n) == 0);
     }
 }
