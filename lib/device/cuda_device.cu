@@ -52,50 +52,79 @@ __device__ __forceinline__ float dev_bf16_to_f32(uint16_t h) {
     return __uint_as_float(static_cast<uint32_t>(h) << 16);
 }
 
-// One block per piece (grid-striding over pieces). The piece is staged kStage elements at a time:
-// all threads scale (and round to bf16), store g'^2 as fp64 in shared memory; then threads 0..3
-// each add their lane (element index % 4) in index order, exactly like device::piece_stats on the
-// host, so the sums are bitwise equal to the host device's. Explicit _rn intrinsics: no FMA.
+// Scales (and rounds to bf16) the stage `st` of the piece [a, b) into buf as fp64 squares; threads
+// first, first + step, ... of the block share the work. Sets *bad for a non-finite g'.
+__device__ __forceinline__ void stage_in(const float* grad, int64_t a, int64_t b, int64_t st,
+                                         float scale, uint16_t* bf16_out, double* buf, int first,
+                                         int step, int* bad) {
+    int64_t base = a + st * kStage;
+    int len = static_cast<int>(b - base < kStage ? b - base : kStage);
+    for (int j = first; j < len; j += step) {
+        float x = __fmul_rn(grad[base + j], scale);
+        if (bf16_out) {
+            uint16_t h = dev_f32_to_bf16(x);
+            bf16_out[base + j] = h;
+            x = dev_bf16_to_f32(h);
+        }
+        if (!isfinite(x)) *bad = 1;
+        double d = static_cast<double>(x);
+        buf[j] = __dmul_rn(d, d);
+    }
+}
+
+// One block per piece (grid-striding over pieces). The piece is staged kStage elements at a time
+// into two shared buffers: while threads 0..3 each add their lane (element index % 4) of one
+// stage in index order, warps 1.. scale the next stage into the other buffer. Same order and
+// rounding as device::piece_stats on the host (explicit _rn intrinsics: no FMA), so the sums are
+// bitwise equal to the host device's. The lane sums are a serial chain: a piece of 65536
+// elements takes ~16K dependent adds whatever the GPU (see docs/performance.md).
 __global__ void grad_prep_kernel(const float* grad, const int64_t* bounds, int64_t npieces,
                                  float scale, GradStats* stats, uint16_t* bf16_out) {
-    __shared__ double sq[kStage]; // (kStage) squares of the staged scaled grads
+    __shared__ double sq[2][kStage]; // (2, kStage) squares of two staged stages
     __shared__ double lanes[4];
     __shared__ int bad;
+    const int tid = static_cast<int>(threadIdx.x);
     for (int64_t pc = blockIdx.x; pc < npieces; pc += gridDim.x) {
         int64_t a = bounds[pc], b = bounds[pc + 1];
-        if (threadIdx.x == 0) bad = 0;
+        int64_t nst = (b - a + kStage - 1) / kStage;
+        if (tid == 0) bad = 0;
         double acc = 0.0;
         int my_bad = 0;
+        if (nst > 0) stage_in(grad, a, b, 0, scale, bf16_out, sq[0], tid, blockDim.x, &my_bad);
         __syncthreads();
-        for (int64_t base = a; base < b; base += kStage) {
-            int len = static_cast<int>(b - base < kStage ? b - base : kStage);
-            for (int j = threadIdx.x; j < len; j += blockDim.x) {
-                float x = __fmul_rn(grad[base + j], scale);
-                if (bf16_out) {
-                    uint16_t h = dev_f32_to_bf16(x);
-                    bf16_out[base + j] = h;
-                    x = dev_bf16_to_f32(h);
+        for (int64_t st = 0; st < nst; st++) {
+            if (tid >= 32) {
+                if (st + 1 < nst)
+                    stage_in(grad, a, b, st + 1, scale, bf16_out, sq[(st + 1) & 1], tid - 32,
+                             static_cast<int>(blockDim.x) - 32, &my_bad);
+            } else if (tid < 4) {
+                const double* cur = sq[st & 1];
+                int64_t rest = b - (a + st * kStage);
+                int len = static_cast<int>(rest < kStage ? rest : kStage);
+                int j = tid;
+                for (; j + 28 < len; j += 32) { // 8 independent loads, then 8 ordered adds
+                    double x[8];
+#pragma unroll
+                    for (int u = 0; u < 8; u++)
+                        x[u] = cur[j + 4 * u];
+#pragma unroll
+                    for (int u = 0; u < 8; u++)
+                        acc = __dadd_rn(acc, x[u]);
                 }
-                if (!isfinite(x)) my_bad = 1;
-                double d = static_cast<double>(x);
-                sq[j] = __dmul_rn(d, d);
+                for (; j < len; j += 4)
+                    acc = __dadd_rn(acc, cur[j]);
             }
-            __syncthreads();
-            // base - a is a multiple of kStage (a multiple of 4): lane of element j is j % 4
-            if (threadIdx.x < 4)
-                for (int j = threadIdx.x; j < len; j += 4)
-                    acc = __dadd_rn(acc, sq[j]);
             __syncthreads();
         }
         if (my_bad) atomicOr(&bad, 1);
-        if (threadIdx.x < 4) lanes[threadIdx.x] = acc;
+        if (tid < 4) lanes[tid] = acc;
         __syncthreads();
-        if (threadIdx.x == 0) {
-            GradStats s;
-            s.sumsq = __dadd_rn(__dadd_rn(lanes[0], lanes[1]), __dadd_rn(lanes[2], lanes[3]));
-            s.nonfinite = bad;
-            s.reserved = 0;
-            stats[pc] = s;
+        if (tid == 0) {
+            GradStats r;
+            r.sumsq = __dadd_rn(__dadd_rn(lanes[0], lanes[1]), __dadd_rn(lanes[2], lanes[3]));
+            r.nonfinite = bad;
+            r.reserved = 0;
+            stats[pc] = r;
         }
         __syncthreads();
     }

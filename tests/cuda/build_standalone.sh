@@ -22,6 +22,10 @@ if [ -f "$root/lib/device/cuda_device.cu" ] && [ -f "$root/tests/cuda/test_cuda_
     "$root/lib/device/device.cpp" "$root/lib/device/host_device.cpp" "${core[@]}" \
     -o "$out/test_cuda_device" &
   pids+=($!)
+  "$nvcc" "${flags[@]}" -x cu "$root/tests/cuda/bench_cuda_device.cpp" "$root/lib/device/cuda_device.cu" \
+    "$root/lib/device/device.cpp" "$root/lib/device/host_device.cpp" "${core[@]}" \
+    -o "$out/bench_cuda_device" &
+  pids+=($!)
 fi
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
