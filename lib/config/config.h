@@ -1,5 +1,6 @@
 // The input deck as plain structs: one struct per YAML section, every key with its default.
-// Parsing, validation (file:line:key messages), --set overrides and the effective-deck echo: deck.h.
+// Parsing, validation (file:line:key messages), --set overrides and the effective-deck echo:
+// deck.h.
 #pragma once
 
 #include <cstdint>
@@ -9,20 +10,20 @@
 namespace sof::config {
 
 struct ModelConfig {
-    std::string type = "gpt2";    // only gpt2 for now
-    int num_layers = 4;           // L
-    int num_heads = 4;            // NH
-    int channels = 128;           // C, divisible by num_heads
-    int max_seq_len = 256;        // maxT (positions)
-    int vocab_size = 512;         // V
-    int padded_vocab_size = 0;    // Vp; 0 = round V up to a multiple of 128
-    std::string init_from;        // llm.c GPT-2 fp32 checkpoint (version 3) or empty
-    float init_std = 0.02f;       // N(0, init_std) init; residual projections scaled by 1/sqrt(2L)
-    bool recompute = false;       // per-layer activation recomputation in backward
+    std::string type = "gpt2"; // only gpt2 for now
+    int num_layers = 4;        // L
+    int num_heads = 4;         // NH
+    int channels = 128;        // C, divisible by num_heads
+    int max_seq_len = 256;     // maxT (positions)
+    int vocab_size = 512;      // V
+    int padded_vocab_size = 0; // Vp; 0 = round V up to a multiple of 128
+    std::string init_from;     // llm.c GPT-2 fp32 checkpoint (version 3) or empty
+    float init_std = 0.02f;    // N(0, init_std) init; residual projections scaled by 1/sqrt(2L)
+    bool recompute = false;    // per-layer activation recomputation in backward
 };
 
 struct BuiltinDataConfig {
-    uint64_t seed = 1234;         // generator seed (same seed = same corpus)
+    uint64_t seed = 1234; // generator seed (same seed = same corpus)
     int64_t train_tokens = 1 << 21;
     int64_t val_tokens = 1 << 16;
 };
@@ -31,33 +32,35 @@ struct DataConfig {
     std::string train = "builtin"; // "builtin" or a glob of llm.c token shards
     std::string val = "builtin";   // "builtin" or a glob of llm.c token shards
     BuiltinDataConfig builtin;
-    bool shuffle = true;           // false: sequential llm.c order from the first shard
-    uint64_t seed = 1337;          // shuffle order seed
+    bool shuffle = true;  // false: sequential llm.c order from the first shard
+    uint64_t seed = 1337; // shuffle order seed
 };
 
 enum class LrSchedule { Constant, Cosine };
 enum class Precision { FP32, BF16 }; // working precision of weights/grads on the device
 
 struct TrainConfig {
-    int batch_size = 4;        // B, micro-batch sequences per rank
-    int seq_len = 64;          // T
-    int grad_accum = 1;        // micro-batches per optimizer step
-    int steps = 100;           // optimizer steps in total
+    int batch_size = 4; // B, micro-batch sequences per rank
+    int seq_len = 64;   // T
+    int grad_accum = 1; // micro-batches per optimizer step
+    int steps = 100;    // optimizer steps in total (the LR schedule spans these)
+    int stop_after = 0; // end this run once this many steps are done in total; 0 = steps
     float lr = 1e-3f;
-    float min_lr = 0.0f;       // cosine floor
+    float min_lr = 0.0f; // cosine floor
     int warmup_steps = 0;
     LrSchedule schedule = LrSchedule::Constant;
-    float grad_clip = 1.0f;    // global-norm clip threshold; 0 = off
-    int eval_every = 0;        // 0 = only at start and end
+    float grad_clip = 1.0f; // global-norm clip threshold; 0 = off
+    int eval_every = 0;     // 0 = only at start and end
     int eval_batches = 4;
     int log_every = 1;
-    uint64_t seed = 42;        // parameter init seed
-    int checkpoint_every = 0;  // 0 = only at the end (if checkpoint_dir is set)
+    uint64_t seed = 42;         // parameter init seed
+    int checkpoint_every = 0;   // 0 = only at the end (if checkpoint_dir is set)
     std::string checkpoint_dir; // empty = no checkpoints
-    int keep_checkpoints = 2;  // newest N kept; 0 = keep all
-    std::string resume;        // checkpoint directory, "auto" (newest in checkpoint_dir) or empty
-    std::string metrics;       // JSONL metrics file or empty ("" = <out_dir>/metrics.jsonl)
-    Precision dtype = Precision::FP32; // bf16: forward/backward see bf16-rounded weights, fp32 master
+    int keep_checkpoints = 2;   // newest N kept; 0 = keep all
+    std::string resume;         // checkpoint directory, "auto" (newest in checkpoint_dir) or empty
+    std::string metrics;        // JSONL metrics file or empty ("" = <out_dir>/metrics.jsonl)
+    Precision dtype =
+        Precision::FP32; // bf16: forward/backward see bf16-rounded weights, fp32 master
 };
 
 enum class AdamMode { AdamW, Adam };
@@ -69,9 +72,9 @@ struct OptimizerConfig {
     float beta1 = 0.9f;
     float beta2 = 0.999f;
     float eps = 1e-8f;
-    float weight_decay = 0.0f;   // applied to matrices and embeddings only
+    float weight_decay = 0.0f; // applied to matrices and embeddings only
     bool bias_correction = true;
-    int threads = 0;             // optimizer threads; 0 = all cores of this rank
+    int threads = 0; // optimizer threads; 0 = all cores of this rank
 };
 
 enum class Schedule { SuperOffload, Interleaved, Synchronous };
@@ -80,38 +83,38 @@ enum class CastAt { Device, Host };
 enum class WeightsPolicy { Stationary, Flow, Auto };
 
 struct OffloadConfig {
-    bool enabled = false;        // false: plain path (params, grads, state on the device)
+    bool enabled = false; // false: plain path (params, grads, state on the device)
     Schedule schedule = Schedule::SuperOffload;
     double bucket_mb = 64.0;
-    bool stv = true;             // speculation-then-validation
+    bool stv = true; // speculation-then-validation
     Rollback rollback = Rollback::Exact;
-    int gpu_tail_buckets = 0;    // -1 = auto (planner)
+    int gpu_tail_buckets = 0; // -1 = auto (planner)
     CastAt cast = CastAt::Device;
     WeightsPolicy weights = WeightsPolicy::Stationary;
     int prefetch_layers = 1;
-    int interleave_k = -1;       // -1 = auto (Deep Optimizer States Eq. 1)
-    std::string hardware;        // planner hardware profile (YAML) for `auto`; "" = built-in
+    int interleave_k = -1; // -1 = auto (Deep Optimizer States Eq. 1)
+    std::string hardware;  // planner hardware profile (YAML) for `auto`; "" = built-in
 };
 
 enum class DeviceType { Auto, Host, Cuda };
 
 struct DeviceConfig {
     DeviceType type = DeviceType::Auto; // auto = cuda when a GPU is visible, else host
-    double memory_gb = 0.0;      // host device arena capacity; 0 = 8 GiB
-    int id = -1;                 // CUDA device; -1 = local rank modulo device count
+    double memory_gb = 0.0;             // host device arena capacity; 0 = 8 GiB
+    int id = -1;                        // CUDA device; -1 = local rank modulo device count
 };
 
 struct ParallelConfig {
-    int sp = 1;                  // Ulysses sequence-parallel degree; dp = world / sp
-    int zero_stage = 3;          // 0 (replicated) or 3 (sharded)
-    bool bind = true;            // bind threads and memory to this rank's NUMA node
+    int sp = 1;         // Ulysses sequence-parallel degree; dp = world / sp
+    int zero_stage = 3; // 0 (replicated) or 3 (sharded)
+    bool bind = true;   // bind threads and memory to this rank's NUMA node
 };
 
 struct RuntimeConfig {
     std::string out_dir = "runs/default"; // logs, metrics, checkpoints default here
-    std::string trace;           // Chrome trace JSON file or empty
-    int threads = 0;             // OpenMP threads for compute; 0 = cores of this rank
-    std::string log_level = "info"; // quiet | info | debug
+    std::string trace;                    // Chrome trace JSON file or empty
+    int threads = 0;                      // OpenMP threads for compute; 0 = cores of this rank
+    std::string log_level = "info";       // quiet | info | debug
 };
 
 struct DebugConfig {

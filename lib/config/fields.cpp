@@ -226,6 +226,7 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("train.seq_len", &t.seq_len, at_least(1)));
     v.push_back(make("train.grad_accum", &t.grad_accum, at_least(1)));
     v.push_back(make("train.steps", &t.steps, at_least(1)));
+    v.push_back(make("train.stop_after", &t.stop_after, at_least(0)));
     v.push_back(make("train.lr", &t.lr, at_least(0)));
     v.push_back(make("train.min_lr", &t.min_lr, at_least(0)));
     v.push_back(make("train.warmup_steps", &t.warmup_steps, at_least(0)));

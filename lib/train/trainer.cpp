@@ -47,17 +47,6 @@ struct Trainer::Impl {
     void resume_from(const std::string& dir);
 };
 
-static model::GPT2Config model_config_from_deck(const config::ModelConfig& m) {
-    model::GPT2Config g;
-    g.max_seq_len = m.max_seq_len;
-    g.vocab_size = m.vocab_size;
-    g.padded_vocab_size = m.padded_vocab_size;
-    g.num_layers = m.num_layers;
-    g.num_heads = m.num_heads;
-    g.channels = m.channels;
-    return g;
-}
-
 void Trainer::Impl::setup() {
     if (world.size() > 1)
         SOF_FAIL(Config,
@@ -79,7 +68,8 @@ void Trainer::Impl::setup() {
         cfg.model.channels = mcfg.channels;
         log.info("model: architecture taken from %s", cfg.model.init_from.c_str());
     } else {
-        mcfg = model_config_from_deck(cfg.model);
+        mcfg = plan::model_config_for(cfg.model); // padded_vocab_size 0 -> V rounded to 128
+        cfg.model.padded_vocab_size = mcfg.padded_vocab_size;
     }
     model::validate(mcfg);
     if (cfg.train.seq_len > mcfg.max_seq_len)
@@ -97,7 +87,7 @@ void Trainer::Impl::setup() {
 
     // Offload plan: resolve `auto` choices before the engine is built.
     if (cfg.offload.enabled) {
-        plan::HardwareProfile hw = plan::default_host_profile();
+        plan::HardwareProfile hw = plan::hardware_for(cfg);
         plan::Plan p = plan::make_plan(cfg, mcfg, hw);
         plan::resolve_auto(cfg, p);
     }
@@ -111,13 +101,13 @@ void Trainer::Impl::setup() {
     int B = cfg.train.batch_size, T = cfg.train.seq_len;
     train_data = std::make_unique<data::DataLoader>(cfg.data, data::Split::Train, mcfg.vocab_size,
                                                     B, T, world.rank(), world.size());
-    val_data = std::make_unique<data::DataLoader>(cfg.data, data::Split::Val, mcfg.vocab_size, B,
-                                                  T, world.rank(), world.size());
+    val_data = std::make_unique<data::DataLoader>(cfg.data, data::Split::Val, mcfg.vocab_size, B, T,
+                                                  world.rank(), world.size());
     inputs.resize(static_cast<size_t>(B) * T);
     targets.resize(static_cast<size_t>(B) * T);
-    log.info("model: GPT-2 L=%d NH=%d C=%d V=%d (padded %d) maxT=%d, %zu params",
-             mcfg.num_layers, mcfg.num_heads, mcfg.channels, mcfg.vocab_size,
-             mcfg.padded_vocab_size, mcfg.max_seq_len, layout.num_params);
+    log.info("model: GPT-2 L=%d NH=%d C=%d V=%d (padded %d) maxT=%d, %zu params", mcfg.num_layers,
+             mcfg.num_heads, mcfg.channels, mcfg.vocab_size, mcfg.padded_vocab_size,
+             mcfg.max_seq_len, layout.num_params);
     log.info("data: train %s", train_data->describe().c_str());
     log.info("data: val   %s", val_data->describe().c_str());
 
@@ -214,11 +204,13 @@ RunSummary Trainer::run() {
 
     sum.first_val_loss = s.evaluate();
     log.info("step %lld: val loss %.4f", static_cast<long long>(s.step), sum.first_val_loss);
-    metrics.write("eval", {{"step", static_cast<double>(s.step)}, {"val_loss", sum.first_val_loss}});
+    metrics.write("eval",
+                  {{"step", static_cast<double>(s.step)}, {"val_loss", sum.first_val_loss}});
 
     double total_time = 0.0, total_tokens = 0.0;
     std::string last_ckpt;
-    while (s.step < tc.steps) {
+    const int64_t stop = tc.stop_after > 0 ? std::min(tc.stop_after, tc.steps) : tc.steps;
+    while (s.step < stop) {
         core::Timer step_timer;
         offload::StepHparams hp;
         hp.step = s.step;
@@ -231,8 +223,8 @@ RunSummary Trainer::run() {
         for (int micro = 0; micro < accum; micro++) {
             s.train_data->next(s.inputs.data(), s.targets.data());
             core::Timer t;
-            loss_sum += s.model->forward(s.updater->weights(), s.inputs.data(), s.targets.data(),
-                                         B, T);
+            loss_sum +=
+                s.model->forward(s.updater->weights(), s.inputs.data(), s.targets.data(), B, T);
             fwd_ms += t.ms();
             t.reset();
             s.updater->begin_micro(micro, micro == accum - 1);
@@ -252,13 +244,14 @@ RunSummary Trainer::run() {
         const offload::UpdaterStats& st = s.updater->stats();
         double tok_s = tokens_per_step / (ms / 1e3);
         double tflops = flops_per_step / (ms / 1e3) / 1e12;
-        if (tc.log_every > 0 && (s.step % tc.log_every == 0 || s.step == tc.steps))
-            log.info("step %5lld/%d | loss %.4f | lr %.3e | norm %.4f%s | %.0f tok/s | %.3f TFLOPS"
-                     " | %.1f ms (fwd %.1f bwd %.1f opt %.1f xfer %.1f) | skips %lld rollbacks %lld",
-                     static_cast<long long>(s.step), tc.steps, loss, hp.lr, rep.grad_norm,
-                     rep.skipped ? " (skipped)" : (rep.clipped ? " (clipped)" : ""), tok_s, tflops,
-                     ms, fwd_ms, bwd_ms, rep.exposed_optimizer_ms, rep.exposed_transfer_ms,
-                     static_cast<long long>(st.skips), static_cast<long long>(st.rollbacks));
+        if (tc.log_every > 0 && (s.step % tc.log_every == 0 || s.step == stop))
+            log.info(
+                "step %5lld/%d | loss %.4f | lr %.3e | norm %.4f%s | %.0f tok/s | %.3f TFLOPS"
+                " | %.1f ms (fwd %.1f bwd %.1f opt %.1f xfer %.1f) | skips %lld rollbacks %lld",
+                static_cast<long long>(s.step), tc.steps, loss, hp.lr, rep.grad_norm,
+                rep.skipped ? " (skipped)" : (rep.clipped ? " (clipped)" : ""), tok_s, tflops, ms,
+                fwd_ms, bwd_ms, rep.exposed_optimizer_ms, rep.exposed_transfer_ms,
+                static_cast<long long>(st.skips), static_cast<long long>(st.rollbacks));
         metrics.write("step", {{"step", static_cast<double>(s.step)},
                                {"loss", loss},
                                {"lr", hp.lr},
@@ -274,14 +267,14 @@ RunSummary Trainer::run() {
                                {"exposed_transfer_ms", rep.exposed_transfer_ms},
                                {"skips", static_cast<double>(st.skips)},
                                {"rollbacks", static_cast<double>(st.rollbacks)}});
-        if (tc.eval_every > 0 && s.step % tc.eval_every == 0 && s.step < tc.steps) {
+        if (tc.eval_every > 0 && s.step % tc.eval_every == 0 && s.step < stop) {
             float vl = s.evaluate();
             log.info("step %lld: val loss %.4f", static_cast<long long>(s.step), vl);
             metrics.write("eval", {{"step", static_cast<double>(s.step)}, {"val_loss", vl}});
         }
-        bool ckpt_due = !tc.checkpoint_dir.empty() &&
-                        ((tc.checkpoint_every > 0 && s.step % tc.checkpoint_every == 0) ||
-                         s.step == tc.steps);
+        bool ckpt_due =
+            !tc.checkpoint_dir.empty() &&
+            ((tc.checkpoint_every > 0 && s.step % tc.checkpoint_every == 0) || s.step == stop);
         if (ckpt_due) {
             last_ckpt = s.save_checkpoint();
             log.info("checkpoint: %s", last_ckpt.c_str());

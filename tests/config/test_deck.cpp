@@ -220,6 +220,7 @@ train:
   seq_len: 96
   grad_accum: 5
   steps: 17
+  stop_after: 9
   lr: 0.1
   min_lr: 1.17549435e-38
   warmup_steps: 2

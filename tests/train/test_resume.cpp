@@ -1,4 +1,4 @@
-// Resume is bitwise: N steps in one go == N/2 steps, checkpoint, new process state, resume to N.
+// Resume is bitwise: N steps in one go == stop after N/2 steps, checkpoint, new state, resume to N.
 // Covered for the plain path and the SuperOffload engine, with accumulation and clipping active.
 #include "train/mpi_main.h"
 
@@ -48,7 +48,8 @@ runtime:
 )";
 
 std::vector<float> run(const std::string& dir, const std::vector<std::string>& extra) {
-    std::vector<std::string> ov = {"runtime.out_dir=" + dir, "train.checkpoint_dir=" + dir + "/ckpt",
+    std::vector<std::string> ov = {"runtime.out_dir=" + dir,
+                                   "train.checkpoint_dir=" + dir + "/ckpt",
                                    "train.checkpoint_every=4"};
     ov.insert(ov.end(), extra.begin(), extra.end());
     config::Config cfg = config::load_deck_from_string(kDeck, "resume-test", ov);
@@ -64,7 +65,7 @@ void check_resume(const std::string& name, const std::vector<std::string>& opts)
     fs::remove_all(base);
     std::vector<float> full = run(base + "/full", opts);
     std::vector<std::string> half = opts;
-    half.push_back("train.steps=4");
+    half.push_back("train.stop_after=4"); // same cosine schedule, run ends at step 4
     run(base + "/split", half);
     std::vector<std::string> rest = opts;
     rest.push_back("train.resume=auto");
@@ -78,7 +79,9 @@ void check_resume(const std::string& name, const std::vector<std::string>& opts)
 
 } // namespace
 
-TEST_CASE("resume is bitwise identical: plain path") { check_resume("resume_plain", {}); }
+TEST_CASE("resume is bitwise identical: plain path") {
+    check_resume("resume_plain", {});
+}
 
 TEST_CASE("resume is bitwise identical: SuperOffload engine with STV") {
     check_resume("resume_engine", {"offload.enabled=true", "offload.bucket_mb=0.01",
