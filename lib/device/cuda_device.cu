@@ -476,14 +476,12 @@ void CudaDevice::synchronize() {
         s->rethrow();
 }
 
-void CudaDevice::copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream& s) {
+// The direction only names the copy: with unified addressing cudaMemcpyDefault follows the
+// pointers (in weight flow the model grads are pinned host memory that device streams read).
+void CudaDevice::copy(void* dst, const void* src, size_t bytes, CopyKind, Stream& s) {
     if (bytes == 0) return;
-    cudaMemcpyKind k =
-        kind == CopyKind::HostToDevice
-            ? cudaMemcpyHostToDevice
-            : (kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice);
     set_device();
-    check(cudaMemcpyAsync(dst, src, bytes, k, cuda_stream(s).handle()), ordinal_,
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda_stream(s).handle()), ordinal_,
           "cudaMemcpyAsync");
 }
 

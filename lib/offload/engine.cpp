@@ -37,20 +37,22 @@ class Engine::Sink : public model::GradSink {
   public:
     explicit Sink(Engine& e) : e_(e) {}
     float* grads(int unit) override {
-        return (e_.staging_ ? e_.hmgrads_ : e_.dgrads_) +
+        return (e_.grad_mirror() ? e_.hmgrads_ : e_.dgrads_) +
                e_.layout_.unit_begin[static_cast<size_t>(unit)];
     }
     void unit_done(int unit) override {
         if (e_.hp_.inject_nonfinite && unit == e_.layout_.num_units() - 1) {
-            if (e_.staging_) {
+            if (e_.grad_mirror()) {
                 e_.hmgrads_[inject_offset(e_.layout_)] = *e_.hnan_;
+            } else if (e_.grads_pinned_) {
+                e_.dgrads_[inject_offset(e_.layout_)] = *e_.hnan_;
             } else {
                 e_.dev_->copy(e_.dgrads_ + inject_offset(e_.layout_), e_.hnan_, sizeof(float),
                               device::CopyKind::HostToDevice, *e_.compute_);
                 e_.dev_->synchronize(*e_.compute_);
             }
         }
-        if (e_.staging_ && e_.last_micro_) { // the unit's final grads to the device
+        if (e_.grad_mirror() && e_.last_micro_) { // the unit's final grads to the device
             size_t o = e_.layout_.unit_begin[static_cast<size_t>(unit)];
             size_t n = e_.layout_.unit_begin[static_cast<size_t>(unit) + 1] - o;
             e_.dev_->copy(e_.dgrads_ + o, e_.hmgrads_ + o, n * 4, device::CopyKind::HostToDevice,
@@ -105,6 +107,7 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
 
     dev_ = device::make_device(cfg.device, 0, trace);
     staging_ = force_staging || !dev_->host_accessible();
+    grads_pinned_ = flow_;
     compute_ = dev_->create_stream("compute");
     d2h_ = dev_->create_stream("d2h");
     h2d_ = dev_->create_stream("h2d");
@@ -151,7 +154,11 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     // Device memory.
     size_t n = layout.num_params;
     size_t np = pieces_.size() - 1;
-    dgrads_ = static_cast<float*>(dev_->alloc(n * 4, "fp32 grads (num_params)"));
+    // Weight flow keeps the device for the layers in flight: the model's fp32 grads are written
+    // to pinned host memory (over C2C on a Superchip) and the device streams read them there.
+    dgrads_ = grads_pinned_
+                  ? static_cast<float*>(dev_->alloc_pinned(n * 4, "fp32 grads (weight flow)"))
+                  : static_cast<float*>(dev_->alloc(n * 4, "fp32 grads (num_params)"));
     if (!flow_) dwork_ = static_cast<float*>(dev_->alloc(n * 4, "working weights (stationary)"));
     dstats_ = static_cast<device::GradStats*>(
         dev_->alloc(np * sizeof(device::GradStats), "grad statistics"));
@@ -190,9 +197,11 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
         hwork32_ = static_cast<float*>(dev_->alloc_pinned(n * 4, "fp32 working weights"));
         std::memset(hwork32_, 0, n * 4);
     }
-    if (staging_) {
+    if (grad_mirror()) {
         hmgrads_ = static_cast<float*>(dev_->alloc_pinned(n * 4, "model grads (host staging)"));
         std::memset(hmgrads_, 0, n * 4);
+    }
+    if (staging_) {
         if (!flow_) {
             hmwork_ = static_cast<float*>(dev_->alloc_pinned(n * 4, "working weights (host copy)"));
             mirror_valid_.assign(static_cast<size_t>(layout.num_units()), 0);
@@ -243,7 +252,10 @@ Engine::~Engine() {
     }
     weights_.reset();
     dstate_.clear();
-    dev_->free(dgrads_);
+    if (grads_pinned_)
+        dev_->free_pinned(dgrads_);
+    else
+        dev_->free(dgrads_);
     dev_->free(dwork_);
     dev_->free(dstats_);
     dev_->free(dstage32_);
@@ -290,7 +302,7 @@ void Engine::begin_step(const StepHparams& hp) {
     spec_running_ = false;
     dev_->memset(dgrads_, 0, layout_.num_params * 4, *compute_);
     dev_->synchronize(*compute_); // also: the last step's grad uploads from hmgrads_ are done
-    if (staging_) std::memset(hmgrads_, 0, layout_.num_params * 4);
+    if (grad_mirror()) std::memset(hmgrads_, 0, layout_.num_params * 4);
     if (trace_) t_mark_ = trace_->now_us();
 }
 

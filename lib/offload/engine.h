@@ -73,7 +73,8 @@ class Engine : public Updater {
     bool unit_pending(int unit);
     uint16_t* host_lowp_target(size_t off); // where the host step writes its bf16 copy or null
     bool device_lowp() const;               // the device step writes a bf16 copy (dtail16_)
-    std::unique_ptr<model::WeightSource> make_weights(); // engine_weights.cpp
+    bool grad_mirror() const { return staging_ && !grads_pinned_; } // model adds into hmgrads_
+    std::unique_ptr<model::WeightSource> make_weights();            // engine_weights.cpp
     void weights_changed(); // flow: drop cached units (engine_weights.cpp)
 
     config::Config cfg_;
@@ -83,13 +84,14 @@ class Engine : public Updater {
     int lane_main_ = 0, lane_cpu_ = 0;
 
     // Modes resolved from the deck.
-    bool staging_ = false;   // model grads/weights go through host mirrors (see constructor)
-    bool bf16_ = false;      // working precision bf16
-    bool flow_ = false;      // weight flow (else stationary)
-    bool cast_host_ = false; // bf16 cast on the host (fused into the optimizer), else on device
-    bool speculate_ = false; // STV: host buckets stepped during backward
-    bool exact_ = true;      // exact rollback (two state sets) vs arithmetic inverse
-    int nsets_ = 2;          // host state sets (2 exact, 1 inverse)
+    bool staging_ = false;      // model grads/weights go through host mirrors (see constructor)
+    bool grads_pinned_ = false; // weight flow: dgrads_ is pinned host memory (no grad mirror)
+    bool bf16_ = false;         // working precision bf16
+    bool flow_ = false;         // weight flow (else stationary)
+    bool cast_host_ = false;    // bf16 cast on the host (fused into the optimizer), else on device
+    bool speculate_ = false;    // STV: host buckets stepped during backward
+    bool exact_ = true;         // exact rollback (two state sets) vs arithmetic inverse
+    int nsets_ = 2;             // host state sets (2 exact, 1 inverse)
 
     std::unique_ptr<device::Device> dev_; // first member with resources: destroyed last
     std::unique_ptr<device::Stream> compute_, d2h_, h2d_, dstep_, fetch_;
@@ -107,7 +109,8 @@ class Engine : public Updater {
     size_t max_host_bucket_ = 0, max_dev_bucket_ = 0;
 
     // Device memory.
-    float* dgrads_ = nullptr;             // (num_params) fp32 grads, the model adds into them
+    float* dgrads_ = nullptr;             // (num_params) fp32 grads, the model adds into them;
+                                          // pinned host memory in weight flow
     float* dwork_ = nullptr;              // (num_params) working weights (stationary only)
     device::GradStats* dstats_ = nullptr; // (npieces)
     float* dstage32_ = nullptr;           // (max host bucket) H2D staging fp32 (device cast)
