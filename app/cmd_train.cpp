@@ -2,6 +2,9 @@
 // Every rank parses the deck, so deck errors are reported once by rank 0 (fatal_all).
 #include <mpi.h>
 
+#include <cstring>
+#include <vector>
+
 #include "commands.h"
 #include "comm/world.h"
 #include "config/deck.h"
@@ -20,6 +23,14 @@ static void bind_rank(const core::Log& log) {
             topo::plan_placement("", topo::local_rank_from_env(0), topo::local_size_from_env(1));
         topo::bind(p);
         log.info("bind: %s", p.describe().c_str());
+        // first touch after binding must land on the rank's node (on GH200 not in the GPU's HBM)
+        std::vector<char> probe(1 << 16);
+        std::memset(probe.data(), 1, probe.size());
+        int node = topo::memory_node_of(probe.data());
+        if (node >= 0 && p.numa_node >= 0 && node != p.numa_node)
+            log.warn("bind: new memory lands on NUMA node %d, not on node %d: check the launcher's "
+                     "--mem-bind / numactl settings",
+                     node, p.numa_node);
     } catch (const std::exception& e) {
         log.warn("bind: not bound (%s); set parallel.bind: false to skip binding, or launch "
                  "with srun --cpu-bind=none",

@@ -210,7 +210,10 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     hnan_ = static_cast<float*>(dev_->alloc_pinned(sizeof(float), "NaN injection"));
     *hnan_ = std::numeric_limits<float>::quiet_NaN();
 
-    dev_->memset(dgrads_, 0, n * 4, *compute_);
+    if (grads_pinned_)
+        std::memset(dgrads_, 0, n * 4);
+    else
+        dev_->memset(dgrads_, 0, n * 4, *compute_);
     if (dwork_) dev_->memset(dwork_, 0, n * 4, *compute_);
     for (auto& ds : dstate_)
         if (ds) {
@@ -300,7 +303,13 @@ void Engine::begin_step(const StepHparams& hp) {
     last_micro_ = true;
     next_bucket_ = 0;
     spec_running_ = false;
-    dev_->memset(dgrads_, 0, layout_.num_params * 4, *compute_);
+    if (grads_pinned_) { // host memory: zeroed here once no device stream reads it any more
+        dev_->synchronize(*d2h_);
+        dev_->synchronize(*dstep_);
+        std::memset(dgrads_, 0, layout_.num_params * 4);
+    } else {
+        dev_->memset(dgrads_, 0, layout_.num_params * 4, *compute_);
+    }
     dev_->synchronize(*compute_); // also: the last step's grad uploads from hmgrads_ are done
     if (grad_mirror()) std::memset(hmgrads_, 0, layout_.num_params * 4);
     if (trace_) t_mark_ = trace_->now_us();

@@ -67,6 +67,10 @@ void bind(const Placement& p);
 // The PU list the calling thread may run on now ("0-1").
 std::string current_binding();
 
+// The NUMA node (os index) holding the page of p, which must have been touched; -1 when the kernel
+// cannot tell (no NUMA support, page not present). Uses libnuma.
+int memory_node_of(const void* p);
+
 // Local rank and size from the launcher: OMPI_COMM_WORLD_LOCAL_RANK/SIZE, SLURM_LOCALID /
 // SLURM_NTASKS_PER_NODE, MPI_LOCALRANKID/MPI_LOCALNRANKS; `fallback` when none is set.
 int local_rank_from_env(int fallback);

@@ -4,8 +4,12 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <numa.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "topo/topo.h"
@@ -149,6 +153,12 @@ TEST_CASE("this machine: dry-run placement, binding to the allowed set, binding 
     try {
         bind(p);
         CHECK(current_binding() == p.cpuset);
+        // memory touched after binding lands on the rank's node (libnuma's page query)
+        std::vector<char> buf(1 << 20);
+        std::memset(buf.data(), 1, buf.size());
+        int node = memory_node_of(buf.data() + buf.size() / 2);
+        if (numa_available() >= 0) CHECK(node == p.numa_node);
+        CHECK(memory_node_of(nullptr) == -1);
     } catch (const core::Error& e) {
         CHECK(e.kind() == core::ErrorKind::Runtime);
         CHECK(std::string(e.what()).find("hwloc_set_membind") != std::string::npos);
