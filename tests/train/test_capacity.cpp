@@ -27,9 +27,9 @@ struct Run {
 config::Config deck(const std::string& name, const std::vector<std::string>& extra) {
     std::string dir = std::string(SOF_BINARY_DIR) + "/test-scratch/capacity/" + name;
     fs::remove_all(dir);
-    std::vector<std::string> ov = {"runtime.out_dir=" + dir, "train.steps=6",
-                                   "train.eval_batches=1", "train.log_every=0",
-                                   "runtime.log_level=quiet"};
+    std::vector<std::string> ov = {"runtime.out_dir=" + dir,  "train.steps=6",
+                                   "train.eval_batches=1",    "train.log_every=0",
+                                   "runtime.log_level=quiet", "runtime.threads=1"};
     ov.insert(ov.end(), extra.begin(), extra.end());
     return config::load_deck(kDeck, ov);
 }
