@@ -21,7 +21,9 @@ namespace {
 
 constexpr size_t kAlign = 256;
 
-size_t round_up(size_t n) { return n == 0 ? kAlign : (n + kAlign - 1) / kAlign * kAlign; }
+size_t round_up(size_t n) {
+    return n == 0 ? kAlign : (n + kAlign - 1) / kAlign * kAlign;
+}
 
 class HostEvent : public Event {
   public:
@@ -160,7 +162,8 @@ void HostStream::run() {
         } catch (...) {
             err = std::current_exception();
         }
-        if (trace_ && !t.label.empty()) trace_->span(lane_, t.label, t0, trace_->now_us(), "device");
+        if (trace_ && !t.label.empty())
+            trace_->span(lane_, t.label, t0, trace_->now_us(), "device");
         {
             std::lock_guard<std::mutex> lk(mu_);
             if (err && !error_) error_ = err;
@@ -170,15 +173,21 @@ void HostStream::run() {
     }
 }
 
-static HostStream& host_stream(Stream& s) { return static_cast<HostStream&>(s); }
-static HostEvent& host_event(Event& e) { return static_cast<HostEvent&>(e); }
+static HostStream& host_stream(Stream& s) {
+    return static_cast<HostStream&>(s);
+}
+static HostEvent& host_event(Event& e) {
+    return static_cast<HostEvent&>(e);
+}
 
 HostDevice::HostDevice(size_t capacity_bytes, core::Trace* trace)
     : capacity_(capacity_bytes), trace_(trace), registry_(std::make_shared<Registry>()) {}
 
 HostDevice::~HostDevice() {
-    for (auto& kv : device_allocs_) std::free(kv.first);
-    for (auto& kv : pinned_allocs_) std::free(kv.first);
+    for (auto& kv : device_allocs_)
+        std::free(kv.first);
+    for (auto& kv : pinned_allocs_)
+        std::free(kv.first);
 }
 
 std::string HostDevice::describe() const {
@@ -204,7 +213,7 @@ void* HostDevice::alloc(size_t bytes, const std::string& what) {
         SOF_FAIL(Runtime,
                  "device memory exhausted: cannot allocate %s for %s on the host device: %s free "
                  "of %s capacity (%s in use; largest buffer: %s). Raise device.memory_gb in the "
-                 "deck (now %.4g GB), or shrink what lives on the device (offload.weights: flow, "
+                 "deck (now %.4g GiB), or shrink what lives on the device (offload.weights: flow, "
                  "fewer offload.gpu_tail_buckets, smaller offload.bucket_mb)",
                  need.c_str(), what.c_str(), avail.c_str(), cap.c_str(), in_use.c_str(),
                  biggest.c_str(), static_cast<double>(capacity_) / double(1ull << 30));
@@ -265,7 +274,9 @@ std::unique_ptr<Stream> HostDevice::create_stream(const std::string& name) {
     return std::make_unique<HostStream>(name, trace_, registry_);
 }
 
-std::unique_ptr<Event> HostDevice::create_event() { return std::make_unique<HostEvent>(); }
+std::unique_ptr<Event> HostDevice::create_event() {
+    return std::make_unique<HostEvent>();
+}
 
 void HostDevice::record(Event& e, Stream& s) {
     HostEvent* ev = &host_event(e);
@@ -280,7 +291,9 @@ void HostDevice::wait(Stream& s, Event& e) {
     host_stream(s).push([ev, gen] { ev->wait_for(gen); }, std::string());
 }
 
-void HostDevice::synchronize(Stream& s) { host_stream(s).drain(); }
+void HostDevice::synchronize(Stream& s) {
+    host_stream(s).drain();
+}
 
 void HostDevice::synchronize() {
     std::vector<HostStream*> all;
@@ -288,13 +301,13 @@ void HostDevice::synchronize() {
         std::lock_guard<std::mutex> lk(registry_->mu);
         all = registry_->streams;
     }
-    for (HostStream* s : all) s->drain();
+    for (HostStream* s : all)
+        s->drain();
 }
 
 void HostDevice::copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream& s) {
-    const char* k = kind == CopyKind::HostToDevice
-                        ? "H2D"
-                        : (kind == CopyKind::DeviceToHost ? "D2H" : "D2D");
+    const char* k =
+        kind == CopyKind::HostToDevice ? "H2D" : (kind == CopyKind::DeviceToHost ? "D2H" : "D2D");
     host_stream(s).push([dst, src, bytes] { std::memcpy(dst, src, bytes); },
                         core::strfmt("%s %s", k, format_bytes(static_cast<double>(bytes)).c_str()));
 }
@@ -309,8 +322,7 @@ void HostDevice::host_task(Stream& s, std::function<void()> fn, const std::strin
 
 void HostDevice::grad_prep(const float* grad, size_t n, std::vector<int64_t> bounds, float scale,
                            GradStats* stats, uint16_t* bf16_out, Stream& s) {
-    SOF_CHECK(bounds.size() >= 2 && bounds.front() == 0 &&
-                  bounds.back() == static_cast<int64_t>(n),
+    SOF_CHECK(bounds.size() >= 2 && bounds.front() == 0 && bounds.back() == static_cast<int64_t>(n),
               "grad_prep: piece bounds must run from 0 to n=%zu", n);
     host_stream(s).push(
         [grad, bounds = std::move(bounds), scale, stats, bf16_out] {
@@ -325,7 +337,8 @@ void HostDevice::grad_prep(const float* grad, size_t n, std::vector<int64_t> bou
 void HostDevice::cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s) {
     host_stream(s).push(
         [src, dst, n] {
-            for (size_t i = 0; i < n; i++) dst[i] = core::f32_to_bf16(src[i]);
+            for (size_t i = 0; i < n; i++)
+                dst[i] = core::f32_to_bf16(src[i]);
         },
         "cast fp32->bf16");
 }
@@ -333,7 +346,8 @@ void HostDevice::cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Str
 void HostDevice::cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Stream& s) {
     host_stream(s).push(
         [src, dst, n] {
-            for (size_t i = 0; i < n; i++) dst[i] = core::bf16_to_f32(src[i]);
+            for (size_t i = 0; i < n; i++)
+                dst[i] = core::bf16_to_f32(src[i]);
         },
         "cast bf16->fp32");
 }

@@ -236,6 +236,7 @@ RunSummary Trainer::run() {
         double ms = step_timer.ms();
         float loss = static_cast<float>(loss_sum / accum);
         sum.train_losses.push_back(loss);
+        sum.grad_norms.push_back(rep.grad_norm);
         s.step++;
         if (s.step > sum.start_step + 1) { // the first step warms caches; leave it out of the mean
             total_time += ms / 1e3;
