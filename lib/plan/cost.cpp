@@ -116,9 +116,12 @@ MemoryEstimate offload_memory(const CostInputs& c, config::WeightsPolicy weights
         m.weights = (c.prefetch_layers + 1.0) * unit * c.weight_bytes;
     else
         m.weights = c.params * c.weight_bytes;
-    // accumulation over micro-batches keeps fp32 grads of every parameter on the device;
-    // otherwise grads live per unit (double-buffered) until their bucket is moved
-    m.grads = c.grad_accum > 1 ? c.params * 4.0 : 2.0 * unit * 4.0;
+    // stationary: accumulation over micro-batches keeps fp32 grads of every parameter on the
+    // device, otherwise grads live per unit (double-buffered) until their bucket is moved;
+    // flow: grads accumulate in pinned host memory (written over the link, as the engine does),
+    // only the units in flight are on the device
+    m.grads = c.grad_accum > 1 && weights != config::WeightsPolicy::Flow ? c.params * 4.0
+                                                                         : 2.0 * unit * 4.0;
     int n = std::clamp(tail, 0, c.num_buckets);
     m.tail_state = std::min(c.params, n * c.bucket_params) * 16.0;
     m.staging = 2.0 * c.bucket_params * 4.0;
