@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sanitizer builds of the tests (CPU-only): ASan+UBSan over unit/optim/engine tests, TSan over the
+# Sanitizer builds of the tests (CPU-only): ASan+UBSan over every CPU test, TSan over the
 # threaded engine tests. Run by .ci/run after the main test command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,7 +8,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Open MPI's own allocations are reported as leaks at exit; leaks in our code are found by the
 # per-test LeakSanitizer runs of the non-MPI tests.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --test-dir build-asan --output-on-failure -j 2 -L "unit|optim|engine"
+ctest --test-dir build-asan --output-on-failure -j 2 -L "unit|optim|engine|reference|e2e"
 
 scripts/setup.sh build-tsan -DSOF_SANITIZE=thread -DSOF_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # libgomp is not built with TSan: its barriers are invisible, so every OpenMP region would be
