@@ -12,11 +12,16 @@ namespace sof::app {
 int exit_code_for(core::ErrorKind kind) {
     switch (kind) {
     case core::ErrorKind::Usage:
-    case core::ErrorKind::Config: return 2;
-    case core::ErrorKind::Io: return 3;
-    case core::ErrorKind::Format: return 4;
-    case core::ErrorKind::Runtime: return 1;
-    case core::ErrorKind::Internal: return 70;
+    case core::ErrorKind::Config:
+        return 2;
+    case core::ErrorKind::Io:
+        return 3;
+    case core::ErrorKind::Format:
+        return 4;
+    case core::ErrorKind::Runtime:
+        return 1;
+    case core::ErrorKind::Internal:
+        return 70;
     }
     return 1;
 }

@@ -1,5 +1,6 @@
 // How the program ends on an error: fatal_all (every rank detected it; rank 0 prints, all ranks
-// finalize and exit together) vs fatal_one (one rank detected it; it prints with its rank, MPI_Abort).
+// finalize and exit together) vs fatal_one (one rank detected it; it prints with its rank,
+// MPI_Abort).
 #pragma once
 
 #include <string>

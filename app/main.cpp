@@ -61,8 +61,8 @@ int main(int argc, char** argv) {
         rc = dispatch(argc, argv);
     } catch (const sof::core::Error& e) {
         // Usage and deck errors are found identically by every rank; others may be local.
-        bool everyone = e.kind() == sof::core::ErrorKind::Usage ||
-                        e.kind() == sof::core::ErrorKind::Config;
+        bool everyone =
+            e.kind() == sof::core::ErrorKind::Usage || e.kind() == sof::core::ErrorKind::Config;
         if (everyone) sof::app::fatal_all(rank, e.kind(), e.what());
         sof::app::fatal_one(rank, size, e.kind(), e.what());
     } catch (const std::bad_alloc&) {

@@ -15,7 +15,8 @@ void throw_mpi_error(const char* file, int line, const char* call, int rc) {
 World::World(MPI_Comm comm) : comm_(comm) {
     SOF_CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
     SOF_CHECK_MPI(MPI_Comm_size(comm_, &size_));
-    SOF_CHECK_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_comm_));
+    SOF_CHECK_MPI(
+        MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_comm_));
     SOF_CHECK_MPI(MPI_Comm_rank(node_comm_, &local_rank_));
     SOF_CHECK_MPI(MPI_Comm_size(node_comm_, &local_size_));
 }
@@ -36,6 +37,8 @@ double World::sum(double mine) const {
     return out;
 }
 
-void World::barrier() const { SOF_CHECK_MPI(MPI_Barrier(comm_)); }
+void World::barrier() const {
+    SOF_CHECK_MPI(MPI_Barrier(comm_));
+}
 
 } // namespace sof::comm

@@ -12,7 +12,9 @@ enum class DType { F32, BF16, F16 };
 inline const char* dtype_name(DType t) {
     return t == DType::F32 ? "fp32" : (t == DType::BF16 ? "bf16" : "fp16");
 }
-inline int dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
+inline int dtype_size(DType t) {
+    return t == DType::F32 ? 4 : 2;
+}
 
 inline uint32_t f32_bits(float f) {
     uint32_t u;
@@ -33,7 +35,9 @@ inline uint16_t f32_to_bf16(float f) {
     u += 0x7fffu + lsb;
     return static_cast<uint16_t>(u >> 16);
 }
-inline float bf16_to_f32(uint16_t h) { return bits_f32(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+    return bits_f32(static_cast<uint32_t>(h) << 16);
+}
 
 // fp32 -> IEEE fp16, round to nearest even; overflow to inf, NaN kept, subnormals handled.
 inline uint16_t f32_to_f16(float f) {

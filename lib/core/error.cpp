@@ -6,17 +6,25 @@ namespace sof::core {
 
 const char* error_kind_name(ErrorKind kind) {
     switch (kind) {
-    case ErrorKind::Usage: return "usage error";
-    case ErrorKind::Config: return "config error";
-    case ErrorKind::Io: return "I/O error";
-    case ErrorKind::Format: return "format error";
-    case ErrorKind::Runtime: return "runtime error";
-    case ErrorKind::Internal: return "internal error";
+    case ErrorKind::Usage:
+        return "usage error";
+    case ErrorKind::Config:
+        return "config error";
+    case ErrorKind::Io:
+        return "I/O error";
+    case ErrorKind::Format:
+        return "format error";
+    case ErrorKind::Runtime:
+        return "runtime error";
+    case ErrorKind::Internal:
+        return "internal error";
     }
     return "error";
 }
 
-void throw_error(ErrorKind kind, const std::string& msg) { throw Error(kind, msg); }
+void throw_error(ErrorKind kind, const std::string& msg) {
+    throw Error(kind, msg);
+}
 
 void throw_check_failed(const char* file, int line, const char* cond, const std::string& msg) {
     throw Error(ErrorKind::Runtime,

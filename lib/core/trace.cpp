@@ -41,12 +41,14 @@ int Trace::lane(const std::string& name) {
     return static_cast<int>(lanes_.size()) - 1;
 }
 
-double Trace::now_us() const { return (now_seconds() - origin_) * 1e6; }
+double Trace::now_us() const {
+    return (now_seconds() - origin_) * 1e6;
+}
 
 void Trace::span(int lane, const std::string& name, double t0_us, double t1_us, const char* cat) {
     std::lock_guard<std::mutex> lk(mu_);
-    events_.push_back({lane, name, cat ? cat : "", t0_us, t1_us > t0_us ? t1_us - t0_us : 0.0,
-                       false});
+    events_.push_back(
+        {lane, name, cat ? cat : "", t0_us, t1_us > t0_us ? t1_us - t0_us : 0.0, false});
 }
 
 void Trace::instant(int lane, const std::string& name) {
@@ -69,8 +71,9 @@ void Trace::write(const std::string& path) const {
     std::lock_guard<std::mutex> lk(mu_);
     FILE* f = std::fopen(path.c_str(), "w");
     if (!f)
-        SOF_FAIL(Io, "cannot write trace file '%s' (runtime.trace): check that its directory "
-                     "exists and is writable",
+        SOF_FAIL(Io,
+                 "cannot write trace file '%s' (runtime.trace): check that its directory "
+                 "exists and is writable",
                  path.c_str());
     std::fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
     bool first = true;

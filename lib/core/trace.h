@@ -20,8 +20,7 @@ class Trace {
     // Microseconds since this trace was created (steady clock).
     double now_us() const;
     // A complete event on `lane` from t0 to t1 (us, from now_us()); `cat` groups events.
-    void span(int lane, const std::string& name, double t0_us, double t1_us,
-              const char* cat = "");
+    void span(int lane, const std::string& name, double t0_us, double t1_us, const char* cat = "");
     // An instant marker (e.g. "rollback").
     void instant(int lane, const std::string& name);
 
@@ -34,8 +33,7 @@ class Trace {
     class Scope {
       public:
         Scope(Trace* t, int lane, std::string name, const char* cat = "")
-            : t_(t), lane_(lane), name_(std::move(name)), cat_(cat),
-              t0_(t ? t->now_us() : 0.0) {}
+            : t_(t), lane_(lane), name_(std::move(name)), cat_(cat), t0_(t ? t->now_us() : 0.0) {}
         ~Scope() {
             if (t_) t_->span(lane_, name_, t0_, t_->now_us(), cat_);
         }

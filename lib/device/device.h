@@ -1,6 +1,7 @@
 // The accelerator interface, shaped after CUDA: device memory with capacity accounting, pinned
 // host memory, streams (ordered queues), events, async copies, host work on a stream, and the few
-// device ops the offload engine needs. Implementations: host (host_device.cpp), cuda (cuda_device.h).
+// device ops the offload engine needs. Implementations: host (host_device.cpp), cuda
+// (cuda_device.h).
 #pragma once
 
 #include <cstddef>
@@ -56,7 +57,7 @@ class Device {
     virtual ~Device() = default;
 
     virtual Kind kind() const = 0;
-    virtual int ordinal() const = 0;         // CUDA device id; 0 on the host device
+    virtual int ordinal() const = 0;          // CUDA device id; 0 on the host device
     virtual std::string describe() const = 0; // one line for the log
     // True when host code may dereference device pointers (host device). The CPU model then
     // reads weights and writes grads in device memory directly; otherwise the engine stages.
@@ -78,10 +79,10 @@ class Device {
     // --- streams and events -------------------------------------------------------------------
     virtual std::unique_ptr<Stream> create_stream(const std::string& name) = 0;
     virtual std::unique_ptr<Event> create_event() = 0;
-    virtual void record(Event& e, Stream& s) = 0;      // cudaEventRecord
-    virtual void wait(Stream& s, Event& e) = 0;        // cudaStreamWaitEvent (s waits, host not)
-    virtual void synchronize(Stream& s) = 0;           // cudaStreamSynchronize
-    virtual void synchronize() = 0;                    // every stream of this device
+    virtual void record(Event& e, Stream& s) = 0; // cudaEventRecord
+    virtual void wait(Stream& s, Event& e) = 0;   // cudaStreamWaitEvent (s waits, host not)
+    virtual void synchronize(Stream& s) = 0;      // cudaStreamSynchronize
+    virtual void synchronize() = 0;               // every stream of this device
 
     // --- async work on a stream ---------------------------------------------------------------
     virtual void copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream& s) = 0;

@@ -1,5 +1,6 @@
 // Scalar reference AdamW/Adam step: the exact float arithmetic every optimizer plugin must match.
-// Header-only (used by tests, benchmarks and plugins' scalar tails); compile with -ffp-contract=off.
+// Header-only (used by tests, benchmarks and plugins' scalar tails); compile with
+// -ffp-contract=off.
 #pragma once
 
 #include <cmath>

@@ -19,16 +19,24 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* target_name(sof_target t) { return t == SOF_TARGET_CUDA ? "cuda" : "host"; }
+const char* target_name(sof_target t) {
+    return t == SOF_TARGET_CUDA ? "cuda" : "host";
+}
 
 const char* status_name(sof_status st) {
     switch (st) {
-    case SOF_OK: return "ok";
-    case SOF_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case SOF_ERR_UNSUPPORTED: return "unsupported";
-    case SOF_ERR_DEVICE: return "device error";
-    case SOF_ERR_OUT_OF_MEMORY: return "out of memory";
-    case SOF_ERR_INTERNAL: return "internal error";
+    case SOF_OK:
+        return "ok";
+    case SOF_ERR_INVALID_ARGUMENT:
+        return "invalid argument";
+    case SOF_ERR_UNSUPPORTED:
+        return "unsupported";
+    case SOF_ERR_DEVICE:
+        return "device error";
+    case SOF_ERR_OUT_OF_MEMORY:
+        return "out of memory";
+    case SOF_ERR_INTERNAL:
+        return "internal error";
     }
     return "unknown status";
 }
@@ -227,7 +235,8 @@ std::unique_ptr<Optimizer> Optimizer::load(const std::string& dir, const std::st
         SOF_FAIL(Config, "optimizer plugin '%s' (%s) cannot be loaded: %s", want.c_str(),
                  pick->path.c_str(), op.error.c_str());
     if (!abi_ok(op.table))
-        SOF_FAIL(Config, "optimizer plugin '%s' (%s) was %s: rebuild the plugin against this "
+        SOF_FAIL(Config,
+                 "optimizer plugin '%s' (%s) was %s: rebuild the plugin against this "
                  "superoffload's sof_optim_abi.h",
                  want.c_str(), pick->path.c_str(), abi_note(op.table).c_str());
     if (pick->target != target)
@@ -272,8 +281,7 @@ void Optimizer::check(sof_status st, const char* what) {
              info_.variant.c_str(), what, status_name(st), msg && *msg ? msg : "no detail");
 }
 
-sof_adam_result Optimizer::step(const sof_adam_slice& s, const sof_adam_hparams& hp,
-                                void* stream) {
+sof_adam_result Optimizer::step(const sof_adam_slice& s, const sof_adam_hparams& hp, void* stream) {
     sof_adam_result r{};
     check(plugin_->adam_step(ctx_, &s, &hp, &r, stream), "adam_step");
     return r;

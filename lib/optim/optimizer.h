@@ -65,7 +65,7 @@ class Optimizer {
     Optimizer() = default;
     void check(sof_status st, const char* what);
     PluginInfo info_;
-    void* handle_ = nullptr;                // dlopen handle
+    void* handle_ = nullptr; // dlopen handle
     const sof_optim_plugin* plugin_ = nullptr;
     sof_optim_ctx* ctx_ = nullptr;
 };

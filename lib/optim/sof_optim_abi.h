@@ -1,5 +1,6 @@
 /* sof_optim_abi.h: the versioned C ABI between superoffload and its optimizer plugins.
- * This is the ONLY header a plugin includes. Pure C, no exceptions, no exit/abort/MPI in plugins. */
+ * This is the ONLY header a plugin includes. Pure C, no exceptions, no exit/abort/MPI in plugins.
+ */
 #ifndef SOF_OPTIM_ABI_H
 #define SOF_OPTIM_ABI_H
 
@@ -48,7 +49,7 @@ typedef struct sof_adam_hparams {
     int64_t step;            /* 1-based optimizer step count of this slice */
     int32_t mode;            /* sof_adam_mode */
     int32_t bias_correction; /* 1: divide by (1-b1^t), (1-b2^t); 0: do not */
-    float grad_scale;        /* every grad is multiplied by this before use (clip coef, 1/loss scale) */
+    float grad_scale; /* every grad is multiplied by this before use (clip coef, 1/loss scale) */
 } sof_adam_hparams;
 
 /* One contiguous slice of n parameters. Inputs and outputs may be the same buffers (in place) or
@@ -72,14 +73,15 @@ typedef struct sof_adam_slice {
 
 /* Per-call result: statistics of the scaled grads the call read. */
 typedef struct sof_adam_result {
-    double grad_sumsq;  /* sum over the slice of (grad_scale*g)^2, accumulated in fp64 */
-    int32_t nonfinite;  /* 1 if any scaled grad was NaN or +-Inf, else 0 */
+    double grad_sumsq; /* sum over the slice of (grad_scale*g)^2, accumulated in fp64 */
+    int32_t nonfinite; /* 1 if any scaled grad was NaN or +-Inf, else 0 */
     int32_t reserved;
 } sof_adam_result;
 
 typedef struct sof_optim_init {
     uint32_t struct_size; /* sizeof(sof_optim_init) */
-    int32_t num_threads;  /* host plugins: OpenMP threads per call; 1 = caller parallelizes; 0 = default */
+    int32_t num_threads;  /* host plugins: OpenMP threads per call; 1 = caller parallelizes; 0 =
+                             default */
     int32_t device;       /* CUDA plugins: device ordinal */
 } sof_optim_init;
 

@@ -12,8 +12,9 @@ MetricsWriter::MetricsWriter(const std::string& path, bool append) {
     if (path.empty()) return;
     f_ = std::fopen(path.c_str(), append ? "a" : "w");
     if (!f_)
-        SOF_FAIL(Io, "cannot open metrics file '%s' for writing (check train.metrics / runtime.out_dir)",
-                 path.c_str());
+        SOF_FAIL(
+            Io, "cannot open metrics file '%s' for writing (check train.metrics / runtime.out_dir)",
+            path.c_str());
 }
 
 MetricsWriter::~MetricsWriter() {

@@ -27,7 +27,8 @@ bool cpu_has(Variant v) {
     return v == Variant::Scalar;
 #else
     switch (v) {
-    case Variant::Scalar: return true;
+    case Variant::Scalar:
+        return true;
     case Variant::Avx2:
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
@@ -35,7 +36,8 @@ bool cpu_has(Variant v) {
     case Variant::Avx512:
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx512f");
-    case Variant::None: return false;
+    case Variant::None:
+        return false;
     }
     return false;
 #endif
@@ -68,20 +70,28 @@ KernelSet kernels_of(Variant v) {
 
 int32_t cpu_adam_score() {
     switch (chosen_variant()) {
-    case Variant::Avx512: return 30;
-    case Variant::Avx2: return 20;
-    case Variant::Scalar: return 10;
-    case Variant::None: return 0;
+    case Variant::Avx512:
+        return 30;
+    case Variant::Avx2:
+        return 20;
+    case Variant::Scalar:
+        return 10;
+    case Variant::None:
+        return 0;
     }
     return 0;
 }
 
 const char* cpu_adam_variant() {
     switch (chosen_variant()) {
-    case Variant::Avx512: return "avx512";
-    case Variant::Avx2: return "avx2";
-    case Variant::Scalar: return "scalar";
-    case Variant::None: return "unavailable (SOF_CPU_ADAM_VARIANT names a variant this CPU lacks)";
+    case Variant::Avx512:
+        return "avx512";
+    case Variant::Avx2:
+        return "avx2";
+    case Variant::Scalar:
+        return "scalar";
+    case Variant::None:
+        return "unavailable (SOF_CPU_ADAM_VARIANT names a variant this CPU lacks)";
     }
     return "unknown";
 }
@@ -106,7 +116,8 @@ namespace {
 
 sof_status cpu_adam_create(const sof_optim_init* init, sof_optim_ctx** out) {
     if (!init || !out || init->struct_size < sizeof(sof_optim_init))
-        return fail(SOF_ERR_INVALID_ARGUMENT, "create: null init/out or init.struct_size too small");
+        return fail(SOF_ERR_INVALID_ARGUMENT,
+                    "create: null init/out or init.struct_size too small");
     Variant v = chosen_variant();
     if (v == Variant::None)
         return fail(SOF_ERR_UNSUPPORTED,
@@ -119,9 +130,13 @@ sof_status cpu_adam_create(const sof_optim_init* init, sof_optim_ctx** out) {
     return SOF_OK;
 }
 
-void cpu_adam_destroy(sof_optim_ctx* ctx) { delete ctx; }
+void cpu_adam_destroy(sof_optim_ctx* ctx) {
+    delete ctx;
+}
 
-const char* cpu_adam_last_error(sof_optim_ctx*) { return t_last_error.c_str(); }
+const char* cpu_adam_last_error(sof_optim_ctx*) {
+    return t_last_error.c_str();
+}
 
 sof_status check_grad_dtype(int32_t gd) {
     if (gd != SOF_DTYPE_F32 && gd != SOF_DTYPE_BF16 && gd != SOF_DTYPE_F16)
@@ -148,7 +163,9 @@ sof_status check_slice(const sof_adam_slice* s, const sof_adam_hparams* hp) {
     return SOF_OK;
 }
 
-bool aligned(const void* ptr, uintptr_t a) { return (reinterpret_cast<uintptr_t>(ptr) & (a - 1)) == 0; }
+bool aligned(const void* ptr, uintptr_t a) {
+    return (reinterpret_cast<uintptr_t>(ptr) & (a - 1)) == 0;
+}
 
 Tile tile_of(const sof_adam_slice& s, int64_t t) {
     int64_t off = t * kTile;
@@ -185,9 +202,11 @@ sof_status step_one(sof_optim_ctx* ctx, const sof_adam_slice& s, const sof_adam_
     sof::cpu_adam::StepTileFn fn = ctx->k.step;
     int nth = ctx->threads;
 #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1 && ntiles > 1)
-    for (int64_t t = 0; t < ntiles; t++) part[t] = fn(c, tile_of(s, t), nt);
+    for (int64_t t = 0; t < ntiles; t++)
+        part[t] = fn(c, tile_of(s, t), nt);
     double sum = 0.0;
-    for (int64_t t = 0; t < ntiles; t++) sum += part[t];
+    for (int64_t t = 0; t < ntiles; t++)
+        sum += part[t];
     if (part != small) delete[] part;
     res->grad_sumsq += sum;
     if (!(sum <= 1e300)) res->nonfinite = 1; // NaN or Inf: some scaled grad was not finite
@@ -203,8 +222,8 @@ sof_status cpu_adam_step(sof_optim_ctx* ctx, const sof_adam_slice* s, const sof_
 }
 
 sof_status cpu_adam_step_multi(sof_optim_ctx* ctx, const sof_adam_slice* slices,
-                               const sof_adam_hparams* hp, int32_t count,
-                               sof_adam_result* result, void*) {
+                               const sof_adam_hparams* hp, int32_t count, sof_adam_result* result,
+                               void*) {
     if (!ctx || !result || count < 0 || (count > 0 && (!slices || !hp)))
         return fail(SOF_ERR_INVALID_ARGUMENT, "adam_step_multi: null argument or negative count");
     for (int32_t i = 0; i < count; i++)
@@ -233,8 +252,7 @@ sof_status cpu_adam_rollback(sof_optim_ctx* ctx, const sof_adam_slice* s,
         uint16_t* lowp = static_cast<uint16_t*>(x.lowp);
         for (int64_t i = 0; i < x.n; i++) {
             float p = x.p[i], m = x.m[i], v = x.v[i];
-            sof::optim::adam_ref_rollback_elem(c, p, m, v,
-                                               sof::optim::adam_ref_grad(x.g, x.gd, i));
+            sof::optim::adam_ref_rollback_elem(c, p, m, v, sof::optim::adam_ref_grad(x.g, x.gd, i));
             x.po[i] = p;
             x.mo[i] = m;
             x.vo[i] = v;
@@ -265,7 +283,8 @@ sof_status cpu_adam_grad_stats(sof_optim_ctx* ctx, const void* grad, int32_t gd,
                      n - off < kTile ? n - off : kTile, scale);
     }
     double sum = 0.0;
-    for (int64_t t = 0; t < ntiles; t++) sum += part[t];
+    for (int64_t t = 0; t < ntiles; t++)
+        sum += part[t];
     if (part != small) delete[] part;
     result->grad_sumsq = sum;
     result->nonfinite = !(sum <= 1e300) ? 1 : 0;
@@ -292,6 +311,7 @@ const sof_optim_plugin kPlugin = {
 
 } // namespace
 
-extern "C" __attribute__((visibility("default"))) const sof_optim_plugin* sof_optim_plugin_get(void) {
+extern "C" __attribute__((visibility("default"))) const sof_optim_plugin*
+sof_optim_plugin_get(void) {
     return &kPlugin;
 }

@@ -17,9 +17,9 @@ struct V8Consts {
 };
 
 SOF_AVX2_INLINE V8Consts v8_consts(const optim::AdamConsts& c) {
-    return {_mm256_set1_ps(c.scale), _mm256_set1_ps(c.b1),        _mm256_set1_ps(c.b2),
-            _mm256_set1_ps(c.omb1),  _mm256_set1_ps(c.omb2),      _mm256_set1_ps(c.eps),
-            _mm256_set1_ps(c.wd),    _mm256_set1_ps(c.decay),     _mm256_set1_ps(c.step_size),
+    return {_mm256_set1_ps(c.scale),   _mm256_set1_ps(c.b1),    _mm256_set1_ps(c.b2),
+            _mm256_set1_ps(c.omb1),    _mm256_set1_ps(c.omb2),  _mm256_set1_ps(c.eps),
+            _mm256_set1_ps(c.wd),      _mm256_set1_ps(c.decay), _mm256_set1_ps(c.step_size),
             _mm256_set1_ps(c.bc2_sqrt)};
 }
 
@@ -28,7 +28,8 @@ template <int GD> SOF_AVX2_INLINE __m256 load_grad8(const void* g, int64_t i) {
     if constexpr (GD == SOF_DTYPE_F32) {
         return _mm256_loadu_ps(static_cast<const float*>(g) + i);
     } else {
-        __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(g) + i));
+        __m128i h =
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(g) + i));
         if constexpr (GD == SOF_DTYPE_BF16)
             return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
         else
@@ -88,9 +89,8 @@ SOF_AVX2_INLINE double hsum(__m256d a, __m256d b, __m256d c, __m256d d) {
 constexpr int64_t kBlock = 256;
 
 template <int GD, int LD, bool WD, bool L2>
-SOF_AVX2_INLINE void block16(const V8Consts& k, const Tile& t, int64_t i0, int64_t len,
-                             float* po, float* mo, float* vo, uint16_t* lowp, float* upd,
-                             __m256d (&s)[4]) {
+SOF_AVX2_INLINE void block16(const V8Consts& k, const Tile& t, int64_t i0, int64_t len, float* po,
+                             float* mo, float* vo, uint16_t* lowp, float* upd, __m256d (&s)[4]) {
     for (int64_t j = 0; j < len; j += 16) {
         int64_t i = i0 + j;
         prefetch_inputs(t, i);
@@ -102,8 +102,8 @@ SOF_AVX2_INLINE void block16(const V8Consts& k, const Tile& t, int64_t i0, int64
             g0 = _mm256_add_ps(g0, _mm256_mul_ps(k.wd, _mm256_loadu_ps(t.p + i)));
             g1 = _mm256_add_ps(g1, _mm256_mul_ps(k.wd, _mm256_loadu_ps(t.p + i + 8)));
         }
-        __m256 m0 = _mm256_add_ps(_mm256_mul_ps(k.b1, _mm256_loadu_ps(t.m + i)),
-                                  _mm256_mul_ps(k.omb1, g0));
+        __m256 m0 =
+            _mm256_add_ps(_mm256_mul_ps(k.b1, _mm256_loadu_ps(t.m + i)), _mm256_mul_ps(k.omb1, g0));
         __m256 m1 = _mm256_add_ps(_mm256_mul_ps(k.b1, _mm256_loadu_ps(t.m + i + 8)),
                                   _mm256_mul_ps(k.omb1, g1));
         __m256 v0 = _mm256_add_ps(_mm256_mul_ps(k.b2, _mm256_loadu_ps(t.v + i)),
@@ -203,7 +203,8 @@ SOF_AVX2 double step_tile_nt(const optim::AdamConsts& c, const Tile& t, bool nt)
     return nt ? step_tile_mode<GD, LD, true>(c, t) : step_tile_mode<GD, LD, false>(c, t);
 }
 
-template <int GD> SOF_AVX2 double step_tile_lowp(const optim::AdamConsts& c, const Tile& t, bool nt) {
+template <int GD>
+SOF_AVX2 double step_tile_lowp(const optim::AdamConsts& c, const Tile& t, bool nt) {
     if (!t.lowp) return step_tile_nt<GD, -1>(c, t, nt);
     if (t.ld == SOF_DTYPE_F16) return step_tile_nt<GD, SOF_DTYPE_F16>(c, t, nt);
     return step_tile_nt<GD, SOF_DTYPE_BF16>(c, t, nt);
@@ -239,6 +240,8 @@ SOF_AVX2 double stats_tile_avx2(const void* g, int32_t gd, int64_t n, float scal
 
 } // namespace
 
-KernelSet avx2_kernels() { return {"avx2", step_tile_avx2, stats_tile_avx2}; }
+KernelSet avx2_kernels() {
+    return {"avx2", step_tile_avx2, stats_tile_avx2};
+}
 
 } // namespace sof::cpu_adam

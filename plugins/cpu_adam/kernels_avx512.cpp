@@ -16,9 +16,9 @@ struct V16Consts {
 };
 
 SOF_AVX512_INLINE V16Consts v16_consts(const optim::AdamConsts& c) {
-    return {_mm512_set1_ps(c.scale), _mm512_set1_ps(c.b1),        _mm512_set1_ps(c.b2),
-            _mm512_set1_ps(c.omb1),  _mm512_set1_ps(c.omb2),      _mm512_set1_ps(c.eps),
-            _mm512_set1_ps(c.wd),    _mm512_set1_ps(c.decay),     _mm512_set1_ps(c.step_size),
+    return {_mm512_set1_ps(c.scale),   _mm512_set1_ps(c.b1),    _mm512_set1_ps(c.b2),
+            _mm512_set1_ps(c.omb1),    _mm512_set1_ps(c.omb2),  _mm512_set1_ps(c.eps),
+            _mm512_set1_ps(c.wd),      _mm512_set1_ps(c.decay), _mm512_set1_ps(c.step_size),
             _mm512_set1_ps(c.bc2_sqrt)};
 }
 
@@ -80,8 +80,8 @@ SOF_AVX512_INLINE void block16(const V16Consts& k, const Tile& t, int64_t i0, in
         __m512 g = _mm512_mul_ps(load_grad16<GD>(t.g, i), k.scale);
         sumsq16(g, s0, s1);
         if constexpr (WD && L2) g = _mm512_add_ps(g, _mm512_mul_ps(k.wd, _mm512_loadu_ps(t.p + i)));
-        __m512 m = _mm512_add_ps(_mm512_mul_ps(k.b1, _mm512_loadu_ps(t.m + i)),
-                                 _mm512_mul_ps(k.omb1, g));
+        __m512 m =
+            _mm512_add_ps(_mm512_mul_ps(k.b1, _mm512_loadu_ps(t.m + i)), _mm512_mul_ps(k.omb1, g));
         __m512 v = _mm512_add_ps(_mm512_mul_ps(k.b2, _mm512_loadu_ps(t.v + i)),
                                  _mm512_mul_ps(_mm512_mul_ps(k.omb2, g), g));
         _mm512_storeu_ps(mo + j, m);
@@ -103,7 +103,8 @@ SOF_AVX512_INLINE void block16(const V16Consts& k, const Tile& t, int64_t i0, in
 SOF_AVX512_INLINE void stream_out(void* dst, const void* src, int64_t bytes) {
     auto* d = static_cast<__m512i*>(dst);
     auto* s = static_cast<const __m512i*>(src);
-    for (int64_t j = 0; j < bytes / 64; j++) _mm512_stream_si512(d + j, _mm512_load_si512(s + j));
+    for (int64_t j = 0; j < bytes / 64; j++)
+        _mm512_stream_si512(d + j, _mm512_load_si512(s + j));
 }
 
 template <int GD, int LD, bool NT, bool WD, bool L2>
@@ -180,7 +181,8 @@ template <int GD> SOF_AVX512 double stats_impl(const void* g, int64_t n, float s
     __m512 sc = _mm512_set1_ps(scale);
     __m512d s0 = _mm512_setzero_pd(), s1 = s0;
     int64_t n16 = n & ~int64_t{15};
-    for (int64_t i = 0; i < n16; i += 16) sumsq16(_mm512_mul_ps(load_grad16<GD>(g, i), sc), s0, s1);
+    for (int64_t i = 0; i < n16; i += 16)
+        sumsq16(_mm512_mul_ps(load_grad16<GD>(g, i), sc), s0, s1);
     double sumsq = hsum(s0, s1);
     for (int64_t i = n16; i < n; i++) {
         float gs = optim::adam_ref_grad(g, GD, i) * scale;
@@ -197,6 +199,8 @@ SOF_AVX512 double stats_tile_avx512(const void* g, int32_t gd, int64_t n, float 
 
 } // namespace
 
-KernelSet avx512_kernels() { return {"avx512", step_tile_avx512, stats_tile_avx512}; }
+KernelSet avx512_kernels() {
+    return {"avx512", step_tile_avx512, stats_tile_avx512};
+}
 
 } // namespace sof::cpu_adam

@@ -34,6 +34,8 @@ double stats_tile_scalar(const void* g, int32_t gd, int64_t n, float scale) {
 
 } // namespace
 
-KernelSet scalar_kernels() { return {"scalar", step_tile_scalar, stats_tile_scalar}; }
+KernelSet scalar_kernels() {
+    return {"scalar", step_tile_scalar, stats_tile_scalar};
+}
 
 } // namespace sof::cpu_adam

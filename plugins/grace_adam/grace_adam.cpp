@@ -74,7 +74,9 @@ sof_status check_slice(Ctx* ctx, const sof_adam_slice* s, const sof_adam_hparams
     return SOF_OK;
 }
 
-Consts consts_of(const sof_adam_hparams& hp) { return optim::adam_consts(hp); }
+Consts consts_of(const sof_adam_hparams& hp) {
+    return optim::adam_consts(hp);
+}
 
 Buffers buffers_of(const sof_adam_slice& s) {
     Buffers b{};

@@ -21,7 +21,8 @@ RunResult run_superoffload(const std::string& args, const std::string& cwd) {
     if (!p) throw std::runtime_error("popen failed for: " + cmd);
     char buf[4096];
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+        r.output.append(buf, n);
     int status = pclose(p);
     if (WIFEXITED(status)) {
         r.exit_code = WEXITSTATUS(status);

@@ -7,9 +7,9 @@
 namespace sof::test {
 
 struct RunResult {
-    int exit_code = -1;   // WEXITSTATUS, or -1 when killed by a signal
+    int exit_code = -1;    // WEXITSTATUS, or -1 when killed by a signal
     bool signaled = false; // true when the program died of a signal (a crash)
-    std::string output;   // stdout and stderr together
+    std::string output;    // stdout and stderr together
 };
 
 // Runs `build/bin/superoffload <args>` in `cwd` (a shell command line; quote as needed).

@@ -42,7 +42,8 @@ void expect_clean_failure(const RunResult& r, int code, const std::vector<std::s
     INFO("output:\n" << r.output);
     CHECK_FALSE(r.signaled);
     CHECK(r.exit_code == code);
-    for (const auto& n : needles) CHECK(r.output.find(n) != std::string::npos);
+    for (const auto& n : needles)
+        CHECK(r.output.find(n) != std::string::npos);
     // one clear message, no abort trace
     CHECK(r.output.find("terminate called") == std::string::npos);
     CHECK(r.output.find("MPI_ABORT") == std::string::npos);
@@ -62,7 +63,8 @@ void write_shard(const std::string& path, int32_t magic, int32_t version, int32_
 
 std::vector<uint16_t> some_tokens(size_t n, int vocab) {
     std::vector<uint16_t> t(n);
-    for (size_t i = 0; i < n; i++) t[i] = static_cast<uint16_t>((i * 7 + 3) % vocab);
+    for (size_t i = 0; i < n; i++)
+        t[i] = static_cast<uint16_t>((i * 7 + 3) % vocab);
     return t;
 }
 
@@ -175,7 +177,8 @@ TEST_CASE("train, checkpoint, export to llm.c, re-import, corrupt checkpoint") {
         char c = 0x55;
         f.write(&c, 1);
     }
-    r = run_superoffload("train deck.yaml" + ck + " --set train.steps=4 --set train.resume=" + step_dir, d);
+    r = run_superoffload(
+        "train deck.yaml" + ck + " --set train.steps=4 --set train.resume=" + step_dir, d);
     INFO(r.output);
     CHECK_FALSE(r.signaled);
     CHECK(r.exit_code != 0);
@@ -183,8 +186,8 @@ TEST_CASE("train, checkpoint, export to llm.c, re-import, corrupt checkpoint") {
 
     // a file that is not an llm.c checkpoint
     write_shard(d + "/notllmc.bin", 20240520, 1, 100, some_tokens(100, 64));
-    expect_clean_failure(run_superoffload("train deck.yaml --set model.init_from=notllmc.bin", d), 4,
-                         {"notllmc.bin"});
+    expect_clean_failure(run_superoffload("train deck.yaml --set model.init_from=notllmc.bin", d),
+                         4, {"notllmc.bin"});
 }
 
 TEST_CASE("a named optimizer plugin that does not exist") {

@@ -127,7 +127,8 @@ inline std::vector<PluginCase> host_plugin_cases() {
             if (ok)
                 out.push_back({pi.name, v});
             else
-                MESSAGE("cpu_adam variant " << std::string(v) << " not supported by this CPU: not tested here");
+                MESSAGE("cpu_adam variant " << std::string(v)
+                                            << " not supported by this CPU: not tested here");
         }
         unsetenv("SOF_CPU_ADAM_VARIANT");
     }
@@ -142,6 +143,8 @@ inline std::unique_ptr<optim::Optimizer> load_case(const PluginCase& pc, int thr
 }
 
 // Plugins whose kernels follow adam_ref.h operation by operation (no FMA): bitwise expected.
-inline bool bitwise_expected(const std::string& name) { return name == "cpu_adam"; }
+inline bool bitwise_expected(const std::string& name) {
+    return name == "cpu_adam";
+}
 
 } // namespace sof::test

@@ -23,7 +23,8 @@ struct TorchCase {
 
 std::vector<TorchCase> read_torch_cases(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
-    REQUIRE_MESSAGE(f.good(), "cannot open " << path << " (regenerate: scripts/make_adam_reference.py)");
+    REQUIRE_MESSAGE(f.good(),
+                    "cannot open " << path << " (regenerate: scripts/make_adam_reference.py)");
     char magic[8];
     uint32_t version = 0, ncases = 0;
     f.read(magic, 8);
@@ -49,7 +50,8 @@ std::vector<TorchCase> read_torch_cases(const std::string& path) {
         rd(c.m0, c.n);
         rd(c.v0, c.n);
         c.graw.resize(c.nsteps);
-        for (auto& g : c.graw) rd(g, c.n);
+        for (auto& g : c.graw)
+            rd(g, c.n);
         rd(c.p, c.n);
         rd(c.m, c.n);
         rd(c.v, c.n);
@@ -86,18 +88,20 @@ TEST_CASE("every host plugin reproduces torch.optim.AdamW / Adam(L2) data") {
                     g16[i] = core::f32_to_bf16(g[i]); // exact: the data is bf16-representable
                 }
                 sof_adam_slice s = optim::make_slice(
-                    n, p.data(), gd == SOF_DTYPE_F32 ? static_cast<const void*>(g.data()) : g16.data(),
-                    gd, m.data(), v.data());
-                sof_adam_hparams hp = optim::make_hparams(
-                    c.lr, c.b1, c.b2, c.eps, c.wd, c.start_step + t + 1,
-                    c.mode ? SOF_ADAM_L2 : SOF_ADAM_ADAMW, true, c.scale);
+                    n, p.data(),
+                    gd == SOF_DTYPE_F32 ? static_cast<const void*>(g.data()) : g16.data(), gd,
+                    m.data(), v.data());
+                sof_adam_hparams hp =
+                    optim::make_hparams(c.lr, c.b1, c.b2, c.eps, c.wd, c.start_step + t + 1,
+                                        c.mode ? SOF_ADAM_L2 : SOF_ADAM_ADAMW, true, c.scale);
                 opt->step(s, hp);
             }
             const std::pair<const float*, const std::vector<float>*> pairs[3] = {
                 {p.data(), &c.p}, {m.data(), &c.m}, {v.data(), &c.v}};
             for (const auto& [got, ref] : pairs) {
                 float big = 0.0f;
-                for (float x : *ref) big = std::max(big, std::fabs(x));
+                for (float x : *ref)
+                    big = std::max(big, std::fabs(x));
                 int64_t bad = 0;
                 for (int64_t i = 0; i < n; i++) {
                     float r = (*ref)[static_cast<size_t>(i)];
@@ -123,15 +127,18 @@ TEST_CASE("100 steps drift: plugin vs scalar reference") {
             a.new_grads(1000 + t);
             r.new_grads(1000 + t);
             sof_dtype gd = (t % 2) ? SOF_DTYPE_F32 : SOF_DTYPE_BF16;
-            sof_adam_hparams hp = optim::make_hparams(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t,
-                                                      SOF_ADAM_ADAMW, true, 0.8f);
-            sof_adam_slice sa = optim::make_slice(n, a.p.data(), a.grad(gd), gd, a.m.data(), a.v.data());
-            sof_adam_slice sr = optim::make_slice(n, r.p.data(), r.grad(gd), gd, r.m.data(), r.v.data());
+            sof_adam_hparams hp =
+                optim::make_hparams(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, SOF_ADAM_ADAMW, true, 0.8f);
+            sof_adam_slice sa =
+                optim::make_slice(n, a.p.data(), a.grad(gd), gd, a.m.data(), a.v.data());
+            sof_adam_slice sr =
+                optim::make_slice(n, r.p.data(), r.grad(gd), gd, r.m.data(), r.v.data());
             opt->step(sa, hp);
             optim::adam_ref_step(sr, hp);
         }
         float big = 0.0f;
-        for (int64_t i = 0; i < n; i++) big = std::max(big, std::fabs(r.p[i]));
+        for (int64_t i = 0; i < n; i++)
+            big = std::max(big, std::fabs(r.p[i]));
         for (int64_t i = 0; i < n; i++)
             worst_rel = std::max(worst_rel, static_cast<double>(std::fabs(a.p[i] - r.p[i])) / big);
         MESSAGE(pc.label() << ": 100-step drift, max |dp| / max|p| = " << worst_rel);
@@ -165,7 +172,8 @@ TEST_CASE("adam_rollback inverts an in-place step within the documented bound") 
             AdamData d(n, 300 + variant, warm), o(n, 300 + variant, warm);
             sof_adam_hparams hp = optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f,
                                                       warm ? 1000 : 1, mode, true, 0.5f);
-            sof_adam_slice s = optim::make_slice(n, d.p.data(), d.grad(gd), gd, d.m.data(), d.v.data());
+            sof_adam_slice s =
+                optim::make_slice(n, d.p.data(), d.grad(gd), gd, d.m.data(), d.v.data());
             opt->step(s, hp);
             ABuf<float> p1(n), m1(n), v1(n);
             p1.copy_from(d.p);
@@ -191,14 +199,15 @@ TEST_CASE("adam_rollback inverts an in-place step within the documented bound") 
             }
             std::string what = std::string(mode == SOF_ADAM_L2 ? "L2" : "AdamW") +
                                (warm ? ", step 1000" : ", step 1");
-            MESSAGE(pc.label() << " rollback (" << what << "): error/bound p "
-                               << rp << ", m " << rm << ", v " << rv);
+            MESSAGE(pc.label() << " rollback (" << what << "): error/bound p " << rp << ", m " << rm
+                               << ", v " << rv);
             CHECK(rp <= 1.0);
             CHECK(rm <= 1.0);
             CHECK(rv <= 1.0);
             // the plugin's rollback equals the reference inverse (bitwise for cpu_adam)
             if (bitwise_expected(pc.name)) {
-                sof_adam_slice rs = optim::make_slice(n, p1.data(), d.grad(gd), gd, m1.data(), v1.data());
+                sof_adam_slice rs =
+                    optim::make_slice(n, p1.data(), d.grad(gd), gd, m1.data(), v1.data());
                 optim::adam_ref_rollback(rs, hp);
                 CHECK(std::memcmp(p1.data(), d.p.data(), 4 * n) == 0);
                 CHECK(std::memcmp(m1.data(), d.m.data(), 4 * n) == 0);

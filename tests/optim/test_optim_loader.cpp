@@ -28,7 +28,9 @@ template <typename F> std::string config_error(F fn) {
     return "";
 }
 
-bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+bool has(const std::string& s, const std::string& what) {
+    return s.find(what) != std::string::npos;
+}
 
 } // namespace
 
@@ -38,7 +40,8 @@ TEST_CASE("plugin_dir: explicit, then $SOF_PLUGIN_DIR, then <exe>/../plugins") {
     CHECK(optim::plugin_dir("") == "/from/env");
     unsetenv("SOF_PLUGIN_DIR");
     fs::path exe = fs::read_symlink("/proc/self/exe");
-    CHECK(optim::plugin_dir("") == (exe.parent_path().parent_path() / "plugins").lexically_normal().string());
+    CHECK(optim::plugin_dir("") ==
+          (exe.parent_path().parent_path() / "plugins").lexically_normal().string());
 }
 
 TEST_CASE("list_plugins finds cpu_adam with a positive score") {
@@ -79,12 +82,15 @@ TEST_CASE("a missing named plugin: error names it, the directory and what was fo
 TEST_CASE("an empty or missing plugin directory") {
     fs::path empty = fs::temp_directory_path() / "sof_empty_plugins";
     fs::create_directories(empty);
-    std::string msg = config_error([&] { optim::Optimizer::load(empty.string(), "auto", SOF_TARGET_HOST, 1); });
+    std::string msg =
+        config_error([&] { optim::Optimizer::load(empty.string(), "auto", SOF_TARGET_HOST, 1); });
     CHECK(has(msg, empty.string()));
     CHECK(has(msg, "found: none"));
-    msg = config_error([&] { optim::Optimizer::load(empty.string(), "cpu_adam", SOF_TARGET_HOST, 1); });
+    msg = config_error(
+        [&] { optim::Optimizer::load(empty.string(), "cpu_adam", SOF_TARGET_HOST, 1); });
     CHECK(has(msg, "'cpu_adam' not found"));
-    msg = config_error([] { optim::Optimizer::load("/nonexistent/plugins", "auto", SOF_TARGET_HOST, 1); });
+    msg = config_error(
+        [] { optim::Optimizer::load("/nonexistent/plugins", "auto", SOF_TARGET_HOST, 1); });
     CHECK(has(msg, "/nonexistent/plugins"));
     CHECK(has(msg, "does not exist"));
 }
@@ -110,7 +116,8 @@ TEST_CASE("a plugin that scores 0 is a clear error; auto skips it") {
         [] { optim::Optimizer::load(SOF_TEST_PLUGIN_DIR, "zero_score", SOF_TARGET_HOST, 1); });
     CHECK(has(msg, "zero_score"));
     CHECK(has(msg, "cannot run on this machine"));
-    msg = config_error([] { optim::Optimizer::load(SOF_TEST_PLUGIN_DIR, "auto", SOF_TARGET_HOST, 1); });
+    msg = config_error(
+        [] { optim::Optimizer::load(SOF_TEST_PLUGIN_DIR, "auto", SOF_TARGET_HOST, 1); });
     CHECK(has(msg, "no host-target plugin"));
     CHECK(has(msg, "abi999"));
     CHECK(has(msg, "zero_score"));
@@ -133,7 +140,8 @@ TEST_CASE("make_hparams and make_slice fill sizes and default to in place") {
     CHECK(s.exp_avg_out == m);
     CHECK(s.exp_avg_sq_out == v);
     CHECK(s.lowp_out == nullptr);
-    sof_adam_hparams h = optim::make_hparams(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, SOF_ADAM_L2, false, 0.5f);
+    sof_adam_hparams h =
+        optim::make_hparams(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, SOF_ADAM_L2, false, 0.5f);
     CHECK(h.struct_size == sizeof(sof_adam_hparams));
     CHECK(h.step == 7);
     CHECK(h.mode == SOF_ADAM_L2);

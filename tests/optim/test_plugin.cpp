@@ -4,14 +4,20 @@
 
 namespace {
 
-int32_t test_score() { return TEST_SCORE; }
-const char* test_variant() { return "test"; }
+int32_t test_score() {
+    return TEST_SCORE;
+}
+const char* test_variant() {
+    return "test";
+}
 sof_status test_create(const sof_optim_init*, sof_optim_ctx** out) {
     *out = nullptr;
     return SOF_ERR_UNSUPPORTED;
 }
 void test_destroy(sof_optim_ctx*) {}
-const char* test_last_error(sof_optim_ctx*) { return "test plugin does nothing"; }
+const char* test_last_error(sof_optim_ctx*) {
+    return "test plugin does nothing";
+}
 sof_status test_step(sof_optim_ctx*, const sof_adam_slice*, const sof_adam_hparams*,
                      sof_adam_result*, void*) {
     return SOF_ERR_UNSUPPORTED;
@@ -29,13 +35,18 @@ sof_status test_stats(sof_optim_ctx*, const void*, int32_t, int64_t, float, sof_
 }
 
 const sof_optim_plugin kTable = {
-    TEST_ABI_VERSION, sizeof(sof_optim_plugin), TEST_NAME, "loader test plugin", SOF_TARGET_HOST,
-    test_score, test_variant, test_create, test_destroy, test_last_error, test_step,
-    test_step_multi, test_rollback, test_stats,
+    TEST_ABI_VERSION, sizeof(sof_optim_plugin),
+    TEST_NAME,        "loader test plugin",
+    SOF_TARGET_HOST,  test_score,
+    test_variant,     test_create,
+    test_destroy,     test_last_error,
+    test_step,        test_step_multi,
+    test_rollback,    test_stats,
 };
 
 } // namespace
 
-extern "C" __attribute__((visibility("default"))) const sof_optim_plugin* sof_optim_plugin_get(void) {
+extern "C" __attribute__((visibility("default"))) const sof_optim_plugin*
+sof_optim_plugin_get(void) {
     return &kTable;
 }
