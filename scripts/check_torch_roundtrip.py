@@ -56,7 +56,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_reference import DECAY, NAMES, forward, init_params, shapes  # noqa: E402
+from make_reference import NAMES, adamw_run, init_params, shapes  # noqa: E402
 
 MODEL_MAGIC, MODEL_VERSION = 20240326, 3
 SHARD_MAGIC, SHARD_VERSION = 20240520, 1
@@ -110,30 +110,6 @@ def batches(tokens, B, T, steps):
         buf = tokens[s * B * T: s * B * T + B * T + 1]
         out.append((buf[:-1].reshape(B, T).clone(), buf[1:].reshape(B, T).clone()))
     return out
-
-
-def adamw_run(cfg, p0, data, hp, noise_gen=None, noise=0.0):
-    """PyTorch reference: AdamW + clip_grad_norm_ over `data` (one batch per step), float64."""
-    params = {n: t.detach().clone().to(torch.float64).requires_grad_(True) for n, t in p0.items()}
-    opt = torch.optim.AdamW(
-        [{"params": [params[n] for n in NAMES if n in DECAY], "weight_decay": hp["wd"]},
-         {"params": [params[n] for n in NAMES if n not in DECAY], "weight_decay": 0.0}],
-        lr=hp["lr"], betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"], foreach=False)
-    losses, norms = [], []
-    for inputs, targets in data:
-        opt.zero_grad(set_to_none=False)
-        _, loss = forward(cfg, params, inputs, targets)
-        loss.backward()
-        if noise_gen is not None:
-            for n in NAMES:
-                g = params[n].grad
-                g += torch.randn(g.shape, generator=noise_gen, dtype=g.dtype) * (
-                    noise * g.abs().max())
-        norm = torch.nn.utils.clip_grad_norm_([params[n] for n in NAMES], hp["clip"]).item()
-        opt.step()
-        losses.append(loss.item())
-        norms.append(norm)
-    return {n: t.detach() for n, t in params.items()}, losses, norms
 
 
 def run(cmd, log_path):
@@ -197,7 +173,7 @@ def main():
             p["wte"][V:] = 0.0
     pre = [(lambda t: (t[:, :T].clone(), t[:, 1:].clone()))(
         torch.randint(0, V, (B, T + 1), generator=gen)) for _ in range(args.pretrain_steps)]
-    p, pre_losses, _ = adamw_run(cfg, p, pre, dict(hp, lr=1e-2))
+    p, pre_losses, _ = adamw_run(cfg, p, pre, dict(hp, lr=1e-2), dtype=torch.float64)
     print("torch pre-training losses: " + " ".join(f"{x:.4f}" for x in pre_losses))
     init_path = os.path.join(work, "init.bin")
     write_llmc_model(init_path, cfg, p)
@@ -258,11 +234,11 @@ runtime:
 
     # 6. PyTorch continuation, plus the sensitivity runs
     data = batches(tokens, B, T, steps)
-    ref, losses, norms = adamw_run(cfg, p0, data, hp)
+    ref, losses, norms = adamw_run(cfg, p0, data, hp, dtype=torch.float64)
     sens = {n: torch.zeros_like(t) for n, t in ref.items()}
     for r in range(args.sens_runs):
         pert, _, _ = adamw_run(cfg, p0, data, hp, torch.Generator().manual_seed(args.seed + 1 + r),
-                               args.grad_noise)
+                               args.grad_noise, dtype=torch.float64)
         for n in NAMES:
             sens[n] = torch.maximum(sens[n], (pert[n] - ref[n]).abs())
 

@@ -112,33 +112,43 @@ def forward(cfg, p, inputs, targets):
     return logits, loss
 
 
-def train(p0, inputs, targets, noise_gen=None):
-    """STEPS AdamW steps with clipping from p0 on one batch; returns (final params, losses, norms).
-    With noise_gen, every grad gets N(0, 1) * GRAD_NOISE * max|grad of its tensor| added before
-    clipping: the spread of the final params over such runs measures how much the optimizer
-    amplifies fp32-sized grad errors (Adam turns a grad that is ~0 in exact arithmetic, like the
-    key bias's, into lr-sized steps of arbitrary sign)."""
-    params = {n: t.detach().clone().requires_grad_(True) for n, t in p0.items()}
-    decay = [params[n] for n in NAMES if n in DECAY]
-    no_decay = [params[n] for n in NAMES if n not in DECAY]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=LR, betas=(BETA1, BETA2), eps=EPS, foreach=False)
+def adamw_run(cfg, p0, data, hp, noise_gen=None, noise=0.0, dtype=None):
+    """torch.optim.AdamW with clip_grad_norm_ from params p0 (cast to dtype if given), one step per
+    (inputs, targets) batch of `data`; hp: lr, beta1, beta2, eps, wd, clip. Decay on the DECAY
+    tensors only. Returns (final params, losses, pre-clip grad norms). With noise_gen, every grad
+    gets N(0, 1) * noise * max|grad of its tensor| added before clipping: the spread of the final
+    params over such runs measures how much the optimizer amplifies fp32-sized grad errors (Adam
+    turns a grad that is ~0 in exact arithmetic, like the key bias's, into lr-sized steps of
+    arbitrary sign). Also used by scripts/check_torch_roundtrip.py."""
+    params = {}
+    for n, t in p0.items():
+        t = t.detach().clone()
+        params[n] = (t if dtype is None else t.to(dtype)).requires_grad_(True)
+    opt = torch.optim.AdamW(
+        [{"params": [params[n] for n in NAMES if n in DECAY], "weight_decay": hp["wd"]},
+         {"params": [params[n] for n in NAMES if n not in DECAY], "weight_decay": 0.0}],
+        lr=hp["lr"], betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"], foreach=False)
     losses, norms = [], []
-    for _ in range(STEPS):
+    for inputs, targets in data:
         opt.zero_grad(set_to_none=False)
-        _, loss = forward(CFG, params, inputs, targets)
+        _, loss = forward(cfg, params, inputs, targets)
         loss.backward()
         if noise_gen is not None:
             for n in NAMES:
                 g = params[n].grad
                 g += torch.randn(g.shape, generator=noise_gen, dtype=g.dtype) * (
-                    GRAD_NOISE * g.abs().max())
-        norm = torch.nn.utils.clip_grad_norm_([params[n] for n in NAMES], GRAD_CLIP).item()
+                    noise * g.abs().max())
+        norm = torch.nn.utils.clip_grad_norm_([params[n] for n in NAMES], hp["clip"]).item()
         opt.step()
         losses.append(loss.item())
         norms.append(norm)
     return {n: t.detach() for n, t in params.items()}, losses, norms
+
+
+def train(p0, inputs, targets, noise_gen=None):
+    """STEPS AdamW steps with clipping from p0 on one batch (see adamw_run)."""
+    hp = dict(lr=LR, beta1=BETA1, beta2=BETA2, eps=EPS, wd=WD, clip=GRAD_CLIP)
+    return adamw_run(CFG, p0, [(inputs, targets)] * STEPS, hp, noise_gen, GRAD_NOISE)
 
 
 def tensor_record(name, t, dtype):

@@ -145,33 +145,33 @@ Result train_run(const config::Config& cfg) {
     return r;
 }
 
+// Per-step series (losses, grad norms) against the reference: every step within rel_tol; returns
+// the largest relative error.
+double check_series(const std::string& name, const char* what, const std::vector<float>& got,
+                    const std::vector<float>& want, int steps, double rel_tol) {
+    REQUIRE(got.size() == static_cast<size_t>(steps));
+    double worst = 0.0;
+    for (size_t i = 0; i < static_cast<size_t>(steps); i++) {
+        const double g = got[i], w = want[i];
+        const double rel = std::fabs(g - w) / std::fabs(w);
+        worst = std::max(worst, rel);
+        INFO(name << ": step " << i << " " << what << " " << g << " (ref " << w << ")");
+        CHECK(rel <= rel_tol);
+    }
+    return worst;
+}
+
 // Compares a run with the reference; prints one summary line per path and, per tensor, the
 // max error (shown by doctest when a check fails).
 void check_against_reference(const std::string& name, const Result& r) {
     const auto& ref = gpt2_ref();
     const model::ParamLayout layout = model::make_layout(ref.config);
     REQUIRE(r.params.size() == layout.num_params);
-    REQUIRE(r.summary.train_losses.size() == static_cast<size_t>(ref.steps));
-    double loss_rel = 0.0;
-    for (int i = 0; i < ref.steps; i++) {
-        const double got = r.summary.train_losses[static_cast<size_t>(i)];
-        const double want = ref.train_losses[static_cast<size_t>(i)];
-        const double rel = std::fabs(got - want) / std::fabs(want);
-        loss_rel = std::max(loss_rel, rel);
-        INFO(name << ": step " << i << " loss " << got << " (ref " << want << ")");
-        CHECK(rel <= kLossRel);
-    }
+    const double loss_rel =
+        check_series(name, "loss", r.summary.train_losses, ref.train_losses, ref.steps, kLossRel);
     // the global grad norm before clipping (decides which steps clip)
-    REQUIRE(r.summary.grad_norms.size() == static_cast<size_t>(ref.steps));
-    double norm_rel = 0.0;
-    for (int i = 0; i < ref.steps; i++) {
-        const double got = r.summary.grad_norms[static_cast<size_t>(i)];
-        const double want = ref.train_norms[static_cast<size_t>(i)];
-        const double rel = std::fabs(got - want) / std::fabs(want);
-        norm_rel = std::max(norm_rel, rel);
-        INFO(name << ": step " << i << " grad norm " << got << " (ref " << want << ")");
-        CHECK(rel <= kNormRel);
-    }
+    const double norm_rel =
+        check_series(name, "grad norm", r.summary.grad_norms, ref.train_norms, ref.steps, kNormRel);
     MESSAGE(name << ": grad norms max rel error " << norm_rel);
     double worst_abs = 0.0, worst_ratio = 0.0;
     std::string worst_name;
