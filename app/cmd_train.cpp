@@ -23,8 +23,9 @@ static void bind_rank(const core::Log& log) {
             topo::plan_placement("", topo::local_rank_from_env(0), topo::local_size_from_env(1));
         topo::bind(p);
         log.info("bind: %s", p.describe().c_str());
-        // first touch after binding must land on the rank's node (on GH200 not in the GPU's HBM)
-        std::vector<char> probe(1 << 16);
+        // first touch after binding must land on the rank's node (on GH200 not in the GPU's HBM);
+        // 2 MiB is above malloc's mmap threshold, so these are fresh pages, not reused heap
+        std::vector<char> probe(1 << 21);
         std::memset(probe.data(), 1, probe.size());
         int node = topo::memory_node_of(probe.data());
         if (node >= 0 && p.numa_node >= 0 && node != p.numa_node)
