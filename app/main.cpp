@@ -51,10 +51,17 @@ int dispatch(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    // the comm lane issues collectives while the main thread runs the model (and its own small
+    // collectives on another communicator): MPI_THREAD_MULTIPLE
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (provided < MPI_THREAD_MULTIPLE && size > 1)
+        sof::app::fatal_all(rank, sof::core::ErrorKind::Runtime,
+                            "this MPI library does not provide MPI_THREAD_MULTIPLE, which "
+                            "multi-rank training needs (the comm lane overlaps collectives with "
+                            "compute); use an MPI built with thread support (Open MPI, MPICH)");
 
     int rc = 0;
     try {

@@ -306,15 +306,54 @@ void load(const std::string& dir, Manifest* m, State* s, int rank, int world) {
     read_checked(dir, r.exp_avg_sq, mpath, &s->exp_avg_sq);
 }
 
-void load_params(const std::string& dir, Manifest* m, std::vector<float>* params) {
+void load_resharded(const std::string& dir, const model::ParamLayout& layout,
+                    const model::ShardMap& want, Manifest* m, State* s, bool with_moments) {
     std::vector<ShardRecord> shards = read_manifest(dir, m);
+    if (m->num_params != static_cast<int64_t>(layout.num_params))
+        SOF_FAIL(Config, "checkpoint %s holds %lld params but the deck's model has %zu",
+                 dir.c_str(), static_cast<long long>(m->num_params), layout.num_params);
     const std::string mpath = (fs::path(dir) / kManifestName).string();
-    params->clear();
+    const int S = m->world_size;
+    s->params.assign(want.real_size, 0.0f);
+    s->exp_avg.assign(with_moments ? want.real_size : 0, 0.0f);
+    s->exp_avg_sq.assign(with_moments ? want.real_size : 0, 0.0f);
     std::vector<float> part;
-    for (const ShardRecord& r : shards) {
-        read_checked(dir, r.params, mpath, &part);
-        params->insert(params->end(), part.begin(), part.end());
+    for (int q = 0; q < S; q++) {
+        const model::ShardMap have = model::make_shard_map(layout, S, q);
+        // which units of old shard q overlap what this rank wants
+        bool needed = false;
+        for (int u = 0; u < layout.num_units() && !needed; u++)
+            needed = std::max(have.global_first(layout, u), want.global_first(layout, u)) <
+                     std::min(have.global_last(layout, u), want.global_last(layout, u));
+        if (!needed) continue;
+        const ShardRecord& r = shards[static_cast<size_t>(q)];
+        if (r.numel != static_cast<int64_t>(have.real_size))
+            SOF_FAIL(Format, "%s: shard %d holds %lld elements, the model's shard %d of %d has %zu",
+                     mpath.c_str(), q, static_cast<long long>(r.numel), q, S, have.real_size);
+        const FileEntry* files[3] = {&r.params, &r.exp_avg, &r.exp_avg_sq};
+        std::vector<float>* outs[3] = {&s->params, &s->exp_avg, &s->exp_avg_sq};
+        for (int k = 0; k < (with_moments ? 3 : 1); k++) {
+            read_checked(dir, *files[k], mpath, &part);
+            for (int u = 0; u < layout.num_units(); u++) {
+                size_t a = std::max(have.global_first(layout, u), want.global_first(layout, u));
+                size_t b = std::min(have.global_last(layout, u), want.global_last(layout, u));
+                if (a >= b) continue;
+                const float* src = part.data() + have.real_begin[static_cast<size_t>(u)] +
+                                   (a - have.global_first(layout, u));
+                float* dst = outs[k]->data() + want.real_begin[static_cast<size_t>(u)] +
+                             (a - want.global_first(layout, u));
+                std::copy(src, src + (b - a), dst);
+            }
+        }
     }
+}
+
+void load_params(const std::string& dir, Manifest* m, std::vector<float>* params) {
+    Manifest head = load_manifest(dir);
+    const model::ParamLayout layout = model::make_layout(head.model);
+    State s;
+    load_resharded(dir, layout, model::make_shard_map(layout, 1, 0), m, &s, false);
+    *params = std::move(s.params);
 }
 
 std::string find_latest(const std::string& root) {

@@ -9,6 +9,7 @@
 
 #include "data/loader.h"
 #include "model/layout.h"
+#include "model/shard.h"
 
 namespace sof::ckpt {
 
@@ -25,9 +26,9 @@ struct Manifest {
     int64_t skips = 0, rollbacks = 0;
 };
 
-// This rank's shard of the flat fp32 buffers, ParamLayout order. One rank: numel = num_params.
-// Many ranks: rank r holds a contiguous range; the shards of ranks 0..W-1 concatenated are the
-// flat buffer (the manifest records each shard's numel).
+// One shard of the flat fp32 buffers. One shard: numel = num_params, ParamLayout order. S shards
+// (ZeRO-3): shard q holds the real (non-padding) elements of model::make_shard_map(layout, S, q),
+// unit by unit (model/shard.h); the manifest's world_size is S and records each shard's numel.
 struct State {
     std::vector<float> params;     // (numel)
     std::vector<float> exp_avg;    // (numel)
@@ -62,6 +63,13 @@ std::string commit(const std::string& root, const Manifest& m, int keep);
 // Io (missing file / directory), Format (corrupt, truncated, checksum mismatch), Config (the
 // checkpoint was written by a different number of ranks).
 void load(const std::string& dir, Manifest* m, State* s, int rank, int world);
+
+// Loads the elements that shard map `want` covers (want.real_size of each buffer, unit by unit)
+// from a checkpoint written with any number of shards: resharding on load (N ranks -> M ranks) is
+// exact (the state is copied, never recomputed). Every file read is checksum-verified.
+// with_moments false: only params (exp_avg / exp_avg_sq left empty).
+void load_resharded(const std::string& dir, const model::ParamLayout& layout,
+                    const model::ShardMap& want, Manifest* m, State* s, bool with_moments = true);
 
 // Reads only the manifest (validated) of a step directory.
 Manifest load_manifest(const std::string& dir);

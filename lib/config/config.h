@@ -119,6 +119,10 @@ struct RuntimeConfig {
 
 struct DebugConfig {
     std::vector<int> inject_nonfinite_steps; // steps whose grads get a NaN injected
+    int inject_rank = -1;                    // only this rank injects (-1: every rank)
+    int fail_rank = -1;                      // this rank throws at step fail_step (-1: none)
+    int fail_step = -1;                      // see fail_rank
+    bool fail_hard = false; // fail_rank exits the process (a crash) instead of throwing
 };
 
 struct Config {

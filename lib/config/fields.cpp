@@ -282,6 +282,10 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(choice("runtime.log_level", &r.log_level, {"quiet", "info", "debug"}));
 
     v.push_back(make("debug.inject_nonfinite_steps", &c.debug.inject_nonfinite_steps, at_least(0)));
+    v.push_back(make("debug.inject_rank", &c.debug.inject_rank, at_least(-1)));
+    v.push_back(make("debug.fail_rank", &c.debug.fail_rank, at_least(-1)));
+    v.push_back(make("debug.fail_step", &c.debug.fail_step, at_least(-1)));
+    v.push_back(make("debug.fail_hard", &c.debug.fail_hard));
     return v;
 }
 

@@ -2,6 +2,7 @@
 // "complete" events (ph X) with one tid per lane and thread_name metadata so lanes are labelled.
 #include "core/trace.h"
 
+#include <chrono>
 #include <cstdio>
 
 #include "core/error.h"
@@ -31,7 +32,11 @@ std::string json_escape(const std::string& s) {
 
 } // namespace
 
-Trace::Trace() : origin_(now_seconds()) {}
+Trace::Trace()
+    : origin_(now_seconds()),
+      origin_unix_us_(static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count())) {}
 
 int Trace::lane(const std::string& name) {
     std::lock_guard<std::mutex> lk(mu_);
@@ -67,8 +72,45 @@ std::vector<std::string> Trace::lane_names() const {
     return lanes_;
 }
 
-void Trace::write(const std::string& path) const {
+std::string Trace::events_json(int pid, const std::string& process, double shift_us) const {
     std::lock_guard<std::mutex> lk(mu_);
+    std::string o;
+    char buf[512];
+    auto add = [&](const std::string& x) {
+        if (!o.empty()) o += ",\n";
+        o += x;
+    };
+    std::snprintf(
+        buf, sizeof buf,
+        "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"%s\"}},\n"
+        "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,"
+        "\"args\":{\"sort_index\":%d}}",
+        pid, json_escape(process).c_str(), pid, pid);
+    add(buf);
+    for (size_t i = 0; i < lanes_.size(); i++) {
+        std::snprintf(buf, sizeof buf,
+                      "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%zu,"
+                      "\"args\":{\"name\":\"%s\"}},\n"
+                      "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%zu,"
+                      "\"args\":{\"sort_index\":%zu}}",
+                      pid, i, json_escape(lanes_[i]).c_str(), pid, i, i);
+        add(buf);
+    }
+    for (const Event& e : events_) {
+        const std::string name = json_escape(e.name), cat = json_escape(e.cat);
+        if (e.instant)
+            add("{\"name\":\"" + name + "\",\"cat\":\"" + cat +
+                "\",\"ph\":\"i\",\"s\":\"t\",\"ts\":" + std::to_string(e.t0 + shift_us) +
+                ",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(e.lane) + "}");
+        else
+            add("{\"name\":\"" + name + "\",\"cat\":\"" + cat + "\",\"ph\":\"X\",\"ts\":" +
+                std::to_string(e.t0 + shift_us) + ",\"dur\":" + std::to_string(e.dur) +
+                ",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(e.lane) + "}");
+    }
+    return o;
+}
+
+void Trace::write_parts(const std::string& path, const std::vector<std::string>& parts) {
     FILE* f = std::fopen(path.c_str(), "w");
     if (!f)
         SOF_FAIL(Io,
@@ -77,34 +119,20 @@ void Trace::write(const std::string& path) const {
                  path.c_str());
     std::fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
     bool first = true;
-    for (size_t i = 0; i < lanes_.size(); i++) {
-        std::fprintf(f,
-                     "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%zu,"
-                     "\"args\":{\"name\":\"%s\"}},\n"
-                     "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%zu,"
-                     "\"args\":{\"sort_index\":%zu}}",
-                     first ? "" : ",\n", i, json_escape(lanes_[i]).c_str(), i, i);
-        first = false;
-    }
-    for (const Event& e : events_) {
-        if (e.instant)
-            std::fprintf(f,
-                         "%s{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,"
-                         "\"pid\":1,\"tid\":%d}",
-                         first ? "" : ",\n", json_escape(e.name).c_str(),
-                         json_escape(e.cat).c_str(), e.t0, e.lane);
-        else
-            std::fprintf(f,
-                         "%s{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,"
-                         "\"dur\":%.3f,\"pid\":1,\"tid\":%d}",
-                         first ? "" : ",\n", json_escape(e.name).c_str(),
-                         json_escape(e.cat).c_str(), e.t0, e.dur, e.lane);
+    for (const std::string& p : parts) {
+        if (p.empty()) continue;
+        if (!first) std::fputs(",\n", f);
+        std::fputs(p.c_str(), f);
         first = false;
     }
     std::fputs("\n]}\n", f);
     bool ok = std::fflush(f) == 0;
     ok = std::fclose(f) == 0 && ok;
     if (!ok) SOF_FAIL(Io, "error while writing trace file '%s' (disk full?)", path.c_str());
+}
+
+void Trace::write(const std::string& path) const {
+    write_parts(path, {events_json(1, "superoffload", 0.0)});
 }
 
 } // namespace sof::core

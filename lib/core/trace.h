@@ -29,6 +29,14 @@ class Trace {
     // Writes {"traceEvents": [...]} to `path`; throws core::Error (Io) when it cannot.
     void write(const std::string& path) const;
 
+    // Merged multi-rank traces: this trace's lanes and events as comma-separated JSON objects of
+    // process `pid` named `process` (no enclosing brackets), timestamps shifted by shift_us.
+    std::string events_json(int pid, const std::string& process, double shift_us) const;
+    // Wall-clock microseconds (Unix epoch) of this trace's time 0, to align ranks' traces.
+    double origin_unix_us() const { return origin_unix_us_; }
+    // Writes {"traceEvents": [parts...]} (each part from events_json). Io error when it cannot.
+    static void write_parts(const std::string& path, const std::vector<std::string>& parts);
+
     // RAII span: records [construction, destruction) on `lane` when trace is non-null.
     class Scope {
       public:
@@ -56,7 +64,8 @@ class Trace {
         double t0, dur; // us
         bool instant;
     };
-    double origin_; // steady-clock seconds at construction
+    double origin_;         // steady-clock seconds at construction
+    double origin_unix_us_; // system-clock microseconds at construction
     mutable std::mutex mu_;
     std::vector<std::string> lanes_; // lane id -> name
     std::vector<Event> events_;

@@ -225,13 +225,16 @@ LoaderState DataLoader::state() const {
 void DataLoader::restore(const LoaderState& s) {
     const LoaderState& me = pos_;
     auto differs = [](int64_t saved, int64_t mine) { return saved != 0 && saved != mine; };
+    // the position is a global batch index: another rank count resumes it when the global batch
+    // (ranks x batch_size x seq_len) is the same
+    const int64_t saved_global = s.batch_tokens * (s.world != 0 ? s.world : me.world);
     if (differs(s.num_shards, me.num_shards) || differs(s.num_tokens, me.num_tokens) ||
-        differs(s.batch_tokens, me.batch_tokens) || differs(s.world, me.world) ||
+        differs(saved_global, me.batch_tokens * me.world) ||
         (s.num_shards != 0 && (s.shuffle != me.shuffle || s.seed != me.seed)))
         SOF_FAIL(Config,
                  "%s: the saved data position (%s) was made for different data or batch "
-                 "geometry than this run (%s): resume with the same data, train.batch_size x "
-                 "train.seq_len, number of ranks and data.shuffle/data.seed",
+                 "geometry than this run (%s): resume with the same data, global batch (data-"
+                 "parallel ranks x train.batch_size x train.seq_len) and data.shuffle/data.seed",
                  key_.c_str(), s.to_string().c_str(), me.to_string().c_str());
     if (s.shard >= me.num_shards || s.sample >= shards_[static_cast<size_t>(s.shard)].num_samples)
         SOF_FAIL(Config, "%s: the saved data position (%s) is outside the data (%lld shards)",

@@ -142,6 +142,19 @@ __global__ void cast_bf16_to_f32_kernel(const uint16_t* src, float* dst, size_t 
         dst[i] = dev_bf16_to_f32(src[i]);
 }
 
+// Rank-order sum of nchunks chunks (see Device::sum_chunks): one thread per element, the same
+// additions in the same order as the host loop, so the result is bitwise the host's.
+__global__ void sum_chunks_kernel(const float* chunks, int nchunks, size_t n, float* out) {
+    size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += stride) {
+        float a = chunks[i];
+        for (int q = 1; q < nchunks; q++)
+            a = __fadd_rn(a, chunks[static_cast<size_t>(q) * n + i]);
+        out[i] = a;
+    }
+}
+
 // ---- streams, events, host tasks ----
 
 // Error slot of one stream: the first exception thrown by one of its host tasks.
@@ -338,6 +351,7 @@ class CudaDevice : public Device {
                    GradStats* stats, uint16_t* bf16_out, Stream& s) override;
     void cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s) override;
     void cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Stream& s) override;
+    void sum_chunks(const float* chunks, int nchunks, size_t n, float* out, Stream& s) override;
 
   private:
     void set_device() const { check(cudaSetDevice(ordinal_), ordinal_, "cudaSetDevice"); }
@@ -542,6 +556,14 @@ void CudaDevice::cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Str
     set_device();
     cast_bf16_to_f32_kernel<<<grid_for(n), kThreads, 0, cuda_stream(s).handle()>>>(src, dst, n);
     check(cudaGetLastError(), ordinal_, "cast_bf16_to_f32 kernel launch");
+}
+
+void CudaDevice::sum_chunks(const float* chunks, int nchunks, size_t n, float* out, Stream& s) {
+    if (n == 0) return;
+    set_device();
+    sum_chunks_kernel<<<grid_for(n), kThreads, 0, cuda_stream(s).handle()>>>(chunks, nchunks, n,
+                                                                             out);
+    check(cudaGetLastError(), ordinal_, "sum_chunks kernel launch");
 }
 
 } // namespace

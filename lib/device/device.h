@@ -104,6 +104,10 @@ class Device {
     // Round-to-nearest-even casts (NaN kept), device buffers of n elements.
     virtual void cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s) = 0;
     virtual void cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Stream& s) = 0;
+    // out[i] = (((chunks[0][i] + chunks[1][i]) + chunks[2][i]) + ...) over `nchunks` consecutive
+    // chunks of n elements (chunks: nchunks*n, device): the rank-order sum of a reduce-scatter,
+    // bitwise the same as comm::Group's host sum. out may alias chunks (the first chunk).
+    virtual void sum_chunks(const float* chunks, int nchunks, size_t n, float* out, Stream& s) = 0;
 };
 
 // Creates the device chosen by cfg.type (auto: cuda when built with CUDA and a GPU is visible,

@@ -352,4 +352,17 @@ void HostDevice::cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Str
         "cast bf16->fp32");
 }
 
+void HostDevice::sum_chunks(const float* chunks, int nchunks, size_t n, float* out, Stream& s) {
+    host_stream(s).push(
+        [chunks, nchunks, n, out] {
+            for (size_t i = 0; i < n; i++) {
+                float a = chunks[i];
+                for (int q = 1; q < nchunks; q++)
+                    a += chunks[static_cast<size_t>(q) * n + i];
+                out[i] = a;
+            }
+        },
+        "sum chunks");
+}
+
 } // namespace sof::device

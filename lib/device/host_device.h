@@ -45,6 +45,7 @@ class HostDevice : public Device {
                    GradStats* stats, uint16_t* bf16_out, Stream& s) override;
     void cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s) override;
     void cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Stream& s) override;
+    void sum_chunks(const float* chunks, int nchunks, size_t n, float* out, Stream& s) override;
 
     struct Registry; // live streams, for synchronize()
 

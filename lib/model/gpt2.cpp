@@ -19,8 +19,10 @@ struct BlockActs {
     std::vector<float> ln1_mean; // (B,T)
     std::vector<float> ln1_rstd; // (B,T)
     std::vector<float> qkv;      // (B,T,3C)
-    std::vector<float> att;      // (B,NH,T,T)
+    std::vector<float> att;      // (B,NH/P,P*T,P*T) (P = sequence-parallel degree, usually 1)
     std::vector<float> atty;     // (B,T,C)
+    std::vector<float> qkvh;     // (B,P*T,3C/P) Ulysses: every token of this rank's heads
+    std::vector<float> attyh;    // (B,P*T,C/P) Ulysses: attention output of this rank's heads
     std::vector<float> res2;     // (B,T,C) residual after attention
     std::vector<float> ln2;      // (B,T,C)
     std::vector<float> ln2_mean; // (B,T)
@@ -28,12 +30,16 @@ struct BlockActs {
     std::vector<float> fch;      // (B,T,4C)
     std::vector<float> fch_gelu; // (B,T,4C)
 
-    void allocate(size_t BT, size_t C, size_t NH, size_t T) {
+    void allocate(size_t BT, size_t C, size_t NH, size_t T, size_t P) {
         ln1.resize(BT * C);
         ln1_mean.resize(BT);
         ln1_rstd.resize(BT);
         qkv.resize(BT * 3 * C);
-        att.resize(BT * NH * T);
+        att.resize(BT * P * (NH / P) * T * P); // B * NH/P * (P*T)^2
+        if (P > 1) {
+            qkvh.resize(BT * 3 * C);
+            attyh.resize(BT * C);
+        }
         atty.resize(BT * C);
         res2.resize(BT * C);
         ln2.resize(BT * C);
@@ -57,6 +63,8 @@ struct GPT2::Impl {
     const ParamLayout* layout = nullptr;
     int max_B = 0, max_T = 0;
     int B = 0, T = 0;
+    int P = 1, sp_index = 0;    // Ulysses degree and this rank's token slice
+    SeqExchange* seq = nullptr; // non-null when P > 1
     bool have_targets = false;
     int scratch_layer = -1; // recompute: block whose activations are in acts[0] now (-1: none)
 
@@ -75,11 +83,18 @@ struct GPT2::Impl {
     std::vector<float> probs;    // (B,T,Vp)
     std::vector<float> losses;   // (B,T)
     // backward scratch
-    std::vector<float> dres;  // (B,T,C) grad of the residual stream
-    std::vector<float> dln;   // (B,T,C) grad of a LayerNorm output
-    std::vector<float> datty; // (B,T,C)
-    std::vector<float> dqkv;  // (B,T,3C)
-    std::vector<float> dfch;  // (B,T,4C)
+    std::vector<float> dres;   // (B,T,C) grad of the residual stream
+    std::vector<float> dln;    // (B,T,C) grad of a LayerNorm output
+    std::vector<float> datty;  // (B,T,C)
+    std::vector<float> dqkv;   // (B,T,3C)
+    std::vector<float> dfch;   // (B,T,4C)
+    std::vector<float> dattyh; // (B,P*T,C/P) Ulysses only
+    std::vector<float> dqkvh;  // (B,P*T,3C/P) Ulysses only
+
+    // Causal attention of one block: on the local tokens (P = 1) or, with Ulysses, all-to-all to
+    // [P*T tokens, NH/P heads], attention there, and back to [T tokens, all heads].
+    void attention_fwd(BlockActs& a);
+    void attention_bwd(BlockActs& a);
 
     float* res_at(int l) {
         return res.data() + static_cast<size_t>(l) * max_B * max_T * cfg.channels;
@@ -106,6 +121,19 @@ GPT2::GPT2(const GPT2Config& cfg, const ModelOptions& opts, int max_B, int max_T
     m.layout = &layout_;
     m.max_B = max_B;
     m.max_T = max_T;
+    if (opts.seq && opts.seq->degree() > 1) {
+        m.seq = opts.seq;
+        m.P = opts.seq->degree();
+        m.sp_index = opts.seq->index();
+        if (cfg.num_heads % m.P != 0)
+            SOF_FAIL(Config,
+                     "model.num_heads = %d is not divisible by parallel.sp = %d (Ulysses splits "
+                     "the heads over the sequence-parallel ranks)",
+                     cfg.num_heads, m.P);
+        if (static_cast<long>(max_T) * m.P > cfg.max_seq_len)
+            SOF_FAIL(Config, "sequence length %d x %d > model.max_seq_len = %d", max_T, m.P,
+                     cfg.max_seq_len);
+    }
     const int L = cfg.num_layers;
     const size_t C = cfg.channels, BT = static_cast<size_t>(max_B) * max_T;
     const size_t Vp = cfg.padded_vocab_size;
@@ -135,7 +163,7 @@ GPT2::GPT2(const GPT2Config& cfg, const ModelOptions& opts, int max_B, int max_T
         m.res.resize(static_cast<size_t>(L + 1) * BT * C);
         m.acts.resize(opts.recompute ? 1 : static_cast<size_t>(L));
         for (BlockActs& a : m.acts)
-            a.allocate(BT, C, cfg.num_heads, max_T);
+            a.allocate(BT, C, cfg.num_heads, max_T, static_cast<size_t>(m.P));
         m.lnf.resize(BT * C);
         m.lnf_mean.resize(BT);
         m.lnf_rstd.resize(BT);
@@ -147,6 +175,10 @@ GPT2::GPT2(const GPT2Config& cfg, const ModelOptions& opts, int max_B, int max_T
         m.datty.resize(BT * C);
         m.dqkv.resize(BT * 3 * C);
         m.dfch.resize(BT * 4 * C);
+        if (m.P > 1) {
+            m.dattyh.resize(BT * C);
+            m.dqkvh.resize(BT * 3 * C);
+        }
     } catch (const std::bad_alloc&) {
         delete impl_;
         impl_ = nullptr;
@@ -168,13 +200,38 @@ const float* GPT2::probs() const {
     return impl_->probs.data();
 }
 
+void GPT2::Impl::attention_fwd(BlockActs& a) {
+    const int C = cfg.channels, NH = cfg.num_heads;
+    if (P == 1) {
+        cpu::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, C, NH);
+        return;
+    }
+    const int X = C / P;
+    seq->to_heads(a.qkv.data(), a.qkvh.data(), B, T, 3, X);
+    cpu::attention_forward(a.attyh.data(), a.att.data(), a.qkvh.data(), B, P * T, X, NH / P);
+    seq->to_tokens(a.attyh.data(), a.atty.data(), B, T, 1, X);
+}
+
+void GPT2::Impl::attention_bwd(BlockActs& a) {
+    const int C = cfg.channels, NH = cfg.num_heads;
+    if (P == 1) {
+        cpu::attention_backward(dqkv.data(), datty.data(), a.qkv.data(), a.att.data(), B, T, C, NH);
+        return;
+    }
+    const int X = C / P;
+    seq->to_heads(datty.data(), dattyh.data(), B, T, 1, X);
+    cpu::attention_backward(dqkvh.data(), dattyh.data(), a.qkvh.data(), a.att.data(), B, P * T, X,
+                            NH / P);
+    seq->to_tokens(dqkvh.data(), dqkv.data(), B, T, 3, X);
+}
+
 void GPT2::Impl::block_forward(const float* p, BlockActs& a, const float* in, float* out,
                                bool output) {
-    const int C = cfg.channels, NH = cfg.num_heads, N = B * T;
+    const int C = cfg.channels, N = B * T;
     cpu::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), in, p + bo.ln1w,
                            p + bo.ln1b, N, C);
     cpu::matmul_forward(a.qkv.data(), a.ln1.data(), p + bo.qkvw, p + bo.qkvb, N, C, 3 * C);
-    cpu::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, C, NH);
+    attention_fwd(a);
     cpu::matmul_forward(a.res2.data(), a.atty.data(), p + bo.attprojw, p + bo.attprojb, N, C, C);
     cpu::residual_forward(a.res2.data(), in, a.res2.data(), static_cast<long>(N) * C);
     cpu::layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(),
@@ -189,7 +246,7 @@ void GPT2::Impl::block_forward(const float* p, BlockActs& a, const float* in, fl
 
 // dres holds d(block output) on entry and d(block input) on exit. Grads are added into g.
 void GPT2::Impl::block_backward(const float* p, float* g, BlockActs& a, const float* in) {
-    const int C = cfg.channels, NH = cfg.num_heads, N = B * T;
+    const int C = cfg.channels, N = B * T;
     float* d = dres.data();
     cpu::matmul_backward(dfch.data(), g + bo.fcprojw, g + bo.fcprojb, d, a.fch_gelu.data(),
                          p + bo.fcprojw, N, 4 * C, C);
@@ -200,7 +257,7 @@ void GPT2::Impl::block_backward(const float* p, float* g, BlockActs& a, const fl
                             a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
     cpu::matmul_backward(datty.data(), g + bo.attprojw, g + bo.attprojb, d, a.atty.data(),
                          p + bo.attprojw, N, C, C);
-    cpu::attention_backward(dqkv.data(), datty.data(), a.qkv.data(), a.att.data(), B, T, C, NH);
+    attention_bwd(a);
     cpu::matmul_backward(dln.data(), g + bo.qkvw, g + bo.qkvb, dqkv.data(), a.ln1.data(),
                          p + bo.qkvw, N, C, 3 * C);
     cpu::layernorm_backward(d, g + bo.ln1w, g + bo.ln1b, dln.data(), in, p + bo.ln1w,
@@ -228,8 +285,10 @@ float GPT2::forward(WeightSource& w, const int* inputs, const int* targets, int 
     std::copy(inputs, inputs + N, m.inputs.begin());
     if (targets) std::copy(targets, targets + N, m.targets.begin());
 
-    const float* p0 = w.acquire(0, Pass::Forward); // held until the LM head is done
-    cpu::encoder_forward(m.res_at(0), m.inputs.data(), p0 + m.off_wte, p0 + m.off_wpe, B, T, C);
+    const float* p0 = w.acquire(0, Pass::Forward);               // held until the LM head is done
+    const size_t pos0 = static_cast<size_t>(m.sp_index) * T * C; // first position of this slice
+    cpu::encoder_forward(m.res_at(0), m.inputs.data(), p0 + m.off_wte, p0 + m.off_wpe + pos0, B, T,
+                         C);
     for (int l = 0; l < L; l++) {
         const float* p = w.acquire(1 + l, Pass::Forward);
         m.block_forward(p, m.acts_of(l), m.res_at(l), m.res_at(l + 1), true);
@@ -288,8 +347,9 @@ void GPT2::backward(WeightSource& w, GradSink& sink, float dloss) {
     }
 
     float* g0 = sink.grads(0);
-    cpu::encoder_backward(g0 + m.off_wte, g0 + m.off_wpe, m.dres.data(), m.inputs.data(), m.B, m.T,
-                          C);
+    const size_t pos0 = static_cast<size_t>(m.sp_index) * m.T * C;
+    cpu::encoder_backward(g0 + m.off_wte, g0 + m.off_wpe + pos0, m.dres.data(), m.inputs.data(),
+                          m.B, m.T, C);
     w.release(0, Pass::Backward);
     sink.unit_done(0);
     m.have_targets = false; // dlogits replaced the logits: a second backward needs a new forward

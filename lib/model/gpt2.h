@@ -55,8 +55,27 @@ class FlatGrads : public GradSink {
     float* grads_;
 };
 
+// Ulysses sequence parallelism as the model sees it; implemented by sp/ (the model never includes
+// parallel code). P ranks each hold Tl = T/P consecutive positions of every sequence: rank i holds
+// positions [i*Tl, (i+1)*Tl). Around attention the model trades its token slice of all heads for
+// all tokens of its NH/P heads. Channel groups: the C channels of q (and of k, v, and of the
+// attention output) split into P groups of X = C/P, group j = heads [j*NH/P, (j+1)*NH/P).
+class SeqExchange {
+  public:
+    virtual ~SeqExchange() = default;
+    virtual int degree() const = 0; // P
+    virtual int index() const = 0;  // i: this rank's token slice
+    // in (B, Tl, K, P, X) -> out (B, P*Tl, K, X): every token of channel group i (K = 3 for qkv,
+    // 1 for the attention output). collective: all ranks of the sequence-parallel group
+    virtual void to_heads(const float* in, float* out, int B, int Tl, int K, int X) = 0;
+    // The inverse: in (B, P*Tl, K, X) -> out (B, Tl, K, P, X).
+    // collective: all ranks of the sequence-parallel group
+    virtual void to_tokens(const float* in, float* out, int B, int Tl, int K, int X) = 0;
+};
+
 struct ModelOptions {
-    bool recompute = false; // keep only each block's input; recompute the block in backward
+    bool recompute = false;     // keep only each block's input; recompute the block in backward
+    SeqExchange* seq = nullptr; // Ulysses hook (null or degree 1: the whole sequence is here)
 };
 
 // Forward/backward state for micro-batches up to (max_B, max_T). Activations live in ordinary host
@@ -72,7 +91,8 @@ class GPT2 {
     const ParamLayout& layout() const { return layout_; }
 
     // inputs, targets: (B, T) token ids; targets may be null (then no loss, returns 0).
-    // Returns the mean cross-entropy over B*T positions.
+    // Returns the mean cross-entropy over B*T positions. With a SeqExchange of degree P, T is the
+    // local slice Tl (positions index*Tl ..) and the loss is the mean over the local positions.
     float forward(WeightSource& w, const int* inputs, const int* targets, int B, int T);
 
     // After forward with targets. Every position's dloss is `dloss` (1/(B*T) for a mean loss,

@@ -61,6 +61,7 @@ void init_params(const ParamLayout& layout, float* params, float std, unsigned l
         case TensorKind::Attprojb:
         case TensorKind::Fcb:
         case TensorKind::Fcprojb:
+        case TensorKind::Pad:
             for (size_t j = 0; j < t.numel; j++)
                 p[j] = 0.0f;
             break;

@@ -42,6 +42,8 @@ const char* tensor_kind_name(TensorKind k) {
         return "lnfw";
     case TensorKind::Lnfb:
         return "lnfb";
+    case TensorKind::Pad:
+        return "pad";
     }
     return "?";
 }

@@ -34,8 +34,9 @@ enum class TensorKind {
     Fcprojb,  // (C)
     Lnfw,     // (C)
     Lnfb,     // (C)
+    Pad,      // (n) ZeRO-3 shard padding (shard layouts only; not a model tensor)
 };
-constexpr int kNumTensorKinds = 16;
+constexpr int kNumTensorKinds = 16;         // the model's kinds (Pad excluded)
 const char* tensor_kind_name(TensorKind k); // llm.c names: "wte", "qkvw", ...
 
 struct TensorInfo {

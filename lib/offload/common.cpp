@@ -16,13 +16,14 @@ std::vector<int64_t> stat_pieces(const model::ParamLayout& layout) {
     return b;
 }
 
-NormResult reduce_norm(const std::vector<device::GradStats>& piece_stats) {
+NormResult reduce_norm(const std::vector<device::GradStats>& piece_stats, StatReducer* reducer) {
     double sum = 0.0;
     bool bad = false;
     for (const device::GradStats& s : piece_stats) {
         sum += s.sumsq;
         bad |= s.nonfinite != 0;
     }
+    if (reducer) reducer->combine(&sum, &bad);
     NormResult r;
     r.norm = std::sqrt(sum);
     r.nonfinite = bad || !std::isfinite(r.norm);

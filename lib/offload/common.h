@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "device/device.h"
 #include "model/layout.h"
+#include "offload/updater.h"
 #include "optim/optimizer.h"
 
 namespace sof::offload {
@@ -22,7 +23,9 @@ struct NormResult {
     double norm = 0.0;      // sqrt(sum of piece sums)
     bool nonfinite = false; // any piece non-finite, or the norm overflowed
 };
-NormResult reduce_norm(const std::vector<device::GradStats>& piece_stats);
+// With a reducer, this rank's sum (pieces in ascending order) is combined with the other ranks'.
+NormResult reduce_norm(const std::vector<device::GradStats>& piece_stats,
+                       StatReducer* reducer = nullptr);
 
 // torch.nn.utils.clip_grad_norm_: coef = clip / (norm + 1e-6) in fp32; applied when coef < 1.
 // Returns 1.0f when no clipping applies (clip <= 0 or coef >= 1).

@@ -75,7 +75,18 @@ class Engine::Sink : public model::GradSink {
 
 Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
                core::Trace* trace, bool force_staging)
-    : cfg_(cfg), layout_(layout), log_(log), trace_(trace) {
+    : Engine(cfg, layout, log, trace, nullptr,
+             std::make_unique<rank::DeviceSet>(cfg.device, 0, trace), force_staging) {}
+
+Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
+               core::Trace* trace, rank::DeviceSet& devs, bool force_staging)
+    : Engine(cfg, layout, log, trace, &devs, nullptr, force_staging) {}
+
+Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
+               core::Trace* trace, rank::DeviceSet* devs, std::unique_ptr<rank::DeviceSet> owned,
+               bool force_staging)
+    : cfg_(cfg), layout_(layout), log_(log), trace_(trace), owned_(std::move(owned)) {
+    rank::DeviceSet& ds = devs ? *devs : *owned_;
     const config::OffloadConfig& oc = cfg.offload;
     bf16_ = cfg.train.dtype == config::Precision::BF16;
     flow_ = oc.weights == config::WeightsPolicy::Flow;
@@ -105,14 +116,14 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     if (flow_ && oc.prefetch_layers < 0)
         SOF_FAIL(Config, "offload.prefetch_layers = %d must be >= 0", oc.prefetch_layers);
 
-    dev_ = device::make_device(cfg.device, 0, trace);
+    dev_ = &ds.device();
     staging_ = force_staging || !dev_->host_accessible();
     grads_pinned_ = flow_;
-    compute_ = dev_->create_stream("compute");
-    d2h_ = dev_->create_stream("d2h");
-    h2d_ = dev_->create_stream("h2d");
-    dstep_ = dev_->create_stream("device step");
-    if (flow_) fetch_ = dev_->create_stream("weight fetch");
+    compute_ = &ds.compute();
+    d2h_ = &ds.d2h();
+    h2d_ = &ds.h2d();
+    dstep_ = &ds.dstep();
+    fetch_ = &ds.fetch();
     ev_compute_ = dev_->create_event();
 
     hopt_ = load_host_optimizer(cfg.optimizer, cfg.optimizer.threads);
@@ -552,8 +563,8 @@ StepReport Engine::finish_step() {
     core::Timer t;
     dev_->synchronize(*d2h_); // every bucket's grads and statistics are on the host
     rep.exposed_transfer_ms += t.ms();
-    NormResult nr =
-        reduce_norm(std::vector<device::GradStats>(hstats_, hstats_ + (pieces_.size() - 1)));
+    NormResult nr = reduce_norm(
+        std::vector<device::GradStats>(hstats_, hstats_ + (pieces_.size() - 1)), stat_reducer_);
     rep.grad_norm = nr.norm;
     int64_t step = opt_step_ + 1;
     auto wait_speculation = [&] {

@@ -18,15 +18,21 @@
 #include "offload/updater.h"
 #include "offload/worker.h"
 #include "optim/optimizer.h"
+#include "rank/device_set.h"
 
 namespace sof::offload {
 
 class Engine : public Updater {
   public:
-    // Creates its own device from cfg.device (local rank 0). Throws core::Error (Config) naming
-    // the deck key for combinations it cannot run. The CPU model reads weights and writes grads in
-    // host memory: on a device whose memory the host cannot dereference (CUDA) the engine stages
-    // them through pinned host mirrors; force_staging does so on the host device too (tests).
+    // Runs on the rank's device and streams (devs outlives the engine). layout is what this rank
+    // updates: the whole model, or its ZeRO-3 shard (model/shard.h). Throws core::Error (Config)
+    // naming the deck key for combinations it cannot run. The CPU model reads weights and writes
+    // grads in host memory: on a device whose memory the host cannot dereference (CUDA) the
+    // engine stages them through pinned host mirrors; force_staging does so on the host device
+    // too (tests).
+    Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
+           core::Trace* trace, rank::DeviceSet& devs, bool force_staging = false);
+    // Single-process convenience (tests, tools): builds a DeviceSet of its own from cfg.device.
     Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
            core::Trace* trace, bool force_staging = false);
     ~Engine() override;
@@ -49,6 +55,9 @@ class Engine : public Updater {
     device::Device& device() { return *dev_; }
 
   private:
+    Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
+           core::Trace* trace, rank::DeviceSet* devs, std::unique_ptr<rank::DeviceSet> owned,
+           bool force_staging);
     class Sink;
     class StationaryWeights;
     class FlowWeights;
@@ -93,8 +102,10 @@ class Engine : public Updater {
     bool exact_ = true;         // exact rollback (two state sets) vs arithmetic inverse
     int nsets_ = 2;             // host state sets (2 exact, 1 inverse)
 
-    std::unique_ptr<device::Device> dev_; // first member with resources: destroyed last
-    std::unique_ptr<device::Stream> compute_, d2h_, h2d_, dstep_, fetch_;
+    std::unique_ptr<rank::DeviceSet> owned_; // the standalone constructor's: destroyed last
+    device::Device* dev_ = nullptr;          // the rank's device
+    device::Stream *compute_ = nullptr, *d2h_ = nullptr, *h2d_ = nullptr, *dstep_ = nullptr,
+                   *fetch_ = nullptr; // the rank's named streams
     std::unique_ptr<device::Event> ev_compute_;
     std::vector<std::unique_ptr<device::Event>> ev_d2h_; // (nbuckets)
     std::vector<std::unique_ptr<device::Event>> ev_pub_; // (nbuckets) speculative H2D done

@@ -76,7 +76,7 @@ StepReport PlainUpdater::finish_step() {
         st[i] =
             device::piece_stats(grads_.data() + pieces_[i],
                                 static_cast<size_t>(pieces_[i + 1] - pieces_[i]), 1.0f, nullptr);
-    NormResult nr = reduce_norm(st);
+    NormResult nr = reduce_norm(st, stat_reducer_);
     rep.grad_norm = nr.norm;
     if (nr.nonfinite) {
         rep.skipped = true;

@@ -26,6 +26,16 @@ struct StepReport {
     double forward_ms = 0, backward_ms = 0, exposed_optimizer_ms = 0, exposed_transfer_ms = 0;
 };
 
+// Combines this rank's grad statistics with the other ranks' when each rank holds a shard of the
+// grads (ZeRO-3). Implementations must give every rank the same bits (rank-order sums).
+class StatReducer {
+  public:
+    virtual ~StatReducer() = default;
+    // sumsq: this rank's sum of squares in, the global one out; nonfinite likewise (any rank).
+    // collective: all ranks holding shards
+    virtual void combine(double* sumsq, bool* nonfinite) = 0;
+};
+
 // Counters since construction (or checkpoint restore).
 struct UpdaterStats {
     int64_t skips = 0;
@@ -51,11 +61,18 @@ class Updater {
 
     virtual const UpdaterStats& stats() const = 0;
 
+    // The grads this path sees are one rank's shard: finish_step combines the statistics through
+    // r before validating (null: the grads are the whole model's).
+    void set_stat_reducer(StatReducer* r) { stat_reducer_ = r; }
+
     // Host fp32 copies of the master state, each (num_params), in ParamLayout order.
     // opt_step: number of optimizer updates taken so far (bias correction uses opt_step+1).
     virtual void get_state(float* params, float* exp_avg, float* exp_avg_sq, int64_t* opt_step) = 0;
     virtual void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq,
                            int64_t opt_step) = 0;
+
+  protected:
+    StatReducer* stat_reducer_ = nullptr;
 };
 
 } // namespace sof::offload

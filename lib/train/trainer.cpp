@@ -1,5 +1,5 @@
-// The training loop (see trainer.h): builds every piece from the deck and runs the steps.
-// Rank 0 logs one line per step and writes the JSONL metrics; checkpoints are atomic directories.
+// The training loop (see trainer.h): builds every piece from the deck and the rank context, and
+// runs the steps. Rank 0 logs; every rank writes its JSONL metrics; checkpoints are sharded.
 #include "train/trainer.h"
 
 #include <omp.h>
@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/fileio.h"
 #include "ckpt/llmc.h"
 #include "config/deck.h"
 #include "core/error.h"
@@ -17,10 +18,14 @@
 #include "core/trace.h"
 #include "data/loader.h"
 #include "model/gpt2.h"
+#include "model/shard.h"
 #include "offload/updater_factory.h"
 #include "plan/planner.h"
+#include "rank/context.h"
+#include "sp/ulysses.h"
 #include "train/metrics.h"
 #include "train/schedule.h"
+#include "zero/sharded.h"
 
 namespace sof::train {
 
@@ -31,28 +36,57 @@ struct Trainer::Impl {
     const comm::World& world;
     core::Log log;
     model::GPT2Config mcfg;
+    std::unique_ptr<core::Trace> trace;   // before ctx: the device's stream lanes point into it
+    std::unique_ptr<rank::Context> ctx;   // the rank context (device, streams, groups, lane)
+    std::unique_ptr<sp::Ulysses> ulysses; // the model's exchange hook (parallel.sp > 1)
     std::unique_ptr<model::GPT2> model;
-    std::unique_ptr<core::Trace> trace;
     std::unique_ptr<offload::Updater> updater;
+    zero::ShardAccess* shards = nullptr; // updater's shard view (multi-rank), else null
     std::unique_ptr<data::DataLoader> train_data, val_data;
-    std::vector<int> inputs, targets; // (B*T) each
-    int64_t step = 0;                 // steps completed
+    std::vector<int> inputs, targets;   // (B*T) whole sequences from the loader
+    std::vector<int> linputs, ltargets; // (B*T/sp) this rank's slice of them
+    int64_t step = 0;                   // steps completed
+    std::function<void()> crash;        // debug.fail_hard: kills this process (set by the app)
 
     Impl(const config::Config& c, const comm::World& w, const core::Log& l)
         : cfg(c), world(w), log(l) {}
 
     void setup();
+    void check_same_deck();
+    void next_batch(data::DataLoader& d);
+    float global_loss(double local);
     float evaluate();
+    model::ShardMap shard_map() const;
     std::string save_checkpoint();
+    void write_trace();
     void resume_from(const std::string& dir);
 };
 
-void Trainer::Impl::setup() {
-    if (world.size() > 1)
+// Ranks that read different decks (or overrides) would train different models and hang in the
+// first collective that differs: compare a checksum of the effective deck first.
+// collective: all ranks of world
+void Trainer::Impl::check_same_deck() {
+    if (world.size() == 1) return;
+    const std::string y = config::effective_yaml(cfg);
+    const uint64_t h = ckpt::fnv1a64(y.data(), y.size());
+    std::vector<unsigned long long> all(static_cast<size_t>(world.size()));
+    unsigned long long mine = h;
+    SOF_CHECK_MPI(MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
+                                MPI_UNSIGNED_LONG_LONG, world.comm()));
+    std::string differ;
+    for (size_t r = 1; r < all.size(); r++)
+        if (all[r] != all[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+    if (!differ.empty())
         SOF_FAIL(Config,
-                 "this build trains on one rank per job so far (got %d ranks); ZeRO-3 and "
-                 "Ulysses over MPI are the next milestone: launch with 1 rank",
-                 world.size());
+                 "the ranks of this job disagree on the deck: the effective deck of rank(s) %s "
+                 "differs from rank 0's; every rank must read the same deck file with the same "
+                 "--set overrides (compare the 'effective deck' of each rank with "
+                 "`superoffload check`)",
+                 differ.c_str());
+}
+
+void Trainer::Impl::setup() {
+    check_same_deck();
     if (cfg.runtime.threads > 0) omp_set_num_threads(cfg.runtime.threads);
     if (!cfg.runtime.out_dir.empty()) fs::create_directories(cfg.runtime.out_dir);
 
@@ -75,15 +109,7 @@ void Trainer::Impl::setup() {
     if (cfg.train.seq_len > mcfg.max_seq_len)
         SOF_FAIL(Config, "train.seq_len = %d exceeds the model's max_seq_len = %d",
                  cfg.train.seq_len, mcfg.max_seq_len);
-    model::ModelOptions mopts;
-    mopts.recompute = cfg.model.recompute;
-    model = std::make_unique<model::GPT2>(mcfg, mopts, cfg.train.batch_size, cfg.train.seq_len);
-    const model::ParamLayout& layout = model->layout();
-    params.assign(layout.num_params, 0.0f);
-    if (!cfg.model.init_from.empty())
-        ckpt::import_llmc(cfg.model.init_from, layout, params.data());
-    else
-        model::init_params(layout, params.data(), cfg.model.init_std, cfg.train.seed);
+    sp::check_degrees(mcfg.num_heads, cfg.train.seq_len, world.size(), cfg.parallel.sp);
 
     // Offload plan: resolve `auto` choices before the engine is built.
     if (cfg.offload.enabled) {
@@ -93,21 +119,47 @@ void Trainer::Impl::setup() {
     }
     log.info("effective deck:\n%s", config::effective_yaml(cfg).c_str());
 
+    // The rank context: grid, groups, binding, device and streams, collective transport.
     if (!cfg.runtime.trace.empty()) trace = std::make_unique<core::Trace>();
-    updater = offload::make_updater(cfg, layout, log, trace.get());
-    std::vector<float> zeros(layout.num_params, 0.0f);
-    updater->set_state(params.data(), zeros.data(), zeros.data(), 0);
+    ctx = std::make_unique<rank::Context>(cfg, world, log, trace.get());
+    const rank::Grid& g = ctx->grid();
+    if (g.sp > 1) ulysses = std::make_unique<sp::Ulysses>(ctx->sp());
 
-    int B = cfg.train.batch_size, T = cfg.train.seq_len;
+    const int B = cfg.train.batch_size, T = cfg.train.seq_len, Tl = T / g.sp;
+    model::ModelOptions mopts;
+    mopts.recompute = cfg.model.recompute;
+    mopts.seq = ulysses.get();
+    model = std::make_unique<model::GPT2>(mcfg, mopts, B, Tl);
+    const model::ParamLayout& layout = model->layout();
+    params.assign(layout.num_params, 0.0f);
+    if (!cfg.model.init_from.empty())
+        ckpt::import_llmc(cfg.model.init_from, layout, params.data());
+    else
+        model::init_params(layout, params.data(), cfg.model.init_std, cfg.train.seed);
+
+    updater = zero::make_parallel_updater(cfg, layout, *ctx, log, trace.get());
+    shards = dynamic_cast<zero::ShardAccess*>(updater.get());
+    {
+        std::vector<float> zeros(layout.num_params, 0.0f);
+        updater->set_state(params.data(), zeros.data(), zeros.data(), 0);
+    }
+
+    // Data: DP ranks stride over the global batch; SP ranks of one DP rank read the same
+    // sequences and keep their slice of positions.
     train_data = std::make_unique<data::DataLoader>(cfg.data, data::Split::Train, mcfg.vocab_size,
-                                                    B, T, world.rank(), world.size());
+                                                    B, T, g.dp_rank, g.dp);
     val_data = std::make_unique<data::DataLoader>(cfg.data, data::Split::Val, mcfg.vocab_size, B, T,
-                                                  world.rank(), world.size());
+                                                  g.dp_rank, g.dp);
     inputs.resize(static_cast<size_t>(B) * T);
     targets.resize(static_cast<size_t>(B) * T);
+    linputs.resize(static_cast<size_t>(B) * Tl);
+    ltargets.resize(static_cast<size_t>(B) * Tl);
     log.info("model: GPT-2 L=%d NH=%d C=%d V=%d (padded %d) maxT=%d, %zu params", mcfg.num_layers,
              mcfg.num_heads, mcfg.channels, mcfg.vocab_size, mcfg.padded_vocab_size,
              mcfg.max_seq_len, layout.num_params);
+    if (world.size() > 1)
+        log.info("parallel: %d ranks = DP %d x SP %d, ZeRO stage %d%s", g.world, g.dp, g.sp,
+                 cfg.parallel.zero_stage, g.sp > 1 ? ", Ulysses all-to-all around attention" : "");
     log.info("data: train %s", train_data->describe().c_str());
     log.info("data: val   %s", val_data->describe().c_str());
 
@@ -120,53 +172,143 @@ void Trainer::Impl::setup() {
     if (!resume.empty()) resume_from(resume);
 }
 
+model::ShardMap Trainer::Impl::shard_map() const {
+    return shards ? shards->shard_map() : model::make_shard_map(model->layout(), 1, 0);
+}
+
+// Every rank reads the elements of its own shard from the checkpoint's shards, whatever rank
+// count wrote it (resharding is an exact copy of the state).
 void Trainer::Impl::resume_from(const std::string& dir) {
     ckpt::Manifest m;
     ckpt::State s;
-    ckpt::load(dir, &m, &s, world.rank(), world.size());
     const model::ParamLayout& layout = model->layout();
-    if (m.num_params != static_cast<int64_t>(layout.num_params))
-        SOF_FAIL(Config, "checkpoint %s holds %lld params but the deck's model has %zu",
-                 dir.c_str(), static_cast<long long>(m.num_params), layout.num_params);
-    updater->set_state(s.params.data(), s.exp_avg.data(), s.exp_avg_sq.data(), m.opt_step);
+    zero::ShardState st;
+    st.map = shard_map();
+    ckpt::load_resharded(dir, layout, st.map, &m, &s);
+    st.params = std::move(s.params);
+    st.exp_avg = std::move(s.exp_avg);
+    st.exp_avg_sq = std::move(s.exp_avg_sq);
+    st.opt_step = m.opt_step;
+    if (shards)
+        shards->set_shard(st);
+    else
+        updater->set_state(st.params.data(), st.exp_avg.data(), st.exp_avg_sq.data(), m.opt_step);
     train_data->restore(m.train_data);
     step = m.step;
-    log.info("resume: %s (step %lld, optimizer step %lld)", dir.c_str(),
-             static_cast<long long>(m.step), static_cast<long long>(m.opt_step));
+    log.info(
+        "resume: %s (step %lld, optimizer step %lld%s)", dir.c_str(),
+        static_cast<long long>(m.step), static_cast<long long>(m.opt_step),
+        m.world_size != st.map.shards
+            ? core::strfmt(", written as %d shard(s), resharded to %d", m.world_size, st.map.shards)
+                  .c_str()
+            : "");
+}
+
+void Trainer::Impl::next_batch(data::DataLoader& d) {
+    d.next(inputs.data(), targets.data());
+    const rank::Grid& g = ctx->grid();
+    if (g.sp == 1) {
+        linputs = inputs;
+        ltargets = targets;
+        return;
+    }
+    sp::slice_sequence(inputs.data(), linputs.data(), cfg.train.batch_size, cfg.train.seq_len, g.sp,
+                       g.sp_rank);
+    sp::slice_sequence(targets.data(), ltargets.data(), cfg.train.batch_size, cfg.train.seq_len,
+                       g.sp, g.sp_rank);
+}
+
+// Mean over every rank's local mean (equal token counts), added in rank order.
+// collective: all ranks of world
+float Trainer::Impl::global_loss(double local) {
+    if (world.size() == 1) return static_cast<float>(local);
+    return static_cast<float>(ctx->all().ordered_sum(local) / world.size());
 }
 
 float Trainer::Impl::evaluate() {
     val_data->reset();
     double sum = 0.0;
     int n = std::max(1, cfg.train.eval_batches);
+    const int Tl = cfg.train.seq_len / ctx->grid().sp;
     for (int i = 0; i < n; i++) {
-        val_data->next(inputs.data(), targets.data());
-        sum += model->forward(updater->weights(), inputs.data(), targets.data(),
-                              cfg.train.batch_size, cfg.train.seq_len);
+        next_batch(*val_data);
+        sum += model->forward(updater->weights(), linputs.data(), ltargets.data(),
+                              cfg.train.batch_size, Tl);
     }
-    return static_cast<float>(sum / n);
+    return global_loss(sum / n);
 }
 
+// Sharded save: rank 0 prepares the temporary directory, every rank holding a shard writes it,
+// rank 0 commits (manifest, fsync, rename). ZeRO-3 writes one shard per rank; replicated state
+// (one rank, or ZeRO-0) one shard, by rank 0.
+// collective: all ranks of world
 std::string Trainer::Impl::save_checkpoint() {
     const model::ParamLayout& layout = model->layout();
+    zero::ShardState st;
+    if (shards) {
+        shards->get_shard(&st);
+    } else {
+        st.map = model::make_shard_map(layout, 1, 0);
+        st.params.resize(layout.num_params);
+        st.exp_avg.resize(layout.num_params);
+        st.exp_avg_sq.resize(layout.num_params);
+        updater->get_state(st.params.data(), st.exp_avg.data(), st.exp_avg_sq.data(), &st.opt_step);
+    }
     ckpt::Manifest m;
-    ckpt::State s;
-    s.params.resize(layout.num_params);
-    s.exp_avg.resize(layout.num_params);
-    s.exp_avg_sq.resize(layout.num_params);
-    int64_t opt_step = 0;
-    updater->get_state(s.params.data(), s.exp_avg.data(), s.exp_avg_sq.data(), &opt_step);
     m.step = step;
-    m.opt_step = opt_step;
+    m.opt_step = st.opt_step;
     m.model = mcfg;
     m.num_params = static_cast<int64_t>(layout.num_params);
-    m.world_size = world.size();
+    m.world_size = st.map.shards;
     m.deck_yaml = config::effective_yaml(cfg);
     m.train_data = train_data->state();
     m.skips = updater->stats().skips;
     m.rollbacks = updater->stats().rollbacks;
-    return ckpt::save(cfg.train.checkpoint_dir, m, s, cfg.train.keep_checkpoints, world.rank(),
-                      world.size());
+    const std::string& root = cfg.train.checkpoint_dir;
+    const int r = world.rank();
+    std::string dir;
+    if (r == 0) ckpt::prepare_save(root, m.step);
+    ctx->all().barrier();
+    if (r < st.map.shards) {
+        ckpt::State s;
+        s.params = std::move(st.params);
+        s.exp_avg = std::move(st.exp_avg);
+        s.exp_avg_sq = std::move(st.exp_avg_sq);
+        ckpt::write_shard(root, m, s, r, st.map.shards);
+    }
+    ctx->all().barrier();
+    if (r == 0) dir = ckpt::commit(root, m, cfg.train.keep_checkpoints);
+    ctx->all().barrier();
+    return dir;
+}
+
+// One file for the job: every rank's events as its own process (pid = rank), on a common clock.
+// collective: all ranks of world
+void Trainer::Impl::write_trace() {
+    if (world.size() == 1) {
+        trace->write(cfg.runtime.trace);
+        return;
+    }
+    std::vector<double> origins = ctx->all().allgather_value(trace->origin_unix_us());
+    const double t0 = *std::min_element(origins.begin(), origins.end());
+    std::string mine = trace->events_json(world.rank(), core::strfmt("rank %d", world.rank()),
+                                          trace->origin_unix_us() - t0);
+    int len = static_cast<int>(mine.size());
+    std::vector<int> lens(static_cast<size_t>(world.size())), displs(lens.size(), 0);
+    SOF_CHECK_MPI(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, world.comm()));
+    std::string all;
+    if (world.rank() == 0) {
+        for (size_t r = 1; r < lens.size(); r++)
+            displs[r] = displs[r - 1] + lens[r - 1];
+        all.resize(static_cast<size_t>(displs.back() + lens.back()));
+    }
+    SOF_CHECK_MPI(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                              MPI_CHAR, 0, world.comm()));
+    if (world.rank() != 0) return;
+    std::vector<std::string> parts;
+    for (size_t r = 0; r < lens.size(); r++)
+        parts.push_back(all.substr(static_cast<size_t>(displs[r]), static_cast<size_t>(lens[r])));
+    core::Trace::write_parts(cfg.runtime.trace, parts);
 }
 
 Trainer::Trainer(const config::Config& cfg, const comm::World& world, const core::Log& log)
@@ -175,6 +317,10 @@ Trainer::Trainer(const config::Config& cfg, const comm::World& world, const core
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::set_crash_hook(std::function<void()> crash) {
+    impl_->crash = std::move(crash);
+}
 
 std::vector<float> Trainer::params() const {
     size_t n = impl_->model->layout().num_params;
@@ -194,10 +340,22 @@ RunSummary Trainer::run() {
     std::string metrics_path = tc.metrics.empty() && !s.cfg.runtime.out_dir.empty()
                                    ? s.cfg.runtime.out_dir + "/metrics.jsonl"
                                    : tc.metrics;
-    MetricsWriter metrics(s.world.rank() == 0 ? metrics_path : std::string(), s.step > 0);
+    // every rank writes its own metrics (rank 0: metrics.jsonl, rank r: metrics.rank<r>.jsonl)
+    if (s.world.rank() > 0 && !metrics_path.empty()) {
+        std::string stem = metrics_path, ext;
+        size_t dot = stem.rfind('.');
+        if (dot != std::string::npos && stem.find('/', dot) == std::string::npos) {
+            ext = stem.substr(dot);
+            stem = stem.substr(0, dot);
+        }
+        metrics_path = core::strfmt("%s.rank%d%s", stem.c_str(), s.world.rank(), ext.c_str());
+    }
+    MetricsWriter metrics(metrics_path, s.step > 0);
 
     const int B = tc.batch_size, T = tc.seq_len, accum = tc.grad_accum;
-    const double tokens_per_step = static_cast<double>(B) * T * accum * s.world.size();
+    const rank::Grid& grid = s.ctx->grid();
+    const int Tl = T / grid.sp;
+    const double tokens_per_step = static_cast<double>(B) * T * accum * grid.dp;
     const double flops_per_step = model::flops_per_token(s.mcfg, T) * tokens_per_step;
     if (std::isfinite(sum.entropy_floor))
         log.info("data: entropy floor of the built-in corpus: %.4f nats/token", sum.entropy_floor);
@@ -210,7 +368,16 @@ RunSummary Trainer::run() {
     double total_time = 0.0, total_tokens = 0.0;
     std::string last_ckpt;
     const int64_t stop = tc.stop_after > 0 ? std::min(tc.stop_after, tc.steps) : tc.steps;
+    comm::CommBytes bytes0 = s.ctx->bytes();
+    double busy0 = s.ctx->lane().busy_ms(), waited0 = s.ctx->lane().waited_ms();
     while (s.step < stop) {
+        if (s.cfg.debug.fail_rank == s.world.rank() && s.cfg.debug.fail_step == s.step) {
+            if (s.cfg.debug.fail_hard && s.crash) s.crash();
+            SOF_FAIL(Runtime,
+                     "debug.fail_rank = %d: rank %d fails at step %lld as the deck asks (a test of "
+                     "failure handling)",
+                     s.cfg.debug.fail_rank, s.world.rank(), static_cast<long long>(s.step));
+        }
         core::Timer step_timer;
         offload::StepHparams hp;
         hp.step = s.step;
@@ -221,20 +388,27 @@ RunSummary Trainer::run() {
         s.updater->begin_step(hp);
         double loss_sum = 0.0, fwd_ms = 0.0, bwd_ms = 0.0;
         for (int micro = 0; micro < accum; micro++) {
-            s.train_data->next(s.inputs.data(), s.targets.data());
+            s.next_batch(*s.train_data);
             core::Timer t;
             loss_sum +=
-                s.model->forward(s.updater->weights(), s.inputs.data(), s.targets.data(), B, T);
+                s.model->forward(s.updater->weights(), s.linputs.data(), s.ltargets.data(), B, Tl);
             fwd_ms += t.ms();
             t.reset();
             s.updater->begin_micro(micro, micro == accum - 1);
+            // d(mean loss over the global batch): grads are summed over every rank
             s.model->backward(s.updater->weights(), s.updater->grads(),
-                              1.0f / (static_cast<float>(B) * T * accum));
+                              1.0f / (static_cast<float>(B) * T * accum * grid.dp));
             bwd_ms += t.ms();
         }
         offload::StepReport rep = s.updater->finish_step();
+        float loss = s.global_loss(loss_sum / accum);
         double ms = step_timer.ms();
-        float loss = static_cast<float>(loss_sum / accum);
+        const comm::CommBytes bytes1 = s.ctx->bytes(), db = bytes1 - bytes0;
+        const double busy1 = s.ctx->lane().busy_ms(), waited1 = s.ctx->lane().waited_ms();
+        const double comm_ms = busy1 - busy0, comm_wait_ms = waited1 - waited0;
+        bytes0 = bytes1;
+        busy0 = busy1;
+        waited0 = waited1;
         sum.train_losses.push_back(loss);
         sum.grad_norms.push_back(rep.grad_norm);
         s.step++;
@@ -248,10 +422,15 @@ RunSummary Trainer::run() {
         if (tc.log_every > 0 && (s.step % tc.log_every == 0 || s.step == stop))
             log.info(
                 "step %5lld/%d | loss %.4f | lr %.3e | norm %.4f%s | %.0f tok/s | %.3f TFLOPS"
-                " | %.1f ms (fwd %.1f bwd %.1f opt %.1f xfer %.1f) | skips %lld rollbacks %lld",
+                " | %.1f ms (fwd %.1f bwd %.1f opt %.1f xfer %.1f%s) | skips %lld rollbacks %lld",
                 static_cast<long long>(s.step), tc.steps, loss, hp.lr, rep.grad_norm,
                 rep.skipped ? " (skipped)" : (rep.clipped ? " (clipped)" : ""), tok_s, tflops, ms,
                 fwd_ms, bwd_ms, rep.exposed_optimizer_ms, rep.exposed_transfer_ms,
+                s.world.size() > 1
+                    ? core::strfmt(" comm %.1f, waited %.1f, %.2f MB sent", comm_ms, comm_wait_ms,
+                                   static_cast<double>(db.total_sent()) / 1e6)
+                          .c_str()
+                    : "",
                 static_cast<long long>(st.skips), static_cast<long long>(st.rollbacks));
         metrics.write("step", {{"step", static_cast<double>(s.step)},
                                {"loss", loss},
@@ -267,7 +446,20 @@ RunSummary Trainer::run() {
                                {"exposed_optimizer_ms", rep.exposed_optimizer_ms},
                                {"exposed_transfer_ms", rep.exposed_transfer_ms},
                                {"skips", static_cast<double>(st.skips)},
-                               {"rollbacks", static_cast<double>(st.rollbacks)}});
+                               {"rollbacks", static_cast<double>(st.rollbacks)},
+                               {"rank", static_cast<double>(s.world.rank())},
+                               {"comm_ms", comm_ms},
+                               {"comm_wait_ms", comm_wait_ms},
+                               {"sent_allgather", static_cast<double>(db.sent[0])},
+                               {"recv_allgather", static_cast<double>(db.recv[0])},
+                               {"sent_reduce_scatter", static_cast<double>(db.sent[1])},
+                               {"recv_reduce_scatter", static_cast<double>(db.recv[1])},
+                               {"sent_allreduce", static_cast<double>(db.sent[2])},
+                               {"recv_allreduce", static_cast<double>(db.recv[2])},
+                               {"sent_alltoall", static_cast<double>(db.sent[3])},
+                               {"recv_alltoall", static_cast<double>(db.recv[3])},
+                               {"sent_small", static_cast<double>(db.sent[4])},
+                               {"recv_small", static_cast<double>(db.recv[4])}});
         if (tc.eval_every > 0 && s.step % tc.eval_every == 0 && s.step < stop) {
             float vl = s.evaluate();
             log.info("step %lld: val loss %.4f", static_cast<long long>(s.step), vl);
@@ -297,7 +489,7 @@ RunSummary Trainer::run() {
                               {"last_val_loss", sum.last_val_loss},
                               {"steps", static_cast<double>(sum.end_step)},
                               {"tokens_per_s", sum.tokens_per_s}});
-    if (s.trace) s.trace->write(s.cfg.runtime.trace);
+    if (s.trace) s.write_trace();
     return sum;
 }
 

@@ -2,6 +2,7 @@
 // with accumulation, clipping, LR schedule, eval, step log, JSONL metrics and checkpoints.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,8 @@ struct RunSummary {
 class Trainer {
   public:
     // cfg must come from config::load_deck (validated, padded vocab resolved).
+    // Builds the rank context (binding, device, groups), the model, the data and the update path.
+    // collective: all ranks of world
     Trainer(const config::Config& cfg, const comm::World& world, const core::Log& log);
     ~Trainer();
     Trainer(const Trainer&) = delete;
@@ -38,7 +41,12 @@ class Trainer {
     RunSummary run();
 
     // The fp32 master params (num_params, flat layout order) as they are now.
+    // collective: all ranks of world (ZeRO-3 gathers the shards)
     std::vector<float> params() const;
+
+    // debug.fail_hard: what kills this process at debug.fail_step (the app passes a function that
+    // ends it like a crash; without one the failing rank throws).
+    void set_crash_hook(std::function<void()> crash);
 
   private:
     struct Impl;

@@ -192,9 +192,10 @@ sof_status step_one(sof_optim_ctx* ctx, const sof_adam_slice& s, const sof_adam_
     if (s.n == 0) return SOF_OK;
     sof::optim::AdamConsts c = sof::optim::adam_consts(hp);
     bool separate = s.param_out != s.param;
-    // Streaming stores need aligned destinations; tile offsets are multiples of 64 bytes.
+    // Streaming stores need 64-byte aligned destinations (the bf16 copy too: it is streamed in
+    // whole 64-byte lines); tile offsets are multiples of 64 bytes.
     bool nt = separate && aligned(s.param_out, 64) && aligned(s.exp_avg_out, 64) &&
-              aligned(s.exp_avg_sq_out, 64) && (!s.lowp_out || aligned(s.lowp_out, 32));
+              aligned(s.exp_avg_sq_out, 64) && (!s.lowp_out || aligned(s.lowp_out, 64));
     int64_t ntiles = (s.n + kTile - 1) / kTile;
     double small[64];
     double* part = ntiles <= 64 ? small : new (std::nothrow) double[ntiles];

@@ -204,27 +204,29 @@ TEST_CASE("saving the same step again replaces it") {
     CHECK(std::distance(fs::directory_iterator(root), fs::directory_iterator()) == 1);
 }
 
+// The ZeRO-3 shard of rank r of `world`: real elements of its per-unit padded slices.
+std::vector<float> zero3_shard(const model::ParamLayout& l, const std::vector<float>& full,
+                               int world, int r) {
+    model::ShardMap map = model::make_shard_map(l, world, r);
+    std::vector<float> padded(map.local_size), real(map.real_size);
+    model::shard_scatter(l, map, full.data(), padded.data());
+    model::shard_pack_real(l, map, padded.data(), real.data());
+    return real;
+}
+
 TEST_CASE("multi-rank: per-rank shard files, rank 0 manifest, world-size mismatch") {
     std::string root = ckpt_scratch("ranks");
     const int world = 3;
     ckpt::Manifest m = tiny_manifest(12);
     m.world_size = world;
     const size_t n = static_cast<size_t>(m.num_params);
-    // uneven contiguous shards, as a ZeRO-3 partition may produce
-    std::vector<size_t> sizes = {n / 3 + 5, n / 3 - 2, 0};
-    sizes[2] = n - sizes[0] - sizes[1];
+    const model::ParamLayout lay = model::make_layout(m.model);
     ckpt::State full = tiny_state(n, 5);
     std::vector<ckpt::State> shards(world);
-    size_t off = 0;
     for (int r = 0; r < world; r++) {
-        auto cut = [&](const std::vector<float>& v) {
-            return std::vector<float>(v.begin() + static_cast<long>(off),
-                                      v.begin() + static_cast<long>(off + sizes[r]));
-        };
-        shards[r].params = cut(full.params);
-        shards[r].exp_avg = cut(full.exp_avg);
-        shards[r].exp_avg_sq = cut(full.exp_avg_sq);
-        off += sizes[r];
+        shards[r].params = zero3_shard(lay, full.params, world, r);
+        shards[r].exp_avg = zero3_shard(lay, full.exp_avg, world, r);
+        shards[r].exp_avg_sq = zero3_shard(lay, full.exp_avg_sq, world, r);
     }
     // the 6-argument save cannot synchronize ranks
     CHECK_THROWS_AS(ckpt::save(root, m, shards[0], 0, 0, world), core::Error);
@@ -257,6 +259,18 @@ TEST_CASE("multi-rank: per-rank shard files, rank 0 manifest, world-size mismatc
     ckpt::State ss;
     expect_error([&] { ckpt::load(dir, &mm, &ss, 0, 2); }, core::ErrorKind::Config,
                  {"3 rank(s)", "has 2", "relaunch with 3"});
+
+    // resharding on load: 3 shards read back as 1, 2, 4 and 7 shards, exactly
+    for (int w2 : {1, 2, 4, 7})
+        for (int r = 0; r < w2; r++) {
+            ckpt::Manifest m4;
+            ckpt::State s4;
+            ckpt::load_resharded(dir, lay, model::make_shard_map(lay, w2, r), &m4, &s4);
+            CHECK(m4.world_size == world);
+            CHECK(bit_equal(s4.params, zero3_shard(lay, full.params, w2, r)));
+            CHECK(bit_equal(s4.exp_avg, zero3_shard(lay, full.exp_avg, w2, r)));
+            CHECK(bit_equal(s4.exp_avg_sq, zero3_shard(lay, full.exp_avg_sq, w2, r)));
+        }
 
     // commit before every rank wrote its shard: names the missing record, renames nothing
     m.step = 13;

@@ -273,6 +273,10 @@ runtime:
   log_level: debug
 debug:
   inject_nonfinite_steps: [0, 16, 2]
+  inject_rank: 1
+  fail_rank: 2
+  fail_step: 5
+  fail_hard: true
 )";
     for (size_t p; (p = deck.find("D/")) != std::string::npos;)
         deck.replace(p, 2, d + "/");

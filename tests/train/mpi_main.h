@@ -8,7 +8,7 @@
 
 int main(int argc, char** argv) {
     int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     doctest::Context ctx(argc, argv);
     int rc = ctx.run();
     MPI_Finalize();

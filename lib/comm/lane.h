@@ -1,0 +1,48 @@
+// A communication lane: one thread that runs collectives in submission order, so collectives can
+// overlap compute while every rank still issues them in the same order (MPI_THREAD_MULTIPLE).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace sof::comm {
+
+class Lane {
+  public:
+    explicit Lane(std::string name);
+    ~Lane(); // runs what is queued, joins; errors of unwaited jobs are dropped
+    Lane(const Lane&) = delete;
+    Lane& operator=(const Lane&) = delete;
+
+    // Queues a job; returns its ticket (1, 2, ...).
+    uint64_t submit(std::function<void()> job);
+    // Blocks until the job of `ticket` (and every earlier one) has run; rethrows the first error
+    // of a job that ran (the lane stops running jobs after an error).
+    void wait(uint64_t ticket);
+    bool done(uint64_t ticket); // non-blocking
+    void drain();               // wait(last ticket)
+    const std::string& name() const { return name_; }
+    // Time spent running jobs, and time callers spent blocked in wait(), since construction.
+    double busy_ms();
+    double waited_ms();
+
+  private:
+    void run();
+    std::string name_;
+    std::mutex mu_;
+    std::condition_variable cv_, done_cv_;
+    std::deque<std::function<void()>> queue_;
+    uint64_t submitted_ = 0, finished_ = 0;
+    double busy_ms_ = 0.0, waited_ms_ = 0.0;
+    bool stop_ = false;
+    std::exception_ptr error_;
+    std::thread thread_;
+};
+
+} // namespace sof::comm
