@@ -18,7 +18,7 @@ const char* kUsage =
     "commands:\n"
     "  train DECK [--set key=value ...]     train a model from a YAML deck\n"
     "  check DECK [--set key=value ...]     validate a deck and print the effective deck\n"
-    "  plan DECK [--hardware FILE]          print the offload plan and predicted times\n"
+    "  plan DECK [--hardware F] [--ranks N] print the offload plan, predicted times, comm per rank\n"
     "  bench adam --params N [...]          optimizer kernel benchmark vs the memory ceiling\n"
     "  export --llmc OUT.bin CHECKPOINT     export a checkpoint as an llm.c GPT-2 fp32 file\n"
     "  topo [--xml FILE] [--ranks N]        show the machine topology and rank placement\n"

@@ -6,7 +6,9 @@
 
 namespace sof::comm {
 
-Lane::Lane(std::string name) : name_(std::move(name)), thread_([this] { run(); }) {}
+Lane::Lane(std::string name, core::Trace* trace)
+    : name_(std::move(name)), trace_(trace), trace_lane_(trace ? trace->lane(name_) : 0),
+      thread_([this] { run(); }) {}
 
 Lane::~Lane() {
     {
@@ -17,9 +19,9 @@ Lane::~Lane() {
     thread_.join();
 }
 
-uint64_t Lane::submit(std::function<void()> job) {
+uint64_t Lane::submit(std::function<void()> job, std::string what) {
     std::lock_guard<std::mutex> lk(mu_);
-    queue_.push_back(std::move(job));
+    queue_.emplace_back(std::move(job), std::move(what));
     cv_.notify_all();
     return ++submitted_;
 }
@@ -62,13 +64,16 @@ double Lane::waited_ms() {
 void Lane::run() {
     for (;;) {
         std::function<void()> job;
+        std::string what;
         {
             std::unique_lock<std::mutex> lk(mu_);
             cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
             if (queue_.empty()) return;
-            job = std::move(queue_.front());
+            job = std::move(queue_.front().first);
+            what = std::move(queue_.front().second);
             queue_.pop_front();
         }
+        core::Trace::Scope span(trace_, trace_lane_, what, "comm");
         bool failed;
         {
             std::lock_guard<std::mutex> lk(mu_);

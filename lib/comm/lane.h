@@ -10,18 +10,22 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+
+#include "core/trace.h"
 
 namespace sof::comm {
 
 class Lane {
   public:
-    explicit Lane(std::string name);
+    // trace (may be null) gets one lane `name` with a span per job (named by submit's `what`).
+    explicit Lane(std::string name, core::Trace* trace = nullptr);
     ~Lane(); // runs what is queued, joins; errors of unwaited jobs are dropped
     Lane(const Lane&) = delete;
     Lane& operator=(const Lane&) = delete;
 
     // Queues a job; returns its ticket (1, 2, ...).
-    uint64_t submit(std::function<void()> job);
+    uint64_t submit(std::function<void()> job, std::string what = "collective");
     // Blocks until the job of `ticket` (and every earlier one) has run; rethrows the first error
     // of a job that ran (the lane stops running jobs after an error).
     void wait(uint64_t ticket);
@@ -37,7 +41,9 @@ class Lane {
     std::string name_;
     std::mutex mu_;
     std::condition_variable cv_, done_cv_;
-    std::deque<std::function<void()>> queue_;
+    std::deque<std::pair<std::function<void()>, std::string>> queue_;
+    core::Trace* trace_ = nullptr;
+    int trace_lane_ = 0;
     uint64_t submitted_ = 0, finished_ = 0;
     double busy_ms_ = 0.0, waited_ms_ = 0.0;
     bool stop_ = false;

@@ -38,7 +38,7 @@ Context::Context(const config::Config& cfg, const comm::World& world, const core
     std::string why;
     transport_ = choose_transport(*devs_, *shard_, opts.force_staged, &why);
     shard_dc_ = std::make_unique<DeviceComm>(*devs_, *shard_, transport_);
-    lane_ = std::make_unique<comm::Lane>("comm");
+    lane_ = std::make_unique<comm::Lane>("comm lane", trace);
     log.all("rank %d/%d: dp %d/%d sp %d/%d, local rank %d/%d, %s; collectives: %s (%s)", grid_.rank,
             grid_.world, grid_.dp_rank, grid_.dp, grid_.sp_rank, grid_.sp, placement_.local_rank,
             placement_.local_size, devs_->device().describe().c_str(), transport_name(transport_),

@@ -409,6 +409,9 @@ RunSummary Trainer::run() {
         bytes0 = bytes1;
         busy0 = busy1;
         waited0 = waited1;
+        sum.comm_bytes.push_back(db);
+        sum.comm_ms += comm_ms;
+        sum.comm_wait_ms += comm_wait_ms;
         sum.train_losses.push_back(loss);
         sum.grad_norms.push_back(rep.grad_norm);
         s.step++;
@@ -479,6 +482,16 @@ RunSummary Trainer::run() {
     sum.skips = s.updater->stats().skips;
     sum.rollbacks = s.updater->stats().rollbacks;
     sum.last_checkpoint = last_ckpt;
+    sum.device_peak = s.ctx->device().peak();
+    sum.device_used = s.ctx->device().used();
+    if (s.world.size() > 1)
+        log.all("rank %d: device memory peak %s (%s in use), comm lane busy %.1f ms, main thread "
+                "waited %.1f ms on it (%.0f%% of collective time hidden behind compute)",
+                s.world.rank(), device::format_bytes(static_cast<double>(sum.device_peak)).c_str(),
+                device::format_bytes(static_cast<double>(sum.device_used)).c_str(), sum.comm_ms,
+                sum.comm_wait_ms,
+                sum.comm_ms > 0 ? 100.0 * (1.0 - std::min(1.0, sum.comm_wait_ms / sum.comm_ms))
+                                : 100.0);
     log.info("step %lld: val loss %.4f", static_cast<long long>(s.step), sum.last_val_loss);
     log.info("done: val loss %.4f -> %.4f over steps %lld..%lld, %.0f tok/s, skips %lld, "
              "rollbacks %lld",

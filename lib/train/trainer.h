@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/group.h"
 #include "comm/world.h"
 #include "config/config.h"
 #include "core/log.h"
@@ -25,6 +26,9 @@ struct RunSummary {
     int64_t skips = 0, rollbacks = 0;
     double entropy_floor = 0.0;  // nats/token of the built-in data (NaN for shards)
     std::string last_checkpoint; // directory of the last checkpoint written ("" if none)
+    std::vector<comm::CommBytes> comm_bytes; // (steps run) this rank's collective bytes
+    double comm_ms = 0, comm_wait_ms = 0;    // comm lane busy time, main thread blocked on it
+    size_t device_peak = 0, device_used = 0; // the rank device's accounting at the end (bytes)
 };
 
 class Trainer {

@@ -253,7 +253,8 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
         const size_t s = map_.slice[static_cast<size_t>(unit)];
         float* dst = v->buf;
         v->ticket =
-            ctx_.lane().submit([this, mine, dst, s] { ctx_.shard().allgather(mine, dst, s); });
+            ctx_.lane().submit([this, mine, dst, s] { ctx_.shard().allgather(mine, dst, s); },
+                               core::strfmt("allgather u%d", unit));
         return v;
     }
     const float* acquire(int unit, Pass pass) {
@@ -319,7 +320,8 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
         const size_t n = map_.slice[static_cast<size_t>(unit)];
         float *in = s->buf, *out = s->out, *scratch = s->scratch;
         s->ticket = ctx_.lane().submit(
-            [this, in, out, scratch, n] { ctx_.shard().reduce_scatter(in, out, n, scratch); });
+            [this, in, out, scratch, n] { ctx_.shard().reduce_scatter(in, out, n, scratch); },
+            core::strfmt("reduce-scatter u%d", unit));
         inflight_.push_back(static_cast<int>(s - rslots_));
         while (!inflight_.empty() && ctx_.lane().done(rslots_[inflight_.front()].ticket))
             deliver_one(); // hand finished slices to the inner path while backward goes on
@@ -451,7 +453,8 @@ class Zero0 : public offload::Updater, public ShardAccess {
                          full_.unit_begin[static_cast<size_t>(unit)];
         float* scratch = scratch_[next_scratch_++ % kScratch];
         uint64_t t =
-            ctx_.lane().submit([this, g, n, scratch] { ctx_.shard().allreduce(g, n, scratch); });
+            ctx_.lane().submit([this, g, n, scratch] { ctx_.shard().allreduce(g, n, scratch); },
+                               core::strfmt("allreduce u%d", unit));
         inflight_.push_back({unit, t});
         while (!inflight_.empty() && ctx_.lane().done(inflight_.front().second))
             deliver_one();

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "mpi/parallel_util.h"
+#include "plan/comm_model.h"
 
 namespace fs = std::filesystem;
 using namespace sof;
@@ -152,5 +153,47 @@ TEST_CASE("a checkpoint written by 2 ranks resumes at 3 ranks (resharded)") {
         CHECK(at3.losses.size() == 3);
         CHECK(dl <= kLossRel);
         CHECK(dp_ <= kParamAbs);
+    }
+}
+
+TEST_CASE("bytes per rank per step equal the plan's formula") {
+    const int W = world_size();
+    struct Case {
+        std::string name;
+        std::vector<std::string> opts;
+        int sp, stage, accum;
+    };
+    std::vector<Case> cases = {
+        {"zero3", with(kEngine, {"train.grad_accum=2"}), 1, 3, 2},
+        {"zero0", with(kEngine, {"parallel.zero_stage=0"}), 1, 0, 1},
+    };
+    if (W % 2 == 0) cases.push_back({"zero3+ulysses", {}, 2, 3, 1});
+    for (const Case& c : cases) {
+        std::vector<std::string> o =
+            with(c.opts, {"train.batch_size=2", "train.eval_every=0", "train.steps=3",
+                          "train.grad_accum=" + std::to_string(c.accum),
+                          "parallel.sp=" + std::to_string(c.sp),
+                          "parallel.zero_stage=" + std::to_string(c.stage)});
+        config::Config cfg = config::load_deck_from_string(kParallelDeck, "bytes", o);
+        comm::World world(MPI_COMM_WORLD);
+        core::Log log(world.rank(), core::LogLevel::Quiet);
+        train::Trainer t(cfg, world, log);
+        train::RunSummary s = t.run();
+        model::GPT2Config mc;
+        mc.num_layers = 2, mc.num_heads = 2, mc.channels = 32, mc.max_seq_len = 16;
+        mc.vocab_size = 64, mc.padded_vocab_size = 128;
+        plan::CommVolume v = plan::comm_per_step(model::make_layout(mc), W, c.sp, c.stage, 2, 16,
+                                                 c.accum, false);
+        REQUIRE(s.comm_bytes.size() == 3);
+        for (const comm::CommBytes& b : s.comm_bytes) {
+            INFO(c.name << " at " << W << " ranks");
+            CHECK(static_cast<double>(b.sent[0]) == v.allgather);
+            CHECK(static_cast<double>(b.sent[1]) == v.reduce_scatter);
+            CHECK(static_cast<double>(b.sent[2]) == v.allreduce);
+            CHECK(static_cast<double>(b.sent[3]) == v.alltoall);
+            CHECK(b.recv == b.sent);
+        }
+        if (world_rank() == 0)
+            MESSAGE(c.name << ": " << plan::describe_comm(v, W, c.sp, c.stage));
     }
 }

@@ -1,0 +1,52 @@
+// Collective volume model (see comm_model.h): the byte counts of zero/ and sp/ as formulas over
+// the shard map, checked against the measured counters by tests/mpi.
+#include "plan/comm_model.h"
+
+#include "core/strfmt.h"
+#include "model/shard.h"
+
+namespace sof::plan {
+
+CommVolume comm_per_step(const model::ParamLayout& layout, int world, int sp, int zero_stage,
+                         int B, int T, int grad_accum, bool recompute) {
+    CommVolume v;
+    if (world <= 1) return v;
+    const double N = world, f = 4.0; // fp32 bytes
+    const int last = layout.num_units() - 1;
+    if (zero_stage == 3) {
+        model::ShardMap m = model::make_shard_map(layout, world, 0);
+        double fwd = 0, bwd = 0;
+        for (int u = 0; u <= last; u++) {
+            double s = static_cast<double>(m.slice[static_cast<size_t>(u)]);
+            fwd += (N - 1) * s * f;
+            if (u != 0 && u != last) bwd += (N - 1) * s * f;
+        }
+        v.allgather = (fwd + bwd) * grad_accum;
+        v.reduce_scatter = fwd * grad_accum;
+    } else {
+        for (int u = 0; u <= last; u++) {
+            double n = static_cast<double>(layout.unit_begin[static_cast<size_t>(u) + 1] -
+                                           layout.unit_begin[static_cast<size_t>(u)]);
+            double chunk = static_cast<double>(static_cast<long long>((n + N - 1) / N));
+            v.allreduce += 2 * (N - 1) * chunk * f;
+        }
+    }
+    if (sp > 1) {
+        const double P = sp, C = layout.cfg.channels, L = layout.cfg.num_layers;
+        const double per_layer = 4.0 * (P - 1) * B * (T / P) * (C / P) * f; // one direction
+        v.alltoall = per_layer * L * (recompute ? 3.0 : 2.0) * grad_accum;
+    }
+    return v;
+}
+
+std::string describe_comm(const CommVolume& v, int world, int sp, int zero_stage) {
+    if (world <= 1) return "communication: none (1 rank)\n";
+    auto mb = [](double b) { return b / 1e6; };
+    return core::strfmt("communication per rank per step (%d ranks, ZeRO-%d, sp %d): allgather "
+                        "%.3f MB, reduce-scatter %.3f MB, allreduce %.3f MB, all-to-all %.3f MB, "
+                        "total %.3f MB sent (and received)\n",
+                        world, zero_stage, sp, mb(v.allgather), mb(v.reduce_scatter),
+                        mb(v.allreduce), mb(v.alltoall), mb(v.total()));
+}
+
+} // namespace sof::plan

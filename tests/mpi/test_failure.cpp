@@ -1,0 +1,102 @@
+// Multi-rank failures end the whole job quickly with a message naming the rank (never a hang):
+// a rank that throws, a rank that dies (SIGKILL), ranks that disagree on the deck.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "mpi/parallel_util.h"
+
+namespace {
+
+struct Result {
+    int status = -1;
+    std::string out;
+    double seconds = 0;
+};
+
+// mpirun -n 2 of the program under `timeout 120` (a hang fails the test with status 124).
+Result run_job(const std::string& args) {
+    namespace fs = std::filesystem;
+    fs::path dir = fs::path(SOF_BINARY_DIR) / "test-scratch" / "mpi_failure";
+    fs::create_directories(dir);
+    std::ofstream(dir / "deck.yaml") << sof::test::kParallelDeck;
+    std::string cmd = "cd '" + dir.string() +
+                      "' && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                      "OMP_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1 timeout 120 " +
+                      args + " 2>&1";
+    auto t0 = std::chrono::steady_clock::now();
+    Result r;
+    FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+        r.out.append(buf, n);
+    int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+}
+
+const std::string kTrain = std::string("mpirun -n 2 --oversubscribe '") + SOF_BINARY_DIR +
+                           "/bin/superoffload' train deck.yaml --set train.batch_size=2 "
+                           "--set train.steps=6 --set offload.enabled=true ";
+
+} // namespace
+
+TEST_CASE("a rank that throws at step s ends the job with its message") {
+    Result r = run_job(kTrain + "--set debug.fail_rank=1 --set debug.fail_step=3");
+    INFO(r.out);
+    CHECK(r.status != 0);
+    CHECK(r.status != 124); // not a hang
+    CHECK(r.out.find("[rank 1] superoffload: runtime error: debug.fail_rank = 1: rank 1 fails at "
+                     "step 3") != std::string::npos);
+    MESSAGE("throwing rank: job ended in " << r.seconds << " s");
+    CHECK(r.seconds < 60);
+}
+
+TEST_CASE("a rank that dies (SIGKILL) ends the job, naming the rank") {
+    Result r = run_job(kTrain + "--set debug.fail_rank=1 --set debug.fail_step=2 "
+                                "--set debug.fail_hard=true");
+    INFO(r.out);
+    CHECK(r.status != 0);
+    CHECK(r.status != 124);
+    CHECK(r.out.find("rank 1") != std::string::npos);
+    CHECK(r.out.find("signal 9") != std::string::npos);
+    MESSAGE("killed rank: job ended in " << r.seconds << " s");
+    CHECK(r.seconds < 60);
+}
+
+TEST_CASE("ranks that disagree on the deck fail together with one message") {
+    const std::string prog = std::string("'") + SOF_BINARY_DIR + "/bin/superoffload'";
+    Result r = run_job("mpirun --oversubscribe -n 1 " + prog +
+                       " train deck.yaml --set train.batch_size=2 : -n 1 " + prog +
+                       " train deck.yaml --set train.batch_size=2 --set train.lr=0.01");
+    INFO(r.out);
+    CHECK(r.status == 2); // a config error, every rank exits with its code
+    CHECK(r.out.find("disagree on the deck: the effective deck of rank(s) 1 differs from rank "
+                     "0's") != std::string::npos);
+    CHECK(r.seconds < 60);
+}
+
+TEST_CASE("parallel.sp that does not divide the heads, the sequence or the ranks: config error") {
+    Result heads = run_job(kTrain + "--set parallel.sp=4");
+    INFO(heads.out);
+    CHECK(heads.status == 2);
+    CHECK(heads.out.find("model.num_heads = 2 is not divisible by parallel.sp = 4") !=
+          std::string::npos);
+    Result ranks = run_job(kTrain + "--set parallel.sp=4 --set model.num_heads=4");
+    INFO(ranks.out);
+    CHECK(ranks.status == 2);
+    CHECK(ranks.out.find("parallel.sp = 4 does not divide the 2 ranks") != std::string::npos);
+    Result seq = run_job(kTrain + "--set parallel.sp=2 --set train.seq_len=15");
+    INFO(seq.out);
+    CHECK(seq.status == 2);
+    CHECK(seq.out.find("train.seq_len = 15") != std::string::npos);
+}
