@@ -43,8 +43,8 @@ int cmd_plan(int argc, char** argv) {
         plan::CommVolume cv = plan::comm_per_step(
             layout, world, cfg.parallel.sp, cfg.parallel.zero_stage, cfg.train.batch_size,
             cfg.train.seq_len, cfg.train.grad_accum, cfg.model.recompute);
-        std::printf("%s", plan::describe_comm(cv, world, cfg.parallel.sp, cfg.parallel.zero_stage)
-                              .c_str());
+        std::printf(
+            "%s", plan::describe_comm(cv, world, cfg.parallel.sp, cfg.parallel.zero_stage).c_str());
         std::fflush(stdout);
     }
     return 0;

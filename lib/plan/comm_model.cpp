@@ -7,8 +7,8 @@
 
 namespace sof::plan {
 
-CommVolume comm_per_step(const model::ParamLayout& layout, int world, int sp, int zero_stage,
-                         int B, int T, int grad_accum, bool recompute) {
+CommVolume comm_per_step(const model::ParamLayout& layout, int world, int sp, int zero_stage, int B,
+                         int T, int grad_accum, bool recompute) {
     CommVolume v;
     if (world <= 1) return v;
     const double N = world, f = 4.0; // fp32 bytes

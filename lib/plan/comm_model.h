@@ -26,8 +26,8 @@ struct CommVolume {
 //    B*T*C/P elements each, times (P-1)/P, in forward and the same in backward (recompute adds
 //    the forward ones again).
 // B: sequences per data-parallel rank; T: the whole sequence.
-CommVolume comm_per_step(const model::ParamLayout& layout, int world, int sp, int zero_stage,
-                         int B, int T, int grad_accum, bool recompute);
+CommVolume comm_per_step(const model::ParamLayout& layout, int world, int sp, int zero_stage, int B,
+                         int T, int grad_accum, bool recompute);
 
 std::string describe_comm(const CommVolume& v, int world, int sp, int zero_stage);
 

@@ -117,8 +117,7 @@ TEST_CASE("device collectives: direct and staged (forced, several chunks) give t
         CHECK(bits_equal(a2a, ha2a));
 
         dcomm.allreduce(din, n, nullptr);
-        std::vector<float> ar(n), har(in.begin(), in.begin() + n),
-            s2(2 * P * ((n + P - 1) / P));
+        std::vector<float> ar(n), har(in.begin(), in.begin() + n), s2(2 * P * ((n + P - 1) / P));
         d.copy(ar.data(), din, n * 4, device::CopyKind::DeviceToHost, devs.compute());
         d.synchronize(devs.compute());
         g.allreduce(har.data(), n, s2.data());

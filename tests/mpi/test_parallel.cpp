@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "mpi/parallel_util.h"
+#include "ckpt/checkpoint.h"
 #include "plan/comm_model.h"
 
 namespace fs = std::filesystem;
@@ -122,6 +123,12 @@ TEST_CASE("resume at the same rank count is bitwise") {
     CHECK(count_bit_diffs(full.params, rest.params) == 0);
     std::vector<float> tail(full.losses.begin() + 3, full.losses.end());
     CHECK(count_bit_diffs(tail, rest.losses) == 0);
+    // export (llm.c) reads the sharded checkpoint whole: the gathered params, bitwise
+    ckpt::Manifest m;
+    std::vector<float> exported;
+    ckpt::load_params(base + "/full/step_00000006", &m, &exported);
+    CHECK(m.world_size == (world_size() > 1 ? world_size() : 1));
+    CHECK(count_bit_diffs(exported, full.params) == 0);
 }
 
 TEST_CASE("a checkpoint written by 2 ranks resumes at 3 ranks (resharded)") {
@@ -182,8 +189,8 @@ TEST_CASE("bytes per rank per step equal the plan's formula") {
         model::GPT2Config mc;
         mc.num_layers = 2, mc.num_heads = 2, mc.channels = 32, mc.max_seq_len = 16;
         mc.vocab_size = 64, mc.padded_vocab_size = 128;
-        plan::CommVolume v = plan::comm_per_step(model::make_layout(mc), W, c.sp, c.stage, 2, 16,
-                                                 c.accum, false);
+        plan::CommVolume v =
+            plan::comm_per_step(model::make_layout(mc), W, c.sp, c.stage, 2, 16, c.accum, false);
         REQUIRE(s.comm_bytes.size() == 3);
         for (const comm::CommBytes& b : s.comm_bytes) {
             INFO(c.name << " at " << W << " ranks");
@@ -193,7 +200,6 @@ TEST_CASE("bytes per rank per step equal the plan's formula") {
             CHECK(static_cast<double>(b.sent[3]) == v.alltoall);
             CHECK(b.recv == b.sent);
         }
-        if (world_rank() == 0)
-            MESSAGE(c.name << ": " << plan::describe_comm(v, W, c.sp, c.stage));
+        if (world_rank() == 0) MESSAGE(c.name << ": " << plan::describe_comm(v, W, c.sp, c.stage));
     }
 }
