@@ -79,9 +79,11 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
         inner_->set_stat_reducer(this);
         for (int i = 0; i < kGatherSlots; i++)
             gslots_[i].buf = mem_.get(P * max_slice_, core::strfmt("ZeRO-3 gathered unit %d", i));
+        // the lane runs one collective at a time: one receive buffer serves every reduce-scatter
+        rs_scratch_ = mem_.get(P * max_slice_, "ZeRO-3 reduce-scatter receive buffer");
         for (int i = 0; i < kGradSlots; i++) {
             rslots_[i].buf = mem_.get(P * max_slice_, core::strfmt("ZeRO-3 unit grads %d", i));
-            rslots_[i].scratch = mem_.get(P * max_slice_, "ZeRO-3 reduce-scatter scratch");
+            rslots_[i].scratch = rs_scratch_;
             rslots_[i].out = mem_.get(max_slice_, "ZeRO-3 reduced grad slice");
         }
         log.info("zero: stage 3 over %d ranks, per-unit padded 1/%d shards: %zu of %zu params "
@@ -98,9 +100,9 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
             mem_.put(s.buf);
         for (RSlot& s : rslots_) {
             mem_.put(s.buf);
-            mem_.put(s.scratch);
             mem_.put(s.out);
         }
+        mem_.put(rs_scratch_);
     }
 
     model::WeightSource& weights() override { return weights_; }
@@ -182,8 +184,8 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
     }
 
   private:
-    static constexpr int kGatherSlots = 4; // unit 0 (held all pass) + current + prefetch + spare
-    static constexpr int kGradSlots = 4;   // unit 0 (whole backward) + current + in flight
+    static constexpr int kGatherSlots = 3; // unit 0 (held all pass) + current + prefetch
+    static constexpr int kGradSlots = 3;   // unit 0 (whole backward) + current + one in flight
 
     struct GSlot {
         float* buf = nullptr; // (N*slice) the gathered unit, padding at the end
@@ -196,7 +198,7 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
     };
     struct RSlot {
         float* buf = nullptr;     // (N*slice) the model's grads of one unit (padded)
-        float* scratch = nullptr; // (N*slice) the other ranks' chunks
+        float* scratch = nullptr; // (N*slice) the other ranks' chunks (shared: rs_scratch_)
         float* out = nullptr;     // (slice) this rank's reduced chunk
         int unit = -1;            // assigned in this micro-batch
         uint64_t ticket = 0;      // reduce-scatter in flight (0: not submitted)
@@ -358,7 +360,8 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
     Sink sink_;
     GSlot gslots_[kGatherSlots];
     RSlot rslots_[kGradSlots];
-    std::deque<int> inflight_; // rslots_ indexes with a reduce-scatter in flight, oldest first
+    float* rs_scratch_ = nullptr; // (N*max slice)
+    std::deque<int> inflight_;    // rslots_ indexes with a reduce-scatter in flight, oldest first
     uint64_t clock_ = 0;
     Pass last_pass_ = Pass::Forward;
     offload::StepHparams hp_;
