@@ -8,7 +8,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Open MPI's own allocations are reported as leaks at exit; leaks in our code are found by the
 # per-test LeakSanitizer runs of the non-MPI tests.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --test-dir build-asan --output-on-failure -j 2 -L "unit|optim|engine|reference|e2e"
+ctest --test-dir build-asan --output-on-failure -j 2 -L "unit|optim|engine|reference|e2e|mpi"
 
 scripts/setup.sh build-tsan -DSOF_SANITIZE=thread -DSOF_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # libgomp is not built with TSan: its barriers are invisible, so every OpenMP region would be

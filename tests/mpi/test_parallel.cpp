@@ -7,6 +7,7 @@
 
 #include "mpi/parallel_util.h"
 #include "ckpt/checkpoint.h"
+#include "ckpt/llmc.h"
 #include "plan/comm_model.h"
 
 namespace fs = std::filesystem;
@@ -129,6 +130,20 @@ TEST_CASE("resume at the same rank count is bitwise") {
     ckpt::load_params(base + "/full/step_00000006", &m, &exported);
     CHECK(m.world_size == (world_size() > 1 ? world_size() : 1));
     CHECK(count_bit_diffs(exported, full.params) == 0);
+
+    // init_from into a sharded run: every rank imports the llm.c file and keeps its slices; the
+    // gathered params equal the file
+    const std::string llmc = base + "/model.bin";
+    if (world_rank() == 0)
+        ckpt::export_llmc(llmc, m.model, model::make_layout(m.model), exported.data());
+    MPI_Barrier(MPI_COMM_WORLD);
+    config::Config cfg = config::load_deck_from_string(
+        kParallelDeck, "init-from",
+        with(o, {"model.init_from=" + llmc, "train.batch_size=2", "train.checkpoint_every=0"}));
+    comm::World world(MPI_COMM_WORLD);
+    core::Log log(world.rank(), core::LogLevel::Quiet);
+    train::Trainer t(cfg, world, log);
+    CHECK(count_bit_diffs(t.params(), exported) == 0);
 }
 
 TEST_CASE("a checkpoint written by 2 ranks resumes at 3 ranks (resharded)") {
