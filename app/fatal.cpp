@@ -9,6 +9,19 @@
 
 namespace sof::app {
 
+std::string printable(const std::string& msg) {
+    std::string out;
+    out.reserve(msg.size());
+    for (char c : msg) {
+        unsigned char u = static_cast<unsigned char>(c);
+        if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f)
+            out += core::strfmt("\\x%02x", u);
+        else
+            out += c;
+    }
+    return out;
+}
+
 int exit_code_for(core::ErrorKind kind) {
     switch (kind) {
     case core::ErrorKind::Usage:
@@ -28,7 +41,8 @@ int exit_code_for(core::ErrorKind kind) {
 
 void fatal_all(int rank, core::ErrorKind kind, const std::string& msg) {
     if (rank == 0) {
-        std::fprintf(stderr, "superoffload: %s: %s\n", core::error_kind_name(kind), msg.c_str());
+        std::fprintf(stderr, "superoffload: %s: %s\n", core::error_kind_name(kind),
+                     printable(msg).c_str());
         std::fflush(stderr);
     }
     int initialized = 0, finalized = 0;
@@ -41,9 +55,10 @@ void fatal_all(int rank, core::ErrorKind kind, const std::string& msg) {
 void fatal_one(int rank, int world_size, core::ErrorKind kind, const std::string& msg) {
     if (world_size > 1)
         std::fprintf(stderr, "[rank %d] superoffload: %s: %s\n", rank, core::error_kind_name(kind),
-                     msg.c_str());
+                     printable(msg).c_str());
     else
-        std::fprintf(stderr, "superoffload: %s: %s\n", core::error_kind_name(kind), msg.c_str());
+        std::fprintf(stderr, "superoffload: %s: %s\n", core::error_kind_name(kind),
+                     printable(msg).c_str());
     std::fflush(stderr);
     if (world_size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code_for(kind));
     int initialized = 0, finalized = 0;
