@@ -24,14 +24,15 @@ namespace {
 namespace fs = std::filesystem;
 
 // Keys whose change makes the saved state meaningless for this run: the data stream (corpus,
-// order, geometry of a batch) and the optimizer's state (moments are defined by these).
+// order, sequence length) and the optimizer's state (moments are defined by these). The global
+// batch (ranks x train.batch_size x seq_len) is checked by DataLoader::restore, so
+// train.batch_size itself may change with the rank count (resharding).
 const char* const kMustMatch[] = {"model.type",
                                   "data.train",
                                   "data.shuffle",
                                   "data.seed",
                                   "data.builtin.seed",
                                   "data.builtin.train_tokens",
-                                  "train.batch_size",
                                   "train.seq_len",
                                   "optimizer.type",
                                   "optimizer.beta1",

@@ -30,8 +30,8 @@ struct RunSummary {
     std::vector<comm::CommBytes> comm_bytes; // (steps run) this rank's collective bytes
     double comm_ms = 0, comm_wait_ms = 0;    // comm lane busy time, main thread blocked on it
     size_t device_peak = 0, device_used = 0; // the rank device's accounting at the end (bytes)
-    bool stopped = false;        // ended early on a stop request (a signal), after a whole step
-    int stop_signal = 0;         // the signal this rank got (0: another rank's, or none)
+    bool stopped = false; // ended early on a stop request (a signal), after a whole step
+    int stop_signal = 0;  // the signal this rank got (0: another rank's, or none)
 };
 
 class Trainer {
