@@ -12,12 +12,26 @@ namespace sof::app {
 std::string printable(const std::string& msg) {
     std::string out;
     out.reserve(msg.size());
-    for (char c : msg) {
-        unsigned char u = static_cast<unsigned char>(c);
-        if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f)
+    const size_t n = msg.size();
+    for (size_t i = 0; i < n;) {
+        const unsigned char u = static_cast<unsigned char>(msg[i]);
+        // length of a well-formed UTF-8 sequence starting here (0: not one)
+        size_t len = u < 0x80           ? 1
+                     : (u >> 5) == 0x6  ? 2
+                     : (u >> 4) == 0xe  ? 3
+                     : (u >> 3) == 0x1e ? 4
+                                        : 0;
+        for (size_t k = 1; k < len; k++)
+            if (i + k >= n || (static_cast<unsigned char>(msg[i + k]) & 0xc0) != 0x80) len = 0;
+        const bool c0 = len == 1 && ((u < 0x20 && u != '\n' && u != '\t') || u == 0x7f);
+        const bool c1 = len == 2 && u == 0xc2 && static_cast<unsigned char>(msg[i + 1]) < 0xa0;
+        if (len == 0 || c0 || c1) { // a control byte, C1 control, or a byte that is not UTF-8
             out += core::strfmt("\\x%02x", u);
-        else
-            out += c;
+            i++;
+            continue;
+        }
+        out.append(msg, i, len);
+        i += len;
     }
     return out;
 }

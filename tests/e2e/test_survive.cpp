@@ -171,11 +171,14 @@ TEST_CASE("unusable paths and special deck files fail early with the right exit 
 
 TEST_CASE("control bytes of a garbage deck are escaped in the message") {
     std::string d = scratch_dir("survive_garbage");
-    write_text(d + "/g.yaml", "train:\n  \x1b[2Jx\x07: 1\n");
+    write_text(d + "/g.yaml", "train:\n  \x1b[2Jx\x07\xff\xc2\x9b\xc3\xa9: 1\n");
     RunResult r = run_superoffload("check g.yaml", d);
-    check_rc(r, 2, {"unknown key 'train.\\x1b[2Jx\\x07'"});
+    // ESC and BEL (C0), a byte that is not UTF-8, CSI (C1, U+009B) escaped; "\xc3\xa9" (e-acute)
+    // is text and stays
+    check_rc(r, 2, {"unknown key 'train.\\x1b[2Jx\\x07\\xff\\xc2\\x9b\xc3\xa9'"});
     CHECK_FALSE(has(r.output, "\x1b"));
     CHECK_FALSE(has(r.output, "\x07"));
+    CHECK_FALSE(has(r.output, "\xff"));
 }
 
 TEST_CASE("export refuses to write into the checkpoint it reads") {

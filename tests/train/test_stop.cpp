@@ -50,7 +50,8 @@ TEST_CASE("stop_agreed: one rank's signal stops every rank after the same step")
     CHECK(train::signal_name(0) == "another rank's signal");
 }
 
-TEST_CASE("metrics: a line cut by a killed run is closed before appending; full disk throws") {
+TEST_CASE("metrics: a line cut by a killed run is closed before appending; one writer per file; "
+          "full disk throws") {
     comm::World world(MPI_COMM_WORLD);
     std::string d = scratch("metrics", world.rank());
     const std::string path = d + "/m.jsonl";
@@ -65,6 +66,18 @@ TEST_CASE("metrics: a line cut by a killed run is closed before appending; full 
     }
     CHECK(slurp(path) == "{\"kind\":\"step\",\"step\":1}\n{\"kind\":\"step\",\"st\n{\"kind\":"
                          "\"resume\",\"step\":1}\n");
+    {
+        train::MetricsWriter first(path, true);
+        bool refused = false;
+        try {
+            train::MetricsWriter second(path, true); // another run on the same file
+        } catch (const core::Error& e) {
+            refused = e.kind() == core::ErrorKind::Io &&
+                      std::string(e.what()).find("in use by another superoffload run") !=
+                          std::string::npos;
+        }
+        CHECK(refused);
+    }
     bool threw = false;
     try {
         train::MetricsWriter w("/dev/full", false);
