@@ -95,6 +95,7 @@ void Trainer::Impl::setup() {
     check_same_deck();
     if (cfg.runtime.threads > 0) omp_set_num_threads(cfg.runtime.threads);
     dirs = claim_run_dirs(cfg, world.rank(), log);
+    if (world.size() > 1) world.barrier(); // rank 0's cleanup is done before anyone looks for steps
     if (!cfg.train.checkpoint_dir.empty() || !cfg.train.resume.empty())
         data_id = ckpt::data_identity(cfg.data);
 
