@@ -25,6 +25,33 @@ const char* kExportUsage =
     "              (train.checkpoint_dir), in which case its newest complete step is used\n"
     "  --llmc OUT  the file to write (written to OUT.tmp, then renamed)\n";
 
+// True when `p` is `dir` or lies under it (both made absolute, symlinks resolved where they exist).
+bool inside(const std::filesystem::path& p, const std::filesystem::path& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::path a = fs::weakly_canonical(p, ec), d = fs::weakly_canonical(dir, ec);
+    auto ai = a.begin(), di = d.begin();
+    for (; di != d.end(); ++di, ++ai) {
+        if (di->empty()) continue; // a trailing separator
+        if (ai == a.end() || *ai != *di) return false;
+    }
+    return true;
+}
+
+// The export must never overwrite what it reads: not a file of the step directory, nor a place
+// inside the checkpoint root a later resume reads from.
+void refuse_output_inside(const std::string& out, const std::string& step_dir,
+                          const std::string& src) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (inside(out, step_dir) || (fs::is_directory(src, ec) && inside(out, src)))
+        core::throw_error(core::ErrorKind::Usage,
+                          core::strfmt("export: the output '%s' lies inside the checkpoint '%s' "
+                                       "that is being read; writing it there would destroy or "
+                                       "mix with the checkpoint: choose a path outside it",
+                                       out.c_str(), src.c_str()));
+}
+
 } // namespace
 
 int cmd_export(int argc, char** argv) {
@@ -67,6 +94,8 @@ int cmd_export(int argc, char** argv) {
                      src.c_str());
         dir = latest;
     }
+
+    refuse_output_inside(out, dir, src);
 
     int rank = 0, initialized = 0;
     MPI_Initialized(&initialized);

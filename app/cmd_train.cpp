@@ -1,10 +1,12 @@
 // `superoffload train DECK [--set key=value ...]`: load and validate the deck, then train.
-// Every rank parses the deck, so deck errors are reported once by rank 0 (fatal_all).
+// Every rank parses the deck, so deck errors are reported once by rank 0 (fatal_all). A stop
+// signal ends the run after a whole step with a checkpoint and exit code 75 (signals.h).
 #include <mpi.h>
 
 #include <csignal>
 
 #include "commands.h"
+#include "signals.h"
 #include "comm/world.h"
 #include "config/deck.h"
 #include "core/log.h"
@@ -22,10 +24,12 @@ int cmd_train(int argc, char** argv) {
     core::Log log(world.rank(), level);
     log.info("superoffload train %s (%d rank%s)", args.deck.c_str(), world.size(),
              world.size() == 1 ? "" : "s");
+    install_stop_handlers(); // before the (possibly long) setup: a signal then stops after step 1
     train::Trainer trainer(cfg, world, log); // binds the rank (parallel.bind) in its context
     trainer.set_crash_hook([] { std::raise(SIGKILL); }); // debug.fail_hard: die like a crash
-    trainer.run();
-    return 0;
+    trainer.set_stop_check(stop_signal_received);
+    train::RunSummary sum = trainer.run();
+    return sum.stopped ? kExitStopped : 0;
 }
 
 } // namespace sof::app

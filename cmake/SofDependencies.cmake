@@ -4,6 +4,7 @@ find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(yaml-cpp REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED) # checkpoint manifests (lib/ckpt/json.cpp)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
 

@@ -8,7 +8,7 @@ shift || true
 
 PKGS=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhwloc-dev libnuma-dev
       libyaml-cpp-dev doctest-dev libopenblas-dev g++-aarch64-linux-gnu qemu-user
-      clang-format)
+      clang-format nlohmann-json3-dev python3-matplotlib)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

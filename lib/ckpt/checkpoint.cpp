@@ -205,7 +205,9 @@ void write_shard(const std::string& root, const Manifest& m, const State& s, int
     write_file_durable((fs::path(tmp) / shard_record_name(rank)).string(), rec.data(), rec.size());
 }
 
-std::string commit(const std::string& root, const Manifest& m, int keep) {
+namespace {
+
+std::string commit_impl(const std::string& root, const Manifest& m, int keep) {
     const std::string tmp = tmp_dir(root, m.step);
     std::vector<ShardRecord> shards;
     int64_t total = 0;
@@ -260,6 +262,18 @@ std::string commit(const std::string& root, const Manifest& m, int keep) {
     return final_dir;
 }
 
+} // namespace
+
+std::string commit(const std::string& root, const Manifest& m, int keep) {
+    try {
+        return commit_impl(root, m, keep);
+    } catch (...) {
+        // every rank's shard was written before commit: nothing else uses the temporary directory
+        remove_quietly(tmp_dir(root, m.step));
+        throw;
+    }
+}
+
 std::string save(const std::string& root, const Manifest& m, const State& s, int keep, int rank,
                  int world) {
     return save(root, m, s, keep, rank, world, std::function<void()>());
@@ -276,7 +290,14 @@ std::string save(const std::string& root, const Manifest& m, const State& s, int
                  world);
     if (rank == 0) prepare_save(root, m.step);
     if (barrier) barrier();
-    write_shard(root, m, s, rank, world);
+    try {
+        write_shard(root, m, s, rank, world);
+    } catch (...) {
+        // one rank: a failed save (a full disk) leaves no partial temporary directory behind
+        // (commit cleans up after its own failures for any world size)
+        if (world == 1) remove_quietly(tmp_dir(root, m.step));
+        throw;
+    }
     if (barrier) barrier();
     std::string dir = (fs::path(root) / step_dir_name(m.step)).string();
     if (rank == 0) dir = commit(root, m, keep);
@@ -354,6 +375,38 @@ void load_params(const std::string& dir, Manifest* m, std::vector<float>* params
     State s;
     load_resharded(dir, layout, model::make_shard_map(layout, 1, 0), m, &s, false);
     *params = std::move(s.params);
+}
+
+std::vector<std::string> clean_interrupted(const std::string& root) {
+    std::vector<std::string> done;
+    std::error_code ec;
+    if (!fs::is_directory(root, ec)) return done;
+    std::vector<fs::path> tmps, olds;
+    for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (parse_step(name, kTmpPrefix) >= 0) tmps.push_back(it->path());
+        if (parse_step(name, kOldPrefix) >= 0) olds.push_back(it->path());
+    }
+    for (const fs::path& old : olds) {
+        const int64_t step = parse_step(old.filename().string(), kOldPrefix);
+        const fs::path final_dir = fs::path(root) / step_dir_name(step);
+        std::error_code e2;
+        if (!fs::exists(final_dir, e2) && fs::is_regular_file(old / kManifestName, e2)) {
+            if (std::rename(old.c_str(), final_dir.c_str()) == 0) {
+                fsync_dir(root);
+                done.push_back("restored " + final_dir.string() + " from " + old.string() +
+                               " (a save of the same step was interrupted)");
+                continue;
+            }
+        }
+        remove_quietly(old);
+        done.push_back("removed " + old.string() + " (left by an interrupted save)");
+    }
+    for (const fs::path& tmp : tmps) {
+        remove_quietly(tmp);
+        done.push_back("removed " + tmp.string() + " (left by an interrupted save)");
+    }
+    return done;
 }
 
 std::string find_latest(const std::string& root) {

@@ -24,6 +24,7 @@ struct Manifest {
     std::string deck_yaml; // the effective deck, stored as deck.yaml
     data::LoaderState train_data;
     int64_t skips = 0, rollbacks = 0;
+    std::string data_identity; // ckpt::data_identity() of the training data ("" = builtin/unknown)
 };
 
 // One shard of the flat fp32 buffers. One shard: numel = num_params, ParamLayout order. S shards
@@ -77,6 +78,12 @@ Manifest load_manifest(const std::string& dir);
 // Loads the full params of any checkpoint (all shards concatenated, checksums verified) into
 // *params (num_params floats); for export.
 void load_params(const std::string& dir, Manifest* m, std::vector<float>* params);
+
+// Cleans what killed saves leave under root (call it while no save is running, e.g. at the start of
+// a run holding the directory's lock): .tmp-step_N directories are removed; a .old-step_N
+// directory is removed when step_N exists, else (killed between the two renames of a re-save) it
+// is the only complete copy and is renamed back to step_N. Returns one line per action.
+std::vector<std::string> clean_interrupted(const std::string& root);
 
 // Newest complete checkpoint under root (a step_N directory holding manifest.json), or "" when
 // there is none or root does not exist. Temporary (.tmp-step_N) directories are ignored.

@@ -1,9 +1,9 @@
-// Recursive-descent JSON reader for manifests (depth-limited so corrupt input cannot overflow the
-// stack) and the string quoting used when writing them.
+// Manifest JSON through nlohmann-json (see json.h): parse errors and lookups turned into
+// core::Error(Format) messages that name the manifest file and the key.
 #include "ckpt/json.h"
 
-#include <cerrno>
-#include <cstdlib>
+#include <set>
+#include <vector>
 
 #include "core/error.h"
 
@@ -11,284 +11,107 @@ namespace sof::ckpt {
 
 namespace {
 
-constexpr int kMaxDepth = 32;
+constexpr const char* kHint =
+    "the manifest is corrupt or was edited by hand; restore it or resume from another checkpoint";
 
-class Parser {
-  public:
-    Parser(const std::string& text, const std::string& source) : t_(text), src_(source) {}
-
-    JsonValue parse_document() {
-        JsonValue v = value(0);
-        skip_ws();
-        if (pos_ != t_.size()) fail("unexpected text after the end of the JSON document");
-        return v;
-    }
-
-  private:
-    const std::string& t_;
-    const std::string& src_;
-    size_t pos_ = 0;
-    int line_ = 1;
-
-    [[noreturn]] void fail(const char* what) {
-        SOF_FAIL(Format,
-                 "%s line %d: %s (the manifest is corrupt or was edited by hand; restore it or "
-                 "resume from another checkpoint)",
-                 src_.c_str(), line_, what);
-    }
-
-    void skip_ws() {
-        while (pos_ < t_.size()) {
-            char c = t_[pos_];
-            if (c == '\n') line_++;
-            if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-            pos_++;
-        }
-    }
-
-    char peek() {
-        skip_ws();
-        if (pos_ >= t_.size()) fail("unexpected end of file");
-        return t_[pos_];
-    }
-
-    void expect(char c) {
-        if (peek() != c) {
-            std::string msg = std::string("expected '") + c + "'";
-            fail(msg.c_str());
-        }
-        pos_++;
-    }
-
-    bool literal(const char* word) {
-        size_t n = std::char_traits<char>::length(word);
-        if (t_.compare(pos_, n, word) == 0) {
-            pos_ += n;
-            return true;
-        }
-        return false;
-    }
-
-    JsonValue value(int depth) {
-        if (depth > kMaxDepth) fail("nesting too deep");
-        char c = peek();
-        JsonValue v;
-        v.line = line_;
-        if (c == '{') {
-            v.type = JsonValue::Type::Object;
-            pos_++;
-            if (peek() == '}') {
-                pos_++;
-                return v;
-            }
-            for (;;) {
-                if (peek() != '"') fail("expected a quoted key");
-                std::string key = string_body();
-                expect(':');
-                JsonValue child = value(depth + 1);
-                if (v.obj.count(key)) fail("duplicate key");
-                v.obj.emplace(std::move(key), std::move(child));
-                char d = peek();
-                pos_++;
-                if (d == '}') break;
-                if (d != ',') fail("expected ',' or '}'");
-            }
-        } else if (c == '[') {
-            v.type = JsonValue::Type::Array;
-            pos_++;
-            if (peek() == ']') {
-                pos_++;
-                return v;
-            }
-            for (;;) {
-                v.arr.push_back(value(depth + 1));
-                char d = peek();
-                pos_++;
-                if (d == ']') break;
-                if (d != ',') fail("expected ',' or ']'");
-            }
-        } else if (c == '"') {
-            v.type = JsonValue::Type::String;
-            v.s = string_body();
-        } else if (c == '-' || (c >= '0' && c <= '9')) {
-            v.type = JsonValue::Type::Int;
-            size_t start = pos_;
-            if (t_[pos_] == '-') pos_++;
-            while (pos_ < t_.size() && t_[pos_] >= '0' && t_[pos_] <= '9')
-                pos_++;
-            if (pos_ < t_.size() && (t_[pos_] == '.' || t_[pos_] == 'e' || t_[pos_] == 'E'))
-                fail("expected an integer");
-            std::string num = t_.substr(start, pos_ - start);
-            if (num == "-") fail("expected a number");
-            errno = 0;
-            char* end = nullptr;
-            long long x = std::strtoll(num.c_str(), &end, 10);
-            if (errno == ERANGE) fail("integer out of range");
-            v.i = x;
-        } else if (literal("true")) {
-            v.type = JsonValue::Type::Bool;
-            v.b = true;
-        } else if (literal("false")) {
-            v.type = JsonValue::Type::Bool;
-        } else if (literal("null")) {
-            v.type = JsonValue::Type::Null;
-        } else {
-            fail("unexpected character");
-        }
-        return v;
-    }
-
-    // At an opening quote: returns the decoded string and moves past the closing quote.
-    std::string string_body() {
-        pos_++;
-        std::string out;
-        for (;;) {
-            if (pos_ >= t_.size()) fail("unterminated string");
-            char c = t_[pos_++];
-            if (c == '"') return out;
-            if (c == '\n') fail("newline inside a string");
-            if (c != '\\') {
-                out += c;
-                continue;
-            }
-            if (pos_ >= t_.size()) fail("unterminated string");
-            char e = t_[pos_++];
-            switch (e) {
-            case '"':
-            case '\\':
-            case '/':
-                out += e;
-                break;
-            case 'n':
-                out += '\n';
-                break;
-            case 't':
-                out += '\t';
-                break;
-            case 'r':
-                out += '\r';
-                break;
-            case 'b':
-                out += '\b';
-                break;
-            case 'f':
-                out += '\f';
-                break;
-            case 'u': {
-                if (pos_ + 4 > t_.size()) fail("bad \\u escape");
-                unsigned cp = 0;
-                for (int k = 0; k < 4; k++) {
-                    char h = t_[pos_++];
-                    cp <<= 4;
-                    if (h >= '0' && h <= '9')
-                        cp |= static_cast<unsigned>(h - '0');
-                    else if (h >= 'a' && h <= 'f')
-                        cp |= static_cast<unsigned>(h - 'a' + 10);
-                    else if (h >= 'A' && h <= 'F')
-                        cp |= static_cast<unsigned>(h - 'A' + 10);
-                    else
-                        fail("bad \\u escape");
-                }
-                // we only write \u00XX for control bytes; decode BMP code points as UTF-8
-                if (cp < 0x80) {
-                    out += static_cast<char>(cp);
-                } else if (cp < 0x800) {
-                    out += static_cast<char>(0xC0 | (cp >> 6));
-                    out += static_cast<char>(0x80 | (cp & 0x3F));
-                } else {
-                    out += static_cast<char>(0xE0 | (cp >> 12));
-                    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-                    out += static_cast<char>(0x80 | (cp & 0x3F));
-                }
-                break;
-            }
-            default:
-                fail("bad escape in string");
-            }
-        }
-    }
-};
-
-const char* type_name(JsonValue::Type t) {
-    switch (t) {
-    case JsonValue::Type::Null:
-        return "null";
-    case JsonValue::Type::Bool:
-        return "a boolean";
-    case JsonValue::Type::Int:
-        return "an integer";
-    case JsonValue::Type::String:
-        return "a string";
-    case JsonValue::Type::Array:
-        return "an array";
-    case JsonValue::Type::Object:
-        return "an object";
-    }
-    return "?";
-}
-
-const JsonValue& typed(const JsonValue& obj, const std::string& key, const std::string& source,
-                       JsonValue::Type want) {
-    const JsonValue& v = json_get(obj, key, source);
-    if (v.type != want)
-        SOF_FAIL(Format, "%s line %d: \"%s\" must be %s, found %s", source.c_str(), v.line,
-                 key.c_str(), type_name(want), type_name(v.type));
-    return v;
+const char* type_name(const Json& v) {
+    if (v.is_null()) return "null";
+    if (v.is_boolean()) return "a boolean";
+    if (v.is_number_integer()) return "an integer";
+    if (v.is_number()) return "a number with a fraction or exponent";
+    if (v.is_string()) return "a string";
+    if (v.is_array()) return "an array";
+    if (v.is_object()) return "an object";
+    return "a binary value";
 }
 
 } // namespace
 
-JsonValue json_parse(const std::string& text, const std::string& source) {
-    Parser p(text, source);
-    return p.parse_document();
+Json json_parse(const std::string& text, const std::string& source) {
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+        SOF_FAIL(Format, "%s: unexpected end of file: the manifest is empty (%s)", source.c_str(),
+                 kHint);
+    // nlohmann keeps the last of duplicate keys; refuse them like any other corruption
+    std::vector<std::set<std::string>> open;
+    std::string duplicate;
+    Json::parser_callback_t cb = [&](int, Json::parse_event_t ev, Json& parsed) {
+        if (ev == Json::parse_event_t::object_start) {
+            open.emplace_back();
+        } else if (ev == Json::parse_event_t::object_end) {
+            if (!open.empty()) open.pop_back();
+        } else if (ev == Json::parse_event_t::key && !open.empty()) {
+            const std::string& k = parsed.get_ref<const std::string&>();
+            if (!open.back().insert(k).second && duplicate.empty()) duplicate = k;
+        }
+        return true;
+    };
+    Json root;
+    try {
+        root = Json::parse(text, cb, true, false);
+    } catch (const Json::parse_error& e) {
+        std::string what = e.what();
+        // "[json.exception.parse_error.101] parse error at line 3, column 5: ..." -> the tail
+        size_t p = what.find("parse error");
+        if (p != std::string::npos) what = what.substr(p);
+        if (what.find("expected end of input") != std::string::npos)
+            SOF_FAIL(Format, "%s: unexpected text after the end of the JSON document (%s; %s)",
+                     source.c_str(), what.c_str(), kHint);
+        if (e.byte >= text.size())
+            SOF_FAIL(Format, "%s: unexpected end of file (%s; %s)", source.c_str(), what.c_str(),
+                     kHint);
+        SOF_FAIL(Format, "%s: %s (%s)", source.c_str(), what.c_str(), kHint);
+    }
+    if (!duplicate.empty())
+        SOF_FAIL(Format, "%s: duplicate key \"%s\" (%s)", source.c_str(), duplicate.c_str(), kHint);
+    return root;
 }
 
-const JsonValue& json_get(const JsonValue& obj, const std::string& key, const std::string& source) {
-    if (obj.type != JsonValue::Type::Object)
-        SOF_FAIL(Format, "%s line %d: expected an object holding \"%s\"", source.c_str(), obj.line,
-                 key.c_str());
-    auto it = obj.obj.find(key);
-    if (it == obj.obj.end())
+const Json& json_get(const Json& obj, const std::string& key, const std::string& source) {
+    if (!obj.is_object())
+        SOF_FAIL(Format, "%s: expected an object holding \"%s\", found %s", source.c_str(),
+                 key.c_str(), type_name(obj));
+    auto it = obj.find(key);
+    if (it == obj.end())
         SOF_FAIL(Format,
                  "%s: missing key \"%s\" (the manifest is incomplete or from another program; "
                  "resume from another checkpoint)",
                  source.c_str(), key.c_str());
-    return it->second;
+    return *it;
 }
 
-int64_t json_int(const JsonValue& obj, const std::string& key, const std::string& source) {
-    return typed(obj, key, source, JsonValue::Type::Int).i;
+int64_t json_int(const Json& obj, const std::string& key, const std::string& source) {
+    const Json& v = json_get(obj, key, source);
+    if (v.is_number_unsigned()) {
+        uint64_t u = v.get<uint64_t>();
+        if (u > static_cast<uint64_t>(INT64_MAX))
+            SOF_FAIL(Format, "%s: \"%s\" = %llu is out of range (%s)", source.c_str(), key.c_str(),
+                     static_cast<unsigned long long>(u), kHint);
+        return static_cast<int64_t>(u);
+    }
+    if (!v.is_number_integer())
+        SOF_FAIL(Format, "%s: \"%s\" must be an integer, found %s", source.c_str(), key.c_str(),
+                 type_name(v));
+    return v.get<int64_t>();
 }
 
-std::string json_str(const JsonValue& obj, const std::string& key, const std::string& source) {
-    return typed(obj, key, source, JsonValue::Type::String).s;
+std::string json_str(const Json& obj, const std::string& key, const std::string& source) {
+    const Json& v = json_get(obj, key, source);
+    if (!v.is_string())
+        SOF_FAIL(Format, "%s: \"%s\" must be a string, found %s", source.c_str(), key.c_str(),
+                 type_name(v));
+    return v.get<std::string>();
 }
 
-const JsonValue& json_arr(const JsonValue& obj, const std::string& key, const std::string& source) {
-    return typed(obj, key, source, JsonValue::Type::Array);
+const Json& json_arr(const Json& obj, const std::string& key, const std::string& source) {
+    const Json& v = json_get(obj, key, source);
+    if (!v.is_array())
+        SOF_FAIL(Format, "%s: \"%s\" must be an array, found %s", source.c_str(), key.c_str(),
+                 type_name(v));
+    return v;
 }
 
 std::string json_quote(const std::string& s) {
-    std::string out = "\"";
-    for (char c : s) {
-        unsigned char u = static_cast<unsigned char>(c);
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (c == '\n') {
-            out += "\\n";
-        } else if (c == '\t') {
-            out += "\\t";
-        } else if (c == '\r') {
-            out += "\\r";
-        } else if (u < 0x20) {
-            out += core::strfmt("\\u%04x", u);
-        } else {
-            out += c;
-        }
-    }
-    out += '"';
-    return out;
+    return Json(s).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 } // namespace sof::ckpt

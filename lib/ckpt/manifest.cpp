@@ -14,63 +14,65 @@ namespace sof::ckpt {
 
 namespace {
 
-std::string file_entry_json(const FileEntry& f) {
-    return core::strfmt("{\"file\": %s, \"bytes\": %llu, \"checksum\": \"%s\"}",
-                        json_quote(f.file).c_str(), static_cast<unsigned long long>(f.bytes),
-                        checksum_hex(f.sum).c_str());
+using OJson = nlohmann::ordered_json; // keys in the order written
+
+OJson file_entry_json(const FileEntry& f) {
+    OJson j;
+    j["file"] = f.file;
+    j["bytes"] = f.bytes;
+    j["checksum"] = checksum_hex(f.sum);
+    return j;
 }
 
-FileEntry file_entry_from(const JsonValue& obj, const std::string& key, const std::string& path) {
-    const JsonValue& v = json_get(obj, key, path);
+FileEntry file_entry_from(const Json& obj, const std::string& key, const std::string& path) {
+    const Json& v = json_get(obj, key, path);
     FileEntry f;
     f.file = json_str(v, "file", path);
     if (f.file.empty() || f.file.find('/') != std::string::npos || f.file == "." || f.file == "..")
-        SOF_FAIL(Format, "%s line %d: \"%s\".file = \"%s\" is not a plain file name", path.c_str(),
-                 v.line, key.c_str(), f.file.c_str());
+        SOF_FAIL(Format, "%s: \"%s\".file = \"%s\" is not a plain file name", path.c_str(),
+                 key.c_str(), f.file.c_str());
     int64_t bytes = json_int(v, "bytes", path);
-    if (bytes < 0)
-        SOF_FAIL(Format, "%s line %d: \"%s\".bytes is negative", path.c_str(), v.line, key.c_str());
+    if (bytes < 0) SOF_FAIL(Format, "%s: \"%s\".bytes is negative", path.c_str(), key.c_str());
     f.bytes = static_cast<uint64_t>(bytes);
     std::string hex = json_str(v, "checksum", path);
     bool ok = hex.size() == 16;
     for (char c : hex)
         ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
     if (!ok)
-        SOF_FAIL(Format, "%s line %d: \"%s\".checksum = \"%s\" is not 16 lowercase hex digits",
-                 path.c_str(), v.line, key.c_str(), hex.c_str());
+        SOF_FAIL(Format, "%s: \"%s\".checksum = \"%s\" is not 16 lowercase hex digits",
+                 path.c_str(), key.c_str(), hex.c_str());
     f.sum = std::strtoull(hex.c_str(), nullptr, 16);
     return f;
 }
 
-std::string shard_body(const ShardRecord& r, const char* indent) {
-    return core::strfmt("%s\"rank\": %d,\n%s\"numel\": %lld,\n%s\"params\": %s,\n%s\"exp_avg\": "
-                        "%s,\n%s\"exp_avg_sq\": %s",
-                        indent, r.rank, indent, static_cast<long long>(r.numel), indent,
-                        file_entry_json(r.params).c_str(), indent,
-                        file_entry_json(r.exp_avg).c_str(), indent,
-                        file_entry_json(r.exp_avg_sq).c_str());
+void shard_body(const ShardRecord& r, OJson* j) {
+    (*j)["rank"] = r.rank;
+    (*j)["numel"] = r.numel;
+    (*j)["params"] = file_entry_json(r.params);
+    (*j)["exp_avg"] = file_entry_json(r.exp_avg);
+    (*j)["exp_avg_sq"] = file_entry_json(r.exp_avg_sq);
 }
 
-void shard_body_from(const JsonValue& v, const std::string& path, ShardRecord* r) {
+void shard_body_from(const Json& v, const std::string& path, ShardRecord* r) {
     int64_t rank = json_int(v, "rank", path);
     if (rank < 0 || rank > (1 << 24))
-        SOF_FAIL(Format, "%s line %d: rank %lld is out of range", path.c_str(), v.line,
+        SOF_FAIL(Format, "%s: rank %lld is out of range", path.c_str(),
                  static_cast<long long>(rank));
     r->rank = static_cast<int>(rank);
     r->numel = json_int(v, "numel", path);
-    if (r->numel < 0) SOF_FAIL(Format, "%s line %d: numel is negative", path.c_str(), v.line);
+    if (r->numel < 0) SOF_FAIL(Format, "%s: numel is negative", path.c_str());
     r->params = file_entry_from(v, "params", path);
     r->exp_avg = file_entry_from(v, "exp_avg", path);
     r->exp_avg_sq = file_entry_from(v, "exp_avg_sq", path);
     for (const FileEntry* f : {&r->params, &r->exp_avg, &r->exp_avg_sq})
         if (f->bytes != static_cast<uint64_t>(r->numel) * 4u)
-            SOF_FAIL(Format, "%s line %d: %s has %llu bytes but numel %lld needs %llu",
-                     path.c_str(), v.line, f->file.c_str(),
-                     static_cast<unsigned long long>(f->bytes), static_cast<long long>(r->numel),
+            SOF_FAIL(Format, "%s: %s has %llu bytes but numel %lld needs %llu", path.c_str(),
+                     f->file.c_str(), static_cast<unsigned long long>(f->bytes),
+                     static_cast<long long>(r->numel),
                      static_cast<unsigned long long>(r->numel) * 4u);
 }
 
-int int_field(const JsonValue& obj, const char* key, const std::string& path) {
+int int_field(const Json& obj, const char* key, const std::string& path) {
     int64_t v = json_int(obj, key, path);
     if (v < INT32_MIN || v > INT32_MAX)
         SOF_FAIL(Format, "%s: \"%s\" = %lld does not fit in 32 bits", path.c_str(), key,
@@ -94,37 +96,48 @@ std::string shard_record_name(int rank) {
     return core::strfmt("shard.rank%05d.json", rank);
 }
 
+// The manifest text up to the checksum line: an ordered JSON object without its closing brace.
+std::string manifest_body(const OJson& j) {
+    std::string text = j.dump(2, ' ', false, Json::error_handler_t::replace); // "{\n ... \n}"
+    return text.substr(0, text.size() - 2) + ",\n";
+}
+
 std::string manifest_to_json(const Manifest& m, const FileEntry& deck,
                              const std::vector<ShardRecord>& shards) {
-    std::string s = "{\n";
-    s += core::strfmt("  \"format\": \"%s\",\n  \"format_version\": %d,\n", kFormatName,
-                      kFormatVersion);
-    s += core::strfmt("  \"checksum_algorithm\": \"%s\",\n", kChecksumAlgorithm);
-    s += core::strfmt("  \"step\": %lld,\n  \"opt_step\": %lld,\n", static_cast<long long>(m.step),
-                      static_cast<long long>(m.opt_step));
-    s += core::strfmt("  \"num_params\": %lld,\n  \"world_size\": %d,\n",
-                      static_cast<long long>(m.num_params), m.world_size);
-    s += core::strfmt("  \"skips\": %lld,\n  \"rollbacks\": %lld,\n",
-                      static_cast<long long>(m.skips), static_cast<long long>(m.rollbacks));
-    s += core::strfmt("  \"model\": {\"max_seq_len\": %d, \"vocab_size\": %d, "
-                      "\"padded_vocab_size\": %d, \"num_layers\": %d, \"num_heads\": %d, "
-                      "\"channels\": %d},\n",
-                      m.model.max_seq_len, m.model.vocab_size, m.model.padded_vocab_size,
-                      m.model.num_layers, m.model.num_heads, m.model.channels);
-    s += "  \"train_data\": " + json_quote(m.train_data.to_string()) + ",\n";
-    s += "  \"deck\": " + file_entry_json(deck) + ",\n";
-    s += "  \"shards\": [\n";
-    for (size_t i = 0; i < shards.size(); i++) {
-        s += "    {\n" + shard_body(shards[i], "      ") + "\n    }";
-        s += i + 1 < shards.size() ? ",\n" : "\n";
+    OJson j;
+    j["format"] = kFormatName;
+    j["format_version"] = kFormatVersion;
+    j["checksum_algorithm"] = kChecksumAlgorithm;
+    j["step"] = m.step;
+    j["opt_step"] = m.opt_step;
+    j["num_params"] = m.num_params;
+    j["world_size"] = m.world_size;
+    j["skips"] = m.skips;
+    j["rollbacks"] = m.rollbacks;
+    OJson mo;
+    mo["max_seq_len"] = m.model.max_seq_len;
+    mo["vocab_size"] = m.model.vocab_size;
+    mo["padded_vocab_size"] = m.model.padded_vocab_size;
+    mo["num_layers"] = m.model.num_layers;
+    mo["num_heads"] = m.model.num_heads;
+    mo["channels"] = m.model.channels;
+    j["model"] = mo;
+    j["train_data"] = m.train_data.to_string();
+    j["data_identity"] = m.data_identity;
+    j["deck"] = file_entry_json(deck);
+    OJson arr = OJson::array();
+    for (const ShardRecord& r : shards) {
+        OJson e;
+        shard_body(r, &e);
+        arr.push_back(e);
     }
-    s += "  ],\n";
-    return seal_manifest(s);
+    j["shards"] = arr;
+    return seal_manifest(manifest_body(j));
 }
 
 void manifest_from_json(const std::string& text, const std::string& path, Manifest* m,
                         FileEntry* deck, std::vector<ShardRecord>* shards) {
-    JsonValue root = json_parse(text, path);
+    Json root = json_parse(text, path);
     std::string format = json_str(root, "format", path);
     if (format != kFormatName)
         SOF_FAIL(Format, "%s: \"format\" is \"%s\", expected \"%s\": not a superoffload checkpoint",
@@ -166,7 +179,7 @@ void manifest_from_json(const std::string& text, const std::string& path, Manife
     if (m->world_size < 1)
         SOF_FAIL(Format, "%s: world_size = %d must be >= 1", path.c_str(), m->world_size);
 
-    const JsonValue& mo = json_get(root, "model", path);
+    const Json& mo = json_get(root, "model", path);
     m->model.max_seq_len = int_field(mo, "max_seq_len", path);
     m->model.vocab_size = int_field(mo, "vocab_size", path);
     m->model.padded_vocab_size = int_field(mo, "padded_vocab_size", path);
@@ -188,22 +201,24 @@ void manifest_from_json(const std::string& text, const std::string& path, Manife
     } catch (const core::Error& e) {
         SOF_FAIL(Format, "%s: \"train_data\" is invalid: %s", path.c_str(), e.what());
     }
+    // optional: manifests written before it existed have no data fingerprint
+    if (root.contains("data_identity")) m->data_identity = json_str(root, "data_identity", path);
     *deck = file_entry_from(root, "deck", path);
 
-    const JsonValue& arr = json_arr(root, "shards", path);
-    if (arr.arr.size() != static_cast<size_t>(m->world_size))
-        SOF_FAIL(Format, "%s: %zu shards listed for world_size %d", path.c_str(), arr.arr.size(),
+    const Json& arr = json_arr(root, "shards", path);
+    if (arr.size() != static_cast<size_t>(m->world_size))
+        SOF_FAIL(Format, "%s: %zu shards listed for world_size %d", path.c_str(), arr.size(),
                  m->world_size);
     shards->clear();
     int64_t total = 0;
-    for (size_t i = 0; i < arr.arr.size(); i++) {
+    for (size_t i = 0; i < arr.size(); i++) {
         ShardRecord r;
-        shard_body_from(arr.arr[i], path, &r);
+        shard_body_from(arr[i], path, &r);
         r.world_size = m->world_size;
         r.step = m->step;
         if (r.rank != static_cast<int>(i))
-            SOF_FAIL(Format, "%s line %d: shard %zu has rank %d (shards must be in rank order)",
-                     path.c_str(), arr.arr[i].line, i, r.rank);
+            SOF_FAIL(Format, "%s: shard %zu has rank %d (shards must be in rank order)",
+                     path.c_str(), i, r.rank);
         total += r.numel;
         shards->push_back(r);
     }
@@ -214,13 +229,15 @@ void manifest_from_json(const std::string& text, const std::string& path, Manife
 }
 
 std::string shard_to_json(const ShardRecord& r) {
-    return core::strfmt("{\n  \"world_size\": %d,\n  \"step\": %lld,\n", r.world_size,
-                        static_cast<long long>(r.step)) +
-           shard_body(r, "  ") + "\n}\n";
+    OJson j;
+    j["world_size"] = r.world_size;
+    j["step"] = r.step;
+    shard_body(r, &j);
+    return j.dump(2) + "\n";
 }
 
 ShardRecord shard_from_json(const std::string& text, const std::string& path) {
-    JsonValue v = json_parse(text, path);
+    Json v = json_parse(text, path);
     ShardRecord r;
     r.world_size = int_field(v, "world_size", path);
     r.step = json_int(v, "step", path);

@@ -9,6 +9,12 @@
 
 namespace sof::config {
 
+// Bounds checked when a deck is loaded (docs/deck.md): tokens are uint16 in llm.c shards and the
+// built-in corpus; thread counts beyond this are typos; device.memory_gb beyond this overflows.
+constexpr int kMaxTokenVocab = 65536;
+constexpr int kMaxThreads = 4096;
+constexpr double kMaxDeviceMemoryGb = 1048576.0; // 1 PiB
+
 struct ModelConfig {
     std::string type = "gpt2"; // only gpt2 for now
     int num_layers = 4;        // L

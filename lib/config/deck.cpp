@@ -2,12 +2,15 @@
 // unknown-key / duplicate / syntax messages with file:line, and the effective-deck writer.
 #include "config/deck.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -46,7 +49,8 @@ const char* syntax_hint(const std::string& text, int line) {
 // One deck being loaded: the Config, its key table (pointers into it) and where keys were set.
 class Loader {
   public:
-    explicit Loader(std::string name) : name_(std::move(name)), fields_(bind_fields(cfg_)) {
+    explicit Loader(std::string name, bool lenient = false)
+        : name_(std::move(name)), lenient_(lenient), fields_(bind_fields(cfg_)) {
         for (const Field& f : fields_) {
             keys_.push_back(f.key);
             for (std::string p = parent(f.key); !p.empty(); p = parent(p))
@@ -60,6 +64,11 @@ class Loader {
         YAML::Node root;
         try {
             root = YAML::Load(text);
+        } catch (const YAML::DeepRecursion& e) {
+            fail(core::strfmt("%s:%d:%d: the deck is nested too deeply (yaml-cpp stops at %d "
+                              "levels of nested lists or mappings); a deck has at most three "
+                              "levels (section, subsection, key): is this the right file?",
+                              name_.c_str(), e.mark.line + 1, e.mark.column + 1, e.depth()));
         } catch (const YAML::ParserException& e) {
             fail(core::strfmt("%s:%d:%d: YAML syntax error: %s%s", name_.c_str(), e.mark.line + 1,
                               e.mark.column + 1, e.msg.c_str(), syntax_hint(text, e.mark.line)));
@@ -96,7 +105,7 @@ class Loader {
     }
 
     Config finish() {
-        validate(cfg_, origins_, name_);
+        if (!lenient_) validate(cfg_, origins_, name_);
         cfg_.deck_path = name_;
         return cfg_;
     }
@@ -177,6 +186,7 @@ class Loader {
                 continue;
             }
             const Field* f = find(path);
+            if (!f && lenient_) continue;
             if (!f) fail(where + ": " + unknown_key_message(path));
             Origin origin{where, true};
             bool is_list = std::holds_alternative<std::vector<int>*>(f->target);
@@ -213,6 +223,7 @@ class Loader {
     }
 
     std::string name_;
+    bool lenient_ = false; // parse_deck_text: unknown keys skipped, no validation
     Config cfg_;
     std::vector<Field> fields_;
     std::vector<std::string> keys_;
@@ -232,19 +243,59 @@ Config load_deck_from_string(const std::string& yaml, const std::string& name,
     return loader.finish();
 }
 
+Config parse_deck_text(const std::string& yaml, const std::string& name) {
+    Loader loader(name, true);
+    loader.load_yaml(yaml);
+    return loader.finish();
+}
+
+std::string read_yaml_file(const std::string& path, const char* what) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+        std::error_code ec;
+        if (errno == ENOENT)
+            SOF_FAIL(Io, "cannot read %s '%s': no such file (relative to %s)", what, path.c_str(),
+                     fs::current_path(ec).c_str());
+        SOF_FAIL(Io, "cannot read %s '%s': %s", what, path.c_str(), std::strerror(errno));
+    }
+    if (S_ISDIR(st.st_mode))
+        SOF_FAIL(Io, "cannot read %s '%s': it is a directory, not a YAML file", what, path.c_str());
+    if (!S_ISREG(st.st_mode))
+        SOF_FAIL(Io,
+                 "cannot read %s '%s': it is not a regular file (a FIFO, device or socket); give "
+                 "the path of a YAML file",
+                 what, path.c_str());
+    if (st.st_size > kMaxDeckBytes)
+        SOF_FAIL(Io,
+                 "cannot read %s '%s': it is %lld bytes, more than the %lld a YAML input may "
+                 "have (is it the right file?)",
+                 what, path.c_str(), static_cast<long long>(st.st_size), kMaxDeckBytes);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) SOF_FAIL(Io, "cannot read %s '%s': %s", what, path.c_str(), std::strerror(errno));
+    std::string text;
+    char buf[65536];
+    for (;;) { // bounded even if the file grows while we read it
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            int e = errno;
+            ::close(fd);
+            SOF_FAIL(Io, "cannot read %s '%s': %s", what, path.c_str(), std::strerror(e));
+        }
+        if (n == 0) break;
+        text.append(buf, static_cast<size_t>(n));
+        if (static_cast<long long>(text.size()) > kMaxDeckBytes) {
+            ::close(fd);
+            SOF_FAIL(Io, "cannot read %s '%s': more than %lld bytes (is it the right file?)", what,
+                     path.c_str(), kMaxDeckBytes);
+        }
+    }
+    ::close(fd);
+    return text;
+}
+
 Config load_deck(const std::string& path, const std::vector<std::string>& overrides) {
-    std::error_code ec;
-    if (!fs::exists(path, ec))
-        SOF_FAIL(Io, "cannot read deck '%s': no such file (relative to %s)", path.c_str(),
-                 fs::current_path(ec).c_str());
-    if (fs::is_directory(path, ec))
-        SOF_FAIL(Io, "cannot read deck '%s': it is a directory, not a YAML file", path.c_str());
-    std::ifstream in(path, std::ios::binary);
-    if (!in) SOF_FAIL(Io, "cannot read deck '%s': %s", path.c_str(), std::strerror(errno));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) SOF_FAIL(Io, "cannot read deck '%s': read failed", path.c_str());
-    return load_deck_from_string(ss.str(), path, overrides);
+    return load_deck_from_string(read_yaml_file(path, "deck"), path, overrides);
 }
 
 std::string effective_yaml(const Config& cfg) {

@@ -30,9 +30,19 @@ DeckArgs parse_deck_args(int argc, char** argv, const char* command,
 // Io error if the file cannot be read; Config error for anything wrong inside it.
 Config load_deck(const std::string& path, const std::vector<std::string>& overrides);
 
+// Reads a YAML input file (a deck, a hardware profile): regular files only (not a FIFO, device or
+// directory) of at most kMaxDeckBytes. `what` names it in messages ("deck"). Throws Io.
+constexpr long long kMaxDeckBytes = 1ll << 20;
+std::string read_yaml_file(const std::string& path, const char* what);
+
 // Same for deck text held in memory; `name` stands for the file name in messages.
 Config load_deck_from_string(const std::string& yaml, const std::string& name,
                              const std::vector<std::string>& overrides);
+
+// Parses deck text without validating it and skipping unknown keys: for decks written by this or
+// another superoffload version (a checkpoint's deck.yaml), not for user input. Type and range
+// errors of known keys still throw Config.
+Config parse_deck_text(const std::string& yaml, const std::string& name);
 
 // The full effective deck: every key (defaults included), grouped by section. Valid YAML that
 // load_deck_from_string accepts back, giving the same Config (round trip is exact).

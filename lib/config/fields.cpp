@@ -38,6 +38,13 @@ Range half_open(double lo, double hi) { // [lo, hi)
     return r;
 }
 
+Range closed(double lo, double hi) { // [lo, hi]
+    Range r = at_least(lo);
+    r.has_max = true;
+    r.max = hi;
+    return r;
+}
+
 template <class E> EnumRef enum_ref(E* p) {
     return EnumRef{[p] { return static_cast<int>(*p); }, [p](int i) { *p = static_cast<E>(i); }};
 }
@@ -251,7 +258,7 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("optimizer.eps", &o.eps, above(0)));
     v.push_back(make("optimizer.weight_decay", &o.weight_decay, at_least(0)));
     v.push_back(make("optimizer.bias_correction", &o.bias_correction));
-    v.push_back(make("optimizer.threads", &o.threads, at_least(0)));
+    v.push_back(make("optimizer.threads", &o.threads, closed(0, kMaxThreads)));
 
     v.push_back(make("offload.enabled", &f.enabled));
     v.push_back(choice("offload.schedule", enum_ref(&f.schedule),
@@ -267,7 +274,7 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("offload.hardware", &f.hardware));
 
     v.push_back(choice("device.type", enum_ref(&dv.type), {"auto", "host", "cuda"}));
-    v.push_back(make("device.memory_gb", &dv.memory_gb, at_least(0)));
+    v.push_back(make("device.memory_gb", &dv.memory_gb, closed(0, kMaxDeviceMemoryGb)));
     v.push_back(make("device.id", &dv.id, at_least(-1)));
 
     v.push_back(make("parallel.sp", &p.sp, at_least(1)));
@@ -278,7 +285,7 @@ std::vector<Field> bind_fields(Config& c) {
 
     v.push_back(make("runtime.out_dir", &r.out_dir));
     v.push_back(make("runtime.trace", &r.trace));
-    v.push_back(make("runtime.threads", &r.threads, at_least(0)));
+    v.push_back(make("runtime.threads", &r.threads, closed(0, kMaxThreads)));
     v.push_back(choice("runtime.log_level", &r.log_level, {"quiet", "info", "debug"}));
 
     v.push_back(make("debug.inject_nonfinite_steps", &c.debug.inject_nonfinite_steps, at_least(0)));

@@ -3,9 +3,14 @@
 #include "config/validate.h"
 
 #include <glob.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <filesystem>
 #include <initializer_list>
+#include <vector>
 
 #include "core/error.h"
 
@@ -31,7 +36,41 @@ struct Checker {
     [[noreturn]] void fail(std::initializer_list<const char*> keys, const std::string& msg) const {
         core::throw_error(core::ErrorKind::Config, where(keys) + ": " + msg);
     }
+    // A path in the deck the run cannot use (an I/O problem of this machine, exit code 3).
+    [[noreturn]] void fail_io(std::initializer_list<const char*> keys,
+                              const std::string& msg) const {
+        core::throw_error(core::ErrorKind::Io, where(keys) + ": " + msg);
+    }
 };
+
+// Why a directory cannot hold a run's output ("" when it can): an existing path that is not a
+// directory, or whose nearest existing ancestor is not a writable directory (it will be created).
+std::string unusable_dir(const std::string& dir) {
+    std::error_code ec;
+    fs::path p(dir);
+    if (fs::exists(p, ec)) {
+        if (!fs::is_directory(p, ec))
+            return core::strfmt("'%s' exists and is not a directory", dir.c_str());
+        if (::access(p.c_str(), W_OK | X_OK) != 0)
+            return core::strfmt("directory '%s' is not writable (%s)", dir.c_str(),
+                                std::strerror(errno));
+        return "";
+    }
+    fs::path a = p.is_absolute() ? p : fs::current_path(ec) / p;
+    for (a = a.parent_path(); !a.empty(); a = a.parent_path()) {
+        if (fs::exists(a, ec)) {
+            if (!fs::is_directory(a, ec))
+                return core::strfmt("'%s' (on the way to '%s') is not a directory", a.c_str(),
+                                    dir.c_str());
+            if (::access(a.c_str(), W_OK | X_OK) != 0)
+                return core::strfmt("cannot create '%s': '%s' is not writable (%s)", dir.c_str(),
+                                    a.c_str(), std::strerror(errno));
+            return "";
+        }
+        if (a == a.root_path()) break;
+    }
+    return "";
+}
 
 // Regular files matching a glob pattern (a plain path matches itself if it exists).
 size_t count_matches(const std::string& pattern) {
@@ -75,6 +114,12 @@ void check_model(const Checker& c, const Config& cfg) {
                core::strfmt("model.padded_vocab_size = %d is smaller than model.vocab_size = %d "
                             "(use 0 to round the vocabulary up to a multiple of 128)",
                             m.padded_vocab_size, m.vocab_size));
+    if (m.vocab_size > kMaxTokenVocab)
+        c.fail({"model.vocab_size"},
+               core::strfmt("model.vocab_size = %d does not fit the token format: tokens are "
+                            "stored as uint16 (llm.c shards and the built-in corpus), so at most "
+                            "%d",
+                            m.vocab_size, kMaxTokenVocab));
     if (cfg.train.seq_len > m.max_seq_len)
         c.fail({"train.seq_len", "model.max_seq_len"},
                core::strfmt("train.seq_len = %d exceeds model.max_seq_len = %d (the model has "
@@ -161,6 +206,37 @@ void check_runtime(const Checker& c, const Config& cfg) {
                                          cwd_note(hw) + " (see inputs/hardware/)");
 }
 
+// Output paths: out_dir and checkpoint_dir directories, the metrics and trace files' folders.
+void check_paths(const Checker& c, const Config& cfg) {
+    struct Dir {
+        const char* key;
+        std::string path;
+    };
+    std::vector<Dir> dirs;
+    if (!cfg.runtime.out_dir.empty()) dirs.push_back({"runtime.out_dir", cfg.runtime.out_dir});
+    if (!cfg.train.checkpoint_dir.empty())
+        dirs.push_back({"train.checkpoint_dir", cfg.train.checkpoint_dir});
+    for (const char* key : {"train.metrics", "runtime.trace"}) {
+        const std::string& f =
+            std::string(key) == "train.metrics" ? cfg.train.metrics : cfg.runtime.trace;
+        if (f.empty()) continue;
+        std::error_code ec;
+        fs::file_status st = fs::status(f, ec);
+        if (fs::is_directory(st))
+            c.fail_io({key}, std::string(key) + ": '" + f + "' is a directory; give a file path");
+        if (fs::is_fifo(st) || fs::is_socket(st)) // opening a FIFO blocks until a reader comes
+            c.fail_io({key}, std::string(key) + ": '" + f +
+                                 "' is a FIFO or socket; give a regular file path");
+        fs::path parent = fs::path(f).parent_path();
+        dirs.push_back({key, parent.empty() ? std::string(".") : parent.string()});
+    }
+    for (const Dir& d : dirs) {
+        std::string why = unusable_dir(d.path);
+        if (!why.empty())
+            c.fail_io({d.key}, std::string(d.key) + ": " + why + "; choose a writable directory");
+    }
+}
+
 } // namespace
 
 void validate(const Config& cfg, const Origins& origins, const std::string& deck_name) {
@@ -169,6 +245,7 @@ void validate(const Config& cfg, const Origins& origins, const std::string& deck
     check_data(c, cfg);
     check_train(c, cfg);
     check_runtime(c, cfg);
+    check_paths(c, cfg);
 }
 
 } // namespace sof::config

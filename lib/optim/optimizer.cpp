@@ -86,12 +86,14 @@ bool abi_ok(const sof_optim_plugin* t) {
     return t->abi_version == SOF_OPTIM_ABI_VERSION && t->struct_size >= sizeof(sof_optim_plugin);
 }
 
+// Why a table cannot be used, as a predicate that follows "the plugin ...".
 std::string abi_note(const sof_optim_plugin* t) {
     if (t->abi_version != SOF_OPTIM_ABI_VERSION)
-        return core::strfmt("built for optimizer ABI version %u, this superoffload expects "
-                            "version %d",
+        return core::strfmt("was built for optimizer ABI version %u, but this superoffload "
+                            "expects version %d",
                             t->abi_version, SOF_OPTIM_ABI_VERSION);
-    return core::strfmt("plugin table is %u bytes, ABI version %d needs at least %zu",
+    return core::strfmt("has a plugin table of %u bytes, but optimizer ABI version %d needs at "
+                        "least %zu bytes",
                         t->struct_size, SOF_OPTIM_ABI_VERSION, sizeof(sof_optim_plugin));
 }
 
@@ -101,10 +103,12 @@ PluginInfo describe(const std::string& path, const OpenedPlugin& op) {
     pi.name = stem_of(path);
     if (!op.table) {
         pi.description = op.error;
+        pi.unusable = op.error;
         return pi;
     }
     if (!abi_ok(op.table)) {
         pi.description = abi_note(op.table);
+        pi.unusable = pi.description;
         return pi;
     }
     const sof_optim_plugin* t = op.table;
@@ -114,16 +118,27 @@ PluginInfo describe(const std::string& path, const OpenedPlugin& op) {
     pi.score = t->score ? std::max(0, static_cast<int>(t->score())) : 0;
     const char* v = t->variant ? t->variant() : nullptr;
     pi.variant = v ? v : "";
+    if (pi.score <= 0)
+        pi.unusable = "scores 0 on this machine" +
+                      (pi.description.empty() ? std::string() : " (" + pi.description + ")");
     return pi;
 }
 
+// "cpu_adam (host avx512, score 30), libfoo.so (not loadable: dlopen failed: ...)"
 std::string found_list(const std::vector<PluginInfo>& all) {
     if (all.empty()) return "none";
     std::string s;
     for (const auto& p : all) {
         if (!s.empty()) s += ", ";
-        s += core::strfmt("%s (%s%s%s, score %d)", p.name.c_str(), target_name(p.target),
-                          p.variant.empty() ? "" : " ", p.variant.c_str(), p.score);
+        if (!p.unusable.empty() && p.score <= 0 && p.variant.empty())
+            s += core::strfmt("%s (not loadable: %s)", fs::path(p.path).filename().c_str(),
+                              p.unusable.c_str());
+        else if (!p.unusable.empty())
+            s += core::strfmt("%s (%s%s%s, %s)", p.name.c_str(), target_name(p.target),
+                              p.variant.empty() ? "" : " ", p.variant.c_str(), p.unusable.c_str());
+        else
+            s += core::strfmt("%s (%s%s%s, score %d)", p.name.c_str(), target_name(p.target),
+                              p.variant.empty() ? "" : " ", p.variant.c_str(), p.score);
     }
     return s;
 }
@@ -154,7 +169,8 @@ std::vector<PluginInfo> list_plugins(const std::string& dir) {
     for (const auto& f : files) {
         OpenedPlugin op;
         open_plugin(f, op);
-        if (!op.table && op.handle) continue; // a library that is not a plugin
+        if (!op.table && op.handle)
+            op.error = core::strfmt("not a superoffload optimizer plugin (%s)", op.error.c_str());
         out.push_back(describe(f, op));
     }
     return out;
@@ -236,7 +252,7 @@ std::unique_ptr<Optimizer> Optimizer::load(const std::string& dir, const std::st
                  pick->path.c_str(), op.error.c_str());
     if (!abi_ok(op.table))
         SOF_FAIL(Config,
-                 "optimizer plugin '%s' (%s) was %s: rebuild the plugin against this "
+                 "optimizer plugin '%s' (%s) %s: rebuild the plugin against this "
                  "superoffload's sof_optim_abi.h",
                  want.c_str(), pick->path.c_str(), abi_note(op.table).c_str());
     if (pick->target != target)

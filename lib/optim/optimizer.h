@@ -17,14 +17,16 @@ struct PluginInfo {
     int score = 0;       // 0 = cannot run here
     sof_target target = SOF_TARGET_HOST;
     std::string description;
+    std::string unusable; // why it cannot be used here ("" = usable): dlopen error, ABI, score 0
 };
 
 // Directory searched for plugins: `dir` if non-empty, else $SOF_PLUGIN_DIR, else
 // <directory of /proc/self/exe>/../plugins.
 std::string plugin_dir(const std::string& dir);
 
-// Every plugin found in `dir` (files lib*.so exporting SOF_OPTIM_ENTRY), with its score.
-// Plugins with a different ABI version are listed with score 0 and a note in description.
+// Every lib*.so in `dir`, with its score. Files that cannot be loaded (dlopen errors, no
+// SOF_OPTIM_ENTRY symbol, another ABI version) are listed with score 0 and the reason in
+// `unusable`, so "no plugin can run" messages say why each one was passed over.
 std::vector<PluginInfo> list_plugins(const std::string& dir);
 
 // AdamW/Adam hyperparameters for one slice (fills struct_size).

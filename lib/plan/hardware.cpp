@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "config/deck.h"
 #include "core/error.h"
 #include "plan/planner.h"
 
@@ -184,15 +185,10 @@ HardwareProfile default_host_profile() {
 }
 
 HardwareProfile load_hardware(const std::string& yaml_path) {
-    std::ifstream in(yaml_path);
-    if (!in)
-        SOF_FAIL(Io, "cannot read hardware profile '%s' (see inputs/hardware/ for examples)",
-                 yaml_path.c_str());
-    std::stringstream ss;
-    ss << in.rdbuf();
+    const std::string text = config::read_yaml_file(yaml_path, "hardware profile");
     YAML::Node root;
     try {
-        root = YAML::Load(ss.str());
+        root = YAML::Load(text);
     } catch (const YAML::Exception& e) {
         SOF_FAIL(Config, "%s:%d: YAML syntax error: %s", yaml_path.c_str(), e.mark.line + 1,
                  e.msg.c_str());

@@ -2,23 +2,67 @@
 // Non-finite numbers are written as null so every line stays valid JSON.
 #include "train/metrics.h"
 
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 
 namespace sof::train {
 
-MetricsWriter::MetricsWriter(const std::string& path, bool append) {
+namespace {
+
+[[noreturn]] void write_failed(const std::string& path, const char* what, int err) {
+    SOF_FAIL(Io,
+             "cannot %s metrics file '%s': %s (is the disk full? check train.metrics / "
+             "runtime.out_dir)",
+             what, path.c_str(), std::strerror(err));
+}
+
+} // namespace
+
+MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
     if (path.empty()) return;
-    f_ = std::fopen(path.c_str(), append ? "a" : "w");
+    f_ = std::fopen(path.c_str(), "a+"); // truncated below, once the lock is ours
     if (!f_)
-        SOF_FAIL(
-            Io, "cannot open metrics file '%s' for writing (check train.metrics / runtime.out_dir)",
-            path.c_str());
+        SOF_FAIL(Io,
+                 "cannot open metrics file '%s' for writing: %s (check train.metrics / "
+                 "runtime.out_dir)",
+                 path.c_str(), std::strerror(errno));
+    // two runs appending to one metrics file (an explicit train.metrics shared by mistake) would
+    // interleave their records: the file is locked like the run's directories (regular files only;
+    // /dev/null and the like are shared harmlessly)
+    struct stat st {};
+    const bool regular = ::fstat(::fileno(f_), &st) == 0 && S_ISREG(st.st_mode);
+    try {
+        if (regular && ::flock(::fileno(f_), LOCK_EX | LOCK_NB) != 0)
+            SOF_FAIL(Io,
+                     "metrics file '%s' is in use by another superoffload run: give this run its "
+                     "own train.metrics (or runtime.out_dir)",
+                     path.c_str());
+        if (!append && regular && ::ftruncate(::fileno(f_), 0) != 0)
+            write_failed(path_, "truncate", errno);
+        if (append && std::fseek(f_, -1, SEEK_END) == 0) {
+            int last = std::fgetc(f_);
+            std::fseek(f_, 0, SEEK_END);
+            if (last != EOF && last != '\n' &&
+                (std::fputc('\n', f_) == EOF || std::fflush(f_) != 0))
+                write_failed(path_, "write", errno);
+        }
+    } catch (...) {
+        std::fclose(f_); // a throwing constructor runs no destructor
+        f_ = nullptr;
+        throw;
+    }
 }
 
 MetricsWriter::~MetricsWriter() {
-    if (f_) std::fclose(f_);
+    if (f_) std::fclose(f_); // close() reports errors; a destructor cannot
 }
 
 void MetricsWriter::write(const std::string& kind,
@@ -35,8 +79,17 @@ void MetricsWriter::write(const std::string& kind,
             line += core::strfmt("%.9g", v);
     }
     line += "}\n";
-    std::fputs(line.c_str(), f_);
-    std::fflush(f_);
+    errno = 0;
+    if (std::fputs(line.c_str(), f_) == EOF) write_failed(path_, "write", errno);
+    if (std::fflush(f_) != 0) write_failed(path_, "write", errno);
+}
+
+void MetricsWriter::close() {
+    if (!f_) return;
+    std::FILE* f = f_;
+    f_ = nullptr;
+    errno = 0;
+    if (std::fclose(f) != 0) write_failed(path_, "close", errno);
 }
 
 } // namespace sof::train

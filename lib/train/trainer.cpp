@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/compat.h"
 #include "ckpt/fileio.h"
 #include "ckpt/llmc.h"
 #include "config/deck.h"
@@ -24,6 +25,7 @@
 #include "rank/context.h"
 #include "sp/ulysses.h"
 #include "train/metrics.h"
+#include "train/run_dirs.h"
 #include "train/schedule.h"
 #include "zero/sharded.h"
 
@@ -47,6 +49,9 @@ struct Trainer::Impl {
     std::vector<int> linputs, ltargets; // (B*T/sp) this rank's slice of them
     int64_t step = 0;                   // steps completed
     std::function<void()> crash;        // debug.fail_hard: kills this process (set by the app)
+    RunDirs dirs;                       // locks on out_dir and checkpoint_dir (rank 0)
+    std::string data_id;                // ckpt::data_identity of the training data
+    StopCheck stop_check;               // the app's signal flag (empty: never stops early)
 
     Impl(const config::Config& c, const comm::World& w, const core::Log& l)
         : cfg(c), world(w), log(l) {}
@@ -60,6 +65,7 @@ struct Trainer::Impl {
     std::string save_checkpoint();
     void write_trace();
     void resume_from(const std::string& dir);
+    RunSummary finish_stopped(RunSummary& sum, MetricsWriter& metrics, std::string last_ckpt);
 };
 
 // Ranks that read different decks (or overrides) would train different models and hang in the
@@ -88,7 +94,10 @@ void Trainer::Impl::check_same_deck() {
 void Trainer::Impl::setup() {
     check_same_deck();
     if (cfg.runtime.threads > 0) omp_set_num_threads(cfg.runtime.threads);
-    if (!cfg.runtime.out_dir.empty()) fs::create_directories(cfg.runtime.out_dir);
+    dirs = claim_run_dirs(cfg, world.rank(), log);
+    if (world.size() > 1) world.barrier(); // rank 0's cleanup is done before anyone looks for steps
+    if (!cfg.train.checkpoint_dir.empty() || !cfg.train.resume.empty())
+        data_id = ckpt::data_identity(cfg.data);
 
     // Model: from the deck, or from an llm.c checkpoint (its header decides the architecture).
     std::vector<float> params;
@@ -185,6 +194,8 @@ void Trainer::Impl::resume_from(const std::string& dir) {
     zero::ShardState st;
     st.map = shard_map();
     ckpt::load_resharded(dir, layout, st.map, &m, &s);
+    for (const ckpt::DeckChange& c : ckpt::check_resume(dir, m, cfg, mcfg, data_id))
+        log.info("resume: %s changed: %s -> %s", c.key.c_str(), c.saved.c_str(), c.now.c_str());
     st.params = std::move(s.params);
     st.exp_avg = std::move(s.exp_avg);
     st.exp_avg_sq = std::move(s.exp_avg_sq);
@@ -264,6 +275,7 @@ std::string Trainer::Impl::save_checkpoint() {
     m.train_data = train_data->state();
     m.skips = updater->stats().skips;
     m.rollbacks = updater->stats().rollbacks;
+    m.data_identity = data_id;
     const std::string& root = cfg.train.checkpoint_dir;
     const int r = world.rank();
     std::string dir;
@@ -322,12 +334,48 @@ void Trainer::set_crash_hook(std::function<void()> crash) {
     impl_->crash = std::move(crash);
 }
 
+void Trainer::set_stop_check(StopCheck check) {
+    impl_->stop_check = std::move(check);
+}
+
 std::vector<float> Trainer::params() const {
     size_t n = impl_->model->layout().num_params;
     std::vector<float> p(n), m(n), v(n);
     int64_t t = 0;
     impl_->updater->get_state(p.data(), m.data(), v.data(), &t);
     return p;
+}
+
+// The end of a run asked to stop (stop.h): the step is complete; checkpoint it unless that was
+// just done, mark the metrics, skip the final evaluation (the scheduler's grace time is short).
+// collective: all ranks of world
+RunSummary Trainer::Impl::finish_stopped(RunSummary& sum, MetricsWriter& metrics,
+                                         std::string last_ckpt) {
+    Impl& s = *this;
+    const std::string why = signal_name(sum.stop_signal);
+    const std::string here = ckpt::step_dir_name(s.step);
+    if (!s.cfg.train.checkpoint_dir.empty() &&
+        (last_ckpt.empty() || fs::path(last_ckpt).filename() != here))
+        last_ckpt = s.save_checkpoint();
+    sum.end_step = s.step;
+    sum.skips = s.updater->stats().skips;
+    sum.rollbacks = s.updater->stats().rollbacks;
+    sum.last_checkpoint = last_ckpt;
+    sum.device_peak = s.ctx->device().peak();
+    sum.device_used = s.ctx->device().used();
+    metrics.write("stop", {{"step", static_cast<double>(s.step)},
+                           {"signal", static_cast<double>(sum.stop_signal)}});
+    if (s.trace) s.write_trace();
+    metrics.close();
+    if (s.cfg.train.checkpoint_dir.empty())
+        s.log.info("stop: %s, stopped after step %lld; no checkpoint written (train.checkpoint_dir "
+                   "is not set): the steps of this run are lost",
+                   why.c_str(), static_cast<long long>(s.step));
+    else
+        s.log.info("stop: %s, stopped after step %lld; checkpoint %s written, metrics flushed; "
+                   "continue with train.resume: auto",
+                   why.c_str(), static_cast<long long>(s.step), last_ckpt.c_str());
+    return sum;
 }
 
 RunSummary Trainer::run() {
@@ -351,6 +399,7 @@ RunSummary Trainer::run() {
         metrics_path = core::strfmt("%s.rank%d%s", stem.c_str(), s.world.rank(), ext.c_str());
     }
     MetricsWriter metrics(metrics_path, s.step > 0);
+    if (s.step > 0) metrics.write("resume", {{"step", static_cast<double>(s.step)}});
 
     const int B = tc.batch_size, T = tc.seq_len, accum = tc.grad_accum;
     const rank::Grid& grid = s.ctx->grid();
@@ -475,7 +524,12 @@ RunSummary Trainer::run() {
             last_ckpt = s.save_checkpoint();
             log.info("checkpoint: %s", last_ckpt.c_str());
         }
+        if (s.step < stop && stop_agreed(s.stop_check, s.world, &sum.stop_signal)) {
+            sum.stopped = true;
+            break;
+        }
     }
+    if (sum.stopped) return s.finish_stopped(sum, metrics, last_ckpt);
     sum.end_step = s.step;
     sum.last_val_loss = s.evaluate();
     sum.tokens_per_s = total_time > 0 ? total_tokens / total_time : 0.0;
@@ -503,6 +557,7 @@ RunSummary Trainer::run() {
                               {"steps", static_cast<double>(sum.end_step)},
                               {"tokens_per_s", sum.tokens_per_s}});
     if (s.trace) s.write_trace();
+    metrics.close();
     return sum;
 }
 

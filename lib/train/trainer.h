@@ -11,6 +11,7 @@
 #include "comm/world.h"
 #include "config/config.h"
 #include "core/log.h"
+#include "train/stop.h"
 
 namespace sof::train {
 
@@ -29,6 +30,8 @@ struct RunSummary {
     std::vector<comm::CommBytes> comm_bytes; // (steps run) this rank's collective bytes
     double comm_ms = 0, comm_wait_ms = 0;    // comm lane busy time, main thread blocked on it
     size_t device_peak = 0, device_used = 0; // the rank device's accounting at the end (bytes)
+    bool stopped = false; // ended early on a stop request (a signal), after a whole step
+    int stop_signal = 0;  // the signal this rank got (0: another rank's, or none)
 };
 
 class Trainer {
@@ -40,6 +43,11 @@ class Trainer {
     ~Trainer();
     Trainer(const Trainer&) = delete;
     Trainer& operator=(const Trainer&) = delete;
+
+    // Asked once per step, after the step (and its checkpoint, if due): when any rank's check
+    // returns non-zero, run() writes a checkpoint (when train.checkpoint_dir is set), a "stop"
+    // metrics record, and returns with summary.stopped (no final evaluation).
+    void set_stop_check(StopCheck check);
 
     // collective: all ranks of world
     RunSummary run();

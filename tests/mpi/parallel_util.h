@@ -53,14 +53,20 @@ runtime:
 struct RunOut {
     std::vector<float> losses, norms, params;
     int64_t skips = 0, rollbacks = 0;
+    int64_t end_step = 0;
+    bool stopped = false; // ended on a stop request (train::StopCheck)
+    int stop_signal = 0;
+    std::string last_checkpoint;
 };
 
 // collective: all ranks of comm
-inline RunOut run_trainer(MPI_Comm comm, const std::vector<std::string>& overrides) {
+inline RunOut run_trainer(MPI_Comm comm, const std::vector<std::string>& overrides,
+                          train::StopCheck stop = {}) {
     config::Config cfg = config::load_deck_from_string(kParallelDeck, "parallel-test", overrides);
     comm::World world(comm);
     core::Log log(world.rank(), core::LogLevel::Quiet);
     train::Trainer t(cfg, world, log);
+    t.set_stop_check(std::move(stop));
     train::RunSummary s = t.run();
     RunOut o;
     o.losses = s.train_losses;
@@ -69,6 +75,10 @@ inline RunOut run_trainer(MPI_Comm comm, const std::vector<std::string>& overrid
     o.params = t.params();
     o.skips = s.skips;
     o.rollbacks = s.rollbacks;
+    o.end_step = s.end_step;
+    o.stopped = s.stopped;
+    o.stop_signal = s.stop_signal;
+    o.last_checkpoint = s.last_checkpoint;
     return o;
 }
 

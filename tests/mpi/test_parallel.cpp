@@ -3,6 +3,7 @@
 // bitwise repeatability, bitwise resume, and resharding a checkpoint to another rank count.
 #include "train/mpi_main.h"
 
+#include <csignal>
 #include <filesystem>
 
 #include "mpi/parallel_util.h"
@@ -144,6 +145,31 @@ TEST_CASE("resume at the same rank count is bitwise") {
     core::Log log(world.rank(), core::LogLevel::Quiet);
     train::Trainer t(cfg, world, log);
     CHECK(count_bit_diffs(t.params(), exported) == 0);
+}
+
+TEST_CASE("a stop signal on one rank stops every rank after the same step; resume is bitwise") {
+    const std::string base =
+        std::string(SOF_BINARY_DIR) + "/test-scratch/mpi_stop_" + std::to_string(world_size());
+    if (world_rank() == 0) fs::remove_all(base);
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::vector<std::string> o = with(kEngine, {"train.batch_size=2", "train.grad_clip=0.05"});
+    RunOut full = run_trainer(MPI_COMM_WORLD, with(o, {"train.checkpoint_dir=" + base + "/full"}));
+    // only the last rank is signalled, during step 2 (the check runs once per step on each rank)
+    const bool signalled = world_rank() == world_size() - 1;
+    int calls = 0;
+    RunOut stopped =
+        run_trainer(MPI_COMM_WORLD, with(o, {"train.checkpoint_dir=" + base + "/split"}),
+                    [&] { return signalled && ++calls >= 2 ? SIGUSR1 : 0; });
+    CHECK(stopped.stopped);
+    CHECK(stopped.end_step == 2);
+    CHECK(stopped.stop_signal == (signalled ? SIGUSR1 : 0));
+    if (world_rank() == 0) CHECK(fs::path(stopped.last_checkpoint).filename() == "step_00000002");
+    RunOut rest = run_trainer(
+        MPI_COMM_WORLD, with(o, {"train.checkpoint_dir=" + base + "/split", "train.resume=auto"}));
+    CHECK_FALSE(rest.stopped);
+    CHECK(count_bit_diffs(full.params, rest.params) == 0);
+    std::vector<float> tail(full.losses.begin() + 2, full.losses.end());
+    CHECK(count_bit_diffs(tail, rest.losses) == 0);
 }
 
 TEST_CASE("a checkpoint written by 2 ranks resumes at 3 ranks (resharded)") {

@@ -1,5 +1,8 @@
 /* test_abi_c.c: an outside harness's view of the optimizer ABI, in plain C11 with no project code.
- * Loads a plugin by path with dlopen, checks its table, and runs AdamW steps against fp64 math. */
+ * Loads a plugin by path with dlopen, checks its table, and runs AdamW steps against fp64 math.
+ * Usage: test_abi_c PLUGIN.so [VARIANT]; with VARIANT the plugin must report that variant (the
+ * caller forces it, e.g. SOF_CPU_ADAM_VARIANT), and a plugin scoring 0 exits 77 (ctest: skipped).
+ */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
@@ -48,10 +51,11 @@ static double rel_err(double got, double want) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s PATH/TO/libPLUGIN.so\n", argv[0]);
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: %s PATH/TO/libPLUGIN.so [EXPECTED_VARIANT]\n", argv[0]);
         return 2;
     }
+    const char* want_variant = argc == 3 ? argv[2] : NULL;
     void* so = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!so) {
         fprintf(stderr, "dlopen %s: %s\n", argv[1], dlerror());
@@ -74,8 +78,17 @@ int main(int argc, char** argv) {
     int32_t score = pl->score();
     printf("plugin %s variant %s score %d\n", pl->name, pl->variant(), score);
     if (score <= 0) {
+        if (want_variant) {
+            printf("variant %s: this CPU cannot run it (score 0): skipped\n", want_variant);
+            return 77;
+        }
         printf("score 0 on this CPU: nothing to run\n");
         return 0;
+    }
+    if (want_variant && strcmp(pl->variant(), want_variant) != 0) {
+        fprintf(stderr, "plugin reports variant %s, expected %s (was the variant forced?)\n",
+                pl->variant(), want_variant);
+        return 1;
     }
 
     sof_optim_init init = {sizeof(sof_optim_init), 2, 0};

@@ -148,3 +148,23 @@ TEST_CASE("make_hparams and make_slice fill sizes and default to in place") {
     CHECK(h.bias_correction == 0);
     CHECK(h.grad_scale == 0.5f);
 }
+
+TEST_CASE("a plugin table shorter than the ABI's: the message reads as a sentence") {
+    std::string msg = config_error(
+        [] { optim::Optimizer::load(SOF_TEST_PLUGIN_DIR, "short_table", SOF_TARGET_HOST, 1); });
+    INFO(msg);
+    CHECK(has(msg, "optimizer plugin 'short_table' ("));
+    CHECK(has(msg, ") has a plugin table of 16 bytes, but optimizer ABI version " +
+                       std::to_string(SOF_OPTIM_ABI_VERSION) + " needs at least " +
+                       std::to_string(sizeof(sof_optim_plugin)) + " bytes: rebuild"));
+}
+
+TEST_CASE("auto: each .so that cannot be used is listed with the reason") {
+    std::string msg = config_error(
+        [] { optim::Optimizer::load(SOF_TEST_PLUGIN_DIR, "auto", SOF_TARGET_HOST, 1); });
+    INFO(msg);
+    CHECK(has(msg, "libbroken.so (not loadable: dlopen failed: "));
+    CHECK(has(msg, "libabi999.so (not loadable: was built for optimizer ABI version 999"));
+    CHECK(has(msg, "libshort_table.so (not loadable: has a plugin table of 16 bytes"));
+    CHECK(has(msg, "zero_score (host test, scores 0 on this machine"));
+}

@@ -1,5 +1,6 @@
-// A minimal optimizer plugin for the loader tests, built twice: with TEST_ABI_VERSION 999 (an
-// ABI mismatch the loader must reject naming both versions) and TEST_SCORE 0 (cannot run here).
+// A minimal optimizer plugin for the loader tests, built three times: TEST_ABI_VERSION 999 (an
+// ABI mismatch the loader must reject naming both versions), TEST_SCORE 0 (cannot run here) and
+// TEST_STRUCT_SIZE 16 (a table shorter than the ABI's).
 #include "optim/sof_optim_abi.h"
 
 namespace {
@@ -34,14 +35,14 @@ sof_status test_stats(sof_optim_ctx*, const void*, int32_t, int64_t, float, sof_
     return SOF_ERR_UNSUPPORTED;
 }
 
+#ifndef TEST_STRUCT_SIZE
+#define TEST_STRUCT_SIZE sizeof(sof_optim_plugin)
+#endif
+
 const sof_optim_plugin kTable = {
-    TEST_ABI_VERSION, sizeof(sof_optim_plugin),
-    TEST_NAME,        "loader test plugin",
-    SOF_TARGET_HOST,  test_score,
-    test_variant,     test_create,
-    test_destroy,     test_last_error,
-    test_step,        test_step_multi,
-    test_rollback,    test_stats,
+    TEST_ABI_VERSION, TEST_STRUCT_SIZE, TEST_NAME,     "loader test plugin", SOF_TARGET_HOST,
+    test_score,       test_variant,     test_create,   test_destroy,         test_last_error,
+    test_step,        test_step_multi,  test_rollback, test_stats,
 };
 
 } // namespace

@@ -1,7 +1,9 @@
-// Resume is bitwise: N steps in one go == stop after N/2 steps, checkpoint, new state, resume to N.
-// Covered for the plain path and the SuperOffload engine, with accumulation and clipping active.
+// Resume is bitwise: N steps in one go == stop after N/2 steps (train.stop_after, or a stop request
+// such as a signal), checkpoint, new state, resume to N. Covered for the plain path and the
+// SuperOffload engine, with accumulation and clipping active.
 #include "train/mpi_main.h"
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -47,7 +49,8 @@ runtime:
   log_level: quiet
 )";
 
-std::vector<float> run(const std::string& dir, const std::vector<std::string>& extra) {
+std::vector<float> run(const std::string& dir, const std::vector<std::string>& extra,
+                       train::StopCheck stop = {}, train::RunSummary* out = nullptr) {
     std::vector<std::string> ov = {"runtime.out_dir=" + dir,
                                    "train.checkpoint_dir=" + dir + "/ckpt",
                                    "train.checkpoint_every=4"};
@@ -56,7 +59,9 @@ std::vector<float> run(const std::string& dir, const std::vector<std::string>& e
     comm::World world(MPI_COMM_WORLD);
     core::Log log(0, core::LogLevel::Quiet);
     train::Trainer t(cfg, world, log);
-    t.run();
+    t.set_stop_check(std::move(stop));
+    train::RunSummary sum = t.run();
+    if (out) *out = sum;
     return t.params();
 }
 
@@ -86,4 +91,27 @@ TEST_CASE("resume is bitwise identical: plain path") {
 TEST_CASE("resume is bitwise identical: SuperOffload engine with STV") {
     check_resume("resume_engine", {"offload.enabled=true", "offload.bucket_mb=0.01",
                                    "offload.gpu_tail_buckets=1", "device.type=host"});
+}
+
+TEST_CASE("a stop request (a signal) ends the run after a whole step with a checkpoint; resume "
+          "is bitwise: SuperOffload engine") {
+    const std::vector<std::string> opts = {"offload.enabled=true", "offload.bucket_mb=0.01",
+                                           "offload.gpu_tail_buckets=1", "device.type=host"};
+    std::string base = std::string(SOF_BINARY_DIR) + "/test-scratch/resume_stop";
+    fs::remove_all(base);
+    std::vector<float> full = run(base + "/full", opts);
+    int calls = 0; // asked once per step: the request arrives during step 3
+    train::RunSummary sum;
+    run(
+        base + "/split", opts, [&calls] { return ++calls >= 3 ? SIGUSR1 : 0; }, &sum);
+    CHECK(sum.stopped);
+    CHECK(sum.stop_signal == SIGUSR1);
+    CHECK(sum.end_step == 3);
+    CHECK(fs::path(sum.last_checkpoint).filename() ==
+          "step_00000003"); // not a checkpoint_every step
+    std::vector<std::string> rest = opts;
+    rest.push_back("train.resume=auto");
+    std::vector<float> resumed = run(base + "/split", rest);
+    REQUIRE(full.size() == resumed.size());
+    CHECK(std::memcmp(full.data(), resumed.data(), full.size() * 4) == 0);
 }

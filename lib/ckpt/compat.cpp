@@ -1,0 +1,161 @@
+// Resume compatibility checks (see compat.h): key-by-key comparison of the saved effective deck
+// with this run's, plus the manifest's architecture and data fingerprint.
+#include "ckpt/compat.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "ckpt/fileio.h"
+#include "config/deck.h"
+#include "config/fields.h"
+#include "core/error.h"
+#include "data/shards.h"
+
+namespace sof::ckpt {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Keys whose change makes the saved state meaningless for this run: the data stream (corpus,
+// order, sequence length) and the optimizer's state (moments are defined by these). The global
+// batch (ranks x train.batch_size x seq_len) is checked by DataLoader::restore, so
+// train.batch_size itself may change with the rank count (resharding).
+const char* const kMustMatch[] = {"model.type",
+                                  "data.train",
+                                  "data.shuffle",
+                                  "data.seed",
+                                  "data.builtin.seed",
+                                  "data.builtin.train_tokens",
+                                  "train.seq_len",
+                                  "optimizer.type",
+                                  "optimizer.beta1",
+                                  "optimizer.beta2",
+                                  "optimizer.eps",
+                                  "optimizer.weight_decay",
+                                  "optimizer.bias_correction"};
+
+// Keys never reported: the resume key itself, and architecture keys (compared from the manifest,
+// which holds the architecture actually built, model.init_from included).
+const char* const kSkip[] = {"train.resume",           "model.num_layers",  "model.num_heads",
+                             "model.channels",         "model.max_seq_len", "model.vocab_size",
+                             "model.padded_vocab_size"};
+
+template <size_t N> bool in(const char* const (&list)[N], const std::string& key) {
+    return std::find_if(std::begin(list), std::end(list),
+                        [&](const char* k) { return key == k; }) != std::end(list);
+}
+
+void add_arch(std::vector<DeckChange>* out, const char* key, int saved, int now) {
+    if (saved != now) out->push_back({key, std::to_string(saved), std::to_string(now), false});
+}
+
+// Bytes [off, off+n) of an open file, hashed into h.
+uint64_t hash_range(int fd, uint64_t off, uint64_t n, uint64_t h, const std::string& path) {
+    std::vector<char> buf(static_cast<size_t>(n));
+    size_t done = 0;
+    while (done < buf.size()) {
+        ssize_t r =
+            ::pread(fd, buf.data() + done, buf.size() - done, static_cast<off_t>(off + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0)
+            SOF_FAIL(Io, "cannot read token shard %s for its fingerprint: %s", path.c_str(),
+                     r < 0 ? std::strerror(errno) : "file shrank while reading");
+        done += static_cast<size_t>(r);
+    }
+    return fnv1a64(buf.data(), buf.size(), h);
+}
+
+} // namespace
+
+std::string data_identity(const config::DataConfig& data) {
+    if (data.train == "builtin") return "";
+    constexpr uint64_t kPart = 1 << 20;
+    uint64_t h = fnv1a64(nullptr, 0), total = 0;
+    std::vector<std::string> files = data::expand_glob(data.train, "data.train");
+    for (const std::string& path : files) {
+        const uint64_t size = file_size_checked(path, "token shard");
+        const std::string name = fs::path(path).filename().string();
+        h = fnv1a64(name.data(), name.size(), h);
+        h = fnv1a64(&size, sizeof size, h);
+        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            SOF_FAIL(Io, "cannot open token shard %s: %s", path.c_str(), std::strerror(errno));
+        try {
+            h = hash_range(fd, 0, std::min(size, kPart), h, path);
+            if (size > kPart)
+                h = hash_range(fd, size - std::min(size - kPart, kPart),
+                               std::min(size - kPart, kPart), h, path);
+        } catch (...) {
+            ::close(fd);
+            throw;
+        }
+        ::close(fd);
+        total += size;
+    }
+    return core::strfmt("shards=%zu bytes=%llu fnv1a64=%s", files.size(),
+                        static_cast<unsigned long long>(total), checksum_hex(h).c_str());
+}
+
+std::vector<DeckChange> compare_runs(const Manifest& m, const config::Config& cfg,
+                                     const model::GPT2Config& mcfg, const std::string& data_id) {
+    std::vector<DeckChange> out;
+    add_arch(&out, "model.num_layers", m.model.num_layers, mcfg.num_layers);
+    add_arch(&out, "model.num_heads", m.model.num_heads, mcfg.num_heads);
+    add_arch(&out, "model.channels", m.model.channels, mcfg.channels);
+    add_arch(&out, "model.max_seq_len", m.model.max_seq_len, mcfg.max_seq_len);
+    add_arch(&out, "model.vocab_size", m.model.vocab_size, mcfg.vocab_size);
+    add_arch(&out, "model.padded_vocab_size", m.model.padded_vocab_size, mcfg.padded_vocab_size);
+    if (!m.data_identity.empty() && !data_id.empty() && m.data_identity != data_id)
+        out.push_back({"data identity (training shards' names, sizes and contents)",
+                       m.data_identity, data_id, false});
+
+    config::Config saved = config::parse_deck_text(m.deck_yaml, "checkpoint deck.yaml");
+    config::Config now = cfg;
+    std::vector<config::Field> fs_saved = config::bind_fields(saved);
+    std::vector<config::Field> fs_now = config::bind_fields(now);
+    for (size_t i = 0; i < fs_now.size() && i < fs_saved.size(); i++) {
+        const std::string& key = fs_now[i].key;
+        if (in(kSkip, key)) continue;
+        std::string a = config::format_value(fs_saved[i]), b = config::format_value(fs_now[i]);
+        if (a == b) continue;
+        bool allowed = !in(kMustMatch, key);
+        // shards moved to another path: the same data when their fingerprints agree
+        if (key == "data.train" && !m.data_identity.empty() && m.data_identity == data_id)
+            allowed = true;
+        out.push_back({key, a, b, allowed});
+    }
+    return out;
+}
+
+std::vector<DeckChange> check_resume(const std::string& dir, const Manifest& m,
+                                     const config::Config& cfg, const model::GPT2Config& mcfg,
+                                     const std::string& data_id) {
+    std::vector<DeckChange> all = compare_runs(m, cfg, mcfg, data_id);
+    std::string refused;
+    std::vector<DeckChange> allowed;
+    for (const DeckChange& c : all) {
+        if (c.allowed) {
+            allowed.push_back(c);
+            continue;
+        }
+        refused += core::strfmt("\n  %s: checkpoint %s, this run %s", c.key.c_str(),
+                                c.saved.c_str(), c.now.c_str());
+    }
+    if (!refused.empty())
+        SOF_FAIL(Config,
+                 "cannot resume from %s: it was written by a different run (the model, data or "
+                 "optimizer differ):%s\nset these keys back to the checkpoint's values, or start "
+                 "a new run (another train.checkpoint_dir, train.resume: \"\"); the learning-rate "
+                 "schedule, steps, logging, checkpointing and offload keys may change on resume",
+                 dir.c_str(), refused.c_str());
+    return allowed;
+}
+
+} // namespace sof::ckpt

@@ -1,0 +1,222 @@
+// Checkpoints across killed and refused runs: the manifest layout written before nlohmann-json
+// still loads, duplicate keys are refused, a failed save leaves no temporary directory, leftovers
+// of killed saves are cleaned (or restored), and a resume compares architecture, data and
+// optimizer.
+#include <doctest/doctest.h>
+#include <sys/resource.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/compat.h"
+#include "ckpt/fileio.h"
+#include "ckpt/manifest.h"
+#include "ckpt_test_util.h"
+#include "config/deck.h"
+
+using namespace sof;
+using namespace sof::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+ckpt::Manifest small_manifest(int64_t step) {
+    ckpt::Manifest m;
+    m.step = step;
+    m.opt_step = step;
+    m.model.max_seq_len = 4;
+    m.model.vocab_size = 10;
+    m.model.padded_vocab_size = 16;
+    m.model.num_layers = 2;
+    m.model.num_heads = 2;
+    m.model.channels = 8;
+    m.num_params = static_cast<int64_t>(model::make_layout(m.model).num_params);
+    m.deck_yaml = "train:\n  steps: 7\n";
+    m.train_data.num_tokens = 1000;
+    m.train_data.batch_tokens = 8;
+    return m;
+}
+
+ckpt::State small_state(const ckpt::Manifest& m) {
+    ckpt::State s;
+    s.params = pattern(static_cast<size_t>(m.num_params), 1);
+    s.exp_avg = pattern(static_cast<size_t>(m.num_params), 2);
+    s.exp_avg_sq = pattern(static_cast<size_t>(m.num_params), 3);
+    return s;
+}
+
+std::string entry(const std::string& dir, const std::string& file) {
+    std::string bytes = slurp(dir + "/" + file);
+    return core::strfmt(
+        "{\"file\": \"%s\", \"bytes\": %zu, \"checksum\": \"%s\"}", file.c_str(), bytes.size(),
+        ckpt::checksum_hex(ckpt::block_checksum(bytes.data(), bytes.size())).c_str());
+}
+
+// The manifest exactly as the hand-written writer before nlohmann-json laid it out.
+std::string old_layout_manifest(const std::string& dir, const ckpt::Manifest& m) {
+    std::string s = "{\n";
+    s += "  \"format\": \"superoffload-checkpoint\",\n  \"format_version\": 1,\n";
+    s += "  \"checksum_algorithm\": \"fnv1a64-blocks-64MiB\",\n";
+    s += core::strfmt("  \"step\": %lld,\n  \"opt_step\": %lld,\n", (long long)m.step,
+                      (long long)m.opt_step);
+    s += core::strfmt("  \"num_params\": %lld,\n  \"world_size\": 1,\n", (long long)m.num_params);
+    s += "  \"skips\": 0,\n  \"rollbacks\": 0,\n";
+    s += core::strfmt("  \"model\": {\"max_seq_len\": %d, \"vocab_size\": %d, "
+                      "\"padded_vocab_size\": %d, \"num_layers\": %d, \"num_heads\": %d, "
+                      "\"channels\": %d},\n",
+                      m.model.max_seq_len, m.model.vocab_size, m.model.padded_vocab_size,
+                      m.model.num_layers, m.model.num_heads, m.model.channels);
+    s += "  \"train_data\": \"" + m.train_data.to_string() + "\",\n";
+    s += "  \"deck\": " + entry(dir, "deck.yaml") + ",\n";
+    s += "  \"shards\": [\n    {\n";
+    s += core::strfmt("      \"rank\": 0,\n      \"numel\": %lld,\n", (long long)m.num_params);
+    s += "      \"params\": " + entry(dir, "params.bin") + ",\n";
+    s += "      \"exp_avg\": " + entry(dir, "exp_avg.bin") + ",\n";
+    s += "      \"exp_avg_sq\": " + entry(dir, "exp_avg_sq.bin") + "\n    }\n  ],\n";
+    return ckpt::seal_manifest(s);
+}
+
+bool has_tmp_dirs(const std::string& root) {
+    for (const auto& e : fs::directory_iterator(root))
+        if (e.path().filename().string().rfind(".tmp-", 0) == 0) return true;
+    return false;
+}
+
+} // namespace
+
+TEST_CASE("a manifest in the pre-nlohmann layout still loads, bit for bit") {
+    std::string root = ckpt_scratch("survive_old_layout");
+    ckpt::Manifest m = small_manifest(7);
+    ckpt::State s = small_state(m);
+    std::string dir = ckpt::save(root, m, s, 0, 0, 1);
+    spit(dir + "/manifest.json", old_layout_manifest(dir, m));
+    ckpt::Manifest got;
+    ckpt::State st;
+    ckpt::load(dir, &got, &st, 0, 1);
+    CHECK(got.step == 7);
+    CHECK(got.num_params == m.num_params);
+    CHECK(got.model.channels == 8);
+    CHECK(got.train_data == m.train_data);
+    CHECK(got.data_identity.empty()); // the old layout has no data fingerprint
+    CHECK(bit_equal(st.params, s.params));
+    CHECK(bit_equal(st.exp_avg_sq, s.exp_avg_sq));
+}
+
+TEST_CASE("manifest JSON: duplicate keys and floats where integers belong are refused") {
+    expect_error([] { ckpt::shard_from_json("{\"step\": 1, \"step\": 2}", "x.json"); },
+                 core::ErrorKind::Format, {"x.json", "duplicate key \"step\""});
+    expect_error([] { ckpt::shard_from_json("{\"world_size\": 1.5, \"step\": 1}", "y.json"); },
+                 core::ErrorKind::Format, {"y.json", "\"world_size\" must be an integer"});
+    expect_error([] { ckpt::shard_from_json("{\"world_size\": 1} x", "z.json"); },
+                 core::ErrorKind::Format, {"z.json", "after the end"});
+}
+
+TEST_CASE("a save that fails (file size limit, as on a full disk) leaves no temporary directory") {
+    std::string root = ckpt_scratch("survive_failed_save");
+    ckpt::Manifest m = small_manifest(3);
+    ckpt::State s = small_state(m);
+    std::string good = ckpt::save(root, m, s, 0, 0, 1);
+    m.step = 4;
+    s.params.resize(20000); // 80 KB per file: beyond the limit below
+    s.exp_avg.resize(20000);
+    s.exp_avg_sq.resize(20000);
+    m.num_params = 20000;
+    std::signal(SIGXFSZ, SIG_IGN); // write() then fails with EFBIG instead of killing us
+    rlimit old{};
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    rlimit lim = old;
+    lim.rlim_cur = 4096;
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    bool threw = false;
+    try {
+        ckpt::save(root, m, s, 0, 0, 1);
+    } catch (const core::Error& e) {
+        threw = true;
+        CHECK(e.kind() == core::ErrorKind::Io);
+    }
+    setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, SIG_DFL);
+    CHECK(threw);
+    CHECK_FALSE(has_tmp_dirs(root));
+    CHECK(ckpt::find_latest(root) == good);
+}
+
+TEST_CASE("clean_interrupted: temporary directories go, an orphaned .old-step_N comes back") {
+    std::string root = ckpt_scratch("survive_clean");
+    ckpt::Manifest m = small_manifest(3);
+    ckpt::State s = small_state(m);
+    std::string s3 = ckpt::save(root, m, s, 0, 0, 1);
+    m.step = 4;
+    std::string s4 = ckpt::save(root, m, s, 0, 0, 1);
+    // killed while writing step 5, and killed between the two renames of a re-save of step 4
+    fs::create_directories(root + "/.tmp-step_00000005");
+    spit(root + "/.tmp-step_00000005/params.bin", "partial");
+    fs::rename(s4, root + "/.old-step_00000004");
+    // a stale .old of a step that exists
+    fs::create_directories(root + "/.old-step_00000003");
+    std::vector<std::string> done = ckpt::clean_interrupted(root);
+    CHECK(done.size() == 3);
+    CHECK_FALSE(fs::exists(root + "/.tmp-step_00000005"));
+    CHECK_FALSE(fs::exists(root + "/.old-step_00000003"));
+    CHECK_FALSE(fs::exists(root + "/.old-step_00000004"));
+    CHECK(ckpt::find_latest(root) == s4);
+    ckpt::Manifest got;
+    ckpt::State st;
+    ckpt::load(s4, &got, &st, 0, 1);
+    CHECK(got.step == 4);
+    CHECK(ckpt::find_latest(root) == s4);
+    CHECK(fs::exists(s3));
+}
+
+TEST_CASE("resume compatibility: architecture, data and optimizer must match; lr may change") {
+    config::Config a = config::parse_deck_text("", "a.yaml");
+    ckpt::Manifest m;
+    m.model.num_layers = 4;
+    m.model.num_heads = 4;
+    m.model.channels = 128;
+    m.model.max_seq_len = 256;
+    m.model.vocab_size = 512;
+    m.model.padded_vocab_size = 512;
+    m.deck_yaml = config::effective_yaml(a);
+    model::GPT2Config same = m.model;
+    CHECK(ckpt::compare_runs(m, a, same, "").empty());
+
+    config::Config b = a;
+    b.train.lr = 5e-4f;
+    b.train.steps = 500;
+    b.offload.schedule = config::Schedule::Synchronous;
+    std::vector<ckpt::DeckChange> ok = ckpt::check_resume("ck", m, b, same, "");
+    REQUIRE(ok.size() == 3);
+    CHECK(ok[0].key == "train.steps");
+    CHECK(ok[0].saved == "100");
+    CHECK(ok[0].now == "500");
+    CHECK(ok[1].key == "train.lr");
+
+    model::GPT2Config heads = same;
+    heads.num_heads = 8; // same parameter count: only the manifest's dims tell
+    config::Config c = a;
+    c.data.builtin.seed = 99;  // another corpus of the same size
+    c.optimizer.beta2 = 0.95f; // moments mean something else
+    c.train.lr = 1e-4f;        // allowed
+    expect_error(
+        [&] { ckpt::check_resume("ck/step_00000010", m, c, heads, ""); }, core::ErrorKind::Config,
+        {"cannot resume from ck/step_00000010", "model.num_heads: checkpoint 4, this run 8",
+         "data.builtin.seed: checkpoint 1234, this run 99",
+         "optimizer.beta2: checkpoint 0.999, this run 0.95"});
+    try {
+        ckpt::check_resume("ck", m, c, heads, "");
+    } catch (const core::Error& e) {
+        CHECK(std::string(e.what()).find("train.lr") == std::string::npos);
+    }
+
+    // shards: the same glob over other files is another corpus; moved files are the same one
+    m.data_identity = "shards=1 bytes=2048 fnv1a64=0000000000000001";
+    expect_error([&] { ckpt::check_resume("ck", m, a, same, "shards=1 bytes=2048 fnv1a64=02"); },
+                 core::ErrorKind::Config, {"data identity", "fnv1a64=02"});
+    config::Config moved = a;
+    moved.data.train = "elsewhere/*.bin";
+    ok = ckpt::check_resume("ck", m, moved, same, m.data_identity);
+    REQUIRE(ok.size() == 1);
+    CHECK(ok[0].key == "data.train");
+}

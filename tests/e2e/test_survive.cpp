@@ -1,0 +1,227 @@
+// Runs that survive the scheduler and hostile input, end to end through the program: a real
+// SIGTERM mid-run (step finished, checkpoint, exit 75, bitwise resume), a second signal, one run
+// per directory, full disks, unusable paths, special deck files, garbage bytes in messages,
+// an export into the checkpoint it reads, a resume of a different run, stale save leftovers.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "e2e/cli.h"
+#include "e2e/spawn.h"
+
+using namespace sof::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Tiny and fast (about a millisecond per step); 200 steps leave time to signal mid-run.
+const char* kDeck = R"(model:
+  num_layers: 1
+  num_heads: 2
+  channels: 32
+  max_seq_len: 16
+  vocab_size: 64
+data:
+  builtin:
+    train_tokens: 16384
+    val_tokens: 2048
+train:
+  batch_size: 2
+  seq_len: 16
+  steps: 200
+  lr: 3.0e-3
+  schedule: cosine
+  warmup_steps: 5
+  eval_batches: 1
+  log_every: 1
+  checkpoint_dir: ckpt
+runtime:
+  out_dir: out
+  threads: 1
+)";
+
+bool has(const std::string& s, const std::string& what) {
+    return s.find(what) != std::string::npos;
+}
+
+std::string slurp(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+std::vector<std::string> step_dirs(const std::string& root) {
+    std::vector<std::string> v;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(root, ec))
+        if (e.path().filename().string().rfind("step_", 0) == 0)
+            v.push_back(e.path().filename().string());
+    std::sort(v.begin(), v.end());
+    return v;
+}
+
+void check_rc(const RunResult& r, int code, const std::vector<std::string>& needles) {
+    INFO("output:\n" << r.output);
+    CHECK(r.exit_code == code);
+    for (const std::string& n : needles)
+        CHECK_MESSAGE(has(r.output, n), "missing '" << n << "'");
+    CHECK_FALSE(has(r.output, "internal error"));
+}
+
+} // namespace
+
+TEST_CASE("SIGTERM mid-run: the step finishes, a checkpoint is written, exit 75, bitwise resume; "
+          "a second run on the same directories is refused naming the holder") {
+    std::string d = scratch_dir("survive_sigterm");
+    write_text(d + "/deck.yaml", kDeck);
+
+    Spawned a(d, {"train", "deck.yaml"});
+    REQUIRE_MESSAGE(a.wait_for("step     3/200", 60), a.output());
+    a.signal(SIGSTOP); // hold it mid-run (and holding its locks) while a second run tries
+    RunResult b = run_superoffload("train deck.yaml", d);
+    check_rc(b, 3,
+             {"runtime.out_dir 'out' is in use by another superoffload run",
+              "pid=" + std::to_string(a.pid()) + " host="});
+    RunResult b2 = run_superoffload("train deck.yaml --set runtime.out_dir=other", d);
+    check_rc(b2, 3, {"train.checkpoint_dir 'ckpt' is in use", "pid=" + std::to_string(a.pid())});
+    a.signal(SIGTERM);
+    a.signal(SIGCONT);
+    int st = a.wait();
+    INFO("interrupted run:\n" << a.output());
+    REQUIRE(WIFEXITED(st));
+    CHECK(WEXITSTATUS(st) == 75);
+    CHECK(has(a.output(), "stop: SIGTERM, stopped after step "));
+    std::vector<std::string> steps = step_dirs(d + "/ckpt");
+    REQUIRE(steps.size() == 1); // checkpoint_every 0: only the one the signal asked for
+    const int stopped_at = std::stoi(steps[0].substr(5));
+    CHECK(stopped_at >= 3);
+    CHECK(stopped_at < 200);
+    std::string metrics = slurp(d + "/out/metrics.jsonl");
+    CHECK(has(metrics, "{\"kind\":\"stop\",\"step\":" + std::to_string(stopped_at) +
+                           ",\"signal\":" + std::to_string(SIGTERM) + "}\n"));
+    CHECK_FALSE(has(metrics, "\"kind\":\"summary\""));
+
+    RunResult resumed = run_superoffload("train deck.yaml --set train.resume=auto", d);
+    check_rc(resumed, 0, {"resume: ckpt/" + steps[0]});
+    metrics = slurp(d + "/out/metrics.jsonl");
+    CHECK(has(metrics, "{\"kind\":\"resume\",\"step\":" + std::to_string(stopped_at) + "}\n"));
+
+    RunResult ref = run_superoffload(
+        "train deck.yaml --set runtime.out_dir=ref --set train.checkpoint_dir=refck", d);
+    check_rc(ref, 0, {});
+    for (const char* f : {"params.bin", "exp_avg.bin", "exp_avg_sq.bin"}) {
+        std::string x = slurp(d + "/ckpt/step_00000200/" + f);
+        std::string y = slurp(d + "/refck/step_00000200/" + f);
+        CHECK_MESSAGE(!x.empty(), f);
+        CHECK_MESSAGE(x == y, f << " differs between the interrupted+resumed and the whole run");
+    }
+}
+
+TEST_CASE("a second stop signal ends the run at once, without a checkpoint") {
+    std::string d = scratch_dir("survive_twice");
+    write_text(d + "/deck.yaml", kDeck);
+    Spawned a(d, {"train", "deck.yaml"});
+    REQUIRE_MESSAGE(a.wait_for("step     3/200", 60), a.output());
+    a.signal(SIGSTOP); // both signals pending at once: the second arrives inside the same step
+    a.signal(SIGTERM);
+    a.signal(SIGINT);
+    a.signal(SIGCONT);
+    int st = a.wait();
+    INFO(a.output());
+    REQUIRE(WIFSIGNALED(st));
+    CHECK((WTERMSIG(st) == SIGTERM || WTERMSIG(st) == SIGINT));
+    CHECK(has(a.output(), "second stop signal"));
+    CHECK(step_dirs(d + "/ckpt").empty());
+}
+
+TEST_CASE("metrics on a full disk is an I/O error, not an empty file with exit 0") {
+    std::string d = scratch_dir("survive_full");
+    write_text(d + "/deck.yaml", kDeck);
+    RunResult r =
+        run_superoffload("train deck.yaml --set train.steps=2 --set train.metrics=/dev/full", d);
+    check_rc(r, 3, {"metrics file '/dev/full'", "No space left on device"});
+}
+
+TEST_CASE("unusable paths and special deck files fail early with the right exit code") {
+    std::string d = scratch_dir("survive_paths");
+    write_text(d + "/deck.yaml", kDeck);
+    write_text(d + "/afile", "x");
+    check_rc(run_superoffload("train deck.yaml --set runtime.out_dir=afile", d), 3,
+             {"--set runtime.out_dir=afile: runtime.out_dir: 'afile' exists and is not a "
+              "directory"});
+    check_rc(run_superoffload("check deck.yaml --set train.checkpoint_dir=afile/ck", d), 3,
+             {"train.checkpoint_dir", "not a directory"});
+    check_rc(run_superoffload("check deck.yaml --set runtime.threads=100000", d), 2,
+             {"runtime.threads = 100000 is out of range"});
+    check_rc(run_superoffload("check deck.yaml --set device.memory_gb=1e30", d), 2,
+             {"device.memory_gb = 1e30 is out of range"});
+    REQUIRE(::mkfifo((d + "/fifo.yaml").c_str(), 0644) == 0);
+    // today the program blocks forever opening a FIFO (ctest's timeout would end it)
+    RunResult r = run_superoffload("check fifo.yaml", d);
+    check_rc(r, 3, {"fifo.yaml", "not a regular file"});
+    check_rc(run_superoffload("check /dev/zero", d), 3, {"/dev/zero", "not a regular file"});
+}
+
+TEST_CASE("control bytes of a garbage deck are escaped in the message") {
+    std::string d = scratch_dir("survive_garbage");
+    write_text(d + "/g.yaml", "train:\n  \x1b[2Jx\x07\xff\xc2\x9b\xc3\xa9: 1\n");
+    RunResult r = run_superoffload("check g.yaml", d);
+    // ESC and BEL (C0), a byte that is not UTF-8, CSI (C1, U+009B) escaped; "\xc3\xa9" (e-acute)
+    // is text and stays
+    check_rc(r, 2, {"unknown key 'train.\\x1b[2Jx\\x07\\xff\\xc2\\x9b\xc3\xa9'"});
+    CHECK_FALSE(has(r.output, "\x1b"));
+    CHECK_FALSE(has(r.output, "\x07"));
+    CHECK_FALSE(has(r.output, "\xff"));
+}
+
+TEST_CASE("export refuses to write into the checkpoint it reads") {
+    std::string d = scratch_dir("survive_export");
+    write_text(d + "/deck.yaml", kDeck);
+    check_rc(run_superoffload("train deck.yaml --set train.steps=2", d), 0, {});
+    const std::string params = d + "/ckpt/step_00000002/params.bin";
+    const std::string before = slurp(params);
+    check_rc(run_superoffload("export --llmc ckpt/step_00000002/params.bin ckpt", d), 2,
+             {"lies inside the checkpoint", "choose a path outside it"});
+    check_rc(run_superoffload("export --llmc ckpt/step_00000002/x.bin ckpt/step_00000002", d), 2,
+             {"lies inside the checkpoint"});
+    CHECK(slurp(params) == before);
+    CHECK_FALSE(fs::exists(d + "/ckpt/step_00000002/x.bin"));
+    check_rc(run_superoffload("export --llmc model.bin ckpt", d), 0, {"exported"});
+    // the checkpoint still resumes
+    check_rc(run_superoffload("train deck.yaml --set train.steps=3 --set train.resume=auto", d), 0,
+             {"resume: ckpt/step_00000002"});
+}
+
+TEST_CASE("resume refuses a different run and names each difference; lr changes are logged") {
+    std::string d = scratch_dir("survive_compat");
+    write_text(d + "/deck.yaml", kDeck);
+    check_rc(run_superoffload("train deck.yaml --set train.steps=2", d), 0, {});
+    // same parameter count, other heads; another corpus of the same size
+    check_rc(run_superoffload("train deck.yaml --set train.steps=4 --set train.resume=auto "
+                              "--set model.num_heads=4 --set data.builtin.seed=7",
+                              d),
+             2,
+             {"cannot resume from ckpt/step_00000002", "model.num_heads: checkpoint 2, this run 4",
+              "data.builtin.seed: checkpoint 1234, this run 7"});
+    check_rc(
+        run_superoffload(
+            "train deck.yaml --set train.steps=4 --set train.resume=auto --set train.lr=1e-3", d),
+        0, {"resume: train.lr changed: 0.003 -> 0.001"});
+}
+
+TEST_CASE("leftovers of a killed save are cleaned when a run starts") {
+    std::string d = scratch_dir("survive_stale");
+    write_text(d + "/deck.yaml", kDeck);
+    fs::create_directories(d + "/ckpt/.tmp-step_00000099");
+    write_text(d + "/ckpt/.tmp-step_00000099/params.bin", "partial");
+    check_rc(run_superoffload("train deck.yaml --set train.steps=1", d), 0,
+             {"checkpoint: removed ckpt/.tmp-step_00000099 (left by an interrupted save)"});
+    CHECK_FALSE(fs::exists(d + "/ckpt/.tmp-step_00000099"));
+}
