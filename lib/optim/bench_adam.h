@@ -16,7 +16,7 @@ struct BenchAdamOptions {
     std::string plugin_dir; // empty = plugin_dir("") resolution
     int threads = 0;        // OpenMP threads for ceiling and plugin; 0 = omp default
     bool lowp_copy = true;  // write the bf16 param copy in the same pass (30 B/param, else 28)
-    int reps = 0;           // calibration passes per ceiling strategy (best kept); 0 = auto (2-10)
+    int reps = 0;           // stage-1 calibration passes per ceiling strategy; 0 = auto (2-10)
     int pairs = 0;          // ceiling/plugin pairs timed after calibration; 0 = auto (11)
     bool json = false;      // print JSON instead of the table
 };
@@ -29,12 +29,12 @@ BenchAdamOptions parse_bench_adam_args(int argc, char** argv);
 // One ceiling strategy's calibration result.
 struct BenchCeilingTry {
     std::string strategy; // CeilingStrategy::name()
-    double seconds = 0;   // best of the calibration passes
+    double seconds = 0;   // median of its calibration passes
 };
 
 struct BenchModeResult {
     std::string mode;                   // "in_place" or "separate"
-    std::string ceiling_strategy;       // the fastest strategy in calibration, used in the pairs
+    std::string ceiling_strategy;       // fastest in calibration (median), used in the pairs
     std::vector<BenchCeilingTry> tries; // every strategy, calibration order
     double ceiling_seconds = 0;         // median over the pairs of one ceiling pass over all params
     double step_seconds = 0;            // median over the pairs of one plugin step over all params
@@ -63,9 +63,9 @@ struct BenchAdamReport {
 
 // Allocates the buffers (2 MiB aligned, transparent huge pages requested, first touched by the
 // measuring threads), loads the plugin and measures per mode: every ceiling strategy `reps`
-// times (calibration), then `pairs` pairs of (best ceiling strategy, plugin step) in alternating
-// order on the same buffers. Throws core::Error (Config) for plugin problems, (Runtime) on
-// allocation.
+// times round robin, the 4 fastest (median) 5 more times each (calibration), then `pairs` pairs
+// of (fastest finalist, plugin step) in alternating order on the same buffers. Throws
+// core::Error (Config) for plugin problems, (Runtime) on allocation.
 BenchAdamReport bench_adam(const BenchAdamOptions& opt);
 
 std::string bench_adam_text(const BenchAdamReport& r);

@@ -25,12 +25,14 @@ for threads in 1 "$all"; do
       LOAD="$load" python3 -c '
 import json, os, sys
 d = json.load(sys.stdin)
+t = d["threads"]
+copy = "on " if d["bf16_copy"] else "off"
 for k, m in d["modes"].items():
-    print(f"threads {d[\"threads\"]} copy {\"on \" if d[\"bf16_copy\"] else \"off\"} {k:9s} "
-          f"ceiling {m[\"ceiling_gbps\"]:5.1f} GB/s ({m[\"ceiling_strategy\"]:22s}) "
-          f"plugin {m[\"gbps\"]:5.1f} GB/s  fraction {100 * m[\"fraction_of_ceiling\"]:5.1f}% "
-          f"({100 * m[\"fraction_min\"]:.0f}-{100 * m[\"fraction_max\"]:.0f})  "
-          f"per thread {m[\"gbps\"] / d[\"threads\"]:5.1f} GB/s  load {os.environ[\"LOAD\"]}")
+    print("threads %d copy %s %-9s ceiling %5.1f GB/s (%-22s) plugin %5.1f GB/s  fraction %5.1f%% "
+          "(%.0f-%.0f)  per thread %5.1f GB/s  load %s"
+          % (t, copy, k, m["ceiling_gbps"], m["ceiling_strategy"], m["gbps"],
+             100 * m["fraction_of_ceiling"], 100 * m["fraction_min"], 100 * m["fraction_max"],
+             m["gbps"] / t, os.environ["LOAD"]))
 '
   done
 done
