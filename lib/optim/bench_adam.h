@@ -16,7 +16,7 @@ struct BenchAdamOptions {
     std::string plugin_dir; // empty = plugin_dir("") resolution
     int threads = 0;        // OpenMP threads for ceiling and plugin; 0 = omp default
     bool lowp_copy = true;  // write the bf16 param copy in the same pass (30 B/param, else 28)
-    int reps = 0;           // stage-1 calibration passes per ceiling strategy; 0 = auto (2-10)
+    int reps = 0;           // stage-1 calibration passes per ceiling strategy; 0 = auto (1-10)
     int pairs = 0;          // ceiling/plugin pairs timed after calibration; 0 = auto (11)
     bool json = false;      // print JSON instead of the table
 };
@@ -35,9 +35,10 @@ struct BenchCeilingTry {
 struct BenchModeResult {
     std::string mode;                   // "in_place" or "separate"
     std::string ceiling_strategy;       // fastest in calibration (median), used in the pairs
+    std::string ceiling_strategy2;      // second fastest, also run in every pair
     std::vector<BenchCeilingTry> tries; // every strategy, calibration order
-    double ceiling_seconds = 0;         // median over the pairs of one ceiling pass over all params
-    double step_seconds = 0;            // median over the pairs of one plugin step over all params
+    double ceiling_seconds = 0; // median over the pairs of the faster finalist's pass (all params)
+    double step_seconds = 0;    // median over the pairs of one plugin step over all params
     double ceiling_best_seconds = 0;
     double step_best_seconds = 0;
     double ceiling_params_per_s = 0; // from the medians
@@ -63,8 +64,9 @@ struct BenchAdamReport {
 
 // Allocates the buffers (2 MiB aligned, transparent huge pages requested, first touched by the
 // measuring threads), loads the plugin and measures per mode: every ceiling strategy `reps`
-// times round robin, the 4 fastest (median) 5 more times each (calibration), then `pairs` pairs
-// of (fastest finalist, plugin step) in alternating order on the same buffers. Throws
+// times round robin, the 3 fastest (median) 4 more times each (calibration), then `pairs`
+// triples (finalist 1, plugin step, finalist 2; finalists swapped every other pair) on the same
+// buffers; a pair's ceiling is the faster of its two finalist passes. Throws
 // core::Error (Config) for plugin problems, (Runtime) on allocation.
 BenchAdamReport bench_adam(const BenchAdamOptions& opt);
 

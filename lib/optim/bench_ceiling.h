@@ -46,7 +46,7 @@ const char* ceiling_isa();
 
 // One pass over all n elements with `threads` OpenMP threads (static tiles of 8192 elements, as
 // cpu_adam); returns the wall time in seconds. Streaming stores need 64-byte aligned outputs
-// (32-byte for lowp); the caller guarantees it (bench buffers are 2 MiB aligned).
+// (lowp too); the caller guarantees it (bench buffers are 2 MiB aligned).
 double run_ceiling(const CeilingBuffers& b, const CeilingStrategy& s, int threads);
 
 } // namespace sof::optim

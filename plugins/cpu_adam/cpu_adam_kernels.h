@@ -136,7 +136,7 @@ inline void prefetch_inputs(const Tile& t, int64_t i) {
 
 // Step one tile and return the sum of squares of the scaled grads (NaN/Inf when a scaled grad
 // is not finite). `nt`: write outputs with streaming stores (separate-output mode; the caller
-// guarantees po/mo/vo are 64-byte and lowp 32-byte aligned at the tile start).
+// guarantees po/mo/vo and lowp are 64-byte aligned at the tile start).
 using StepTileFn = double (*)(const StepConsts& c, const Tile& t, bool nt);
 // Sum of squares of scale*g over one tile, accumulated in the same order as StepTileFn of the
 // same variant (so grad_stats and adam_step report bitwise equal statistics).

@@ -28,9 +28,9 @@ d = json.load(sys.stdin)
 t = d["threads"]
 copy = "on " if d["bf16_copy"] else "off"
 for k, m in d["modes"].items():
-    print("threads %d copy %s %-9s ceiling %5.1f GB/s (%-22s) plugin %5.1f GB/s  fraction %5.1f%% "
+    print("threads %d copy %s %-9s ceiling %5.1f GB/s (%s | %s) plugin %5.1f GB/s  fraction %5.1f%% "
           "(%.0f-%.0f)  per thread %5.1f GB/s  load %s"
-          % (t, copy, k, m["ceiling_gbps"], m["ceiling_strategy"], m["gbps"],
+          % (t, copy, k, m["ceiling_gbps"], m["ceiling_strategy"], m["ceiling_strategy2"], m["gbps"],
              100 * m["fraction_of_ceiling"], 100 * m["fraction_min"], 100 * m["fraction_max"],
              m["gbps"] / t, os.environ["LOAD"]))
 '
