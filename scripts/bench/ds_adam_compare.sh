@@ -3,7 +3,8 @@
 # tree and runs it against a superoffload optimizer plugin (paired, alternating order, same buffers).
 # Usage: ds_adam_compare.sh DS_ROOT WORKDIR [PLUGIN.so] [PARAMS] [THREADS] [PAIRS]
 #   DS_ROOT: a DeepSpeed checkout (csrc/includes/cpu_adam.h, simd.h), e.g. a git clone of
-#            github.com/deepspeedai/DeepSpeed, or `git -C MIRROR worktree add DS_ROOT HEAD`
+#            github.com/deepspeedai/DeepSpeed, or from a bare mirror:
+#            mkdir -p DS_ROOT && git -C MIRROR archive HEAD csrc/includes csrc/adam | tar -x -C DS_ROOT
 #   WORKDIR: build directory outside the project (e.g. /tmp/ds_adam)
 # Defaults: build/plugins/libcpu_adam.so, 268435456 params, 2 threads, 20 pairs.
 # DeepSpeed is compiled as its op builder does on an AVX-512 CPU: -O3 -march=native -fopenmp
@@ -40,5 +41,5 @@ grep -q avx512f /proc/cpuinfo || simd=-D__AVX256__
 g++ -std=c++17 -O3 -march=native -fopenmp "$simd" -Wno-reorder -I"$work/stub" \
   -I"$ds/csrc/includes" -I"$root/lib" "$root/scripts/bench/ds_adam_compare.cpp" -ldl \
   -o "$work/ds_adam_compare"
-echo "ds_adam_compare.sh: built $work/ds_adam_compare ($simd, DeepSpeed $(git -C "$ds" rev-parse --short HEAD 2>/dev/null || echo '?'))"
+echo "ds_adam_compare.sh: built $work/ds_adam_compare ($simd, DeepSpeed $(git -C "$ds" rev-parse --short HEAD 2>/dev/null || echo "from $ds"))"
 "$work/ds_adam_compare" "$plugin" "$params" "$threads" "$pairs"
