@@ -117,7 +117,7 @@ constexpr float kSumHi = 0x1p100f;
 // Software prefetch distance in elements for the input streams p, g, m, v (0 = none), issued
 // once per 16 elements; see docs/performance.md.
 #ifndef SOF_CPU_ADAM_PREFETCH
-#define SOF_CPU_ADAM_PREFETCH 1024
+#define SOF_CPU_ADAM_PREFETCH 512
 #endif
 constexpr int64_t kPrefetch = SOF_CPU_ADAM_PREFETCH;
 
