@@ -1,5 +1,5 @@
-// `superoffload bench adam --params N [--plugin NAME] [--threads T] [--bf16-copy on|off] [--json]`:
-// the optimizer plugin's step against the memory ceiling, in place and with separate outputs.
+// `superoffload bench adam --params N [--plugin NAME] [--threads T] [--bf16-copy on|off] [...]`:
+// the plugin's step against the memory ceiling (best of several access strategies), paired.
 #include <cstdio>
 
 #include "commands.h"

@@ -1,6 +1,8 @@
-// Adam kernel benchmark: memory ceiling (Adam's streams with trivial arithmetic) and the plugin
-// step, in place and with separate outputs, measured in one run with the same threads.
+// Adam kernel benchmark: memory ceiling (best access strategy for Adam's streams, trivial
+// arithmetic) and the plugin step, in place and separate outputs, paired on the same buffers.
 #include "optim/bench_adam.h"
+
+#include "optim/bench_ceiling.h"
 
 #include <omp.h>
 #include <sys/mman.h>
@@ -12,10 +14,6 @@
 #include <fstream>
 #include <memory>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "core/error.h"
 #include "core/strfmt.h"
 #include "core/timer.h"
@@ -24,10 +22,9 @@ namespace sof::optim {
 
 namespace {
 
-constexpr int64_t kTile = 8192; // same tile as cpu_adam: the unit of OpenMP work
-// Software prefetch distance (elements) of the ceiling's input streams, as cpu_adam's default
-// (SOF_CPU_ADAM_PREFETCH): without it a plugin that prefetches beats the "ceiling".
-constexpr int64_t kPrefetch = 1024;
+constexpr int64_t kTile = 8192;  // same tile as cpu_adam: the unit of OpenMP work
+constexpr size_t kFinalists = 3; // ceiling strategies measured again in calibration stage 2
+constexpr int kFinalReps = 4;    // stage-2 passes per finalist
 
 struct FreeDeleter {
     void operator()(void* p) const { std::free(p); }
@@ -42,6 +39,27 @@ Mem alloc_buffer(int64_t bytes, const char* what) {
                  core::format_bytes(static_cast<double>(sz)).c_str(), what);
     madvise(p, sz, MADV_HUGEPAGE);
     return Mem(p);
+}
+
+// AnonHugePages of this process in bytes (-1 when /proc/self/smaps_rollup is unreadable).
+double anon_huge_bytes() {
+    std::ifstream f("/proc/self/smaps_rollup");
+    std::string key;
+    while (f >> key) {
+        if (key == "AnonHugePages:") {
+            double kb = 0;
+            f >> kb;
+            return kb * 1024.0;
+        }
+        std::getline(f, key);
+    }
+    return -1;
+}
+
+double median(std::vector<double> x) {
+    std::sort(x.begin(), x.end());
+    size_t k = x.size();
+    return k % 2 ? x[k / 2] : 0.5 * (x[k / 2 - 1] + x[k / 2]);
 }
 
 double mem_available_bytes() {
@@ -68,111 +86,18 @@ struct BenchBuffers {
     uint16_t* L() { return static_cast<uint16_t*>(lowp.get()); }
 };
 
-// ---- ceiling: read p, g, m, v; write p, m, v (+ 2-byte copy); trivial arithmetic ----
-
-#if defined(__x86_64__)
-#define SOF_BENCH_AVX2 __attribute__((target("avx2")))
-
-template <bool NT, bool LOWP>
-SOF_BENCH_AVX2 void ceiling_tile_avx2(const float* p, const float* g, const float* m,
-                                      const float* v, float* po, float* mo, float* vo, uint16_t* l,
-                                      int64_t n) {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        _mm_prefetch(reinterpret_cast<const char*>(p + i + kPrefetch), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(g + i + kPrefetch), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(m + i + kPrefetch), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(v + i + kPrefetch), _MM_HINT_T0);
-        __m256 g0 = _mm256_loadu_ps(g + i), g1 = _mm256_loadu_ps(g + i + 8);
-        __m256 p0 = _mm256_add_ps(_mm256_loadu_ps(p + i), g0);
-        __m256 p1 = _mm256_add_ps(_mm256_loadu_ps(p + i + 8), g1);
-        __m256 m0 = _mm256_add_ps(_mm256_loadu_ps(m + i), g0);
-        __m256 m1 = _mm256_add_ps(_mm256_loadu_ps(m + i + 8), g1);
-        __m256 v0 = _mm256_add_ps(_mm256_loadu_ps(v + i), g0);
-        __m256 v1 = _mm256_add_ps(_mm256_loadu_ps(v + i + 8), g1);
-        if constexpr (NT) {
-            _mm256_stream_ps(po + i, p0);
-            _mm256_stream_ps(po + i + 8, p1);
-            _mm256_stream_ps(mo + i, m0);
-            _mm256_stream_ps(mo + i + 8, m1);
-            _mm256_stream_ps(vo + i, v0);
-            _mm256_stream_ps(vo + i + 8, v1);
-        } else {
-            _mm256_storeu_ps(po + i, p0);
-            _mm256_storeu_ps(po + i + 8, p1);
-            _mm256_storeu_ps(mo + i, m0);
-            _mm256_storeu_ps(mo + i + 8, m1);
-            _mm256_storeu_ps(vo + i, v0);
-            _mm256_storeu_ps(vo + i + 8, v1);
-        }
-        if constexpr (LOWP) { // truncating bf16: the cheapest 2-byte copy
-            __m256i h = _mm256_packus_epi32(_mm256_srli_epi32(_mm256_castps_si256(p0), 16),
-                                            _mm256_srli_epi32(_mm256_castps_si256(p1), 16));
-            h = _mm256_permute4x64_epi64(h, 0xD8);
-            if constexpr (NT)
-                _mm256_stream_si256(reinterpret_cast<__m256i*>(l + i), h);
-            else
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(l + i), h);
-        }
-    }
-    for (; i < n; i++) {
-        po[i] = p[i] + g[i];
-        mo[i] = m[i] + g[i];
-        vo[i] = v[i] + g[i];
-        if constexpr (LOWP) {
-            uint32_t u;
-            std::memcpy(&u, &po[i], 4);
-            l[i] = static_cast<uint16_t>(u >> 16);
-        }
-    }
-    if constexpr (NT) _mm_sfence();
-}
-#endif
-
-template <bool LOWP>
-void ceiling_tile_plain(const float* p, const float* g, const float* m, const float* v, float* po,
-                        float* mo, float* vo, uint16_t* l, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        po[i] = p[i] + g[i];
-        mo[i] = m[i] + g[i];
-        vo[i] = v[i] + g[i];
-        if constexpr (LOWP) {
-            uint32_t u;
-            std::memcpy(&u, &po[i], 4);
-            l[i] = static_cast<uint16_t>(u >> 16);
-        }
-    }
-}
-
-using CeilingFn = void (*)(const float*, const float*, const float*, const float*, float*, float*,
-                           float*, uint16_t*, int64_t);
-
-CeilingFn ceiling_fn(bool separate, bool lowp) {
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2")) {
-        if (separate) return lowp ? ceiling_tile_avx2<true, true> : ceiling_tile_avx2<true, false>;
-        return lowp ? ceiling_tile_avx2<false, true> : ceiling_tile_avx2<false, false>;
-    }
-#endif
-    (void)separate;
-    return lowp ? ceiling_tile_plain<true> : ceiling_tile_plain<false>;
-}
-
-double run_ceiling(BenchBuffers& b, bool separate, bool lowp, int threads) {
-    CeilingFn fn = ceiling_fn(separate, lowp);
-    float* po = separate ? b.PO() : b.P();
-    float* mo = separate ? b.MO() : b.M();
-    float* vo = separate ? b.VO() : b.V();
-    int64_t ntiles = (b.n + kTile - 1) / kTile;
-    core::Timer t;
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t k = 0; k < ntiles; k++) {
-        int64_t o = k * kTile, len = std::min(kTile, b.n - o);
-        fn(b.P() + o, b.G() + o, b.M() + o, b.V() + o, po + o, mo + o, vo + o,
-           lowp ? b.L() + o : nullptr, len);
-    }
-    return t.seconds();
+CeilingBuffers ceiling_buffers(BenchBuffers& b, bool separate, bool lowp) {
+    CeilingBuffers c;
+    c.n = b.n;
+    c.p = b.P();
+    c.g = b.G();
+    c.m = b.M();
+    c.v = b.V();
+    c.po = separate ? b.PO() : b.P();
+    c.mo = separate ? b.MO() : b.M();
+    c.vo = separate ? b.VO() : b.V();
+    c.lowp = lowp ? b.L() : nullptr;
+    return c;
 }
 
 double run_step(Optimizer& opt, BenchBuffers& b, bool separate, bool lowp) {
@@ -216,8 +141,10 @@ void init_buffers(BenchBuffers& b, int threads) {
 
 BenchAdamOptions parse_bench_adam_args(int argc, char** argv) {
     BenchAdamOptions o;
-    const char* usage = "usage: superoffload bench adam --params N [--plugin NAME] "
-                        "[--plugin-dir DIR] [--threads T] [--bf16-copy on|off] [--reps R] [--json]";
+    const char* usage =
+        "usage: superoffload bench adam --params N [--plugin NAME] "
+        "[--plugin-dir DIR] [--threads T] [--bf16-copy on|off] [--reps R] [--pairs K] "
+        "[--json]";
     if (argc < 1 || std::strcmp(argv[0], "adam") != 0)
         SOF_FAIL(Usage, "bench: expected the benchmark name 'adam' first\n%s", usage);
     auto value = [&](int& i) -> std::string {
@@ -255,6 +182,8 @@ BenchAdamOptions parse_bench_adam_args(int argc, char** argv) {
             o.threads = static_cast<int>(as_int(a, value(i), 1));
         } else if (a == "--reps") {
             o.reps = static_cast<int>(as_int(a, value(i), 1));
+        } else if (a == "--pairs") {
+            o.pairs = static_cast<int>(as_int(a, value(i), 1));
         } else if (a == "--bf16-copy") {
             std::string v = value(i);
             if (v != "on" && v != "off")
@@ -276,10 +205,12 @@ BenchAdamReport bench_adam(const BenchAdamOptions& opt) {
     r.threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
     r.lowp_copy = opt.lowp_copy;
     r.bytes_per_param = opt.lowp_copy ? 30.0 : 28.0;
-    // ~1 s of traffic per measurement at 30 GB/s, at least 3 and at most 50 repetitions
+    // calibration stage 1: ~0.15 s of traffic per strategy at 30 GB/s, 1 to 10 passes each
     r.reps = opt.reps > 0
                  ? opt.reps
-                 : static_cast<int>(std::clamp(3e10 / (r.bytes_per_param * opt.params), 3.0, 50.0));
+                 : static_cast<int>(std::clamp(5e9 / (r.bytes_per_param * opt.params), 1.0, 10.0));
+    r.pairs = opt.pairs > 0 ? opt.pairs : 11;
+    r.ceiling_isa = ceiling_isa();
 
     double need = 30.0 * static_cast<double>(opt.params);
     double avail = mem_available_bytes();
@@ -295,6 +226,7 @@ BenchAdamReport bench_adam(const BenchAdamOptions& opt) {
     BenchBuffers b;
     b.n = opt.params;
     int64_t f4 = 4 * b.n;
+    double huge0 = anon_huge_bytes();
     b.p = alloc_buffer(f4, "params");
     b.g = alloc_buffer(f4, "grads");
     b.m = alloc_buffer(f4, "exp_avg");
@@ -304,59 +236,122 @@ BenchAdamReport bench_adam(const BenchAdamOptions& opt) {
     b.vo = alloc_buffer(f4, "exp_avg_sq (separate output)");
     b.lowp = alloc_buffer(2 * b.n, "bf16 copy");
     init_buffers(b, r.threads);
+    if (huge0 >= 0) r.huge_page_fraction = std::clamp((anon_huge_bytes() - huge0) / need, 0.0, 1.0);
 
+    const std::vector<CeilingStrategy> strategies = ceiling_strategies();
     for (bool separate : {false, true}) {
         BenchModeResult m;
         m.mode = separate ? "separate" : "in_place";
-        // warm-up pass of each, then alternate ceiling and step; keep the best of each
-        run_ceiling(b, separate, opt.lowp_copy, r.threads);
+        CeilingBuffers cb = ceiling_buffers(b, separate, opt.lowp_copy);
+        run_ceiling(cb, strategies.front(), r.threads); // warm-up of both
         run_step(*o, b, separate, opt.lowp_copy);
-        m.ceiling_seconds = m.step_seconds = 1e30;
-        for (int k = 0; k < r.reps; k++) {
-            m.ceiling_seconds =
-                std::min(m.ceiling_seconds, run_ceiling(b, separate, opt.lowp_copy, r.threads));
-            m.step_seconds = std::min(m.step_seconds, run_step(*o, b, separate, opt.lowp_copy));
+        // calibration, round robin so that a slow minute of the VM hits every strategy alike:
+        // stage 1 every strategy r.reps times; stage 2 the kFinalists fastest (median) kFinalReps
+        // more times each; the finalist with the lowest median becomes the ceiling.
+        const size_t ns = strategies.size();
+        std::vector<std::vector<double>> times(ns);
+        for (int rep = 0; rep < r.reps; rep++)
+            for (size_t k = 0; k < ns; k++)
+                times[k].push_back(run_ceiling(cb, strategies[k], r.threads));
+        std::vector<size_t> order(ns);
+        for (size_t k = 0; k < ns; k++)
+            order[k] = k;
+        std::sort(order.begin(), order.end(),
+                  [&](size_t x, size_t y) { return median(times[x]) < median(times[y]); });
+        order.resize(std::min(ns, kFinalists));
+        for (int rep = 0; rep < kFinalReps; rep++)
+            for (size_t k : order)
+                times[k].push_back(run_ceiling(cb, strategies[k], r.threads));
+        std::stable_sort(order.begin(), order.end(),
+                         [&](size_t x, size_t y) { return median(times[x]) < median(times[y]); });
+        const size_t best = order[0], second = order.size() > 1 ? order[1] : order[0];
+        for (size_t k = 0; k < ns; k++)
+            m.tries.push_back({strategies[k].name(), median(times[k])});
+        m.ceiling_strategy = strategies[best].name();
+        m.ceiling_strategy2 = strategies[second].name();
+        // pairs in alternating order: the ratio of each pair shares the same minute of the VM.
+        // The ceiling of a pair is the faster of the two finalists, run before and after the
+        // step (conservative: a noisy fast pass of either counts for the ceiling).
+        std::vector<double> tc, ts, ratio;
+        for (int k = 0; k < r.pairs; k++) {
+            const CeilingStrategy& first = strategies[k % 2 ? second : best];
+            const CeilingStrategy& last = strategies[k % 2 ? best : second];
+            double c1 = run_ceiling(cb, first, r.threads);
+            double st = run_step(*o, b, separate, opt.lowp_copy);
+            double c2 = run_ceiling(cb, last, r.threads);
+            double c = std::min(c1, c2);
+            tc.push_back(c);
+            ts.push_back(st);
+            ratio.push_back(c / st);
         }
+        m.ceiling_seconds = median(tc);
+        m.step_seconds = median(ts);
+        m.ceiling_best_seconds = *std::min_element(tc.begin(), tc.end());
+        m.step_best_seconds = *std::min_element(ts.begin(), ts.end());
         double n = static_cast<double>(opt.params);
         m.ceiling_params_per_s = n / m.ceiling_seconds;
         m.params_per_s = n / m.step_seconds;
         m.ceiling_gbps = m.ceiling_params_per_s * r.bytes_per_param / 1e9;
         m.gbps = m.params_per_s * r.bytes_per_param / 1e9;
-        m.fraction_of_ceiling = m.params_per_s / m.ceiling_params_per_s;
+        m.fraction_of_ceiling = median(ratio);
+        m.fraction_min = *std::min_element(ratio.begin(), ratio.end());
+        m.fraction_max = *std::max_element(ratio.begin(), ratio.end());
         r.modes.push_back(m);
     }
     return r;
 }
 
 std::string bench_adam_text(const BenchAdamReport& r) {
-    std::string s = core::strfmt("bench adam: %lld params, plugin %s (%s), %d threads, bf16 copy "
-                                 "%s (%.0f B/param), best of %d\n",
-                                 static_cast<long long>(r.params), r.plugin.name.c_str(),
-                                 r.plugin.variant.c_str(), r.threads, r.lowp_copy ? "on" : "off",
-                                 r.bytes_per_param, r.reps);
-    s += core::strfmt("%-10s %18s %10s %18s %10s %10s\n", "mode", "ceiling Gparam/s", "GB/s",
-                      "plugin Gparam/s", "GB/s", "fraction");
+    std::string s = core::strfmt(
+        "bench adam: %lld params, plugin %s (%s), %d threads, bf16 copy %s (%.0f B/param)\n"
+        "ceiling: best of %zu strategies (%s loops, %d+ calibration passes each), then %d "
+        "pairs (ceiling, plugin, ceiling); medians, fraction = median of per-pair ratios\n",
+        static_cast<long long>(r.params), r.plugin.name.c_str(), r.plugin.variant.c_str(),
+        r.threads, r.lowp_copy ? "on" : "off", r.bytes_per_param,
+        r.modes.empty() ? size_t{0} : r.modes[0].tries.size(), r.ceiling_isa.c_str(), r.reps,
+        r.pairs);
+    if (r.huge_page_fraction >= 0)
+        s += core::strfmt("buffers on transparent huge pages: %.0f%%\n",
+                          100.0 * r.huge_page_fraction);
+    s += core::strfmt("%-9s %-26s %9s %7s %9s %7s %9s %15s\n", "mode", "ceiling strategy",
+                      "Gparam/s", "GB/s", "plugin", "GB/s", "fraction", "(min-max)");
     for (const auto& m : r.modes)
-        s += core::strfmt("%-10s %18.3f %10.1f %18.3f %10.1f %9.1f%%\n", m.mode.c_str(),
-                          m.ceiling_params_per_s / 1e9, m.ceiling_gbps, m.params_per_s / 1e9,
-                          m.gbps, 100.0 * m.fraction_of_ceiling);
+        s += core::strfmt("%-9s %-26s %9.3f %7.1f %9.3f %7.1f %8.1f%% %6.1f-%5.1f%%\n",
+                          m.mode.c_str(), m.ceiling_strategy.c_str(), m.ceiling_params_per_s / 1e9,
+                          m.ceiling_gbps, m.params_per_s / 1e9, m.gbps,
+                          100.0 * m.fraction_of_ceiling, 100.0 * m.fraction_min,
+                          100.0 * m.fraction_max);
+    for (const auto& m : r.modes)
+        s += core::strfmt("%s: ceiling per pair = faster of '%s' and '%s'\n", m.mode.c_str(),
+                          m.ceiling_strategy.c_str(), m.ceiling_strategy2.c_str());
     return s;
 }
 
 std::string bench_adam_json(const BenchAdamReport& r) {
     std::string s = core::strfmt(
         "{\"benchmark\": \"adam\", \"params\": %lld, \"plugin\": \"%s\", \"variant\": \"%s\", "
-        "\"threads\": %d, \"bf16_copy\": %s, \"bytes_per_param\": %.0f, \"reps\": %d, \"modes\": {",
+        "\"threads\": %d, \"bf16_copy\": %s, \"bytes_per_param\": %.0f, \"reps\": %d, "
+        "\"pairs\": %d, \"ceiling_isa\": \"%s\", \"huge_page_fraction\": %.3f, \"modes\": {",
         static_cast<long long>(r.params), r.plugin.name.c_str(), r.plugin.variant.c_str(),
-        r.threads, r.lowp_copy ? "true" : "false", r.bytes_per_param, r.reps);
+        r.threads, r.lowp_copy ? "true" : "false", r.bytes_per_param, r.reps, r.pairs,
+        r.ceiling_isa.c_str(), r.huge_page_fraction);
     for (size_t i = 0; i < r.modes.size(); i++) {
         const auto& m = r.modes[i];
         s += core::strfmt(
-            "%s\"%s\": {\"ceiling_params_per_s\": %.6g, \"ceiling_gbps\": %.4g, "
-            "\"ceiling_seconds\": %.6g, \"params_per_s\": %.6g, \"gbps\": %.4g, \"seconds\": %.6g, "
-            "\"fraction_of_ceiling\": %.4f}",
-            i ? ", " : "", m.mode.c_str(), m.ceiling_params_per_s, m.ceiling_gbps,
-            m.ceiling_seconds, m.params_per_s, m.gbps, m.step_seconds, m.fraction_of_ceiling);
+            "%s\"%s\": {\"ceiling_strategy\": \"%s\", \"ceiling_strategy2\": \"%s\", "
+            "\"ceiling_params_per_s\": %.6g, "
+            "\"ceiling_gbps\": %.4g, \"ceiling_seconds\": %.6g, \"ceiling_best_seconds\": %.6g, "
+            "\"params_per_s\": %.6g, \"gbps\": %.4g, \"seconds\": %.6g, \"best_seconds\": %.6g, "
+            "\"fraction_of_ceiling\": %.4f, \"fraction_min\": %.4f, \"fraction_max\": %.4f, "
+            "\"ceiling_tries\": {",
+            i ? ", " : "", m.mode.c_str(), m.ceiling_strategy.c_str(), m.ceiling_strategy2.c_str(),
+            m.ceiling_params_per_s, m.ceiling_gbps, m.ceiling_seconds, m.ceiling_best_seconds,
+            m.params_per_s, m.gbps, m.step_seconds, m.step_best_seconds, m.fraction_of_ceiling,
+            m.fraction_min, m.fraction_max);
+        for (size_t k = 0; k < m.tries.size(); k++)
+            s += core::strfmt("%s\"%s\": %.6g", k ? ", " : "", m.tries[k].strategy.c_str(),
+                              m.tries[k].seconds);
+        s += "}}";
     }
     s += "}}\n";
     return s;

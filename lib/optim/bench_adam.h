@@ -1,5 +1,5 @@
-// Adam kernel benchmark: the plugin's step against the memory ceiling (same access pattern,
-// trivial arithmetic), in place and with separate outputs. Used by `superoffload bench adam`.
+// Adam kernel benchmark: the plugin's step against the memory ceiling (the best of several access
+// strategies for Adam's streams on the same buffers), paired. Used by `superoffload bench adam`.
 #pragma once
 
 #include <cstdint>
@@ -16,23 +16,37 @@ struct BenchAdamOptions {
     std::string plugin_dir; // empty = plugin_dir("") resolution
     int threads = 0;        // OpenMP threads for ceiling and plugin; 0 = omp default
     bool lowp_copy = true;  // write the bf16 param copy in the same pass (30 B/param, else 28)
-    int reps = 0;           // timed repetitions per measurement (best is kept); 0 = auto
+    int reps = 0;           // stage-1 calibration passes per ceiling strategy; 0 = auto (1-10)
+    int pairs = 0;          // ceiling/plugin pairs timed after calibration; 0 = auto (11)
     bool json = false;      // print JSON instead of the table
 };
 
 // Parses `adam --params N [--plugin NAME] [--plugin-dir DIR] [--threads T]
-// [--bf16-copy on|off] [--reps R] [--json]`; throws core::Error (Usage) naming the bad argument.
+// [--bf16-copy on|off] [--reps R] [--pairs K] [--json]`; throws core::Error (Usage) naming the
+// bad argument.
 BenchAdamOptions parse_bench_adam_args(int argc, char** argv);
 
+// One ceiling strategy's calibration result.
+struct BenchCeilingTry {
+    std::string strategy; // CeilingStrategy::name()
+    double seconds = 0;   // median of its calibration passes
+};
+
 struct BenchModeResult {
-    std::string mode;           // "in_place" or "separate"
-    double ceiling_seconds = 0; // best time of one ceiling pass over all params
-    double step_seconds = 0;    // best time of one plugin step over all params
-    double ceiling_params_per_s = 0;
-    double ceiling_gbps = 0; // GB/s (1e9 bytes) moved by the ceiling
+    std::string mode;                   // "in_place" or "separate"
+    std::string ceiling_strategy;       // fastest in calibration (median), used in the pairs
+    std::string ceiling_strategy2;      // second fastest, also run in every pair
+    std::vector<BenchCeilingTry> tries; // every strategy, calibration order
+    double ceiling_seconds = 0; // median over the pairs of the faster finalist's pass (all params)
+    double step_seconds = 0;    // median over the pairs of one plugin step over all params
+    double ceiling_best_seconds = 0;
+    double step_best_seconds = 0;
+    double ceiling_params_per_s = 0; // from the medians
+    double ceiling_gbps = 0;         // GB/s (1e9 bytes) moved by the ceiling
     double params_per_s = 0;
     double gbps = 0;
-    double fraction_of_ceiling = 0; // plugin params/s / ceiling params/s
+    double fraction_of_ceiling = 0; // median over pairs of t_ceiling / t_step (same minute)
+    double fraction_min = 0, fraction_max = 0;
 };
 
 struct BenchAdamReport {
@@ -41,12 +55,19 @@ struct BenchAdamReport {
     int threads = 0;
     bool lowp_copy = true;
     int reps = 0;
+    int pairs = 0;
+    std::string ceiling_isa;            // "avx512", "avx2" or "scalar"
+    double huge_page_fraction = -1;     // share of the buffers on huge pages (-1 = unknown)
     double bytes_per_param = 0;         // 30 with the bf16 copy, 28 without
     std::vector<BenchModeResult> modes; // in_place, separate
 };
 
-// Allocates the buffers (64-byte aligned, first touched by the measuring threads), loads the
-// plugin and measures. Throws core::Error (Config) for plugin problems, (Runtime) on allocation.
+// Allocates the buffers (2 MiB aligned, transparent huge pages requested, first touched by the
+// measuring threads), loads the plugin and measures per mode: every ceiling strategy `reps`
+// times round robin, the 3 fastest (median) 4 more times each (calibration), then `pairs`
+// triples (finalist 1, plugin step, finalist 2; finalists swapped every other pair) on the same
+// buffers; a pair's ceiling is the faster of its two finalist passes. Throws
+// core::Error (Config) for plugin problems, (Runtime) on allocation.
 BenchAdamReport bench_adam(const BenchAdamOptions& opt);
 
 std::string bench_adam_text(const BenchAdamReport& r);

@@ -190,7 +190,7 @@ Tile tile_of(const sof_adam_slice& s, int64_t t) {
 sof_status step_one(sof_optim_ctx* ctx, const sof_adam_slice& s, const sof_adam_hparams& hp,
                     sof_adam_result* res) {
     if (s.n == 0) return SOF_OK;
-    sof::optim::AdamConsts c = sof::optim::adam_consts(hp);
+    sof::cpu_adam::StepConsts c = sof::cpu_adam::step_consts(hp);
     bool separate = s.param_out != s.param;
     // Streaming stores need 64-byte aligned destinations (the bf16 copy too: it is streamed in
     // whole 64-byte lines); tile offsets are multiples of 64 bytes.
@@ -244,7 +244,7 @@ sof_status cpu_adam_rollback(sof_optim_ctx* ctx, const sof_adam_slice* s,
         return fail(SOF_ERR_INVALID_ARGUMENT,
                     "adam_rollback inverts an in-place step: param_out/exp_avg_out/exp_avg_sq_out "
                     "must equal param/exp_avg/exp_avg_sq (separate-output steps need no rollback)");
-    sof::optim::AdamConsts c = sof::optim::adam_consts(*hp);
+    sof::cpu_adam::StepConsts c = sof::cpu_adam::step_consts(*hp);
     int64_t ntiles = (s->n + kTile - 1) / kTile;
     int nth = ctx->threads;
 #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1 && ntiles > 1)
@@ -253,7 +253,7 @@ sof_status cpu_adam_rollback(sof_optim_ctx* ctx, const sof_adam_slice* s,
         uint16_t* lowp = static_cast<uint16_t*>(x.lowp);
         for (int64_t i = 0; i < x.n; i++) {
             float p = x.p[i], m = x.m[i], v = x.v[i];
-            sof::optim::adam_ref_rollback_elem(c, p, m, v, sof::optim::adam_ref_grad(x.g, x.gd, i));
+            sof::cpu_adam::rollback_elem(c, p, m, v, sof::optim::adam_ref_grad(x.g, x.gd, i));
             x.po[i] = p;
             x.mo[i] = m;
             x.vo[i] = v;

@@ -2,6 +2,7 @@
 // implemented once per instruction set (scalar, AVX2+FMA, AVX-512) and picked at run time.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "optim/adam_ref.h"
@@ -23,15 +24,100 @@ struct Tile {
     int32_t ld;     // lowp dtype (sof_dtype)
 };
 
-// Step one tile and return the fp64 sum of squares of the scaled grads (NaN/Inf when a scaled
-// grad is not finite). `nt`: write outputs with streaming stores (separate-output mode; the
-// caller guarantees po/mo/vo are 64-byte and lowp 32-byte aligned at the tile start).
-// Every variant follows optim::adam_ref_elem exactly (no FMA), so all give bitwise equal p/m/v.
-// Software prefetch distance in elements for the input streams p, g, m, v (0 = none). Issued
-// once per 16 elements in the first pass of a block, it starts the misses of p (only read in the
-// second pass) and of the next blocks while the divider works; see docs/performance.md.
+// Per-call constants of cpu_adam's arithmetic: optim::adam_consts (the decimals PyTorch would
+// use, rounded once to fp32) plus nss = -step_size and rbc2 = fp32(1 / sqrt(1 - b2^t)) (1 without
+// bias correction), so that the element needs one divide.
+struct StepConsts {
+    float scale, b1, b2, omb1, omb2, eps, wd, decay;
+    float nss;  // -lr / (1 - b1^t)
+    float rbc2; // 1 / sqrt(1 - b2^t)
+    bool l2;    // Adam with L2 penalty (g += wd*p) instead of AdamW (p *= decay)
+};
+
+inline StepConsts step_consts(const sof_adam_hparams& hp) {
+    optim::AdamConsts a = optim::adam_consts(hp);
+    StepConsts c{};
+    c.scale = a.scale;
+    c.b1 = a.b1;
+    c.b2 = a.b2;
+    c.omb1 = a.omb1;
+    c.omb2 = a.omb2;
+    c.eps = a.eps;
+    c.wd = a.wd;
+    c.decay = a.decay;
+    c.nss = -a.step_size;
+    c.l2 = a.l2;
+    c.rbc2 = 1.0f;
+    if (hp.bias_correction) {
+        double b2 = optim::hparam_decimal(hp.beta2);
+        c.rbc2 =
+            static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(b2, static_cast<double>(hp.step))));
+    }
+    return c;
+}
+
+// cpu_adam's element arithmetic, the same in every variant (vector lanes and scalar tails), each
+// line one IEEE fp32 operation, fma = fused multiply-add (one rounding):
+//   g     = graw * scale
+//   AdamW: p = p * decay                     L2: g = fma(wd, p, g)      (only when wd != 0)
+//   m     = fma(b1, m, omb1 * g)
+//   v     = fma(b2, v, (omb2 * g) * g)
+//   denom = fma(sqrt(v), rbc2, eps)
+//   p     = fma(nss, m / denom, p)
+// One divide and one square root (optim::adam_ref_elem, the exact PyTorch order, has two divides
+// and no FMA); results are within the conformance tolerance of adam_ref_elem (tests/optim) and
+// bitwise the same in every variant, for any tiling and thread count.
+inline void step_elem(const StepConsts& c, float& p, float& m, float& v, float graw) {
+    float g = graw * c.scale;
+    if (c.wd != 0.0f) {
+        if (c.l2)
+            g = std::fma(c.wd, p, g);
+        else
+            p = p * c.decay;
+    }
+    m = std::fma(c.b1, m, c.omb1 * g);
+    v = std::fma(c.b2, v, (c.omb2 * g) * g);
+    float denom = std::fma(std::sqrt(v), c.rbc2, c.eps);
+    p = std::fma(c.nss, m / denom, p);
+}
+
+// Arithmetic inverse of step_elem (p, m, v hold the stepped values on entry), for adam_rollback:
+//   denom = fma(sqrt(v), rbc2, eps);   p = fma(-nss, m / denom, p);   g = graw * scale
+//   L2: g = fma(wd, p, g) (with the recovered p)      AdamW: p = p / decay
+//   m = (m - omb1 * g) / b1;   v = max(0, (v - (omb2 * g) * g) / b2)
+// Not bitwise (see docs/optimizer-plugins.md for the bound); after a first step from m = v = 0
+// the moments come back exactly.
+inline void rollback_elem(const StepConsts& c, float& p, float& m, float& v, float graw) {
+    float denom = std::fma(std::sqrt(v), c.rbc2, c.eps);
+    p = std::fma(-c.nss, m / denom, p);
+    float g = graw * c.scale;
+    if (c.wd != 0.0f) {
+        if (c.l2)
+            g = std::fma(c.wd, p, g);
+        else
+            p = p / c.decay;
+    }
+    m = (m - c.omb1 * g) / c.b1;
+    v = (v - (c.omb2 * g) * g) / c.b2;
+    v = v > 0.0f ? v : 0.0f;
+}
+
+// Sum of squares of the scaled grads in the vector variants: per block of kSumBlock elements
+// (counted from the tile start) each of 16 fp32 lanes sums the squares of 16 elements with FMA;
+// the 16 lane sums are widened and added into fp64 accumulators, combined in a fixed order at
+// the end of the tile. Relative error <= 16 * 2^-24 (~1e-6) of the exact sum. A block whose lane
+// sums are not all 0 or within [kSumLo, kSumHi) (a NaN/Inf or huge grad, or squares near the
+// fp32 underflow) is summed again in fp64 from its grads, so non-finite grads and grads whose
+// squares overflow fp32 are still reported exactly as in fp64. Deterministic: depends only on
+// the tile's grads, never on threads or timing; grad_stats uses the same blocks.
+constexpr int64_t kSumBlock = 256;
+constexpr float kSumLo = 0x1p-100f;
+constexpr float kSumHi = 0x1p100f;
+
+// Software prefetch distance in elements for the input streams p, g, m, v (0 = none), issued
+// once per 16 elements; see docs/performance.md.
 #ifndef SOF_CPU_ADAM_PREFETCH
-#define SOF_CPU_ADAM_PREFETCH 1024
+#define SOF_CPU_ADAM_PREFETCH 512
 #endif
 constexpr int64_t kPrefetch = SOF_CPU_ADAM_PREFETCH;
 
@@ -48,7 +134,10 @@ inline void prefetch_inputs(const Tile& t, int64_t i) {
     }
 }
 
-using StepTileFn = double (*)(const optim::AdamConsts& c, const Tile& t, bool nt);
+// Step one tile and return the sum of squares of the scaled grads (NaN/Inf when a scaled grad
+// is not finite). `nt`: write outputs with streaming stores (separate-output mode; the caller
+// guarantees po/mo/vo and lowp are 64-byte aligned at the tile start).
+using StepTileFn = double (*)(const StepConsts& c, const Tile& t, bool nt);
 // Sum of squares of scale*g over one tile, accumulated in the same order as StepTileFn of the
 // same variant (so grad_stats and adam_step report bitwise equal statistics).
 using StatsTileFn = double (*)(const void* g, int32_t gd, int64_t n, float scale);

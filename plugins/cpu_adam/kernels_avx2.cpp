@@ -13,14 +13,14 @@ namespace {
 
 // Broadcast constants of one call.
 struct V8Consts {
-    __m256 scale, b1, b2, omb1, omb2, eps, wd, decay, step_size, bc2_sqrt;
+    __m256 scale, b1, b2, omb1, omb2, eps, wd, decay, nss, rbc2;
 };
 
-SOF_AVX2_INLINE V8Consts v8_consts(const optim::AdamConsts& c) {
-    return {_mm256_set1_ps(c.scale),   _mm256_set1_ps(c.b1),    _mm256_set1_ps(c.b2),
-            _mm256_set1_ps(c.omb1),    _mm256_set1_ps(c.omb2),  _mm256_set1_ps(c.eps),
-            _mm256_set1_ps(c.wd),      _mm256_set1_ps(c.decay), _mm256_set1_ps(c.step_size),
-            _mm256_set1_ps(c.bc2_sqrt)};
+SOF_AVX2_INLINE V8Consts v8_consts(const StepConsts& c) {
+    return {_mm256_set1_ps(c.scale), _mm256_set1_ps(c.b1),    _mm256_set1_ps(c.b2),
+            _mm256_set1_ps(c.omb1),  _mm256_set1_ps(c.omb2),  _mm256_set1_ps(c.eps),
+            _mm256_set1_ps(c.wd),    _mm256_set1_ps(c.decay), _mm256_set1_ps(c.nss),
+            _mm256_set1_ps(c.rbc2)};
 }
 
 // 8 grads starting at element i, widened to fp32 (exact).
@@ -63,8 +63,8 @@ template <int LD> SOF_AVX2_INLINE __m256i lowp16(__m256 a, __m256 b) {
     }
 }
 
-// Accumulate the squares of 8 scaled grads into two fp64 accumulators (low and high half).
-SOF_AVX2_INLINE void sumsq8(__m256 g, __m256d& lo, __m256d& hi) {
+// fp64 sum of squares of 8 scaled grads into two accumulators (the fallback of a block).
+SOF_AVX2_INLINE void sumsq8_f64(__m256 g, __m256d& lo, __m256d& hi) {
     __m256d dl = _mm256_cvtps_pd(_mm256_castps256_ps128(g));
     __m256d dh = _mm256_cvtps_pd(_mm256_extractf128_ps(g, 1));
     lo = _mm256_fmadd_pd(dl, dl, lo);
@@ -77,62 +77,76 @@ SOF_AVX2_INLINE double hsum(__m256d a, __m256d b, __m256d c, __m256d d) {
     return _mm_cvtsd_f64(_mm_add_sd(x, _mm_unpackhi_pd(x, x)));
 }
 
-// Elements per block. Each block runs in two passes, which keeps the dependency chains short
-// enough for the out-of-order window (one long chain g -> m, v -> sqrt -> div -> div -> p ->
-// bf16 per element ran ~20% slower):
-//   pass A: g (scaled, sum of squares), m, v (+ L2 term) and upd = (step_size*m)/denom, with upd
-//           kept in an L1-resident block buffer;
-//   pass B: p = p*decay - upd and the low-precision copy.
-// In separate-output mode the results go to L1-resident staging buffers (~4 KB) that are then
-// streamed out in dense bursts of non-temporal stores (interleaving streaming stores with the
-// arithmetic left the write-combining buffers half used). Same operations as adam_ref_elem.
-constexpr int64_t kBlock = 256;
+// Lanes of x that are 0 or within [kSumLo, kSumHi), as an 8-bit mask.
+SOF_AVX2_INLINE int sum_ok8(__m256 x) {
+    __m256 in = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(kSumLo), _CMP_GE_OQ),
+                              _mm256_cmp_ps(x, _mm256_set1_ps(kSumHi), _CMP_LT_OQ));
+    return _mm256_movemask_ps(_mm256_or_ps(in, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_EQ_OQ)));
+}
 
+// Adds one block's fp32 lane sums (a: elements 0-7 of every 16, b: 8-15) into the fp64
+// accumulators s[0..3]; a block with a lane outside {0} u [kSumLo, kSumHi) is summed again in
+// fp64 from its grads (see kSumBlock in cpu_adam_kernels.h).
+template <int GD>
+SOF_AVX2_INLINE void add_block_sum(__m256 a, __m256 b, const void* g, int64_t i0, int64_t len,
+                                   __m256 scale, __m256d (&s)[4]) {
+    if (__builtin_expect((sum_ok8(a) & sum_ok8(b)) == 0xff, 1)) {
+        s[0] = _mm256_add_pd(s[0], _mm256_cvtps_pd(_mm256_castps256_ps128(a)));
+        s[1] = _mm256_add_pd(s[1], _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)));
+        s[2] = _mm256_add_pd(s[2], _mm256_cvtps_pd(_mm256_castps256_ps128(b)));
+        s[3] = _mm256_add_pd(s[3], _mm256_cvtps_pd(_mm256_extractf128_ps(b, 1)));
+        return;
+    }
+    for (int64_t j = 0; j < len; j += 16) {
+        sumsq8_f64(_mm256_mul_ps(load_grad8<GD>(g, i0 + j), scale), s[0], s[1]);
+        sumsq8_f64(_mm256_mul_ps(load_grad8<GD>(g, i0 + j + 8), scale), s[2], s[3]);
+    }
+}
+
+// One block of len (multiple of 16, <= kSumBlock) elements from i0 in a single pass (step_elem's
+// operations on two 8-lane vectors), stored to po/mo/vo/lowp indexed from 0 (the destinations or
+// L1 staging buffers); the fp32 lane sums of the squared grads come back in sa, sb.
 template <int GD, int LD, bool WD, bool L2>
 SOF_AVX2_INLINE void block16(const V8Consts& k, const Tile& t, int64_t i0, int64_t len, float* po,
-                             float* mo, float* vo, uint16_t* lowp, float* upd, __m256d (&s)[4]) {
+                             float* mo, float* vo, uint16_t* lowp, __m256& sa, __m256& sb) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
     for (int64_t j = 0; j < len; j += 16) {
         int64_t i = i0 + j;
         prefetch_inputs(t, i);
         __m256 g0 = _mm256_mul_ps(load_grad8<GD>(t.g, i), k.scale);
         __m256 g1 = _mm256_mul_ps(load_grad8<GD>(t.g, i + 8), k.scale);
-        sumsq8(g0, s[0], s[1]);
-        sumsq8(g1, s[2], s[3]);
-        if constexpr (WD && L2) {
-            g0 = _mm256_add_ps(g0, _mm256_mul_ps(k.wd, _mm256_loadu_ps(t.p + i)));
-            g1 = _mm256_add_ps(g1, _mm256_mul_ps(k.wd, _mm256_loadu_ps(t.p + i + 8)));
-        }
-        __m256 m0 =
-            _mm256_add_ps(_mm256_mul_ps(k.b1, _mm256_loadu_ps(t.m + i)), _mm256_mul_ps(k.omb1, g0));
-        __m256 m1 = _mm256_add_ps(_mm256_mul_ps(k.b1, _mm256_loadu_ps(t.m + i + 8)),
-                                  _mm256_mul_ps(k.omb1, g1));
-        __m256 v0 = _mm256_add_ps(_mm256_mul_ps(k.b2, _mm256_loadu_ps(t.v + i)),
-                                  _mm256_mul_ps(_mm256_mul_ps(k.omb2, g0), g0));
-        __m256 v1 = _mm256_add_ps(_mm256_mul_ps(k.b2, _mm256_loadu_ps(t.v + i + 8)),
-                                  _mm256_mul_ps(_mm256_mul_ps(k.omb2, g1), g1));
-        _mm256_storeu_ps(mo + j, m0);
-        _mm256_storeu_ps(mo + j + 8, m1);
-        _mm256_storeu_ps(vo + j, v0);
-        _mm256_storeu_ps(vo + j + 8, v1);
-        __m256 d0 = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(v0), k.bc2_sqrt), k.eps);
-        __m256 d1 = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(v1), k.bc2_sqrt), k.eps);
-        _mm256_store_ps(upd + j, _mm256_div_ps(_mm256_mul_ps(k.step_size, m0), d0));
-        _mm256_store_ps(upd + j + 8, _mm256_div_ps(_mm256_mul_ps(k.step_size, m1), d1));
-    }
-    for (int64_t j = 0; j < len; j += 16) {
-        int64_t i = i0 + j;
+        s0 = _mm256_fmadd_ps(g0, g0, s0);
+        s1 = _mm256_fmadd_ps(g1, g1, s1);
         __m256 p0 = _mm256_loadu_ps(t.p + i), p1 = _mm256_loadu_ps(t.p + i + 8);
+        if constexpr (WD && L2) {
+            g0 = _mm256_fmadd_ps(k.wd, p0, g0);
+            g1 = _mm256_fmadd_ps(k.wd, p1, g1);
+        }
         if constexpr (WD && !L2) {
             p0 = _mm256_mul_ps(p0, k.decay);
             p1 = _mm256_mul_ps(p1, k.decay);
         }
-        p0 = _mm256_sub_ps(p0, _mm256_load_ps(upd + j));
-        p1 = _mm256_sub_ps(p1, _mm256_load_ps(upd + j + 8));
+        __m256 m0 = _mm256_fmadd_ps(k.b1, _mm256_loadu_ps(t.m + i), _mm256_mul_ps(k.omb1, g0));
+        __m256 m1 = _mm256_fmadd_ps(k.b1, _mm256_loadu_ps(t.m + i + 8), _mm256_mul_ps(k.omb1, g1));
+        __m256 v0 = _mm256_fmadd_ps(k.b2, _mm256_loadu_ps(t.v + i),
+                                    _mm256_mul_ps(_mm256_mul_ps(k.omb2, g0), g0));
+        __m256 v1 = _mm256_fmadd_ps(k.b2, _mm256_loadu_ps(t.v + i + 8),
+                                    _mm256_mul_ps(_mm256_mul_ps(k.omb2, g1), g1));
+        __m256 d0 = _mm256_fmadd_ps(_mm256_sqrt_ps(v0), k.rbc2, k.eps);
+        __m256 d1 = _mm256_fmadd_ps(_mm256_sqrt_ps(v1), k.rbc2, k.eps);
+        p0 = _mm256_fmadd_ps(k.nss, _mm256_div_ps(m0, d0), p0);
+        p1 = _mm256_fmadd_ps(k.nss, _mm256_div_ps(m1, d1), p1);
         _mm256_storeu_ps(po + j, p0);
         _mm256_storeu_ps(po + j + 8, p1);
+        _mm256_storeu_ps(mo + j, m0);
+        _mm256_storeu_ps(mo + j + 8, m1);
+        _mm256_storeu_ps(vo + j, v0);
+        _mm256_storeu_ps(vo + j + 8, v1);
         if constexpr (LD != -1)
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(lowp + j), lowp16<LD>(p0, p1));
     }
+    sa = s0;
+    sb = s1;
 }
 
 // Streams `bytes` (multiple of 64) from an L1-resident staging buffer to 32-byte aligned dst.
@@ -145,20 +159,22 @@ SOF_AVX2_INLINE void stream_out(void* dst, const void* src, int64_t bytes) {
     }
 }
 
+// Separate outputs (NT) are staged per block in L1 and streamed out in dense bursts:
+// interleaving streaming stores with the arithmetic leaves the write-combining buffers half used.
 template <int GD, int LD, bool NT, bool WD, bool L2>
-SOF_AVX2 double step_tile_impl(const optim::AdamConsts& c, const Tile& t) {
+SOF_AVX2 double step_tile_impl(const StepConsts& c, const Tile& t) {
     V8Consts k = v8_consts(c);
     __m256d s[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
                     _mm256_setzero_pd()};
     int64_t n16 = t.n & ~int64_t{15};
     uint16_t* lw = static_cast<uint16_t*>(t.lowp);
-    alignas(64) float upd[kBlock];
-    for (int64_t i = 0; i < n16; i += kBlock) {
-        int64_t len = n16 - i < kBlock ? n16 - i : kBlock;
+    for (int64_t i = 0; i < n16; i += kSumBlock) {
+        int64_t len = n16 - i < kSumBlock ? n16 - i : kSumBlock;
+        __m256 sa, sb;
         if constexpr (NT) {
-            alignas(64) float bp[kBlock], bm[kBlock], bv[kBlock];
-            alignas(64) uint16_t bl[kBlock];
-            block16<GD, LD, WD, L2>(k, t, i, len, bp, bm, bv, bl, upd, s);
+            alignas(64) float bp[kSumBlock], bm[kSumBlock], bv[kSumBlock];
+            alignas(64) uint16_t bl[kSumBlock];
+            block16<GD, LD, WD, L2>(k, t, i, len, bp, bm, bv, bl, sa, sb);
             int64_t full = len & ~int64_t{31}; // whole 64-byte lines of the bf16 copy too
             stream_out(t.po + i, bp, 4 * full);
             stream_out(t.mo + i, bm, 4 * full);
@@ -172,8 +188,9 @@ SOF_AVX2 double step_tile_impl(const optim::AdamConsts& c, const Tile& t) {
             }
         } else {
             block16<GD, LD, WD, L2>(k, t, i, len, t.po + i, t.mo + i, t.vo + i,
-                                    LD != -1 ? lw + i : nullptr, upd, s);
+                                    LD != -1 ? lw + i : nullptr, sa, sb);
         }
+        add_block_sum<GD>(sa, sb, t.g, i, len, k.scale, s);
     }
     double sumsq = hsum(s[0], s[1], s[2], s[3]);
     for (int64_t i = n16; i < t.n; i++) {
@@ -181,7 +198,7 @@ SOF_AVX2 double step_tile_impl(const optim::AdamConsts& c, const Tile& t) {
         float gs = graw * c.scale;
         sumsq += static_cast<double>(gs) * static_cast<double>(gs);
         float p = t.p[i], m = t.m[i], v = t.v[i];
-        optim::adam_ref_elem(c, p, m, v, graw);
+        step_elem(c, p, m, v, graw);
         t.po[i] = p;
         t.mo[i] = m;
         t.vo[i] = v;
@@ -192,39 +209,47 @@ SOF_AVX2 double step_tile_impl(const optim::AdamConsts& c, const Tile& t) {
 }
 
 template <int GD, int LD, bool NT>
-SOF_AVX2 double step_tile_mode(const optim::AdamConsts& c, const Tile& t) {
+SOF_AVX2 double step_tile_mode(const StepConsts& c, const Tile& t) {
     if (c.wd == 0.0f) return step_tile_impl<GD, LD, NT, false, false>(c, t);
     if (c.l2) return step_tile_impl<GD, LD, NT, true, true>(c, t);
     return step_tile_impl<GD, LD, NT, true, false>(c, t);
 }
 
 template <int GD, int LD>
-SOF_AVX2 double step_tile_nt(const optim::AdamConsts& c, const Tile& t, bool nt) {
+SOF_AVX2 double step_tile_nt(const StepConsts& c, const Tile& t, bool nt) {
     return nt ? step_tile_mode<GD, LD, true>(c, t) : step_tile_mode<GD, LD, false>(c, t);
 }
 
-template <int GD>
-SOF_AVX2 double step_tile_lowp(const optim::AdamConsts& c, const Tile& t, bool nt) {
+template <int GD> SOF_AVX2 double step_tile_lowp(const StepConsts& c, const Tile& t, bool nt) {
     if (!t.lowp) return step_tile_nt<GD, -1>(c, t, nt);
     if (t.ld == SOF_DTYPE_F16) return step_tile_nt<GD, SOF_DTYPE_F16>(c, t, nt);
     return step_tile_nt<GD, SOF_DTYPE_BF16>(c, t, nt);
 }
 
-SOF_AVX2 double step_tile_avx2(const optim::AdamConsts& c, const Tile& t, bool nt) {
+SOF_AVX2 double step_tile_avx2(const StepConsts& c, const Tile& t, bool nt) {
     if (t.gd == SOF_DTYPE_BF16) return step_tile_lowp<SOF_DTYPE_BF16>(c, t, nt);
     if (t.gd == SOF_DTYPE_F16) return step_tile_lowp<SOF_DTYPE_F16>(c, t, nt);
     return step_tile_lowp<SOF_DTYPE_F32>(c, t, nt);
 }
 
+// The step's sum without the step: same blocks, same lane sums, same fallback, same order.
 template <int GD> SOF_AVX2 double stats_impl(const void* g, int64_t n, float scale) {
     __m256 sc = _mm256_set1_ps(scale);
-    __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    __m256d s[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
+                    _mm256_setzero_pd()};
     int64_t n16 = n & ~int64_t{15};
-    for (int64_t i = 0; i < n16; i += 16) {
-        sumsq8(_mm256_mul_ps(load_grad8<GD>(g, i), sc), s0, s1);
-        sumsq8(_mm256_mul_ps(load_grad8<GD>(g, i + 8), sc), s2, s3);
+    for (int64_t i = 0; i < n16; i += kSumBlock) {
+        int64_t len = n16 - i < kSumBlock ? n16 - i : kSumBlock;
+        __m256 a = _mm256_setzero_ps(), b = a;
+        for (int64_t j = 0; j < len; j += 16) {
+            __m256 x0 = _mm256_mul_ps(load_grad8<GD>(g, i + j), sc);
+            __m256 x1 = _mm256_mul_ps(load_grad8<GD>(g, i + j + 8), sc);
+            a = _mm256_fmadd_ps(x0, x0, a);
+            b = _mm256_fmadd_ps(x1, x1, b);
+        }
+        add_block_sum<GD>(a, b, g, i, len, sc, s);
     }
-    double sumsq = hsum(s0, s1, s2, s3);
+    double sumsq = hsum(s[0], s[1], s[2], s[3]);
     for (int64_t i = n16; i < n; i++) {
         float gs = optim::adam_ref_grad(g, GD, i) * scale;
         sumsq += static_cast<double>(gs) * static_cast<double>(gs);

@@ -12,14 +12,14 @@ namespace sof::cpu_adam {
 namespace {
 
 struct V16Consts {
-    __m512 scale, b1, b2, omb1, omb2, eps, wd, decay, step_size, bc2_sqrt;
+    __m512 scale, b1, b2, omb1, omb2, eps, wd, decay, nss, rbc2;
 };
 
-SOF_AVX512_INLINE V16Consts v16_consts(const optim::AdamConsts& c) {
-    return {_mm512_set1_ps(c.scale),   _mm512_set1_ps(c.b1),    _mm512_set1_ps(c.b2),
-            _mm512_set1_ps(c.omb1),    _mm512_set1_ps(c.omb2),  _mm512_set1_ps(c.eps),
-            _mm512_set1_ps(c.wd),      _mm512_set1_ps(c.decay), _mm512_set1_ps(c.step_size),
-            _mm512_set1_ps(c.bc2_sqrt)};
+SOF_AVX512_INLINE V16Consts v16_consts(const StepConsts& c) {
+    return {_mm512_set1_ps(c.scale), _mm512_set1_ps(c.b1),    _mm512_set1_ps(c.b2),
+            _mm512_set1_ps(c.omb1),  _mm512_set1_ps(c.omb2),  _mm512_set1_ps(c.eps),
+            _mm512_set1_ps(c.wd),    _mm512_set1_ps(c.decay), _mm512_set1_ps(c.nss),
+            _mm512_set1_ps(c.rbc2)};
 }
 
 // 16 grads starting at element i, widened to fp32 (exact).
@@ -52,7 +52,8 @@ template <int LD> SOF_AVX512_INLINE __m256i lowp16(__m512 x) {
     }
 }
 
-SOF_AVX512_INLINE void sumsq16(__m512 g, __m512d& lo, __m512d& hi) {
+// fp64 sum of squares of 16 scaled grads into two accumulators (the fallback of a block).
+SOF_AVX512_INLINE void sumsq16_f64(__m512 g, __m512d& lo, __m512d& hi) {
     __m512i gi = _mm512_castps_si512(g);
     __m512d dl = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_castsi512_si256(gi)));
     __m512d dh = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(gi, 1)));
@@ -60,43 +61,57 @@ SOF_AVX512_INLINE void sumsq16(__m512 g, __m512d& lo, __m512d& hi) {
     hi = _mm512_fmadd_pd(dh, dh, hi);
 }
 
+// Adds one block's fp32 lane sums s (of the squares of the len scaled grads from element i0)
+// into the fp64 accumulators; a block with a lane outside {0} u [kSumLo, kSumHi) is summed
+// again in fp64 from its grads (see kSumBlock).
+template <int GD>
+SOF_AVX512_INLINE void add_block_sum(__m512 s, const void* g, int64_t i0, int64_t len, __m512 scale,
+                                     __m512d& lo, __m512d& hi) {
+    __mmask16 ok = _mm512_cmp_ps_mask(s, _mm512_set1_ps(kSumLo), _CMP_GE_OQ) &
+                   _mm512_cmp_ps_mask(s, _mm512_set1_ps(kSumHi), _CMP_LT_OQ);
+    ok |= _mm512_cmp_ps_mask(s, _mm512_setzero_ps(), _CMP_EQ_OQ);
+    if (__builtin_expect(ok == 0xffff, 1)) {
+        __m512i si = _mm512_castps_si512(s);
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_castsi512_si256(si))));
+        hi = _mm512_add_pd(hi,
+                           _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(si, 1))));
+        return;
+    }
+    for (int64_t j = 0; j < len; j += 16)
+        sumsq16_f64(_mm512_mul_ps(load_grad16<GD>(g, i0 + j), scale), lo, hi);
+}
+
 SOF_AVX512_INLINE double hsum(__m512d a, __m512d b) {
     return _mm512_reduce_add_pd(_mm512_add_pd(a, b));
 }
 
-// Elements per block; the same two-pass structure and staging as the AVX2 variant (see
-// kernels_avx2.cpp): pass A computes g, m, v and upd = (step_size*m)/denom into an L1 buffer,
-// pass B p = p*decay - upd and the low-precision copy; separate outputs are staged in L1 and
-// streamed out in dense bursts. Same operations as adam_ref_elem, no FMA.
-constexpr int64_t kBlock = 256;
-
+// One block of len (multiple of 16, <= kSumBlock) elements from i0 in a single pass: g, its
+// square into the lane sums, m, v, p (step_elem's operations) and the low-precision copy, stored
+// to po/mo/vo/lowp (indexed from 0: the destinations or L1 staging buffers).
 template <int GD, int LD, bool WD, bool L2>
-SOF_AVX512_INLINE void block16(const V16Consts& k, const Tile& t, int64_t i0, int64_t len,
-                               float* po, float* mo, float* vo, uint16_t* lowp, float* upd,
-                               __m512d& s0, __m512d& s1) {
+SOF_AVX512_INLINE __m512 block16(const V16Consts& k, const Tile& t, int64_t i0, int64_t len,
+                                 float* po, float* mo, float* vo, uint16_t* lowp) {
+    __m512 s = _mm512_setzero_ps();
     for (int64_t j = 0; j < len; j += 16) {
         int64_t i = i0 + j;
         prefetch_inputs(t, i);
         __m512 g = _mm512_mul_ps(load_grad16<GD>(t.g, i), k.scale);
-        sumsq16(g, s0, s1);
-        if constexpr (WD && L2) g = _mm512_add_ps(g, _mm512_mul_ps(k.wd, _mm512_loadu_ps(t.p + i)));
-        __m512 m =
-            _mm512_add_ps(_mm512_mul_ps(k.b1, _mm512_loadu_ps(t.m + i)), _mm512_mul_ps(k.omb1, g));
-        __m512 v = _mm512_add_ps(_mm512_mul_ps(k.b2, _mm512_loadu_ps(t.v + i)),
-                                 _mm512_mul_ps(_mm512_mul_ps(k.omb2, g), g));
+        s = _mm512_fmadd_ps(g, g, s);
+        __m512 p = _mm512_loadu_ps(t.p + i);
+        if constexpr (WD && L2) g = _mm512_fmadd_ps(k.wd, p, g);
+        if constexpr (WD && !L2) p = _mm512_mul_ps(p, k.decay);
+        __m512 m = _mm512_fmadd_ps(k.b1, _mm512_loadu_ps(t.m + i), _mm512_mul_ps(k.omb1, g));
+        __m512 v = _mm512_fmadd_ps(k.b2, _mm512_loadu_ps(t.v + i),
+                                   _mm512_mul_ps(_mm512_mul_ps(k.omb2, g), g));
+        __m512 d = _mm512_fmadd_ps(_mm512_sqrt_ps(v), k.rbc2, k.eps);
+        p = _mm512_fmadd_ps(k.nss, _mm512_div_ps(m, d), p);
+        _mm512_storeu_ps(po + j, p);
         _mm512_storeu_ps(mo + j, m);
         _mm512_storeu_ps(vo + j, v);
-        __m512 d = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(v), k.bc2_sqrt), k.eps);
-        _mm512_store_ps(upd + j, _mm512_div_ps(_mm512_mul_ps(k.step_size, m), d));
-    }
-    for (int64_t j = 0; j < len; j += 16) {
-        __m512 p = _mm512_loadu_ps(t.p + i0 + j);
-        if constexpr (WD && !L2) p = _mm512_mul_ps(p, k.decay);
-        p = _mm512_sub_ps(p, _mm512_load_ps(upd + j));
-        _mm512_storeu_ps(po + j, p);
         if constexpr (LD != -1)
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(lowp + j), lowp16<LD>(p));
     }
+    return s;
 }
 
 // Streams `bytes` (multiple of 64) from an L1-resident staging buffer to 64-byte aligned dst.
@@ -107,19 +122,21 @@ SOF_AVX512_INLINE void stream_out(void* dst, const void* src, int64_t bytes) {
         _mm512_stream_si512(d + j, _mm512_load_si512(s + j));
 }
 
+// Separate outputs (NT) are staged per block in L1 and streamed out in dense bursts:
+// interleaving streaming stores with the arithmetic leaves the write-combining buffers half used.
 template <int GD, int LD, bool NT, bool WD, bool L2>
-SOF_AVX512 double step_tile_impl(const optim::AdamConsts& c, const Tile& t) {
+SOF_AVX512 double step_tile_impl(const StepConsts& c, const Tile& t) {
     V16Consts k = v16_consts(c);
     __m512d s0 = _mm512_setzero_pd(), s1 = s0;
     int64_t n16 = t.n & ~int64_t{15};
     uint16_t* lw = static_cast<uint16_t*>(t.lowp);
-    alignas(64) float upd[kBlock];
-    for (int64_t i = 0; i < n16; i += kBlock) {
-        int64_t len = n16 - i < kBlock ? n16 - i : kBlock;
+    for (int64_t i = 0; i < n16; i += kSumBlock) {
+        int64_t len = n16 - i < kSumBlock ? n16 - i : kSumBlock;
+        __m512 s;
         if constexpr (NT) {
-            alignas(64) float bp[kBlock], bm[kBlock], bv[kBlock];
-            alignas(64) uint16_t bl[kBlock];
-            block16<GD, LD, WD, L2>(k, t, i, len, bp, bm, bv, bl, upd, s0, s1);
+            alignas(64) float bp[kSumBlock], bm[kSumBlock], bv[kSumBlock];
+            alignas(64) uint16_t bl[kSumBlock];
+            s = block16<GD, LD, WD, L2>(k, t, i, len, bp, bm, bv, bl);
             int64_t full = len & ~int64_t{31}; // whole 64-byte lines of the bf16 copy too
             stream_out(t.po + i, bp, 4 * full);
             stream_out(t.mo + i, bm, 4 * full);
@@ -132,9 +149,10 @@ SOF_AVX512 double step_tile_impl(const optim::AdamConsts& c, const Tile& t) {
                 if constexpr (LD != -1) lw[i + j] = bl[j];
             }
         } else {
-            block16<GD, LD, WD, L2>(k, t, i, len, t.po + i, t.mo + i, t.vo + i,
-                                    LD != -1 ? lw + i : nullptr, upd, s0, s1);
+            s = block16<GD, LD, WD, L2>(k, t, i, len, t.po + i, t.mo + i, t.vo + i,
+                                        LD != -1 ? lw + i : nullptr);
         }
+        add_block_sum<GD>(s, t.g, i, len, k.scale, s0, s1);
     }
     double sumsq = hsum(s0, s1);
     for (int64_t i = n16; i < t.n; i++) {
@@ -142,7 +160,7 @@ SOF_AVX512 double step_tile_impl(const optim::AdamConsts& c, const Tile& t) {
         float gs = graw * c.scale;
         sumsq += static_cast<double>(gs) * static_cast<double>(gs);
         float p = t.p[i], m = t.m[i], v = t.v[i];
-        optim::adam_ref_elem(c, p, m, v, graw);
+        step_elem(c, p, m, v, graw);
         t.po[i] = p;
         t.mo[i] = m;
         t.vo[i] = v;
@@ -153,36 +171,43 @@ SOF_AVX512 double step_tile_impl(const optim::AdamConsts& c, const Tile& t) {
 }
 
 template <int GD, int LD, bool NT>
-SOF_AVX512 double step_tile_mode(const optim::AdamConsts& c, const Tile& t) {
+SOF_AVX512 double step_tile_mode(const StepConsts& c, const Tile& t) {
     if (c.wd == 0.0f) return step_tile_impl<GD, LD, NT, false, false>(c, t);
     if (c.l2) return step_tile_impl<GD, LD, NT, true, true>(c, t);
     return step_tile_impl<GD, LD, NT, true, false>(c, t);
 }
 
 template <int GD, int LD>
-SOF_AVX512 double step_tile_nt(const optim::AdamConsts& c, const Tile& t, bool nt) {
+SOF_AVX512 double step_tile_nt(const StepConsts& c, const Tile& t, bool nt) {
     return nt ? step_tile_mode<GD, LD, true>(c, t) : step_tile_mode<GD, LD, false>(c, t);
 }
 
-template <int GD>
-SOF_AVX512 double step_tile_lowp(const optim::AdamConsts& c, const Tile& t, bool nt) {
+template <int GD> SOF_AVX512 double step_tile_lowp(const StepConsts& c, const Tile& t, bool nt) {
     if (!t.lowp) return step_tile_nt<GD, -1>(c, t, nt);
     if (t.ld == SOF_DTYPE_F16) return step_tile_nt<GD, SOF_DTYPE_F16>(c, t, nt);
     return step_tile_nt<GD, SOF_DTYPE_BF16>(c, t, nt);
 }
 
-SOF_AVX512 double step_tile_avx512(const optim::AdamConsts& c, const Tile& t, bool nt) {
+SOF_AVX512 double step_tile_avx512(const StepConsts& c, const Tile& t, bool nt) {
     if (t.gd == SOF_DTYPE_BF16) return step_tile_lowp<SOF_DTYPE_BF16>(c, t, nt);
     if (t.gd == SOF_DTYPE_F16) return step_tile_lowp<SOF_DTYPE_F16>(c, t, nt);
     return step_tile_lowp<SOF_DTYPE_F32>(c, t, nt);
 }
 
+// The step's sum without the step: same blocks, same lane sums, same fallback, same order.
 template <int GD> SOF_AVX512 double stats_impl(const void* g, int64_t n, float scale) {
     __m512 sc = _mm512_set1_ps(scale);
     __m512d s0 = _mm512_setzero_pd(), s1 = s0;
     int64_t n16 = n & ~int64_t{15};
-    for (int64_t i = 0; i < n16; i += 16)
-        sumsq16(_mm512_mul_ps(load_grad16<GD>(g, i), sc), s0, s1);
+    for (int64_t i = 0; i < n16; i += kSumBlock) {
+        int64_t len = n16 - i < kSumBlock ? n16 - i : kSumBlock;
+        __m512 s = _mm512_setzero_ps();
+        for (int64_t j = 0; j < len; j += 16) {
+            __m512 x = _mm512_mul_ps(load_grad16<GD>(g, i + j), sc);
+            s = _mm512_fmadd_ps(x, x, s);
+        }
+        add_block_sum<GD>(s, g, i, len, sc, s0, s1);
+    }
     double sumsq = hsum(s0, s1);
     for (int64_t i = n16; i < n; i++) {
         float gs = optim::adam_ref_grad(g, GD, i) * scale;

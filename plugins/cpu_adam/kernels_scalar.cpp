@@ -1,12 +1,12 @@
-// cpu_adam scalar variant: the reference element loop, runs on any x86-64 (and any other) CPU.
-// Used when neither AVX2+FMA nor AVX-512 is available, or forced with SOF_CPU_ADAM_VARIANT=scalar.
+// cpu_adam scalar variant: step_elem per element (std::fma), runs on any x86-64 (and any other)
+// CPU. Used when neither AVX2+FMA nor AVX-512 is available, or forced with SOF_CPU_ADAM_VARIANT.
 #include "cpu_adam_kernels.h"
 
 namespace sof::cpu_adam {
 
 namespace {
 
-double step_tile_scalar(const optim::AdamConsts& c, const Tile& t, bool /*nt*/) {
+double step_tile_scalar(const StepConsts& c, const Tile& t, bool /*nt*/) {
     double sumsq = 0.0;
     uint16_t* lowp = static_cast<uint16_t*>(t.lowp);
     for (int64_t i = 0; i < t.n; i++) {
@@ -14,7 +14,7 @@ double step_tile_scalar(const optim::AdamConsts& c, const Tile& t, bool /*nt*/) 
         float gs = graw * c.scale;
         sumsq += static_cast<double>(gs) * static_cast<double>(gs);
         float p = t.p[i], m = t.m[i], v = t.v[i];
-        optim::adam_ref_elem(c, p, m, v, graw);
+        step_elem(c, p, m, v, graw);
         t.po[i] = p;
         t.mo[i] = m;
         t.vo[i] = v;

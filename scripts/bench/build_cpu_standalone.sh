@@ -12,7 +12,7 @@ cxx=${CXX:-g++}
 flags=(-std=c++20 -O3 -DNDEBUG -Wall -Wextra -Werror -fopenmp -I"$root/lib")
 [ "$doctest" != /usr/include ] && flags+=(-isystem "$doctest")
 core=("$root/lib/core/error.cpp" "$root/lib/core/strfmt.cpp")
-optim=("$root/lib/optim/optimizer.cpp" "$root/lib/optim/bench_adam.cpp")
+optim=("$root/lib/optim/optimizer.cpp" "$root/lib/optim/bench_adam.cpp" "$root/lib/optim/bench_ceiling.cpp")
 p=$root/plugins/cpu_adam
 "$cxx" "${flags[@]}" -ffp-contract=off -fPIC -shared -fvisibility=hidden -DSOF_CPU_ADAM_X86=1 \
   -Wno-uninitialized -Wno-maybe-uninitialized -Wl,-z,nodelete \

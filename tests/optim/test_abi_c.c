@@ -148,7 +148,8 @@ int main(int argc, char** argv) {
         EXPECT(pl->adam_step(ctx, &s, &hp, &res, NULL) == SOF_OK, "step %lld: %s", (long long)step,
                pl->last_error(ctx));
         EXPECT(res.nonfinite == 0, "step %lld nonfinite", (long long)step);
-        EXPECT(rel_err(res.grad_sumsq, want_sumsq) < 1e-9, "sumsq %.17g want %.17g", res.grad_sumsq,
+        EXPECT(rel_err(res.grad_sumsq, want_sumsq) < 1e-6,
+               /* fp32 lane partials: ~1e-7 */ "sumsq %.17g want %.17g", res.grad_sumsq,
                want_sumsq);
         if (separate) {
             EXPECT(p[0] == p0 && m[0] == m0 && v[0] == v0, "separate mode wrote its inputs");

@@ -142,13 +142,7 @@ TEST_CASE("100 steps drift: plugin vs scalar reference") {
         for (int64_t i = 0; i < n; i++)
             worst_rel = std::max(worst_rel, static_cast<double>(std::fabs(a.p[i] - r.p[i])) / big);
         MESSAGE(pc.label() << ": 100-step drift, max |dp| / max|p| = " << worst_rel);
-        if (bitwise_expected(pc.name)) {
-            CHECK(std::memcmp(a.p.data(), r.p.data(), 4 * n) == 0);
-            CHECK(std::memcmp(a.m.data(), r.m.data(), 4 * n) == 0);
-            CHECK(std::memcmp(a.v.data(), r.v.data(), 4 * n) == 0);
-        } else {
-            CHECK(worst_rel <= 1e-5);
-        }
+        CHECK(worst_rel <= 1e-5);
     }
 }
 
@@ -204,15 +198,6 @@ TEST_CASE("adam_rollback inverts an in-place step within the documented bound") 
             CHECK(rp <= 1.0);
             CHECK(rm <= 1.0);
             CHECK(rv <= 1.0);
-            // the plugin's rollback equals the reference inverse (bitwise for cpu_adam)
-            if (bitwise_expected(pc.name)) {
-                sof_adam_slice rs =
-                    optim::make_slice(n, p1.data(), d.grad(gd), gd, m1.data(), v1.data());
-                optim::adam_ref_rollback(rs, hp);
-                CHECK(std::memcmp(p1.data(), d.p.data(), 4 * n) == 0);
-                CHECK(std::memcmp(m1.data(), d.m.data(), 4 * n) == 0);
-                CHECK(std::memcmp(v1.data(), d.v.data(), 4 * n) == 0);
-            }
         }
     }
 }

@@ -1,0 +1,118 @@
+// `superoffload bench adam` machinery: every ceiling strategy moves exactly Adam's bytes with the
+// right values (in place, separate, with and without the copy), argument parsing, a tiny run.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <set>
+
+#include "core/error.h"
+#include "optim/bench_adam.h"
+#include "optim/bench_ceiling.h"
+#include "optim_test_util.h"
+
+using namespace sof;
+using namespace sof::test;
+
+TEST_CASE("every ceiling strategy writes p+g, m+g, v+g and the truncated copy, nothing else") {
+    const auto strategies = optim::ceiling_strategies();
+    std::set<std::string> names;
+    for (const auto& s : strategies)
+        names.insert(s.name());
+    CHECK(names.size() == strategies.size()); // distinct, named
+    CHECK(strategies.size() >= 12);           // 3 store kinds x 4 prefetch distances (x pinning)
+    const int64_t n = 3 * 8192 + 77;          // whole tiles, a partial one, a scalar tail
+    for (const auto& st : strategies) {
+        for (int separate = 0; separate < 2; separate++)
+            for (int lowp = 0; lowp < 2; lowp++) {
+                CAPTURE(st.name());
+                CAPTURE(separate);
+                CAPTURE(lowp);
+                AdamData d(n, 3, true), orig(n, 3, true);
+                ABuf<float> po(n), mo(n), vo(n);
+                ABuf<uint16_t> l(n + 1);
+                l[n] = 0xabcd; // guard: nothing written past n
+                optim::CeilingBuffers b;
+                b.n = n;
+                b.p = d.p.data();
+                b.g = d.g32.data();
+                b.m = d.m.data();
+                b.v = d.v.data();
+                b.po = separate ? po.data() : d.p.data();
+                b.mo = separate ? mo.data() : d.m.data();
+                b.vo = separate ? vo.data() : d.v.data();
+                b.lowp = lowp ? l.data() : nullptr;
+                CHECK(optim::run_ceiling(b, st, 2) > 0.0);
+                int64_t bad = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    float g = orig.g32[i];
+                    bad += b.po[i] != orig.p[i] + g;
+                    bad += b.mo[i] != orig.m[i] + g;
+                    bad += b.vo[i] != orig.v[i] + g;
+                    uint32_t u;
+                    std::memcpy(&u, &b.po[i], 4);
+                    if (lowp) bad += l[i] != static_cast<uint16_t>(u >> 16);
+                }
+                CHECK(bad == 0);
+                CHECK(l[n] == 0xabcd);
+                if (separate) { // inputs untouched
+                    CHECK(std::memcmp(d.p.data(), orig.p.data(), 4 * n) == 0);
+                    CHECK(std::memcmp(d.m.data(), orig.m.data(), 4 * n) == 0);
+                    CHECK(std::memcmp(d.v.data(), orig.v.data(), 4 * n) == 0);
+                }
+            }
+    }
+}
+
+TEST_CASE("bench adam arguments: --pairs and --reps take positive integers, errors name the flag") {
+    std::vector<std::string> a = {"adam", "--params", "64K", "--pairs", "5", "--reps", "2"};
+    std::vector<char*> argv;
+    for (auto& s : a)
+        argv.push_back(s.data());
+    optim::BenchAdamOptions o =
+        optim::parse_bench_adam_args(static_cast<int>(argv.size()), argv.data());
+    CHECK(o.params == 65536);
+    CHECK(o.pairs == 5);
+    CHECK(o.reps == 2);
+    std::vector<std::string> bad = {"adam", "--params", "64K", "--pairs", "0"};
+    std::vector<char*> bargv;
+    for (auto& s : bad)
+        bargv.push_back(s.data());
+    try {
+        optim::parse_bench_adam_args(static_cast<int>(bargv.size()), bargv.data());
+        FAIL("--pairs 0 was accepted");
+    } catch (const core::Error& e) {
+        CHECK(e.kind() == core::ErrorKind::Usage);
+        CHECK(std::string(e.what()).find("--pairs") != std::string::npos);
+    }
+}
+
+TEST_CASE("a tiny bench adam run: both modes, every strategy calibrated, paired ratios") {
+    optim::BenchAdamOptions o;
+    o.params = 100003;
+    o.plugin = "cpu_adam";
+    o.plugin_dir = SOF_PLUGIN_DIR;
+    o.threads = 2;
+    o.reps = 1;
+    o.pairs = 3;
+    optim::BenchAdamReport r = optim::bench_adam(o);
+    REQUIRE(r.modes.size() == 2);
+    CHECK(r.pairs == 3);
+    for (const auto& m : r.modes) {
+        CAPTURE(m.mode);
+        CHECK(m.tries.size() == optim::ceiling_strategies().size());
+        bool found = false;
+        for (const auto& t : m.tries) {
+            CHECK(t.seconds > 0.0);
+            found |= t.strategy == m.ceiling_strategy;
+        }
+        CHECK(found);
+        CHECK(m.fraction_min <= m.fraction_of_ceiling);
+        CHECK(m.fraction_of_ceiling <= m.fraction_max);
+        CHECK(m.fraction_of_ceiling > 0.0);
+        CHECK(m.ceiling_best_seconds <= m.ceiling_seconds);
+        CHECK(m.step_best_seconds <= m.step_seconds);
+    }
+    CHECK(optim::bench_adam_json(r).find("\"ceiling_tries\"") != std::string::npos);
+    CHECK(optim::bench_adam_text(r).find(r.modes[0].ceiling_strategy) != std::string::npos);
+}
