@@ -1,0 +1,122 @@
+# Shell functions for the sbatch recipes in slurm/ (sourced, not run): a training step that survives
+# the time limit (early signal -> checkpoint -> requeue or resubmit, then train.resume: auto).
+#
+# The contract with `superoffload train` (app/signals.*): the first SIGTERM/SIGINT/SIGUSR1 makes it
+# finish the current step, write a checkpoint (when train.checkpoint_dir is set), flush metrics and
+# exit with code 75 (SOF_EXIT_STOPPED); a second such signal ends it at once without a checkpoint.
+#
+# The recipes ask Slurm for `--signal=B:USR1@300`: 300 s before the time limit the batch shell (only
+# it, "B:") gets SIGUSR1. sof_train_step forwards it once to its srun, and srun hands it to every
+# rank, so each rank sees exactly one signal (Slurm's own SIGTERM at the limit reaches the ranks
+# both directly and through srun, which may count as two: hence the early USR1). When the step then
+# ends with 75, sof_continue requeues the job (same job id, `scontrol requeue`; needs --requeue) or,
+# where the site refuses requeues, submits the same script again with --dependency=afterany; the
+# next allocation resumes from the newest checkpoint (train.resume: auto). An exit 75 after a
+# SIGTERM that was not announced by USR1 (scancel, or the time limit without --signal) is not
+# requeued: the checkpoint is there, resubmit by hand to continue.
+#
+# Variables: SOF_EXIT_STOPPED (75), SOF_MAX_REQUEUES (20: a job requeued that often stops for good),
+# SOF_RESUBMIT (auto|requeue|sbatch|none: how to continue after a stop; auto = requeue, then sbatch).
+
+SOF_EXIT_STOPPED=${SOF_EXIT_STOPPED:-75}
+SOF_MAX_REQUEUES=${SOF_MAX_REQUEUES:-20}
+SOF_RESUBMIT=${SOF_RESUBMIT:-auto}
+SOF_STEP_PID=""
+SOF_SIGNAL=""
+
+sof_log() { echo "[$(date -u +%FT%TZ) sbatch ${SLURM_JOB_ID:-?}] $*"; }
+
+_sof_on_usr1() {
+  SOF_SIGNAL=USR1
+  if [ -n "$SOF_STEP_PID" ] && kill -0 "$SOF_STEP_PID" 2>/dev/null; then
+    sof_log "SIGUSR1 (time limit ahead): asking the ranks to checkpoint and stop"
+    kill -USR1 "$SOF_STEP_PID" 2>/dev/null || true
+  else
+    sof_log "SIGUSR1 (time limit ahead) between steps: the next training step will not start"
+  fi
+}
+_sof_on_term() {
+  # Slurm signals the step's tasks itself (scancel, time limit): forwarding would be a second signal
+  [ "$SOF_SIGNAL" = USR1 ] || SOF_SIGNAL=TERM
+  sof_log "SIGTERM: the ranks stop after their step (Slurm signals them directly)"
+}
+
+# sof_train_step CMD...: run CMD (an `srun ... superoffload train ...`) in the background so that
+# the batch shell can take signals while it runs; returns CMD's exit code.
+sof_train_step() {
+  local rc=0
+  trap _sof_on_usr1 USR1
+  trap _sof_on_term TERM
+  if [ "$SOF_SIGNAL" = USR1 ]; then
+    sof_log "not starting '$*': the time limit is near (SIGUSR1 came earlier)"
+    return "$SOF_EXIT_STOPPED"
+  fi
+  "$@" &
+  SOF_STEP_PID=$!
+  # `wait` returns early (status > 128) when a trapped signal arrives: wait again until CMD ends
+  while :; do
+    rc=0
+    wait "$SOF_STEP_PID" || rc=$?
+    kill -0 "$SOF_STEP_PID" 2>/dev/null || break
+  done
+  SOF_STEP_PID=""
+  return "$rc"
+}
+
+# sof_continue RC SCRIPT [ARGS...]: after the training step. RC 75 after the early signal: requeue
+# this job (or submit SCRIPT ARGS again); any other RC: exit with it.
+sof_continue() {
+  local rc=$1 script=$2
+  shift 2
+  if [ "$rc" -ne "$SOF_EXIT_STOPPED" ]; then
+    [ "$rc" -eq 0 ] && sof_log "training finished" || sof_log "training failed with exit code $rc"
+    exit "$rc"
+  fi
+  if [ "$SOF_SIGNAL" != USR1 ]; then
+    sof_log "stopped by ${SOF_SIGNAL:-a signal} with a checkpoint (exit $rc); not requeued (scancel" \
+      "or time limit without --signal): submit again to resume (train.resume: auto)"
+    exit "$rc"
+  fi
+  local count=${SLURM_RESTART_COUNT:-0}
+  if [ "$count" -ge "$SOF_MAX_REQUEUES" ]; then
+    sof_log "stopped with a checkpoint after $count requeues (SOF_MAX_REQUEUES=$SOF_MAX_REQUEUES):" \
+      "not requeued again"
+    exit "$rc"
+  fi
+  case "$SOF_RESUBMIT" in
+  none)
+    sof_log "stopped with a checkpoint; SOF_RESUBMIT=none: not continuing"
+    exit "$rc"
+    ;;
+  auto | requeue)
+    if scontrol requeue "$SLURM_JOB_ID"; then
+      sof_log "checkpoint written; job $SLURM_JOB_ID requeued (restart $((count + 1)));" \
+        "the next run resumes from it"
+      exit 0
+    fi
+    if [ "$SOF_RESUBMIT" = requeue ]; then
+      sof_log "scontrol requeue failed (job submitted with --no-requeue, or JobRequeue=0 here)"
+      exit "$rc"
+    fi
+    sof_log "scontrol requeue failed: submitting $script again instead"
+    ;;
+  sbatch) ;;
+  *)
+    sof_log "SOF_RESUBMIT='$SOF_RESUBMIT' is not one of auto, requeue, sbatch, none"
+    exit "$rc"
+    ;;
+  esac
+  if sbatch --dependency="afterany:$SLURM_JOB_ID" "$script" "$@"; then
+    sof_log "checkpoint written; resubmitted $script (the new job resumes from it)"
+    exit 0
+  fi
+  sof_log "resubmitting $script failed: submit it again by hand to resume"
+  exit "$rc"
+}
+
+# sof_script_path: the path the job script was submitted from (sbatch runs a spooled copy as $0)
+sof_script_path() {
+  local cmd
+  cmd=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | tr ' ' '\n' | sed -n 's/^Command=//p')
+  echo "${cmd:-$0}"
+}
