@@ -18,6 +18,7 @@
 # Variables: SOF_EXIT_STOPPED (75), SOF_MAX_REQUEUES (20: a job requeued that often stops for good),
 # SOF_RESUBMIT (auto|requeue|sbatch|none: how to continue after a stop; auto = requeue, then sbatch).
 
+# shellcheck shell=bash
 SOF_EXIT_STOPPED=${SOF_EXIT_STOPPED:-75}
 SOF_MAX_REQUEUES=${SOF_MAX_REQUEUES:-20}
 SOF_RESUBMIT=${SOF_RESUBMIT:-auto}
@@ -69,7 +70,11 @@ sof_continue() {
   local rc=$1 script=$2
   shift 2
   if [ "$rc" -ne "$SOF_EXIT_STOPPED" ]; then
-    [ "$rc" -eq 0 ] && sof_log "training finished" || sof_log "training failed with exit code $rc"
+    if [ "$rc" -eq 0 ]; then
+      sof_log "training finished"
+    else
+      sof_log "training failed with exit code $rc"
+    fi
     exit "$rc"
   fi
   if [ "$SOF_SIGNAL" != USR1 ]; then

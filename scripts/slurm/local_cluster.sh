@@ -30,7 +30,7 @@ die() {
 
 cmd=${1:-}
 dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || die "usage: $0 start|stop|env DIR"
+if [ -z "$cmd" ] || [ -z "$dir" ]; then die "usage: $0 start|stop|env DIR"; fi
 
 free_port() { # a TCP port nobody listens on now (the kernel's pick for port 0)
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -86,6 +86,7 @@ stop)
     export SLURM_CONF=$dir/etc/slurm.conf
     # end running jobs first so that slurmd reaps their steps (proctrack/linuxproc kills them)
     timeout 10 scancel --quiet --user="$(id -un)" 2>/dev/null || true
+    # shellcheck disable=SC2016 # expanded by the inner bash
     wait_for 10 "job cancellation" bash -c '[ -z "$(squeue -h -o %i 2>/dev/null)" ]' || true
   fi
   stop_pidfile "$dir/run/slurmd.pid"
@@ -147,8 +148,8 @@ fi
 
 # node shape as slurmd sees it (CPUs, sockets, cores, threads, memory)
 node_line=$(slurmd -C | head -1)
-shape=$(echo "$node_line" | tr ' ' '\n' | grep -E '^(CPUs|SocketsPerBoard|CoresPerSocket|ThreadsPerCore)=' |
-  tr '\n' ' ')
+shape=$(echo "$node_line" | tr ' ' '\n' |
+  grep -E '^(CPUs|SocketsPerBoard|CoresPerSocket|ThreadsPerCore)=' | tr '\n' ' ')
 mem=$(echo "$node_line" | tr ' ' '\n' | sed -n 's/^RealMemory=//p')
 mem=$((mem * 9 / 10)) # leave slurmd's own margin
 ngpu=$(echo "$node_line" | tr ' ' '\n' | sed -n 's/^CPUs=//p') # one "GPU" per CPU

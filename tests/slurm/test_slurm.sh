@@ -2,13 +2,15 @@
 # The slurm/ recipes for real: a one-node Slurm on localhost (scripts/slurm/local_cluster.sh) runs
 # `superoffload topo` and `train` under srun and slurm/generic.sbatch, compared with mpirun bitwise.
 #
-# Usage: test_slurm.sh MODE EXE   (MODE: run | requeue; EXE: build/bin/superoffload)
+# Usage: test_slurm.sh MODE EXE   (MODE: run | requeue | sites; EXE: build/bin/superoffload)
 #   run      srun -n 2 topo: each rank's Slurm binding == topo's placement; srun train and an
 #            `sbatch --wait slurm/generic.sbatch` train: checkpoint files and per-step losses equal
 #            the mpirun run's bitwise, every rank binds as topo says
 #   requeue  generic.sbatch gets its early SIGUSR1 mid-run (as --signal=B:USR1@300 sends it): the
 #            ranks checkpoint and exit 75, the job requeues itself, resumes (train.resume: auto) and
 #            ends with the checkpoint of the uninterrupted mpirun run, bitwise
+#   sites    slurm/alps-gh200.sbatch and deltaai-gh200.sbatch without their SITE lines, scaled
+#            down to this node: they train and bind as topo plans, equal to mpirun bitwise
 # Exit 77 (ctest SKIP_RETURN_CODE) with a message where Slurm cannot start here (not root, missing
 # packages, daemons that do not come up). The daemons are always stopped (EXIT trap; each one also
 # ends by itself after SOF_SLURM_LIFETIME seconds should this script be SIGKILLed).
@@ -72,20 +74,25 @@ cd "$SRC"
 # the deck: tiny GPT-2, a few steps, one validation batch
 STEPS=${SOF_SLURM_STEPS:-3}
 [ "$MODE" = requeue ] && STEPS=${SOF_SLURM_STEPS:-10}
-deck_args() { # deck_args OUT_DIR
-  echo inputs/tiny.yaml --set train.steps="$STEPS" --set train.eval_batches=1 \
-    --set train.eval_every=1000 --set runtime.out_dir="$1" --set train.checkpoint_dir="$1/ckpt"
+deck_args() { # deck_args OUT_DIR: the deck and its overrides in the array DECK
+  DECK=(inputs/tiny.yaml --set train.steps="$STEPS" --set train.eval_batches=1
+    --set train.eval_every=1000 --set runtime.out_dir="$1" --set train.checkpoint_dir="$1/ckpt")
 }
+
+files_of() { find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ' '; }
 
 # same_run A B: the newest checkpoints of runs A and B hold the same bytes (every file but the
 # deck copy, which names the run's own directories; the manifest without its deck/self checksums)
 # and the per-step losses, grad norms, learning rates and validation losses are equal
 same_run() {
-  local a=$1 b=$2 sa sb f
-  sa=$(ls -d "$a"/ckpt/step_* | tail -1)
-  sb=$(ls -d "$b"/ckpt/step_* | tail -1)
+  local a=$1 b=$2 sa sb f da db
+  da=("$a"/ckpt/step_*) # sorted by the glob: the last is the newest step
+  db=("$b"/ckpt/step_*)
+  sa=${da[-1]}
+  sb=${db[-1]}
+  if [ ! -d "$sa" ] || [ ! -d "$sb" ]; then fail "no checkpoint in $a/ckpt or $b/ckpt"; fi
   [ "$(basename "$sa")" = "$(basename "$sb")" ] || fail "newest checkpoints differ: $sa vs $sb"
-  [ "$(cd "$sa" && ls | sort)" = "$(cd "$sb" && ls | sort)" ] || fail "checkpoint files differ: $sa vs $sb"
+  [ "$(files_of "$sa")" = "$(files_of "$sb")" ] || fail "checkpoint files differ: $sa vs $sb"
   for f in "$sa"/*; do
     case $(basename "$f") in
     deck.yaml) ;;
@@ -114,13 +121,14 @@ if not a or a != b:
     sys.exit(1)
 print("     %d step/eval records equal" % len(a))
 EOF
-  ok "$(basename "$b") == $(basename "$a") bitwise ($(basename "$sa"): $(cd "$sa" && ls | tr '\n' ' '))"
+  ok "$(basename "$b") == $(basename "$a") bitwise ($(basename "$sa"): $(files_of "$sa"))"
 }
 
 # reference: the same deck under mpirun
 mpirun_train() { # mpirun_train OUT_DIR
+  deck_args "$1"
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 \
-    mpirun -np "$TRAIN_RANKS" --oversubscribe "$EXE" train $(deck_args "$1") >"$1.log" 2>&1 ||
+    mpirun -np "$TRAIN_RANKS" --oversubscribe "$EXE" train "${DECK[@]}" >"$1.log" 2>&1 ||
     fail "mpirun train failed: $(tail -5 "$1.log")"
   ok "mpirun -np $TRAIN_RANKS train ($STEPS steps)"
 }
@@ -138,8 +146,9 @@ check_binding() {
       fail "rank $r is not local rank $r/$n in topo's view: $(grep "^ *$r: placement" "$log")"
     plan=$(placement_pus "$r" "$log")
     run=$(running_pus "$r" "$log")
-    [ -n "$plan" ] && [ "$plan" = "$run" ] ||
+    if [ -z "$plan" ] || [ "$plan" != "$run" ]; then
       fail "rank $r: topo plans PUs '$plan', Slurm bound it to '$run'"
+    fi
     case ",$seen," in *",$plan,"*) fail "PUs $plan given to two ranks" ;; esac
     seen="$seen,$plan"
   done
@@ -173,14 +182,16 @@ run_mode() {
   timeout 60 srun -l "${layout[@]}" "$EXE" topo >"$WORK/topo_train.log" 2>&1 ||
     fail "srun topo: $(cat "$WORK/topo_train.log")"
   check_binding "$TRAIN_RANKS" "$CPT" "$WORK/topo_train.log"
-  timeout 300 srun -l "${layout[@]}" "$EXE" train $(deck_args "$WORK/srun") >"$WORK/srun.log" 2>&1 ||
+  deck_args "$WORK/srun"
+  timeout 300 srun -l "${layout[@]}" "$EXE" train "${DECK[@]}" >"$WORK/srun.log" 2>&1 ||
     fail "srun train failed: $(tail -5 "$WORK/srun.log")"
   ok "srun -n $TRAIN_RANKS train ($STEPS steps)"
   check_train_binding "$WORK/srun.log" "$WORK/topo_train.log"
   same_run "$WORK/mpirun" "$WORK/srun"
 
+  deck_args "$WORK/sbatch"
   timeout 300 sbatch --wait --ntasks-per-node="$TRAIN_RANKS" --cpus-per-task="$CPT" \
-    --output="$WORK/sbatch.out" slurm/generic.sbatch $(deck_args "$WORK/sbatch") >/dev/null ||
+    --output="$WORK/sbatch.out" slurm/generic.sbatch "${DECK[@]}" >/dev/null ||
     fail "sbatch --wait slurm/generic.sbatch failed: $(tail -15 "$WORK/sbatch.out")"
   grep -q "training finished" "$WORK/sbatch.out" || fail "generic.sbatch did not report the end"
   ok "sbatch --wait slurm/generic.sbatch ($TRAIN_RANKS ranks x $CPT cores)"
@@ -193,18 +204,19 @@ run_mode() {
 
 requeue_mode() {
   mpirun_train "$WORK/mpirun"
-  local jid state="" i out=$WORK/requeue.out
+  local jid state="" out=$WORK/requeue.out
+  deck_args "$WORK/requeue"
   jid=$(sbatch --parsable --ntasks-per-node="$TRAIN_RANKS" --cpus-per-task="$CPT" --output="$out" \
-    slurm/generic.sbatch $(deck_args "$WORK/requeue")) || fail "sbatch slurm/generic.sbatch failed"
+    slurm/generic.sbatch "${DECK[@]}") || fail "sbatch slurm/generic.sbatch failed"
   # the early signal once training runs (what --signal=B:USR1@300 does 300 s before the limit)
-  for i in $(seq 1 600); do
+  for _ in $(seq 1 600); do
     grep -qE "^ *step +2/$STEPS" "$out" 2>/dev/null && break
     sleep 0.1
   done
   grep -qE "^ *step +2/$STEPS" "$out" || fail "job $jid did not reach step 2: $(tail -5 "$out")"
   scancel --batch --signal=USR1 "$jid"
   ok "job $jid: SIGUSR1 to the batch shell at step 2 of $STEPS"
-  for i in $(seq 1 1200); do
+  for _ in $(seq 1 1200); do
     state=$(scontrol show job "$jid" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
     case $state in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) break ;; esac
     sleep 0.2
@@ -219,9 +231,32 @@ requeue_mode() {
   same_run "$WORK/mpirun" "$WORK/requeue"
 }
 
+sites_mode() {
+  # the Alps and DeltaAI recipes, their SITE lines (account, partition, uenv) removed and their
+  # node shape scaled down on the command line: same training, same binding as topo plans
+  mpirun_train "$WORK/mpirun"
+  local site
+  for site in alps-gh200 deltaai-gh200; do
+    sed '/# SITE/d' "slurm/$site.sbatch" >"$WORK/$site.sbatch"
+    deck_args "$WORK/$site"
+    timeout 300 sbatch --wait --nodes=1 --ntasks-per-node="$TRAIN_RANKS" --cpus-per-task="$CPT" \
+      --gpus-per-node="$TRAIN_RANKS" --output="$WORK/$site.out" "$WORK/$site.sbatch" \
+      "${DECK[@]}" >/dev/null ||
+      fail "sbatch --wait slurm/$site.sbatch failed: $(tail -15 "$WORK/$site.out")"
+    grep -q "training finished" "$WORK/$site.out" || fail "$site.sbatch did not report the end"
+    grep -q "OK" "$WORK/$site.out" || fail "$site.sbatch: numa_check found no rank on its node"
+    ok "sbatch --wait slurm/$site.sbatch ($TRAIN_RANKS ranks x $CPT cores)"
+    sed -n 's/^placement: local rank \([0-9]*\)\//\1: placement: local rank \1\//p' \
+      "$WORK/$site.out" >"$WORK/${site}_topo.log"
+    check_train_binding "$WORK/$site.out" "$WORK/${site}_topo.log"
+    same_run "$WORK/mpirun" "$WORK/$site"
+  done
+}
+
 case $MODE in
 run) run_mode ;;
 requeue) requeue_mode ;;
-*) fail "unknown mode '$MODE' (run or requeue)" ;;
+sites) sites_mode ;;
+*) fail "unknown mode '$MODE' (run, requeue or sites)" ;;
 esac
 echo "PASS ($MODE)"
