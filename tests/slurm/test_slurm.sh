@@ -155,15 +155,52 @@ check_binding() {
   ok "srun -n $n: every rank bound by Slurm to the PUs topo plans for it ($seen)"
 }
 
-# check_train_binding LOG TOPO_LOG: each rank's `bind:` line in the train log is topo's placement
-check_train_binding() {
-  local log=$1 topo=$2 r want got
-  for r in $(seq 0 $((TRAIN_RANKS - 1))); do
-    want=$(sed -n "s/^ *$r: placement: //p" "$topo")
-    got=$(grep -E "^ *($r: )?.*bind: local rank $r/" "$log" | sed 's/.*bind: //' | head -1)
-    [ "$want" = "$got" ] || fail "rank $r trained with binding '$got', topo plans '$want'"
+# same_placement SBATCH_OUT TOPO_LOG: the `placement:` lines a recipe printed (its topo step) are
+# the ones `srun -l topo` printed with the same layout
+same_placement() {
+  diff <(grep '^placement: ' "$1" | sort) <(sed -n 's/^ *[0-9]*: \(placement: \)/\1/p' "$2" | sort) ||
+    fail "$1: the recipe's topo step shows other placements than srun topo"
+}
+
+# watch_affinity OUT &: while it runs, append "LOCALID CPUS" for every superoffload process of
+# every job step (scontrol listpids) every 0.1 s: what each training rank is really bound to
+watch_affinity() {
+  local pid lid a
+  while :; do
+    scontrol listpids 2>/dev/null | awk 'NR > 1 { print $1, $4 }' | while read -r pid lid; do
+      [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = superoffload ] || continue
+      a=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null) || continue
+      [ -n "$a" ] && echo "$lid $a"
+    done >>"$1"
+    sleep 0.1
   done
-  ok "train ranks bound as topo plans"
+}
+
+# train_bound_as_planned LOG CMD...: run CMD (a training srun/sbatch; output to LOG) while
+# watching the ranks; then the last affinity seen of each local rank r must be the PUs topo plans
+# for r ($TOPO_LOG), and each rank's `bind:` line in $TRAIN_LOG (rank 0 at least) topo's placement
+train_bound_as_planned() {
+  local log=$1 seen=$WORK/affinity.$RANDOM watcher rc=0 r want got
+  shift
+  : >"$seen"
+  watch_affinity "$seen" &
+  watcher=$!
+  "$@" >"$log" 2>&1 || rc=$?
+  kill "$watcher" 2>/dev/null
+  wait "$watcher" 2>/dev/null || true
+  [ $rc -eq 0 ] || return $rc
+  for r in $(seq 0 $((TRAIN_RANKS - 1))); do
+    want=$(placement_pus "$r" "$TOPO_LOG")
+    got=$(awk -v r="$r" '$1 == r { a = $2 } END { print a }' "$seen")
+    [ -n "$got" ] || fail "never saw training rank $r running (scontrol listpids)"
+    [ "$got" = "$want" ] || fail "training rank $r runs on PUs '$got', topo plans '$want'"
+    want=$(sed -n "s/^ *$r: placement: //p" "$TOPO_LOG")
+    got=$(grep -E "^ *($r: )?.*bind: local rank $r/" "$TRAIN_LOG" | sed 's/.*bind: //' | head -1)
+    if [ -n "$got" ] || [ "$r" -eq 0 ]; then
+      [ "$want" = "$got" ] || fail "rank $r logged binding '$got', topo plans '$want'"
+    fi
+  done
+  ok "training ranks run on the PUs topo plans ($(sort -u "$seen" | tr '\n' ' '))"
 }
 
 CPT=$((CPUS / TRAIN_RANKS)) # cores per training rank
@@ -183,22 +220,21 @@ run_mode() {
     fail "srun topo: $(cat "$WORK/topo_train.log")"
   check_binding "$TRAIN_RANKS" "$CPT" "$WORK/topo_train.log"
   deck_args "$WORK/srun"
-  timeout 300 srun -l "${layout[@]}" "$EXE" train "${DECK[@]}" >"$WORK/srun.log" 2>&1 ||
+  TOPO_LOG=$WORK/topo_train.log TRAIN_LOG=$WORK/srun.log train_bound_as_planned "$WORK/srun.log" \
+    timeout 300 srun -l "${layout[@]}" "$EXE" train "${DECK[@]}" ||
     fail "srun train failed: $(tail -5 "$WORK/srun.log")"
   ok "srun -n $TRAIN_RANKS train ($STEPS steps)"
-  check_train_binding "$WORK/srun.log" "$WORK/topo_train.log"
   same_run "$WORK/mpirun" "$WORK/srun"
 
+  # generic.sbatch prints topo's placement per rank, then trains: the same binding
   deck_args "$WORK/sbatch"
-  timeout 300 sbatch --wait --ntasks-per-node="$TRAIN_RANKS" --cpus-per-task="$CPT" \
-    --output="$WORK/sbatch.out" slurm/generic.sbatch "${DECK[@]}" >/dev/null ||
+  TOPO_LOG=$WORK/topo_train.log TRAIN_LOG=$WORK/sbatch.out train_bound_as_planned /dev/null \
+    timeout 300 sbatch --wait --ntasks-per-node="$TRAIN_RANKS" --cpus-per-task="$CPT" \
+    --output="$WORK/sbatch.out" slurm/generic.sbatch "${DECK[@]}" ||
     fail "sbatch --wait slurm/generic.sbatch failed: $(tail -15 "$WORK/sbatch.out")"
   grep -q "training finished" "$WORK/sbatch.out" || fail "generic.sbatch did not report the end"
   ok "sbatch --wait slurm/generic.sbatch ($TRAIN_RANKS ranks x $CPT cores)"
-  # generic.sbatch prints topo's placement per rank, then trains: same binding
-  sed -n 's/^placement: local rank \([0-9]*\)\//\1: placement: local rank \1\//p' \
-    "$WORK/sbatch.out" >"$WORK/sbatch_topo.log"
-  check_train_binding "$WORK/sbatch.out" "$WORK/sbatch_topo.log"
+  same_placement "$WORK/sbatch.out" "$WORK/topo_train.log"
   same_run "$WORK/mpirun" "$WORK/sbatch"
 }
 
@@ -235,20 +271,22 @@ sites_mode() {
   # the Alps and DeltaAI recipes, their SITE lines (account, partition, uenv) removed and their
   # node shape scaled down on the command line: same training, same binding as topo plans
   mpirun_train "$WORK/mpirun"
+  timeout 60 srun -l -n "$TRAIN_RANKS" --ntasks-per-node="$TRAIN_RANKS" --cpus-per-task="$CPT" \
+    "$EXE" topo >"$WORK/topo_train.log" 2>&1 || fail "srun topo: $(cat "$WORK/topo_train.log")"
+  check_binding "$TRAIN_RANKS" "$CPT" "$WORK/topo_train.log"
   local site
   for site in alps-gh200 deltaai-gh200; do
     sed '/# SITE/d' "slurm/$site.sbatch" >"$WORK/$site.sbatch"
     deck_args "$WORK/$site"
-    timeout 300 sbatch --wait --nodes=1 --ntasks-per-node="$TRAIN_RANKS" --cpus-per-task="$CPT" \
-      --gpus-per-node="$TRAIN_RANKS" --output="$WORK/$site.out" "$WORK/$site.sbatch" \
-      "${DECK[@]}" >/dev/null ||
+    TOPO_LOG=$WORK/topo_train.log TRAIN_LOG=$WORK/$site.out train_bound_as_planned /dev/null \
+      timeout 300 sbatch --wait --nodes=1 --ntasks-per-node="$TRAIN_RANKS" \
+      --cpus-per-task="$CPT" --gpus-per-node="$TRAIN_RANKS" --output="$WORK/$site.out" \
+      "$WORK/$site.sbatch" "${DECK[@]}" ||
       fail "sbatch --wait slurm/$site.sbatch failed: $(tail -15 "$WORK/$site.out")"
     grep -q "training finished" "$WORK/$site.out" || fail "$site.sbatch did not report the end"
     grep -q "OK" "$WORK/$site.out" || fail "$site.sbatch: numa_check found no rank on its node"
     ok "sbatch --wait slurm/$site.sbatch ($TRAIN_RANKS ranks x $CPT cores)"
-    sed -n 's/^placement: local rank \([0-9]*\)\//\1: placement: local rank \1\//p' \
-      "$WORK/$site.out" >"$WORK/${site}_topo.log"
-    check_train_binding "$WORK/$site.out" "$WORK/${site}_topo.log"
+    same_placement "$WORK/$site.out" "$WORK/topo_train.log"
     same_run "$WORK/mpirun" "$WORK/$site"
   done
 }
