@@ -94,7 +94,10 @@ sof_continue() {
     exit "$rc"
     ;;
   auto | requeue)
-    if scontrol requeue "$SLURM_JOB_ID"; then
+    # a requeue ends this run at once with SIGTERM to all its processes, scontrol included, which
+    # may die before it reports success: ignore TERM (inherited by scontrol) and ask the job itself
+    trap '' TERM
+    if scontrol requeue "$SLURM_JOB_ID" || _sof_requeued "$count"; then
       sof_log "checkpoint written; job $SLURM_JOB_ID requeued (restart $((count + 1)));" \
         "the next run resumes from it"
       exit 0
@@ -117,6 +120,13 @@ sof_continue() {
   fi
   sof_log "resubmitting $script failed: submit it again by hand to resume"
   exit "$rc"
+}
+
+# _sof_requeued COUNT: this job has been requeued more than COUNT times
+_sof_requeued() {
+  local n
+  n=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | tr ' ' '\n' | sed -n 's/^Restarts=//p')
+  [ -n "$n" ] && [ "$n" -gt "$1" ]
 }
 
 # sof_script_path: the path the job script was submitted from (sbatch runs a spooled copy as $0)
