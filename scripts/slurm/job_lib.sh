@@ -15,7 +15,7 @@
 # SIGTERM that was not announced by USR1 (scancel, or the time limit without --signal) is not
 # requeued: the checkpoint is there, resubmit by hand to continue.
 #
-# Variables: SOF_EXIT_STOPPED (75), SOF_MAX_REQUEUES (20: a job requeued that often stops for good),
+# Variables: SOF_EXIT_STOPPED (75), SOF_MAX_REQUEUES (20: a chain that long stops for good),
 # SOF_RESUBMIT (auto|requeue|sbatch|none: how to continue after a stop; auto = requeue, then sbatch).
 
 # shellcheck shell=bash
@@ -82,10 +82,12 @@ sof_continue() {
       "or time limit without --signal): submit again to resume (train.resume: auto)"
     exit "$rc"
   fi
+  # runs so far in this chain: requeues of this job, or resubmissions (SOF_CHAIN, set below)
   local count=${SLURM_RESTART_COUNT:-0}
+  [ "${SOF_CHAIN:-0}" -gt "$count" ] && count=$SOF_CHAIN
   if [ "$count" -ge "$SOF_MAX_REQUEUES" ]; then
-    sof_log "stopped with a checkpoint after $count requeues (SOF_MAX_REQUEUES=$SOF_MAX_REQUEUES):" \
-      "not requeued again"
+    sof_log "stopped with a checkpoint after $count requeues/resubmissions" \
+      "(SOF_MAX_REQUEUES=$SOF_MAX_REQUEUES): not continued again"
     exit "$rc"
   fi
   case "$SOF_RESUBMIT" in
@@ -114,12 +116,35 @@ sof_continue() {
     exit "$rc"
     ;;
   esac
-  if sbatch --dependency="afterany:$SLURM_JOB_ID" "$script" "$@"; then
+  local same=()
+  _sof_same_shape
+  if sbatch --dependency="afterany:$SLURM_JOB_ID" "${same[@]}" "$script" "$@"; then
     sof_log "checkpoint written; resubmitted $script (the new job resumes from it)"
     exit 0
   fi
   sof_log "resubmitting $script failed: submit it again by hand to resume"
   exit "$rc"
+}
+
+# _sof_same_shape: sbatch options (into the caller's array `same`) for a job shaped like this one
+# (options given on the first sbatch command line are not in the script's #SBATCH lines), and the
+# chain count (the caller's `count`) for the next job
+_sof_same_shape() {
+  local info key val var
+  info=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | tr ' ' '\n')
+  for key in nodes:SLURM_JOB_NUM_NODES ntasks-per-node:SLURM_NTASKS_PER_NODE \
+    cpus-per-task:SLURM_CPUS_PER_TASK gpus-per-task:SLURM_GPUS_PER_TASK \
+    gpus-per-node:SLURM_GPUS_PER_NODE partition:SLURM_JOB_PARTITION account:SLURM_JOB_ACCOUNT \
+    job-name:SLURM_JOB_NAME; do
+    var=${key#*:}
+    val=${!var:-}
+    [ -n "$val" ] && same+=("--${key%%:*}=$val")
+  done
+  for key in TimeLimit:time StdOut:output; do
+    val=$(echo "$info" | sed -n "s/^${key%%:*}=//p")
+    [ -n "$val" ] && [ "$val" != UNLIMITED ] && same+=("--${key#*:}=$val")
+  done
+  same+=(--open-mode=append "--export=ALL,SOF_CHAIN=$((count + 1))")
 }
 
 # _sof_requeued COUNT: this job has been requeued more than COUNT times

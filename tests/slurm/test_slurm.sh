@@ -7,8 +7,9 @@
 #            `sbatch --wait slurm/generic.sbatch` train: checkpoint files and per-step losses equal
 #            the mpirun run's bitwise, every rank binds as topo says
 #   requeue  generic.sbatch gets its early SIGUSR1 mid-run (as --signal=B:USR1@300 sends it): the
-#            ranks checkpoint and exit 75, the job requeues itself, resumes (train.resume: auto) and
-#            ends with the checkpoint of the uninterrupted mpirun run, bitwise
+#            ranks checkpoint and exit 75, the job requeues itself (then, with SOF_RESUBMIT=sbatch,
+#            submits a successor), resumes (train.resume: auto) and ends with the checkpoint of
+#            the uninterrupted mpirun run, bitwise
 #   sites    slurm/alps-gh200.sbatch and deltaai-gh200.sbatch without their SITE lines, scaled
 #            down to this node: they train and bind as topo plans, equal to mpirun bitwise
 # Exit 77 (ctest SKIP_RETURN_CODE) with a message where Slurm cannot start here (not root, missing
@@ -250,12 +251,27 @@ run_mode() {
   same_run "$WORK/mpirun" "$WORK/sbatch"
 }
 
-requeue_mode() {
-  mpirun_train "$WORK/mpirun"
-  local jid state="" out=$WORK/requeue.out
-  deck_args "$WORK/requeue"
-  jid=$(sbatch --parsable --ntasks-per-node="$TRAIN_RANKS" --cpus-per-task="$CPT" --output="$out" \
-    slurm/generic.sbatch "${DECK[@]}") || fail "sbatch slurm/generic.sbatch failed"
+job_state() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
+
+# wait_job JOBID: until it has ended (any final state); prints the state
+wait_job() {
+  local state=""
+  for _ in $(seq 1 1500); do
+    state=$(job_state "$1")
+    case $state in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) break ;; esac
+    sleep 0.2
+  done
+  echo "$state"
+}
+
+# stop_and_continue HOW: generic.sbatch with SOF_RESUBMIT=HOW (requeue: same job; sbatch: a new
+# job) gets the early SIGUSR1 at step 2; the chain must end with the uninterrupted run's state
+stop_and_continue() {
+  local how=$1 jid next state out=$WORK/$1.out
+  deck_args "$WORK/$how"
+  jid=$(SOF_RESUBMIT=$how sbatch --parsable --ntasks-per-node="$TRAIN_RANKS" \
+    --cpus-per-task="$CPT" --output="$out" slurm/generic.sbatch "${DECK[@]}") ||
+    fail "sbatch slurm/generic.sbatch failed"
   # the early signal once training runs (what --signal=B:USR1@300 does 300 s before the limit)
   for _ in $(seq 1 600); do
     grep -qE "^ *step +2/$STEPS" "$out" 2>/dev/null && break
@@ -264,21 +280,37 @@ requeue_mode() {
   grep -qE "^ *step +2/$STEPS" "$out" || fail "job $jid did not reach step 2: $(tail -5 "$out")"
   scancel --batch --signal=USR1 "$jid"
   ok "job $jid: SIGUSR1 to the batch shell at step 2 of $STEPS"
-  for _ in $(seq 1 1200); do
-    state=$(scontrol show job "$jid" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
-    case $state in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) break ;; esac
-    sleep 0.2
-  done
-  if grep -qE "killed by signal|User defined signal 1" "$out" && ! grep -q "requeued" "$out"; then
+  state=$(wait_job "$jid")
+  if grep -qE "killed by signal|User defined signal 1" "$out" && ! grep -q "checkpoint written" "$out"
+  then
     skip "superoffload train does not handle SIGUSR1 yet (died of it: issue 12 point 7)"
   fi
   [ "$state" = COMPLETED ] || fail "job $jid ended $state: $(tail -15 "$out")"
-  grep -q "job $jid requeued (restart 1)" "$out" || fail "job $jid was not requeued: $(tail -15 "$out")"
-  grep -q "restart 1, deck" "$out" || fail "job $jid did not run again after its requeue"
-  ok "job $jid: checkpoint, exit 75, requeued, ran again: $(grep -c 'restart [0-9]*, deck' "$out") runs"
+  grep -q "stopped after step" "$out" || fail "job $jid: no stop after a step: $(tail -15 "$out")"
+  if [ "$how" = requeue ]; then
+    grep -q "job $jid requeued (restart 1)" "$out" || fail "job $jid was not requeued: $(tail -15 "$out")"
+    grep -q "sbatch $jid\] job $jid: .*restart 1, deck" "$out" ||
+      fail "job $jid did not run again after its requeue"
+  else
+    next=$(sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' "$out" | tail -1)
+    if [ -z "$next" ] || [ "$next" = "$jid" ]; then
+      fail "job $jid did not submit a successor: $(tail -15 "$out")"
+    fi
+    state=$(wait_job "$next")
+    [ "$state" = COMPLETED ] || fail "successor job $next ended $state: $(tail -15 "$out")"
+    grep -q "sbatch $next\] training finished" "$out" || fail "job $next did not finish the run"
+  fi
+  ok "SOF_RESUBMIT=$how: checkpoint, exit 75, continued ($(grep -c '\] job [0-9]*: ' "$out") runs)"
+  grep -q "resume: .*step_0*[1-9]" "$out" || fail "the second run did not resume from a checkpoint"
   # the run counters skips/rollbacks restart from 0 at a resume (lib/train, also with stop_after
   # on main): compared are the state files and the rest of the manifest
-  SAME_RUN_IGNORE="skips rollbacks" same_run "$WORK/mpirun" "$WORK/requeue"
+  SAME_RUN_IGNORE="skips rollbacks" same_run "$WORK/mpirun" "$WORK/$how"
+}
+
+requeue_mode() {
+  mpirun_train "$WORK/mpirun"
+  stop_and_continue requeue
+  stop_and_continue sbatch
 }
 
 sites_mode() {
