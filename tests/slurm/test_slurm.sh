@@ -21,9 +21,8 @@ MODE=${1:?usage: test_slurm.sh run|requeue EXE}
 EXE=$(cd "$(dirname "${2:?usage: test_slurm.sh run|requeue EXE}")" && pwd)/$(basename "$2")
 export EXE # the recipes run $EXE (sbatch passes the environment on)
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-# ranks of the training runs: 1 until multi-rank training lands on main (train refuses a second
-# rank today); topo always runs on 2
-TRAIN_RANKS=${SOF_SLURM_TRAIN_RANKS:-1}
+# ranks of the training runs (ZeRO-3 over the data-parallel ranks; SOF_SLURM_TRAIN_RANKS=1 for one)
+TRAIN_RANKS=${SOF_SLURM_TRAIN_RANKS:-2}
 CPUS=$(nproc)
 
 skip() {
@@ -228,13 +227,13 @@ run_mode() {
 
   # 2. train under mpirun (reference), srun and sbatch
   mpirun_train "$WORK/mpirun"
-  local layout=(-n "$TRAIN_RANKS" --ntasks-per-node="$TRAIN_RANKS" --cpus-per-task="$CPT")
-  timeout 60 srun -l "${layout[@]}" "$EXE" topo >"$WORK/topo_train.log" 2>&1 ||
-    fail "srun topo: $(cat "$WORK/topo_train.log")"
+  timeout 60 srun -l -n "$TRAIN_RANKS" --ntasks-per-node="$TRAIN_RANKS" --cpus-per-task="$CPT" \
+    "$EXE" topo >"$WORK/topo_train.log" 2>&1 || fail "srun topo: $(cat "$WORK/topo_train.log")"
   check_binding "$TRAIN_RANKS" "$CPT" "$WORK/topo_train.log"
+  # a plain `srun -n N` (no --ntasks-per-node: train takes the local size from MPI)
   deck_args "$WORK/srun"
   TOPO_LOG=$WORK/topo_train.log TRAIN_LOG=$WORK/srun.log train_bound_as_planned "$WORK/srun.log" \
-    timeout 300 srun -l "${layout[@]}" "$EXE" train "${DECK[@]}" ||
+    timeout 300 srun -l -n "$TRAIN_RANKS" --cpus-per-task="$CPT" "$EXE" train "${DECK[@]}" ||
     fail "srun train failed: $(tail -5 "$WORK/srun.log")"
   ok "srun -n $TRAIN_RANKS train ($STEPS steps)"
   same_run "$WORK/mpirun" "$WORK/srun"
