@@ -42,12 +42,15 @@ _sof_on_term() {
   sof_log "SIGTERM: the ranks stop after their step (Slurm signals them directly)"
 }
 
+# from the moment a recipe sources this file: an early USR1 during the preflight steps is kept
+# (the training step then does not start, and the job continues in the next allocation)
+trap _sof_on_usr1 USR1
+trap _sof_on_term TERM
+
 # sof_train_step CMD...: run CMD (an `srun ... superoffload train ...`) in the background so that
 # the batch shell can take signals while it runs; returns CMD's exit code.
 sof_train_step() {
   local rc=0
-  trap _sof_on_usr1 USR1
-  trap _sof_on_term TERM
   if [ "$SOF_SIGNAL" = USR1 ]; then
     sof_log "not starting '$*': the time limit is near (SIGUSR1 came earlier)"
     return "$SOF_EXIT_STOPPED"
