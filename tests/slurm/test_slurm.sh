@@ -61,7 +61,7 @@ cleanup() {
       rc=1
     fi
   done
-  [ $rc -eq 0 ] && rm -rf "$WORK" || echo "(files kept in $WORK)"
+  if [ $rc -eq 0 ] || [ $rc -eq 77 ]; then rm -rf "$WORK"; else echo "(files kept in $WORK)"; fi
   exit $rc
 }
 trap cleanup EXIT
