@@ -13,7 +13,9 @@
 # where the site refuses requeues, submits the same script again with --dependency=afterany; the
 # next allocation resumes from the newest checkpoint (train.resume: auto). An exit 75 after a
 # SIGTERM that was not announced by USR1 (scancel, or the time limit without --signal) is not
-# requeued: the checkpoint is there, resubmit by hand to continue.
+# requeued: the checkpoint is there, resubmit by hand to continue. Nor is a run whose USR1 came
+# before its training started (a --time shorter than the lead time plus Slurm's up to 60 s of
+# signal resolution would requeue forever).
 #
 # Variables: SOF_EXIT_STOPPED (75), SOF_MAX_REQUEUES (20: a chain that long stops for good),
 # SOF_RESUBMIT (auto|requeue|sbatch|none: how to continue after a stop; auto = requeue, then sbatch).
@@ -24,6 +26,7 @@ SOF_MAX_REQUEUES=${SOF_MAX_REQUEUES:-20}
 SOF_RESUBMIT=${SOF_RESUBMIT:-auto}
 SOF_STEP_PID=""
 SOF_SIGNAL=""
+SOF_TRAINED=""
 
 sof_log() { echo "[$(date -u +%FT%TZ) sbatch ${SLURM_JOB_ID:-?}] $*"; }
 
@@ -55,6 +58,7 @@ sof_train_step() {
     sof_log "not starting '$*': the time limit is near (SIGUSR1 came earlier)"
     return "$SOF_EXIT_STOPPED"
   fi
+  SOF_TRAINED=1
   "$@" &
   SOF_STEP_PID=$!
   # `wait` returns early (status > 128) when a trapped signal arrives: wait again until CMD ends
@@ -83,6 +87,12 @@ sof_continue() {
   if [ "$SOF_SIGNAL" != USR1 ]; then
     sof_log "stopped by ${SOF_SIGNAL:-a signal} with a checkpoint (exit $rc); not requeued (scancel" \
       "or time limit without --signal): submit again to resume (train.resume: auto)"
+    exit "$rc"
+  fi
+  if [ -z "$SOF_TRAINED" ]; then
+    # Slurm may signal up to 60 s before the asked time: a limit that short repeats forever
+    sof_log "SIGUSR1 came before training started: --time is too short for the --signal lead" \
+      "time (plus up to 60 s of Slurm's resolution); not continued"
     exit "$rc"
   fi
   # runs so far in this chain: requeues of this job, or resubmissions (SOF_CHAIN, set below)
