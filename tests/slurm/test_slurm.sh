@@ -17,8 +17,8 @@
 # ends by itself after SOF_SLURM_LIFETIME seconds should this script be SIGKILLed).
 set -euo pipefail
 
-MODE=${1:?usage: test_slurm.sh run|requeue EXE}
-EXE=$(cd "$(dirname "${2:?usage: test_slurm.sh run|requeue EXE}")" && pwd)/$(basename "$2")
+MODE=${1:?usage: test_slurm.sh run|requeue|sites EXE}
+EXE=$(cd "$(dirname "${2:?usage: test_slurm.sh run|requeue|sites EXE}")" && pwd)/$(basename "$2")
 export EXE # the recipes run $EXE (sbatch passes the environment on)
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # ranks of the training runs (ZeRO-3 over the data-parallel ranks; SOF_SLURM_TRAIN_RANKS=1 for one)
