@@ -245,6 +245,8 @@ run_mode() {
     --output="$WORK/sbatch.out" slurm/generic.sbatch "${DECK[@]}" ||
     fail "sbatch --wait slurm/generic.sbatch failed: $(tail -15 "$WORK/sbatch.out")"
   grep -q "training finished" "$WORK/sbatch.out" || fail "generic.sbatch did not report the end"
+  [ "$(grep -c "OK: bound to NUMA node" "$WORK/sbatch.out")" -eq "$TRAIN_RANKS" ] ||
+    fail "generic.sbatch: numa_check did not find every rank on its node: $(grep -E 'OK|WARN' "$WORK/sbatch.out")"
   ok "sbatch --wait slurm/generic.sbatch ($TRAIN_RANKS ranks x $CPT cores)"
   same_placement "$WORK/sbatch.out" "$WORK/topo_train.log"
   same_run "$WORK/mpirun" "$WORK/sbatch"
@@ -329,7 +331,8 @@ sites_mode() {
       "$WORK/$site.sbatch" "${DECK[@]}" ||
       fail "sbatch --wait slurm/$site.sbatch failed: $(tail -15 "$WORK/$site.out")"
     grep -q "training finished" "$WORK/$site.out" || fail "$site.sbatch did not report the end"
-    grep -q "OK" "$WORK/$site.out" || fail "$site.sbatch: numa_check found no rank on its node"
+    [ "$(grep -c "OK: bound to NUMA node" "$WORK/$site.out")" -eq "$TRAIN_RANKS" ] ||
+      fail "$site.sbatch: numa_check did not find every rank on its node"
     ok "sbatch --wait slurm/$site.sbatch ($TRAIN_RANKS ranks x $CPT cores)"
     same_placement "$WORK/$site.out" "$WORK/topo_train.log"
     same_run "$WORK/mpirun" "$WORK/$site"
