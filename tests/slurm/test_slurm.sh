@@ -282,10 +282,6 @@ stop_and_continue() {
   scancel --batch --signal=USR1 "$jid"
   ok "job $jid: SIGUSR1 to the batch shell at step 2 of $STEPS"
   state=$(wait_job "$jid")
-  if grep -qE "killed by signal|User defined signal 1" "$out" && ! grep -q "checkpoint written" "$out"
-  then
-    skip "superoffload train does not handle SIGUSR1 yet (died of it: issue 12 point 7)"
-  fi
   [ "$state" = COMPLETED ] || fail "job $jid ended $state: $(tail -15 "$out")"
   grep -q "stopped after step" "$out" || fail "job $jid: no stop after a step: $(tail -15 "$out")"
   if [ "$how" = requeue ]; then
