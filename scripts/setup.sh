@@ -10,6 +10,8 @@ PKGS=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhwloc-dev l
       libyaml-cpp-dev doctest-dev libopenblas-dev g++-aarch64-linux-gnu qemu-user
       clang-format nlohmann-json3-dev python3-matplotlib)
 missing=()
+# tests/slurm: a one-node Slurm on localhost (scripts/slurm/local_cluster.sh); PMIx for srun --mpi=pmix
+PKGS+=(munge slurmctld slurmd slurm-client libpmix-dev)
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
