@@ -179,9 +179,43 @@ int local_rank_from_env(int fallback) {
     return env_int(names, fallback);
 }
 
+// Tasks of this step on node SLURM_NODEID from SLURM_STEP_TASKS_PER_NODE ("2(x3),1": three
+// nodes with 2 tasks, then one with 1); -1 when unset or malformed. Set by every srun step, also
+// without --ntasks-per-node (where SLURM_NTASKS_PER_NODE is missing).
+static int slurm_step_tasks_here() {
+    const char* v = std::getenv("SLURM_STEP_TASKS_PER_NODE");
+    const char* id = std::getenv("SLURM_NODEID");
+    if (!v || !*v) return -1;
+    long node = id && *id ? std::strtol(id, nullptr, 10) : 0;
+    const char* p = v;
+    while (*p) {
+        char* end = nullptr;
+        long count = std::strtol(p, &end, 10);
+        if (end == p || count < 0) return -1;
+        long reps = 1;
+        p = end;
+        if (*p == '(') {
+            if (p[1] != 'x') return -1;
+            reps = std::strtol(p + 2, &end, 10);
+            if (end == p + 2 || *end != ')' || reps < 1) return -1;
+            p = end + 1;
+        }
+        if (node < reps) return static_cast<int>(count);
+        node -= reps;
+        if (*p == ',') p++;
+        else if (*p) return -1;
+    }
+    return -1;
+}
+
 int local_size_from_env(int fallback) {
-    static const char* const names[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE",
-                                        "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE", nullptr};
+    static const char* const ompi[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", nullptr};
+    int n = env_int(ompi, -1);
+    if (n >= 0) return n;
+    n = slurm_step_tasks_here();
+    if (n > 0) return n;
+    static const char* const names[] = {"SLURM_NTASKS_PER_NODE", "MPI_LOCALNRANKS",
+                                        "PMI_LOCAL_SIZE", nullptr};
     return env_int(names, fallback);
 }
 

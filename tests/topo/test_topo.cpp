@@ -137,6 +137,22 @@ TEST_CASE("local rank and size from the launcher environment") {
     CHECK(local_size_from_env(7) == 7);
 }
 
+TEST_CASE("local size of a bare srun step (no --ntasks-per-node): SLURM_STEP_TASKS_PER_NODE") {
+    unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    unsetenv("SLURM_NTASKS_PER_NODE");
+    setenv("SLURM_STEP_TASKS_PER_NODE", "2(x3),1", 1);
+    for (auto [node, want] : {std::pair{"0", 2}, {"2", 2}, {"3", 1}}) {
+        setenv("SLURM_NODEID", node, 1);
+        CHECK(local_size_from_env(-1) == want);
+    }
+    setenv("SLURM_STEP_TASKS_PER_NODE", "4", 1);
+    unsetenv("SLURM_NODEID");
+    CHECK(local_size_from_env(-1) == 4);
+    setenv("SLURM_STEP_TASKS_PER_NODE", "2(y3)", 1); // malformed: the next source
+    CHECK(local_size_from_env(9) == 9);
+    unsetenv("SLURM_STEP_TASKS_PER_NODE");
+}
+
 TEST_CASE("this machine: dry-run placement, binding to the allowed set, binding to a foreign one") {
     Machine m = discover("");
     CHECK(m.source == "this system");
