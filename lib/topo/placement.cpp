@@ -202,8 +202,10 @@ static int slurm_step_tasks_here() {
         }
         if (node < reps) return static_cast<int>(count);
         node -= reps;
-        if (*p == ',') p++;
-        else if (*p) return -1;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return -1;
     }
     return -1;
 }

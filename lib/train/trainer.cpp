@@ -48,6 +48,7 @@ struct Trainer::Impl {
     std::vector<int> inputs, targets;   // (B*T) whole sequences from the loader
     std::vector<int> linputs, ltargets; // (B*T/sp) this rank's slice of them
     int64_t step = 0;                   // steps completed
+    int64_t skips0 = 0, rollbacks0 = 0; // counted by the run(s) before the resumed checkpoint
     std::function<void()> crash;        // debug.fail_hard: kills this process (set by the app)
     RunDirs dirs;                       // locks on out_dir and checkpoint_dir (rank 0)
     std::string data_id;                // ckpt::data_identity of the training data
@@ -205,6 +206,8 @@ void Trainer::Impl::resume_from(const std::string& dir) {
     else
         updater->set_state(st.params.data(), st.exp_avg.data(), st.exp_avg_sq.data(), m.opt_step);
     train_data->restore(m.train_data);
+    skips0 = m.skips; // the counters go on across resumes (the manifest holds the totals)
+    rollbacks0 = m.rollbacks;
     step = m.step;
     log.info(
         "resume: %s (step %lld, optimizer step %lld%s)", dir.c_str(),
@@ -273,8 +276,8 @@ std::string Trainer::Impl::save_checkpoint() {
     m.world_size = st.map.shards;
     m.deck_yaml = config::effective_yaml(cfg);
     m.train_data = train_data->state();
-    m.skips = updater->stats().skips;
-    m.rollbacks = updater->stats().rollbacks;
+    m.skips = skips0 + updater->stats().skips;
+    m.rollbacks = rollbacks0 + updater->stats().rollbacks;
     m.data_identity = data_id;
     const std::string& root = cfg.train.checkpoint_dir;
     const int r = world.rank();
@@ -358,8 +361,8 @@ RunSummary Trainer::Impl::finish_stopped(RunSummary& sum, MetricsWriter& metrics
         (last_ckpt.empty() || fs::path(last_ckpt).filename() != here))
         last_ckpt = s.save_checkpoint();
     sum.end_step = s.step;
-    sum.skips = s.updater->stats().skips;
-    sum.rollbacks = s.updater->stats().rollbacks;
+    sum.skips = (s.skips0 + s.updater->stats().skips);
+    sum.rollbacks = (s.rollbacks0 + s.updater->stats().rollbacks);
     sum.last_checkpoint = last_ckpt;
     sum.device_peak = s.ctx->device().peak();
     sum.device_used = s.ctx->device().used();
@@ -483,7 +486,8 @@ RunSummary Trainer::run() {
                                    static_cast<double>(db.total_sent()) / 1e6)
                           .c_str()
                     : "",
-                static_cast<long long>(st.skips), static_cast<long long>(st.rollbacks));
+                static_cast<long long>(s.skips0 + st.skips),
+                static_cast<long long>(s.rollbacks0 + st.rollbacks));
         metrics.write("step", {{"step", static_cast<double>(s.step)},
                                {"loss", loss},
                                {"lr", hp.lr},
@@ -497,8 +501,8 @@ RunSummary Trainer::run() {
                                {"backward_ms", bwd_ms},
                                {"exposed_optimizer_ms", rep.exposed_optimizer_ms},
                                {"exposed_transfer_ms", rep.exposed_transfer_ms},
-                               {"skips", static_cast<double>(st.skips)},
-                               {"rollbacks", static_cast<double>(st.rollbacks)},
+                               {"skips", static_cast<double>(s.skips0 + st.skips)},
+                               {"rollbacks", static_cast<double>(s.rollbacks0 + st.rollbacks)},
                                {"rank", static_cast<double>(s.world.rank())},
                                {"comm_ms", comm_ms},
                                {"comm_wait_ms", comm_wait_ms},
@@ -533,8 +537,8 @@ RunSummary Trainer::run() {
     sum.end_step = s.step;
     sum.last_val_loss = s.evaluate();
     sum.tokens_per_s = total_time > 0 ? total_tokens / total_time : 0.0;
-    sum.skips = s.updater->stats().skips;
-    sum.rollbacks = s.updater->stats().rollbacks;
+    sum.skips = (s.skips0 + s.updater->stats().skips);
+    sum.rollbacks = (s.rollbacks0 + s.updater->stats().rollbacks);
     sum.last_checkpoint = last_ckpt;
     sum.device_peak = s.ctx->device().peak();
     sum.device_used = s.ctx->device().used();

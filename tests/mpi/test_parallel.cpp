@@ -125,6 +125,10 @@ TEST_CASE("resume at the same rank count is bitwise") {
     CHECK(count_bit_diffs(full.params, rest.params) == 0);
     std::vector<float> tail(full.losses.begin() + 3, full.losses.end());
     CHECK(count_bit_diffs(tail, rest.losses) == 0);
+    // the skip/rollback counters go on across the resume
+    CHECK(rest.rollbacks == full.rollbacks);
+    CHECK(ckpt::load_manifest(base + "/split/step_00000006").rollbacks ==
+          ckpt::load_manifest(base + "/full/step_00000006").rollbacks);
     // export (llm.c) reads the sharded checkpoint whole: the gathered params, bitwise
     ckpt::Manifest m;
     std::vector<float> exported;
