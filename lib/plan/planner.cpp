@@ -238,8 +238,8 @@ Plan make_plan(const config::Config& cfg, const model::GPT2Config& model, const 
                          100.0 * (mine_iteration(cfg, so, il, sy) / go.iteration - 1)));
     if (c.shard_ranks > 1)
         p.notes.push_back(core::strfmt(
-            "memory per rank with ZeRO-3 over %d ranks: master params, moments and grads are "
-            "1/%d of the model; stationary working weights stay whole",
+            "memory per rank with ZeRO-3 over %d ranks: the engine on a 1/%d shard (the "
+            "wrapper's gather and grad slots of whole units are not included)",
             c.shard_ranks, c.shard_ranks));
     else
         p.notes.push_back("per rank, parameters not sharded: with ZeRO-3 over N ranks the "
