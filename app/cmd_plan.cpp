@@ -1,5 +1,5 @@
-// `superoffload plan DECK [--hardware FILE] [--set key=value ...]`: run the offload planner on a
-// deck and a hardware profile and print its choices, reasons, memory and predicted step times.
+// `superoffload plan DECK [--hardware FILE] [--ranks N] [--set key=value ...]`: run the offload
+// planner on a deck and a hardware profile and print choices, memory per rank and step times.
 #include <mpi.h>
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "config/deck.h"
+#include "core/error.h"
 #include "plan/comm_model.h"
 #include "plan/planner.h"
 
@@ -19,10 +20,22 @@ int cmd_plan(int argc, char** argv) {
     auto it = args.options.find("hardware");
     plan::HardwareProfile hw =
         it != args.options.end() ? plan::load_hardware(it->second) : plan::hardware_for(cfg);
-    plan::Plan p = plan::make_plan(cfg, plan::model_config_for(cfg.model), hw);
     int rank = 0, initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    // ranks: --ranks N (default: this job's size); ZeRO-3 shards the state over all of them
+    int world = 1;
+    if (initialized) MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (auto rk = args.options.find("ranks"); rk != args.options.end()) {
+        char* end = nullptr;
+        long v = std::strtol(rk->second.c_str(), &end, 10);
+        if (rk->second.empty() || *end != '\0' || v < 1 || v > 1000000)
+            SOF_FAIL(Usage, "plan: --ranks '%s' must be a whole number >= 1 (MPI ranks of the job)",
+                     rk->second.c_str());
+        world = static_cast<int>(v);
+    }
+    int shard_ranks = cfg.parallel.zero_stage == 3 ? world : 1;
+    plan::Plan p = plan::make_plan(cfg, plan::model_config_for(cfg.model), hw, shard_ranks);
     if (rank == 0) {
         std::printf("%s", plan::describe(p).c_str());
         if (!cfg.model.init_from.empty())
@@ -34,11 +47,6 @@ int cmd_plan(int argc, char** argv) {
                     "offload.interleave_k=%d\n",
                     resolved.offload.weights == config::WeightsPolicy::Flow ? "flow" : "stationary",
                     resolved.offload.gpu_tail_buckets, resolved.offload.interleave_k);
-        // collectives per rank: --ranks N (default: this job's size)
-        int world = 1;
-        if (initialized) MPI_Comm_size(MPI_COMM_WORLD, &world);
-        auto rk = args.options.find("ranks");
-        if (rk != args.options.end()) world = std::max(1, std::atoi(rk->second.c_str()));
         const model::ParamLayout layout = model::make_layout(plan::model_config_for(cfg.model));
         plan::CommVolume cv = plan::comm_per_step(
             layout, world, cfg.parallel.sp, cfg.parallel.zero_stage, cfg.train.batch_size,

@@ -47,27 +47,32 @@ void place_buckets(std::vector<Bucket>& buckets, int tail, int interleave_k) {
     int nb = static_cast<int>(buckets.size());
     int t = std::clamp(tail, 0, nb);
     for (Bucket& b : buckets) {
-        bool dev = b.index >= nb - t;
-        if (!dev && interleave_k >= 1) dev = b.index % interleave_k == interleave_k - 1;
-        b.place = dev ? Placement::Device : Placement::Host;
+        b.place = Placement::Host;
+        if (b.index >= nb - t)
+            b.place = Placement::Device;
+        else if (interleave_k >= 1 && (b.index + 1) % interleave_k == 0)
+            b.place = Placement::Stream;
     }
 }
 
 std::string describe_buckets(const std::vector<Bucket>& buckets) {
     size_t biggest = 0;
-    std::string dev;
-    int ndev = 0;
+    std::string res, str;
+    int nres = 0, nstr = 0;
     for (const Bucket& b : buckets) {
         biggest = std::max(biggest, b.numel());
         if (b.place == Placement::Device) {
-            if (ndev) dev.push_back(',');
-            dev.append(std::to_string(b.index));
-            ndev++;
+            res.append(nres++ ? "," : "").append(std::to_string(b.index));
+        } else if (b.place == Placement::Stream) {
+            str.append(nstr++ ? "," : "").append(std::to_string(b.index));
         }
     }
+    std::string where;
+    if (nres) where += " " + res + " (resident)";
+    if (nstr) where += std::string(nres ? "," : "") + " " + str + " (streamed)";
     return core::strfmt("%zu buckets (largest %.2f MiB fp32), %d stepped on the device%s%s",
-                        buckets.size(), 4.0 * static_cast<double>(biggest) / 1048576.0, ndev,
-                        ndev ? ": " : "", dev.c_str());
+                        buckets.size(), 4.0 * static_cast<double>(biggest) / 1048576.0, nres + nstr,
+                        nres + nstr ? ":" : "", where.c_str());
 }
 
 } // namespace sof::offload

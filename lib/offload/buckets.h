@@ -18,7 +18,10 @@ struct BucketSlice {
     bool decay = false;
 };
 
-enum class Placement { Host, Device }; // where the bucket's fp32 master, m, v live and step
+// Where a bucket's fp32 master, m, v live and where it steps: Host (pinned host memory, CPU step),
+// Device (resident on the device, device step), Stream (pinned host memory, streamed to a device
+// slot for a device step and back: Deep Optimizer States' GPU-scheduled subgroups).
+enum class Placement { Host, Device, Stream };
 
 struct Bucket {
     int index = 0;    // position in backward order (0 = the highest offsets, done first)
@@ -38,11 +41,12 @@ struct Bucket {
 std::vector<Bucket> make_buckets(const model::ParamLayout& layout,
                                  const std::vector<int64_t>& pieces, size_t bucket_elems);
 
-// Marks device-resident buckets: the last `tail` in backward order, and with interleave_k >= 1
-// every k-th of the others (index % k == k-1, Deep Optimizer States interleaving).
+// Marks device-resident buckets (the last `tail` in backward order: DOS's static GPU residents)
+// and, with interleave_k >= 1, streamed buckets: every k-th of the others ((index + 1) % k == 0,
+// Deep Optimizer States Algorithm 1 line 4).
 void place_buckets(std::vector<Bucket>& buckets, int tail, int interleave_k);
 
-// "12 buckets (64.0 MiB), 2 on device: 10,11"
+// "12 buckets (largest 64.00 MiB fp32), 2 stepped on the device: 10,11 (resident), 1,3 (streamed)"
 std::string describe_buckets(const std::vector<Bucket>& buckets);
 
 } // namespace sof::offload

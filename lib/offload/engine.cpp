@@ -3,6 +3,7 @@
 #include "offload/engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -13,25 +14,6 @@
 #include "offload/common.h"
 
 namespace sof::offload {
-
-struct Engine::DeviceState {
-    device::Device& dev;
-    float* p = nullptr; // (bucket numel) fp32 master params on the device
-    float* m = nullptr; // (bucket numel) exp_avg
-    float* v = nullptr; // (bucket numel) exp_avg_sq
-    size_t n;           // elements of the bucket
-    DeviceState(device::Device& d, size_t numel, int index) : dev(d), n(numel) {
-        std::string w = core::strfmt("bucket %d", index);
-        p = static_cast<float*>(dev.alloc(n * 4, w + " fp32 master params (device-resident)"));
-        m = static_cast<float*>(dev.alloc(n * 4, w + " exp_avg (device-resident)"));
-        v = static_cast<float*>(dev.alloc(n * 4, w + " exp_avg_sq (device-resident)"));
-    }
-    ~DeviceState() {
-        dev.free(p);
-        dev.free(m);
-        dev.free(v);
-    }
-};
 
 class Engine::Sink : public model::GradSink {
   public:
@@ -91,6 +73,7 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     bf16_ = cfg.train.dtype == config::Precision::BF16;
     flow_ = oc.weights == config::WeightsPolicy::Flow;
     cast_host_ = oc.cast == config::CastAt::Host;
+    bf16_grads_ = bf16_ && cast_host_;
     speculate_ = oc.schedule != config::Schedule::Synchronous && oc.stv;
     exact_ = oc.rollback == config::Rollback::Exact;
     nsets_ = exact_ ? 2 : 1;
@@ -128,10 +111,7 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
 
     hopt_ = load_host_optimizer(cfg.optimizer, cfg.optimizer.threads);
     pieces_ = stat_pieces(layout);
-    size_t elems = static_cast<size_t>(oc.bucket_mb * 1048576.0 / 4.0);
-    buckets_ = make_buckets(layout, pieces_, std::max<size_t>(elems, 1));
-    place_buckets(buckets_, oc.gpu_tail_buckets,
-                  oc.schedule == config::Schedule::Interleaved ? oc.interleave_k : 0);
+    buckets_ = engine_buckets(cfg, layout, pieces_);
     cur_.assign(buckets_.size(), 0);
     spec_done_.assign(buckets_.size(), 0);
     pending_.assign(buckets_.size(), 0);
@@ -145,14 +125,10 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
                 unit_buckets_[static_cast<size_t>(u)].push_back(b.index);
         }
     }
-    dstate_.resize(buckets_.size());
     for (const Bucket& b : buckets_) {
         ev_d2h_.push_back(dev_->create_event());
         ev_pub_.push_back(dev_->create_event());
-        if (b.place == Placement::Device)
-            max_dev_bucket_ = std::max(max_dev_bucket_, b.numel());
-        else
-            max_host_bucket_ = std::max(max_host_bucket_, b.numel());
+        if (b.place != Placement::Host) max_dev_bucket_ = std::max(max_dev_bucket_, b.numel());
     }
     if (max_dev_bucket_ > 0) {
         if (dev_->kind() == device::Kind::Cuda)
@@ -162,76 +138,54 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
             dopt_ = load_host_optimizer(cfg.optimizer, cfg.optimizer.threads);
     }
 
-    // Device memory.
-    size_t n = layout.num_params;
-    size_t np = pieces_.size() - 1;
-    // Weight flow keeps the device for the layers in flight: the model's fp32 grads are written
-    // to pinned host memory (over C2C on a Superchip) and the device streams read them there.
-    dgrads_ = grads_pinned_
-                  ? static_cast<float*>(dev_->alloc_pinned(n * 4, "fp32 grads (weight flow)"))
-                  : static_cast<float*>(dev_->alloc(n * 4, "fp32 grads (num_params)"));
-    if (!flow_) dwork_ = static_cast<float*>(dev_->alloc(n * 4, "working weights (stationary)"));
-    dstats_ = static_cast<device::GradStats*>(
-        dev_->alloc(np * sizeof(device::GradStats), "grad statistics"));
-    if (!flow_ && bf16_ && max_host_bucket_ > 0) {
-        dstage16_ = static_cast<uint16_t*>(dev_->alloc(max_host_bucket_ * 2, "H2D staging bf16"));
-        if (!cast_host_)
-            dstage32_ = static_cast<float*>(dev_->alloc(max_host_bucket_ * 4, "H2D staging fp32"));
+    // Every buffer from the memory plan (the list `superoffload plan` sums). Weight flow keeps the
+    // device for the layers in flight: the model's fp32 grads are written to pinned host memory
+    // (over C2C on a Superchip) and the device streams read them there.
+    plan_ = make_memory_plan(memory_plan_inputs(cfg, layout, buckets_, staging_));
+    for (const BufferSpec& b : plan_.buffers) {
+        void* p = nullptr;
+        if (b.side == MemSide::Device) {
+            p = dev_->alloc(b.bytes, b.name);
+        } else if (b.side == MemSide::Pinned) {
+            p = dev_->alloc_pinned(b.bytes, b.name);
+        } else {
+            p = std::aligned_alloc(kMemAlign, mem_round(b.bytes));
+            if (!p)
+                SOF_FAIL(Runtime, "host memory exhausted allocating %s for %s",
+                         device::format_bytes(static_cast<double>(b.bytes)).c_str(),
+                         b.name.c_str());
+        }
+        ptrs_.push_back(p);
+        if (b.side != MemSide::Device) std::memset(p, 0, b.bytes);
     }
-    if (device_lowp() && max_dev_bucket_ > 0)
-        dtail16_ = static_cast<uint16_t*>(
-            dev_->alloc(max_dev_bucket_ * 2, "bf16 copy of device-stepped buckets"));
-    for (const Bucket& b : buckets_)
-        if (b.place == Placement::Device)
-            dstate_[static_cast<size_t>(b.index)] =
-                std::make_unique<DeviceState>(*dev_, b.numel(), b.index);
-
-    // Pinned host memory.
+    dgrads_ = static_cast<float*>(buf(Buf::DevGrads));
+    dwork_ = static_cast<float*>(buf(Buf::DevWork));
+    dstats_ = static_cast<device::GradStats*>(buf(Buf::DevStats));
+    dstage32_ = static_cast<float*>(buf(Buf::DevStage32));
+    dstage16_ = static_cast<uint16_t*>(buf(Buf::DevStage16));
+    dgstage16_ = static_cast<uint16_t*>(buf(Buf::DevGradStage16));
+    dtail16_ = static_cast<uint16_t*>(buf(Buf::DevLowp));
     for (int s = 0; s < nsets_; s++) {
-        hparam_[s] = static_cast<float*>(dev_->alloc_pinned(n * 4, "fp32 master params"));
-        hm_[s] = static_cast<float*>(dev_->alloc_pinned(n * 4, "exp_avg"));
-        hv_[s] = static_cast<float*>(dev_->alloc_pinned(n * 4, "exp_avg_sq"));
-        std::memset(hparam_[s], 0, n * 4);
-        std::memset(hm_[s], 0, n * 4);
-        std::memset(hv_[s], 0, n * 4);
+        hparam_[s] = static_cast<float*>(buf(Buf::HostParams, s));
+        hm_[s] = static_cast<float*>(buf(Buf::HostExpAvg, s));
+        hv_[s] = static_cast<float*>(buf(Buf::HostExpAvgSq, s));
     }
-    hgrads_ = static_cast<float*>(dev_->alloc_pinned(n * 4, "offloaded grads"));
-    hstats_ = static_cast<device::GradStats*>(
-        dev_->alloc_pinned(np * sizeof(device::GradStats), "grad statistics"));
-    std::memset(hstats_, 0, np * sizeof(device::GradStats));
-    if (!flow_ && bf16_ && cast_host_)
-        hlowp_ = static_cast<uint16_t*>(dev_->alloc_pinned(n * 2, "bf16 params for H2D"));
-    if (flow_ && bf16_ && cast_host_) {
-        hwork16_ = static_cast<uint16_t*>(dev_->alloc_pinned(n * 2, "bf16 working weights"));
-        std::memset(hwork16_, 0, n * 2);
-    } else if (flow_) {
-        hwork32_ = static_cast<float*>(dev_->alloc_pinned(n * 4, "fp32 working weights"));
-        std::memset(hwork32_, 0, n * 4);
-    }
-    if (grad_mirror()) {
-        hmgrads_ = static_cast<float*>(dev_->alloc_pinned(n * 4, "model grads (host staging)"));
-        std::memset(hmgrads_, 0, n * 4);
-    }
-    if (staging_) {
-        if (!flow_) {
-            hmwork_ = static_cast<float*>(dev_->alloc_pinned(n * 4, "working weights (host copy)"));
-            mirror_valid_.assign(static_cast<size_t>(layout.num_units()), 0);
-        }
-    }
-    hnan_ = static_cast<float*>(dev_->alloc_pinned(sizeof(float), "NaN injection"));
+    hgrads_ = static_cast<float*>(buf(Buf::HostGrads));
+    hgrads16_ = static_cast<uint16_t*>(buf(Buf::HostGrads16));
+    hstats_ = static_cast<device::GradStats*>(buf(Buf::HostStats));
+    hlowp_ = static_cast<uint16_t*>(buf(Buf::HostLowp));
+    hwork16_ = static_cast<uint16_t*>(buf(Buf::HostWork16));
+    hwork32_ = static_cast<float*>(buf(Buf::HostWork32));
+    hmgrads_ = static_cast<float*>(buf(Buf::HostModelGrads));
+    hmwork_ = static_cast<float*>(buf(Buf::HostModelWork));
+    if (staging_ && !flow_) mirror_valid_.assign(static_cast<size_t>(layout.num_units()), 0);
+    hnan_ = static_cast<float*>(buf(Buf::HostNaN));
     *hnan_ = std::numeric_limits<float>::quiet_NaN();
+    make_stream_slots();
 
-    if (grads_pinned_)
-        std::memset(dgrads_, 0, n * 4);
-    else
-        dev_->memset(dgrads_, 0, n * 4, *compute_);
-    if (dwork_) dev_->memset(dwork_, 0, n * 4, *compute_);
-    for (auto& ds : dstate_)
-        if (ds) {
-            dev_->memset(ds->p, 0, ds->n * 4, *compute_);
-            dev_->memset(ds->m, 0, ds->n * 4, *compute_);
-            dev_->memset(ds->v, 0, ds->n * 4, *compute_);
-        }
+    for (size_t i = 0; i < plan_.buffers.size(); i++)
+        if (plan_.buffers[i].side == MemSide::Device)
+            dev_->memset(ptrs_[i], 0, plan_.buffers[i].bytes, *compute_);
     dev_->synchronize(*compute_);
 
     worker_ = std::make_unique<Worker>("cpu optimizer");
@@ -265,29 +219,42 @@ Engine::~Engine() {
     } catch (...) { // an error of an abandoned step: nothing left to report it to
     }
     weights_.reset();
-    dstate_.clear();
-    if (grads_pinned_)
-        dev_->free_pinned(dgrads_);
-    else
-        dev_->free(dgrads_);
-    dev_->free(dwork_);
-    dev_->free(dstats_);
-    dev_->free(dstage32_);
-    dev_->free(dstage16_);
-    dev_->free(dtail16_);
-    for (int s = 0; s < 2; s++) {
-        dev_->free_pinned(hparam_[s]);
-        dev_->free_pinned(hm_[s]);
-        dev_->free_pinned(hv_[s]);
+    sslots_.clear();
+    for (size_t i = 0; i < ptrs_.size(); i++) {
+        if (plan_.buffers[i].side == MemSide::Device)
+            dev_->free(ptrs_[i]);
+        else if (plan_.buffers[i].side == MemSide::Pinned)
+            dev_->free_pinned(ptrs_[i]);
+        else
+            std::free(ptrs_[i]);
     }
-    dev_->free_pinned(hgrads_);
-    dev_->free_pinned(hstats_);
-    dev_->free_pinned(hlowp_);
-    dev_->free_pinned(hwork16_);
-    dev_->free_pinned(hwork32_);
-    dev_->free_pinned(hnan_);
-    dev_->free_pinned(hmgrads_);
-    dev_->free_pinned(hmwork_);
+}
+
+void* Engine::buf(Buf id, int index) const {
+    for (size_t i = 0; i < ptrs_.size(); i++)
+        if (plan_.buffers[i].id == id && plan_.buffers[i].index == index) return ptrs_[i];
+    return nullptr;
+}
+
+int64_t Engine::grad_bytes(const Bucket& b) const {
+    // Weight flow: the backward writes the fp32 grads into pinned host memory itself (they cross
+    // the link as fp32 whatever the cast); the engine's copy after grad_prep stays on the host.
+    if (flow_) return static_cast<int64_t>(b.numel()) * 4;
+    return static_cast<int64_t>(b.numel()) * (bf16_grads_ ? 2 : 4);
+}
+
+int64_t Engine::param_bytes(const Bucket& b) const {
+    if (flow_) return 0; // host steps write the host weights; the forward fetches them
+    return static_cast<int64_t>(b.numel()) * (bf16_ && cast_host_ ? 2 : 4);
+}
+
+const void* Engine::host_grad(size_t off) const {
+    if (bf16_grads_) return hgrads16_ + off;
+    return hgrads_ + off;
+}
+
+sof_dtype Engine::host_grad_dtype() const {
+    return bf16_grads_ ? SOF_DTYPE_BF16 : SOF_DTYPE_F32;
 }
 
 model::WeightSource& Engine::weights() {
@@ -311,6 +278,7 @@ void Engine::begin_step(const StepHparams& hp) {
     // and the forward waits per unit in wait_unit); surface its errors, if any, here.
     worker_->rethrow_if_failed();
     hp_ = hp;
+    step_bytes_ = TransferBytes{};
     last_micro_ = true;
     next_bucket_ = 0;
     spec_running_ = false;
@@ -346,14 +314,25 @@ void Engine::launch_bucket(Bucket& b) {
     std::vector<int64_t> bounds;
     for (int i = b.piece_begin; i <= b.piece_end; i++)
         bounds.push_back(pieces_[static_cast<size_t>(i)] - static_cast<int64_t>(b.begin));
-    dev_->grad_prep(dgrads_ + b.begin, n, std::move(bounds), 1.0f, dstats_ + b.piece_begin, nullptr,
-                    *d2h_);
+    // bf16 with the cast on the host: the grads are rounded to bf16 once (grad_prep's bf16_out;
+    // the statistics are of the rounded values) and cross the link as bf16; device-stepped
+    // buckets get the same rounded values back in their fp32 grads.
+    dev_->grad_prep(dgrads_ + b.begin, n, std::move(bounds), 1.0f, dstats_ + b.piece_begin,
+                    bf16_grads_ ? dgstage16_ : nullptr, *d2h_);
     dev_->copy(hstats_ + b.piece_begin, dstats_ + b.piece_begin,
                static_cast<size_t>(b.piece_end - b.piece_begin) * sizeof(device::GradStats),
                device::CopyKind::DeviceToHost, *d2h_);
-    if (b.place == Placement::Host)
-        dev_->copy(hgrads_ + b.begin, dgrads_ + b.begin, n * 4, device::CopyKind::DeviceToHost,
-                   *d2h_);
+    if (b.place == Placement::Host) {
+        if (bf16_grads_)
+            dev_->copy(hgrads16_ + b.begin, dgstage16_, n * 2, device::CopyKind::DeviceToHost,
+                       *d2h_);
+        else
+            dev_->copy(hgrads_ + b.begin, dgrads_ + b.begin, n * 4, device::CopyKind::DeviceToHost,
+                       *d2h_);
+        step_bytes_.grads_d2h += grad_bytes(b);
+    } else if (bf16_grads_) {
+        dev_->cast_bf16_to_f32(dgstage16_, dgrads_ + b.begin, n, *d2h_);
+    }
     device::Event* ev = ev_d2h_[static_cast<size_t>(b.index)].get();
     dev_->record(*ev, *d2h_);
     if (b.place == Placement::Host && speculate_) {
@@ -365,6 +344,7 @@ void Engine::launch_bucket(Bucket& b) {
             std::lock_guard<std::mutex> lk(pub_mu_);
             pending_[static_cast<size_t>(b.index)] = 1;
         }
+        step_bytes_.params_h2d += param_bytes(b); // published when the step is not rolled back
         worker_->push([this, bp, ev, src, dst, step, lr = hp_.lr] {
             struct Done { // clears pending_ even when the step throws (the error surfaces at drain)
                 Engine& e;
@@ -401,8 +381,8 @@ void Engine::host_step(const Bucket& b, int src, int dst, float coef, int64_t st
     std::vector<sof_adam_hparams> hps;
     for (const BucketSlice& s : b.slices) {
         sof_adam_slice x = optim::make_slice(static_cast<int64_t>(s.n), hparam_[src] + s.offset,
-                                             hgrads_ + s.offset, SOF_DTYPE_F32, hm_[src] + s.offset,
-                                             hv_[src] + s.offset);
+                                             host_grad(s.offset), host_grad_dtype(),
+                                             hm_[src] + s.offset, hv_[src] + s.offset);
         x.param_out = hparam_[dst] + s.offset;
         x.exp_avg_out = hm_[dst] + s.offset;
         x.exp_avg_sq_out = hv_[dst] + s.offset;
@@ -421,8 +401,8 @@ void Engine::host_rollback(const Bucket& b, int64_t step, float lr) {
     core::Trace::Scope span(trace_, lane_cpu_, core::strfmt("inverse b%d", b.index), "rollback");
     for (const BucketSlice& s : b.slices) {
         sof_adam_slice x =
-            optim::make_slice(static_cast<int64_t>(s.n), hparam_[0] + s.offset, hgrads_ + s.offset,
-                              SOF_DTYPE_F32, hm_[0] + s.offset, hv_[0] + s.offset);
+            optim::make_slice(static_cast<int64_t>(s.n), hparam_[0] + s.offset, host_grad(s.offset),
+                              host_grad_dtype(), hm_[0] + s.offset, hv_[0] + s.offset);
         if (uint16_t* lp = host_lowp_target(s.offset)) {
             x.lowp_out = lp;
             x.lowp_dtype = SOF_DTYPE_BF16;
@@ -463,14 +443,13 @@ void Engine::refresh_working(const Bucket& b) {
     publish(b, set);
 }
 
-void Engine::device_step(const Bucket& b, float coef, int64_t step) {
-    DeviceState& ds = *dstate_[static_cast<size_t>(b.index)];
+void Engine::device_step(const Bucket& b, float* p, float* m, float* v, float coef, int64_t step) {
     std::vector<sof_adam_slice> sl;
     std::vector<sof_adam_hparams> hps;
     for (const BucketSlice& s : b.slices) {
         size_t r = s.offset - b.begin;
-        sof_adam_slice x = optim::make_slice(static_cast<int64_t>(s.n), ds.p + r,
-                                             dgrads_ + s.offset, SOF_DTYPE_F32, ds.m + r, ds.v + r);
+        sof_adam_slice x = optim::make_slice(static_cast<int64_t>(s.n), p + r, dgrads_ + s.offset,
+                                             SOF_DTYPE_F32, m + r, v + r);
         if (device_lowp()) {
             x.lowp_out = dtail16_ + r;
             x.lowp_dtype = SOF_DTYPE_BF16;
@@ -492,22 +471,23 @@ void Engine::device_step(const Bucket& b, float coef, int64_t step) {
         dopt_->step_multi_async(sl.data(), hps.data(), static_cast<int>(sl.size()), nullptr,
                                 dstep_->native());
     }
-    device_publish(b, true);
+    device_publish(b, p, true);
 }
 
-void Engine::device_publish(const Bucket& b, bool have_lowp) {
-    DeviceState& ds = *dstate_[static_cast<size_t>(b.index)];
+void Engine::device_publish(const Bucket& b, const float* p, bool have_lowp) {
     size_t n = b.numel(), o = b.begin;
-    if (device_lowp() && !have_lowp) dev_->cast_f32_to_bf16(ds.p, dtail16_, n, *dstep_);
+    if (device_lowp() && !have_lowp) dev_->cast_f32_to_bf16(p, dtail16_, n, *dstep_);
     if (!flow_) {
         if (bf16_)
             dev_->cast_bf16_to_f32(dtail16_, dwork_ + o, n, *dstep_);
         else
-            dev_->copy(dwork_ + o, ds.p, n * 4, device::CopyKind::DeviceToDevice, *dstep_);
+            dev_->copy(dwork_ + o, p, n * 4, device::CopyKind::DeviceToDevice, *dstep_);
     } else if (hwork16_) {
         dev_->copy(hwork16_ + o, dtail16_, n * 2, device::CopyKind::DeviceToHost, *dstep_);
+        step_bytes_.params_d2h += static_cast<int64_t>(n) * 2;
     } else {
-        dev_->copy(hwork32_ + o, ds.p, n * 4, device::CopyKind::DeviceToHost, *dstep_);
+        dev_->copy(hwork32_ + o, p, n * 4, device::CopyKind::DeviceToHost, *dstep_);
+        step_bytes_.params_d2h += static_cast<int64_t>(n) * 4;
     }
 }
 
@@ -586,13 +566,18 @@ StepReport Engine::finish_step() {
             for (const Bucket& b : buckets_) {
                 if (b.place != Placement::Host) continue;
                 const Bucket* bp = &b;
-                if (exact_)
+                if (exact_) {
                     worker_->push([this, bp] { refresh_working(*bp); });
-                else if (spec_done_[static_cast<size_t>(b.index)])
+                    step_bytes_.params_h2d += param_bytes(b);
+                } else if (spec_done_[static_cast<size_t>(b.index)]) {
                     worker_->push([this, bp, step, lr = hp_.lr] {
                         host_rollback(*bp, step, lr);
                         publish(*bp, 0);
                     });
+                    step_bytes_.params_h2d += param_bytes(b);
+                } else { // the speculative step saw non-finite grads and published nothing
+                    step_bytes_.params_h2d -= param_bytes(b);
+                }
             }
             rep.rolled_back = true;
             stats_.rollbacks++;
@@ -601,7 +586,10 @@ StepReport Engine::finish_step() {
         float coef = clip_coefficient(nr.norm, hp_.grad_clip);
         rep.clipped = coef < 1.0f;
         for (const Bucket& b : buckets_)
-            if (b.place == Placement::Device) device_step(b, coef, step);
+            if (b.place == Placement::Device)
+                device_step(b, static_cast<float*>(buf(Buf::DevStateP, b.index)),
+                            static_cast<float*>(buf(Buf::DevStateM, b.index)),
+                            static_cast<float*>(buf(Buf::DevStateV, b.index)), coef, step);
         bool rerun = spec_running_ && rep.clipped;
         if (rerun) {
             wait_speculation();
@@ -609,7 +597,13 @@ StepReport Engine::finish_step() {
             rep.rolled_back = true;
             stats_.rollbacks++;
         }
+        // Deep Optimizer States Algorithm 1: the subgroups in order, every k-th streamed to the
+        // device and stepped there while the CPU lane steps the others.
         for (const Bucket& b : buckets_) {
+            if (b.place == Placement::Stream) {
+                stream_step(b, coef, step);
+                continue;
+            }
             if (b.place != Placement::Host) continue;
             size_t i = static_cast<size_t>(b.index);
             if (!spec_running_ || rerun) {
@@ -620,17 +614,20 @@ StepReport Engine::finish_step() {
                     if (inverse_first) host_rollback(*bp, step, lr);
                     host_step(*bp, src, dst, coef, step, lr, true);
                 });
+                step_bytes_.params_h2d += param_bytes(b);
                 if (rerun) stats_.reruns++;
             }
             if (exact_) cur_[i] = 1 - cur_[i];
         }
         opt_step_ = step;
+        stats_.commits++;
     }
     t.reset();
     if (spec_running_ && !rep.rolled_back) {
         // Commit: the speculative steps of the last buckets may still run; the next forward waits
         // per unit (wait_unit) for exactly the buckets it reads. Device buckets finish here.
         dev_->synchronize(*dstep_);
+        if (sout_) dev_->synchronize(*sout_);
         rep.exposed_transfer_ms += t.ms();
         deferred_ = true;
     } else {
@@ -641,6 +638,9 @@ StepReport Engine::finish_step() {
         rep.exposed_transfer_ms += t.ms();
     }
     weights_changed();
+    rep.bytes = step_bytes_;
+    stats_.bytes += step_bytes_;
+    step_bytes_ = TransferBytes{};
     return rep;
 }
 
@@ -648,16 +648,18 @@ void Engine::get_state(float* params, float* exp_avg, float* exp_avg_sq, int64_t
     sync_all();
     for (const Bucket& b : buckets_) {
         size_t o = b.begin, n = b.numel();
-        if (b.place == Placement::Host) {
+        if (b.place != Placement::Device) {
             int s = cur_[static_cast<size_t>(b.index)];
             std::memcpy(params + o, hparam_[s] + o, n * 4);
             std::memcpy(exp_avg + o, hm_[s] + o, n * 4);
             std::memcpy(exp_avg_sq + o, hv_[s] + o, n * 4);
         } else {
-            DeviceState& ds = *dstate_[static_cast<size_t>(b.index)];
-            dev_->copy(params + o, ds.p, n * 4, device::CopyKind::DeviceToHost, *dstep_);
-            dev_->copy(exp_avg + o, ds.m, n * 4, device::CopyKind::DeviceToHost, *dstep_);
-            dev_->copy(exp_avg_sq + o, ds.v, n * 4, device::CopyKind::DeviceToHost, *dstep_);
+            dev_->copy(params + o, buf(Buf::DevStateP, b.index), n * 4,
+                       device::CopyKind::DeviceToHost, *dstep_);
+            dev_->copy(exp_avg + o, buf(Buf::DevStateM, b.index), n * 4,
+                       device::CopyKind::DeviceToHost, *dstep_);
+            dev_->copy(exp_avg_sq + o, buf(Buf::DevStateV, b.index), n * 4,
+                       device::CopyKind::DeviceToHost, *dstep_);
         }
     }
     dev_->synchronize(*dstep_);
@@ -669,24 +671,30 @@ void Engine::set_state(const float* params, const float* exp_avg, const float* e
     sync_all();
     for (const Bucket& b : buckets_) {
         size_t o = b.begin, n = b.numel();
-        if (b.place == Placement::Host) {
+        if (b.place != Placement::Device) {
             int s = cur_[static_cast<size_t>(b.index)];
             std::memcpy(hparam_[s] + o, params + o, n * 4);
             std::memcpy(hm_[s] + o, exp_avg + o, n * 4);
             std::memcpy(hv_[s] + o, exp_avg_sq + o, n * 4);
             const Bucket* bp = &b;
-            worker_->push([this, bp] { refresh_working(*bp); });
+            if (b.place == Placement::Host)
+                worker_->push([this, bp] { refresh_working(*bp); });
+            else
+                stream_publish(b);
         } else {
-            DeviceState& ds = *dstate_[static_cast<size_t>(b.index)];
-            dev_->copy(ds.p, params + o, n * 4, device::CopyKind::HostToDevice, *dstep_);
-            dev_->copy(ds.m, exp_avg + o, n * 4, device::CopyKind::HostToDevice, *dstep_);
-            dev_->copy(ds.v, exp_avg_sq + o, n * 4, device::CopyKind::HostToDevice, *dstep_);
-            device_publish(b, false);
+            float* p = static_cast<float*>(buf(Buf::DevStateP, b.index));
+            dev_->copy(p, params + o, n * 4, device::CopyKind::HostToDevice, *dstep_);
+            dev_->copy(buf(Buf::DevStateM, b.index), exp_avg + o, n * 4,
+                       device::CopyKind::HostToDevice, *dstep_);
+            dev_->copy(buf(Buf::DevStateV, b.index), exp_avg_sq + o, n * 4,
+                       device::CopyKind::HostToDevice, *dstep_);
+            device_publish(b, p, false);
         }
     }
     opt_step_ = opt_step;
     sync_all();
     weights_changed();
+    step_bytes_ = TransferBytes{}; // state import is not a step's traffic
 }
 
 } // namespace sof::offload

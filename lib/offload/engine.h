@@ -1,6 +1,6 @@
 // The SuperOffload engine (offload.enabled: true) over the device interface: bucketed grad offload
 // in backward order, speculative CPU AdamW with exact validation (STV), device-resident tail /
-// interleaved buckets, casting on host or device, weight-stationary or weight-flow working weights.
+// streamed buckets (Deep Optimizer States), casting on host or device, stationary or flow weights.
 #pragma once
 
 #include <condition_variable>
@@ -15,6 +15,7 @@
 #include "device/device.h"
 #include "model/gpt2.h"
 #include "offload/buckets.h"
+#include "offload/memory_plan.h"
 #include "offload/updater.h"
 #include "offload/worker.h"
 #include "optim/optimizer.h"
@@ -50,6 +51,8 @@ class Engine : public Updater {
                    int64_t opt_step) override;
 
     const std::vector<Bucket>& buckets() const { return buckets_; }
+    // The buffers this engine allocated (make_memory_plan); `superoffload plan` sums the same list.
+    const MemoryPlan& memory_plan() const { return plan_; }
     // The CPU optimizer lane (tests delay it to check that deferred commits are waited for).
     Worker& worker() { return *worker_; }
     device::Device& device() { return *dev_; }
@@ -61,7 +64,16 @@ class Engine : public Updater {
     class Sink;
     class StationaryWeights;
     class FlowWeights;
-    struct DeviceState; // fp32 master, m, v of one device-resident bucket
+    // Device buffers of one streamed bucket in flight (DOS p_tmp, m_tmp, v_tmp), reused
+    // round-robin: a prefetch into the slot waits for the flush of the bucket it held before.
+    struct StreamSlot {
+        float* p = nullptr;                     // (max streamed bucket) fp32 params
+        float* m = nullptr;                     // (max streamed bucket) exp_avg
+        float* v = nullptr;                     // (max streamed bucket) exp_avg_sq
+        std::unique_ptr<device::Event> in;      // prefetch done (sin_)
+        std::unique_ptr<device::Event> stepped; // device step and working weights done (dstep_)
+        std::unique_ptr<device::Event> out;     // flush done: the slot is free (sout_)
+    };
 
     void launch_bucket(Bucket& b); // grad stats + D2H (+ speculative step) of b
     // Worker-thread steps of host bucket b (lr passed by value: hp_ belongs to the caller).
@@ -70,11 +82,26 @@ class Engine : public Updater {
     void host_rollback(const Bucket& b, int64_t step, float lr);
     void refresh_working(const Bucket& b);  // working weights of b from its master params
     void publish(const Bucket& b, int set); // new working weights of b (after a host step)
-    void device_step(const Bucket& b, float coef, int64_t step);
-    // Working weights of device bucket b from its device master (have_lowp: the step already
+    // Device step of bucket b on dstep_ over fp32 master p, moments m, v (device buffers of the
+    // bucket's size), then its working weights from p (device_publish).
+    void device_step(const Bucket& b, float* p, float* m, float* v, float coef, int64_t step);
+    // Working weights of device bucket b from its device master p (have_lowp: the step already
     // wrote the bf16 copy into dtail16_).
-    void device_publish(const Bucket& b, bool have_lowp);
-    void sync_all(); // worker drained, every stream synchronized
+    void device_publish(const Bucket& b, const float* p, bool have_lowp);
+    // Interleaved schedule (engine_interleaved.cpp): streams b's fp32 params and moments from host
+    // state set cur_[b] into a device slot, steps them there and streams them back (DOS Alg. 1).
+    void stream_step(const Bucket& b, float coef, int64_t step);
+    // Working weights of streamed bucket b from its host master (set_state): through a slot.
+    void stream_publish(const Bucket& b);
+    void make_stream_slots(); // slots and streams from the plan (constructor)
+    // Bytes of one bucket's grads D2H / working weights H2D (for the transfer counters).
+    int64_t grad_bytes(const Bucket& b) const;
+    int64_t param_bytes(const Bucket& b) const;
+    // Host grads of flat offset `off` and their dtype (bf16 when cast on the host in bf16).
+    const void* host_grad(size_t off) const;
+    sof_dtype host_grad_dtype() const;
+    void* buf(Buf id, int index = 0) const; // the plan's buffer (null when the plan has none)
+    void sync_all();                        // worker drained, every stream synchronized
     // Deferred commit: blocks until every host bucket overlapping `unit` has published its new
     // working weights (no-op unless the last finish_step deferred); unit_pending does not block.
     void wait_unit(int unit);
@@ -96,6 +123,7 @@ class Engine : public Updater {
     bool staging_ = false;      // model grads/weights go through host mirrors (see constructor)
     bool grads_pinned_ = false; // weight flow: dgrads_ is pinned host memory (no grad mirror)
     bool bf16_ = false;         // working precision bf16
+    bool bf16_grads_ = false;   // bf16 with cast on the host: grads cross the link as bf16
     bool flow_ = false;         // weight flow (else stationary)
     bool cast_host_ = false;    // bf16 cast on the host (fused into the optimizer), else on device
     bool speculate_ = false;    // STV: host buckets stepped during backward
@@ -110,28 +138,34 @@ class Engine : public Updater {
     std::vector<std::unique_ptr<device::Event>> ev_d2h_; // (nbuckets)
     std::vector<std::unique_ptr<device::Event>> ev_pub_; // (nbuckets) speculative H2D done
     std::unique_ptr<optim::Optimizer> hopt_, dopt_;      // host plugin; device-side plugin
+    std::unique_ptr<device::Stream> sin_, sout_; // interleaved: state prefetch H2D, flush D2H
+    std::vector<std::unique_ptr<StreamSlot>> sslots_;
+    size_t next_slot_ = 0;
     std::unique_ptr<Worker> worker_;
 
     std::vector<int64_t> pieces_; // stat piece bounds (npieces+1)
     std::vector<Bucket> buckets_; // backward order
     std::vector<int> cur_;        // (nbuckets) host state set holding the committed state
     std::vector<char> spec_done_; // (nbuckets) inverse mode: speculative step taken (worker)
-    std::vector<std::unique_ptr<DeviceState>> dstate_; // (nbuckets) null for host buckets
-    size_t max_host_bucket_ = 0, max_dev_bucket_ = 0;
+    size_t max_dev_bucket_ = 0;   // largest bucket stepped on the device (resident or streamed)
+    MemoryPlan plan_;             // what this engine allocates
+    std::vector<void*> ptrs_;     // (plan_.buffers) the allocations
 
-    // Device memory.
+    // Device memory (every pointer below is one of the plan's buffers, see memory_plan.h).
     float* dgrads_ = nullptr;             // (num_params) fp32 grads, the model adds into them;
                                           // pinned host memory in weight flow
     float* dwork_ = nullptr;              // (num_params) working weights (stationary only)
     device::GradStats* dstats_ = nullptr; // (npieces)
     float* dstage32_ = nullptr;           // (max host bucket) H2D staging fp32 (device cast)
     uint16_t* dstage16_ = nullptr;        // (max host bucket) H2D staging bf16
-    uint16_t* dtail16_ = nullptr;         // (max device bucket) bf16 copy from the device step
+    uint16_t* dtail16_ = nullptr;   // (max device/streamed bucket) bf16 copy from the device step
+    uint16_t* dgstage16_ = nullptr; // (max bucket) bf16 grads from grad_prep (cast host)
     // Pinned host memory.
     float* hparam_[2] = {nullptr, nullptr}; // (num_params) fp32 master params, state set 0/1
     float* hm_[2] = {nullptr, nullptr};     // (num_params) exp_avg
     float* hv_[2] = {nullptr, nullptr};     // (num_params) exp_avg_sq
     float* hgrads_ = nullptr;               // (num_params) grads offloaded D2H
+    uint16_t* hgrads16_ = nullptr;          // (num_params) bf16 grads offloaded D2H (cast host)
     device::GradStats* hstats_ = nullptr;   // (npieces)
     uint16_t* hlowp_ = nullptr;             // (num_params) bf16 params from the host step
     uint16_t* hwork16_ = nullptr;           // (num_params) flow: bf16 working weights
@@ -157,7 +191,8 @@ class Engine : public Updater {
     std::vector<std::vector<int>> unit_buckets_; // (num_units) host buckets overlapping the unit
     double carry_ms_ = 0.0; // time waited for deferred work, reported by the next finish_step
     UpdaterStats stats_;
-    double t_mark_ = 0.0; // trace: start of the current forward/backward span (us)
+    TransferBytes step_bytes_; // this step's link traffic (enqueued so far)
+    double t_mark_ = 0.0;      // trace: start of the current forward/backward span (us)
 };
 
 } // namespace sof::offload

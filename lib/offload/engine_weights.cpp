@@ -39,30 +39,19 @@ class Engine::StationaryWeights : public model::WeightSource {
 class Engine::FlowWeights : public model::WeightSource {
   public:
     explicit FlowWeights(Engine& e) : e_(e) {
-        const model::ParamLayout& l = e_.layout_;
-        for (int u = 0; u < l.num_units(); u++)
-            max_unit_ = std::max(max_unit_, l.unit_begin[static_cast<size_t>(u) + 1] -
-                                                l.unit_begin[static_cast<size_t>(u)]);
-        int nslots = e_.cfg_.offload.prefetch_layers + 3; // unit 0 held + current + prefetched
-        for (int i = 0; i < nslots; i++) {
+        // the slots are the plan's (make_memory_plan: prefetch_layers + 3 of them)
+        for (int i = 0;; i++) {
             Slot s;
-            std::string w = core::strfmt("weight-flow slot %d", i);
-            s.buf = static_cast<float*>(e_.dev_->alloc(max_unit_ * 4, w + " (fp32)"));
-            if (e_.bf16_)
-                s.buf16 = static_cast<uint16_t*>(e_.dev_->alloc(max_unit_ * 2, w + " (bf16)"));
-            if (e_.staging_)
-                s.host =
-                    static_cast<float*>(e_.dev_->alloc_pinned(max_unit_ * 4, w + " host copy"));
+            s.buf = static_cast<float*>(e_.buf(Buf::FlowSlot32, i));
+            if (!s.buf) break;
+            s.buf16 = static_cast<uint16_t*>(e_.buf(Buf::FlowSlot16, i));
+            s.host = static_cast<float*>(e_.buf(Buf::FlowSlotHost, i));
             s.ev = e_.dev_->create_event();
             slots_.push_back(std::move(s));
         }
-    }
-    ~FlowWeights() override {
-        for (Slot& s : slots_) {
-            e_.dev_->free(s.buf);
-            e_.dev_->free(s.buf16);
-            e_.dev_->free_pinned(s.host);
-        }
+        if (static_cast<int>(slots_.size()) != e_.cfg_.offload.prefetch_layers + 3)
+            SOF_FAIL(Internal, "weight flow: %zu slots planned, %d expected", slots_.size(),
+                     e_.cfg_.offload.prefetch_layers + 3);
     }
 
     const float* acquire(int unit, model::Pass pass) override {
@@ -138,6 +127,7 @@ class Engine::FlowWeights : public model::WeightSource {
         size_t o = e_.layout_.unit_begin[static_cast<size_t>(unit)];
         size_t n = e_.layout_.unit_begin[static_cast<size_t>(unit) + 1] - o;
         device::Stream& st = *e_.fetch_;
+        e_.step_bytes_.params_h2d += static_cast<int64_t>(n) * (e_.hwork16_ ? 2 : 4);
         if (e_.hwork16_) {
             e_.dev_->copy(s.buf16, e_.hwork16_ + o, n * 2, device::CopyKind::HostToDevice, st);
             e_.dev_->cast_bf16_to_f32(s.buf16, s.buf, n, st);
@@ -156,7 +146,6 @@ class Engine::FlowWeights : public model::WeightSource {
     }
 
     Engine& e_;
-    size_t max_unit_ = 0;
     std::vector<Slot> slots_;
 };
 

@@ -29,7 +29,8 @@ class PlainUpdater::Sink : public model::GradSink {
 PlainUpdater::PlainUpdater(const config::Config& cfg, const model::ParamLayout& layout,
                            const core::Log& log, core::Trace* trace)
     : cfg_(cfg), layout_(layout), log_(log), trace_(trace),
-      bf16_(cfg.train.dtype == config::Precision::BF16) {
+      bf16_(cfg.train.dtype == config::Precision::BF16),
+      bf16_grads_(bf16_ && cfg.offload.cast == config::CastAt::Host) {
     size_t n = layout.num_params;
     params_.assign(n, 0.0f);
     grads_.assign(n, 0.0f);
@@ -39,6 +40,7 @@ PlainUpdater::PlainUpdater(const config::Config& cfg, const model::ParamLayout& 
         work_.assign(n, 0.0f);
         lowp_.assign(n, 0);
     }
+    if (bf16_grads_) grads16_.assign(n, 0);
     pieces_ = stat_pieces(layout);
     weights_ = std::make_unique<model::FlatWeights>(layout, bf16_ ? work_.data() : params_.data());
     sink_ = std::make_unique<Sink>(*this);
@@ -73,9 +75,9 @@ StepReport PlainUpdater::finish_step() {
     StepReport rep;
     std::vector<device::GradStats> st(pieces_.size() - 1);
     for (size_t i = 0; i + 1 < pieces_.size(); i++)
-        st[i] =
-            device::piece_stats(grads_.data() + pieces_[i],
-                                static_cast<size_t>(pieces_[i + 1] - pieces_[i]), 1.0f, nullptr);
+        st[i] = device::piece_stats(grads_.data() + pieces_[i],
+                                    static_cast<size_t>(pieces_[i + 1] - pieces_[i]), 1.0f,
+                                    bf16_grads_ ? grads16_.data() + pieces_[i] : nullptr);
     NormResult nr = reduce_norm(st, stat_reducer_);
     rep.grad_norm = nr.norm;
     if (nr.nonfinite) {
@@ -86,9 +88,12 @@ StepReport PlainUpdater::finish_step() {
         rep.clipped = coef < 1.0f;
         int64_t step = opt_step_ + 1;
         for (const model::TensorInfo& t : layout_.tensors) {
-            sof_adam_slice s = optim::make_slice(
-                static_cast<int64_t>(t.numel), params_.data() + t.offset, grads_.data() + t.offset,
-                SOF_DTYPE_F32, m_.data() + t.offset, v_.data() + t.offset);
+            const void* g = bf16_grads_ ? static_cast<const void*>(grads16_.data() + t.offset)
+                                        : static_cast<const void*>(grads_.data() + t.offset);
+            sof_adam_slice s =
+                optim::make_slice(static_cast<int64_t>(t.numel), params_.data() + t.offset, g,
+                                  bf16_grads_ ? SOF_DTYPE_BF16 : SOF_DTYPE_F32,
+                                  m_.data() + t.offset, v_.data() + t.offset);
             if (bf16_) {
                 s.lowp_out = lowp_.data() + t.offset;
                 s.lowp_dtype = SOF_DTYPE_BF16;
@@ -99,6 +104,7 @@ StepReport PlainUpdater::finish_step() {
             for (size_t i = 0; i < lowp_.size(); i++)
                 work_[i] = core::bf16_to_f32(lowp_[i]);
         opt_step_ = step;
+        stats_.commits++;
     }
     rep.exposed_optimizer_ms = timer.ms();
     if (trace_)

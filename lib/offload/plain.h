@@ -1,5 +1,6 @@
 // The plain update path (offload.enabled: false): params, grads and Adam state in host vectors,
 // a synchronous step after backward: global norm, skip on non-finite, clip, AdamW via the plugin.
+// With bf16 and offload.cast: host the grads are rounded to bf16 first, as the engine moves them.
 #pragma once
 
 #include <memory>
@@ -40,12 +41,15 @@ class PlainUpdater : public Updater {
     core::Trace* trace_;
     int lane_ = 0;
     bool bf16_;
-    std::vector<float> params_;   // (num_params) fp32 master
-    std::vector<float> grads_;    // (num_params)
-    std::vector<float> m_, v_;    // (num_params) exp_avg, exp_avg_sq
-    std::vector<float> work_;     // (num_params) bf16-rounded params (dtype bf16 only)
-    std::vector<uint16_t> lowp_;  // (num_params) bf16 copy written by the step (dtype bf16)
-    std::vector<int64_t> pieces_; // stat piece bounds (common.h)
+    bool bf16_grads_; // bf16 with offload.cast host: grads rounded to bf16 (as the engine moves
+                      // them)
+    std::vector<float> params_;     // (num_params) fp32 master
+    std::vector<float> grads_;      // (num_params)
+    std::vector<float> m_, v_;      // (num_params) exp_avg, exp_avg_sq
+    std::vector<float> work_;       // (num_params) bf16-rounded params (dtype bf16 only)
+    std::vector<uint16_t> lowp_;    // (num_params) bf16 copy written by the step (dtype bf16)
+    std::vector<uint16_t> grads16_; // (num_params) bf16-rounded grads (bf16_grads_ only)
+    std::vector<int64_t> pieces_;   // stat piece bounds (common.h)
     std::unique_ptr<model::FlatWeights> weights_;
     std::unique_ptr<Sink> sink_;
     std::unique_ptr<optim::Optimizer> opt_;

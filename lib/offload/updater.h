@@ -17,6 +17,28 @@ struct StepHparams {
     bool inject_nonfinite = false; // debug: set lnfw's first grad to NaN at unit_done(L+1)
 };
 
+// Bytes the update path moved over the CPU<->device link, by direction and kind: grads (offloaded
+// D2H), params (working weights H2D after a host step, weight-flow fetches, device-stepped weights
+// written back to host memory in weight flow), state (fp32 params + moments streamed to and from
+// the device by the interleaved schedule). The plain path moves nothing.
+struct TransferBytes {
+    int64_t grads_d2h = 0;
+    int64_t params_h2d = 0;
+    int64_t params_d2h = 0;
+    int64_t state_h2d = 0;
+    int64_t state_d2h = 0;
+    int64_t h2d() const { return params_h2d + state_h2d; }
+    int64_t d2h() const { return grads_d2h + params_d2h + state_d2h; }
+    TransferBytes& operator+=(const TransferBytes& o) {
+        grads_d2h += o.grads_d2h;
+        params_h2d += o.params_h2d;
+        params_d2h += o.params_d2h;
+        state_h2d += o.state_h2d;
+        state_d2h += o.state_d2h;
+        return *this;
+    }
+};
+
 struct StepReport {
     double grad_norm = 0.0;   // global L2 norm of the grads (fp64), before clipping
     bool skipped = false;     // non-finite grads: no update this step
@@ -24,6 +46,7 @@ struct StepReport {
     bool rolled_back = false; // speculative updates were undone (skip or clip under STV)
     // time split of this step, ms
     double forward_ms = 0, backward_ms = 0, exposed_optimizer_ms = 0, exposed_transfer_ms = 0;
+    TransferBytes bytes; // moved for this step (enqueued between begin_step and finish_step)
 };
 
 // Combines this rank's grad statistics with the other ranks' when each rank holds a shard of the
@@ -38,9 +61,11 @@ class StatReducer {
 
 // Counters since construction (or checkpoint restore).
 struct UpdaterStats {
+    int64_t commits = 0; // steps whose update was applied (speculative or not, after any rerun)
     int64_t skips = 0;
     int64_t rollbacks = 0;
-    int64_t reruns = 0; // bucket re-executions with clipped grads
+    int64_t reruns = 0;  // bucket re-executions with clipped grads
+    TransferBytes bytes; // link traffic in total
 };
 
 class Updater {

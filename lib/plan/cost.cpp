@@ -15,10 +15,6 @@ namespace {
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGiB = 1024.0 * kMiB;
 
-double max_unit_params(const CostInputs& c) {
-    return std::max(c.layer_params, c.embed_params);
-}
-
 // Seconds of one bucket's three pipeline stages (paper Eq. 4 left side).
 struct BucketStages {
     double d2h = 0;  // move_bucket(grad)
@@ -67,7 +63,7 @@ void finish_times(IterationTimes& t) {
 } // namespace
 
 CostInputs make_cost_inputs(const config::Config& cfg, const model::GPT2Config& m,
-                            const HardwareProfile& hw) {
+                            const HardwareProfile& hw, int shard_ranks) {
     CostInputs c;
     const double C = m.channels, L = m.num_layers, Vp = m.padded_vocab_size, NH = m.num_heads;
     c.layers = m.num_layers;
@@ -102,31 +98,74 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::GPT2Config& 
     c.activation_bytes = blocks + 2.0 * tokens * C * eb + logits;
 
     c.bucket_params = std::max(1.0, cfg.offload.bucket_mb * kMiB / 4.0);
-    c.num_buckets = std::max(1, static_cast<int>(std::ceil(c.params / c.bucket_params)));
     double mem = hw.host_device && cfg.device.memory_gb > 0 ? cfg.device.memory_gb * kGiB
                                                             : hw.gpu_memory_gb * 1e9;
     c.capacity_bytes = mem * hw.gpu_usable_fraction;
+    c.host_capacity_bytes = hw.cpu_memory_gb * 1e9;
+    c.host_device = hw.host_device;
+    c.shard_ranks = std::max(1, shard_ranks);
+    c.interleave_k =
+        cfg.offload.schedule == config::Schedule::Interleaved ? cfg.offload.interleave_k : 0;
+
+    // The engine's buckets over this rank's shard, as the engine cuts them (placement later).
+    // On a device the host cannot dereference (CUDA) the engine stages the CPU model's grads and
+    // weights through pinned host mirrors; the plan counts them as the engine allocates them.
+    config::Config pc = cfg;
+    pc.offload.gpu_tail_buckets = 0;
+    pc.offload.schedule = config::Schedule::SuperOffload;
+    if (pc.offload.weights == config::WeightsPolicy::Auto)
+        pc.offload.weights = config::WeightsPolicy::Stationary;
+    c.mem_base =
+        offload::sharded_plan_inputs(pc, model::make_layout(m), c.shard_ranks, !hw.host_device);
+    c.num_buckets = std::max(1, static_cast<int>(c.mem_base.bucket_numel.size()));
     return c;
 }
 
-MemoryEstimate offload_memory(const CostInputs& c, config::WeightsPolicy weights, int tail) {
+offload::MemoryPlanInputs offload_plan_inputs(const CostInputs& c, config::WeightsPolicy weights,
+                                              int tail, int interleave_k) {
+    offload::MemoryPlanInputs in = c.mem_base;
+    in.flow = weights == config::WeightsPolicy::Flow;
+    std::vector<offload::Bucket> b(in.bucket_numel.size());
+    for (size_t i = 0; i < b.size(); i++) {
+        b[i].index = static_cast<int>(i);
+        b[i].end = in.bucket_numel[i];
+    }
+    offload::place_buckets(b, tail, interleave_k);
+    in.bucket_place.clear();
+    for (const offload::Bucket& x : b)
+        in.bucket_place.push_back(x.place);
+    return in;
+}
+
+MemoryEstimate offload_memory(const CostInputs& c, config::WeightsPolicy weights, int tail,
+                              int interleave_k) {
+    using offload::MemKind;
+    using offload::MemSide;
+    offload::MemoryPlan plan =
+        offload::make_memory_plan(offload_plan_inputs(c, weights, tail, interleave_k));
+    auto dev = [&](MemKind k) { return static_cast<double>(plan.total(MemSide::Device, k)); };
+    auto host = [&](MemKind k) {
+        return static_cast<double>(plan.total(MemSide::Pinned, k) + plan.total(MemSide::Host, k));
+    };
     MemoryEstimate m;
-    double unit = max_unit_params(c);
-    if (weights == config::WeightsPolicy::Flow)
-        m.weights = (c.prefetch_layers + 1.0) * unit * c.weight_bytes;
-    else
-        m.weights = c.params * c.weight_bytes;
-    // stationary: accumulation over micro-batches keeps fp32 grads of every parameter on the
-    // device, otherwise grads live per unit (double-buffered) until their bucket is moved;
-    // flow: grads accumulate in pinned host memory (written over the link, as the engine does),
-    // only the units in flight are on the device
-    m.grads = c.grad_accum > 1 && weights != config::WeightsPolicy::Flow ? c.params * 4.0
-                                                                         : 2.0 * unit * 4.0;
-    int n = std::clamp(tail, 0, c.num_buckets);
-    m.tail_state = std::min(c.params, n * c.bucket_params) * 16.0;
-    m.staging = 2.0 * c.bucket_params * 4.0;
+    m.weights = dev(MemKind::Weights);
+    m.grads = dev(MemKind::Grads);
+    m.state = dev(MemKind::State);
+    m.staging = dev(MemKind::Staging);
+    m.engine_device = static_cast<double>(plan.total(MemSide::Device));
     m.activations = c.activation_bytes;
-    m.total = m.weights + m.grads + m.tail_state + m.staging + m.activations;
+    // the `host` device runs the CPU model: its activations are in host memory, not the arena
+    m.activations_on_device = !c.host_device;
+    m.total = m.engine_device + (m.activations_on_device ? m.activations : 0.0);
+    m.host_weights = host(MemKind::Weights);
+    m.host_grads = host(MemKind::Grads);
+    m.host_state = host(MemKind::State);
+    m.host_staging = host(MemKind::Staging);
+    m.host_total = m.host_weights + m.host_grads + m.host_state + m.host_staging;
+    // the host device's "device" memory is an arena in host memory
+    if (c.host_device) m.host_total += m.engine_device + m.activations;
+    m.device_fits = m.total <= c.capacity_bytes;
+    m.host_fits = m.host_total <= c.host_capacity_bytes;
     return m;
 }
 
@@ -179,7 +218,8 @@ IterationTimes superoffload_times(const CostInputs& c, const HardwareProfile& hw
                  transfer_seconds(hw.h2d, c.bucket_params * c.param_move_bytes) * cpu_params /
                      c.bucket_params;
     t.optimizer = s.step * cpu_params / c.bucket_params + gpu_step;
-    t.fits = offload_memory(c, weights, n).total <= c.capacity_bytes;
+    MemoryEstimate mem = offload_memory(c, weights, n);
+    t.fits = mem.device_fits && mem.host_fits;
     finish_times(t);
     return t;
 }
@@ -194,7 +234,7 @@ IterationTimes synchronous_times(const CostInputs& c, const HardwareProfile& hw,
 }
 
 IterationTimes interleaved_times(const CostInputs& c, const HardwareProfile& hw,
-                                 config::WeightsPolicy weights, int k) {
+                                 config::WeightsPolicy weights, int k, int tail) {
     IterationTimes t;
     t.schedule = "interleaved";
     double wt = 0;
@@ -215,7 +255,8 @@ IterationTimes interleaved_times(const CostInputs& c, const HardwareProfile& hw,
     t.iteration = t.forward + t.backward + grad_out + update;
     t.transfer = wt + N * grad_out + h2d + d2h;
     t.optimizer = cpu + gpu;
-    t.fits = offload_memory(c, weights, 1).total <= c.capacity_bytes;
+    MemoryEstimate mem = offload_memory(c, weights, tail, k);
+    t.fits = mem.device_fits && mem.host_fits;
     finish_times(t);
     return t;
 }

@@ -4,6 +4,7 @@
 
 #include "config/config.h"
 #include "model/layout.h"
+#include "offload/memory_plan.h"
 #include "plan/planner.h"
 
 namespace sof::plan {
@@ -30,14 +31,28 @@ struct CostInputs {
     // buckets
     double bucket_params = 0; // deck bucket size in fp32 params
     int num_buckets = 1;
-    double capacity_bytes = 0; // usable device memory
+    double capacity_bytes = 0;      // usable device memory
+    double host_capacity_bytes = 0; // host memory of this rank
+    bool host_device = true;        // the `host` device: its "device" memory is host memory too
+    int shard_ranks = 1;            // ZeRO-3 ranks the state is sharded over
+    int interleave_k = 0;           // schedule interleaved: the stride used for placement
+    // The engine's memory plan inputs for this rank (buckets of the deck's bucket_mb, unplaced;
+    // offload_memory places them for a weights policy / tail count / stride).
+    offload::MemoryPlanInputs mem_base;
 };
 
+// shard_ranks: ZeRO-3 ranks the parameters, grads and optimizer state are sharded over.
 CostInputs make_cost_inputs(const config::Config& cfg, const model::GPT2Config& model,
-                            const HardwareProfile& hw);
+                            const HardwareProfile& hw, int shard_ranks = 1);
 
-// Device memory of the SuperOffload engine with `weights` (Stationary or Flow) and n tail buckets.
-MemoryEstimate offload_memory(const CostInputs& c, config::WeightsPolicy weights, int tail);
+// Memory of the SuperOffload engine with `weights` (Stationary or Flow), n tail buckets and, when
+// interleave_k >= 1, every k-th other bucket streamed: the sums of the engine's memory plan
+// (offload::make_memory_plan) on each side, plus the activations on the device.
+MemoryEstimate offload_memory(const CostInputs& c, config::WeightsPolicy weights, int tail,
+                              int interleave_k = 0);
+// The engine's memory plan inputs for that choice (what offload_memory sums).
+offload::MemoryPlanInputs offload_plan_inputs(const CostInputs& c, config::WeightsPolicy weights,
+                                              int tail, int interleave_k);
 // Device memory with everything on the device (no offload): weights, grads, fp32 state,
 // activations.
 double gpu_only_memory(const CostInputs& c);
@@ -53,9 +68,10 @@ IterationTimes superoffload_times(const CostInputs& c, const HardwareProfile& hw
                                   config::WeightsPolicy weights, int tail, bool stv);
 IterationTimes synchronous_times(const CostInputs& c, const HardwareProfile& hw,
                                  config::WeightsPolicy weights);
-// Deep Optimizer States: update phase after backward, every k-th subgroup on the device.
+// Deep Optimizer States: update phase after backward, every k-th subgroup streamed to the device
+// (memory: `tail` resident buckets plus the streaming slots).
 IterationTimes interleaved_times(const CostInputs& c, const HardwareProfile& hw,
-                                 config::WeightsPolicy weights, int k);
+                                 config::WeightsPolicy weights, int k, int tail = 0);
 // No offload: everything on the device, device optimizer after backward.
 IterationTimes gpu_only_times(const CostInputs& c, const HardwareProfile& hw);
 

@@ -15,22 +15,41 @@ const char* weights_name(config::WeightsPolicy w) {
     return w == config::WeightsPolicy::Flow ? "flow" : "stationary";
 }
 
-std::string mem_line(const char* what, const MemoryEstimate& m) {
-    return core::strfmt("  %-10s weights %7.2f  grads %7.2f  tail %7.2f  staging %6.2f  "
-                        "activations %7.2f  total %7.2f GB\n",
-                        what, m.weights / kGB, m.grads / kGB, m.tail_state / kGB, m.staging / kGB,
-                        m.activations / kGB, m.total / kGB);
+// Memory table unit: GB, or MiB for small devices (test decks, the `host` device).
+struct Unit {
+    double div;
+    const char* name;
+};
+Unit unit_for(const Plan& p) {
+    return p.capacity_bytes < 4e9 ? Unit{1048576.0, "MiB"} : Unit{kGB, "GB"};
+}
+
+std::string mem_line(const char* what, const MemoryEstimate& m, Unit u) {
+    return core::strfmt("  %-10s weights %7.2f  grads %7.2f  state %7.2f  staging %6.2f  "
+                        "activations %7.2f  total %7.2f %s%s\n",
+                        what, m.weights / u.div, m.grads / u.div, m.state / u.div,
+                        m.staging / u.div, m.activations / u.div, m.total / u.div, u.name,
+                        m.device_fits ? "" : " (does not fit)");
+}
+
+std::string host_line(const char* what, const MemoryEstimate& m, Unit u) {
+    return core::strfmt("  %-10s state %7.2f  grads %7.2f  weights %7.2f  staging %6.2f  "
+                        "total %7.2f %s%s\n",
+                        what, m.host_state / u.div, m.host_grads / u.div, m.host_weights / u.div,
+                        m.host_staging / u.div, m.host_total / u.div, u.name,
+                        m.host_fits ? "" : " (does not fit)");
 }
 
 } // namespace
 
 std::string describe(const Plan& p) {
     std::string s;
+    Unit u = unit_for(p);
     s += core::strfmt("plan on %s\n", p.hardware.c_str());
-    s += core::strfmt("  model %.3f B params, %.0f tokens per step, %d buckets of %.0f MiB, "
-                      "device memory %.2f GB usable\n",
+    s += core::strfmt("  model %.3f B params, %.0f tokens per step, %d buckets of %g MiB, "
+                      "device memory %.2f GB usable, host memory %.2f GB\n",
                       p.num_params / 1e9, p.tokens, p.num_buckets, p.deck_bucket_mb,
-                      p.capacity_bytes / kGB);
+                      p.capacity_bytes / kGB, p.host_capacity_bytes / kGB);
     s += "choices\n";
     s += core::strfmt("  weights: %s\n  gpu_tail_buckets: %d\n  interleave_k: %d\n"
                       "  recommended bucket_mb: %.0f\n",
@@ -38,9 +57,21 @@ std::string describe(const Plan& p) {
     s += "why\n";
     for (const std::string& n : p.notes)
         s += "  - " + n + "\n";
-    s += core::strfmt("device memory (with %d tail buckets)\n", p.tail_buckets);
-    s += mem_line("stationary", p.mem_stationary);
-    s += mem_line("flow", p.mem_flow);
+    s += core::strfmt("device memory per rank (with %d tail buckets; deck: the deck's schedule)\n",
+                      p.tail_buckets);
+    s += mem_line("stationary", p.mem_stationary, u);
+    s += mem_line("flow", p.mem_flow, u);
+    s += mem_line("deck", p.mem, u);
+    if (!p.mem.activations_on_device)
+        s += "  (the host device runs the CPU model: activations are counted in host memory)\n";
+    s += core::strfmt("host memory per rank (%.2f GB%s)\n", p.host_capacity_bytes / kGB,
+                      p.shard_ranks > 1
+                          ? core::strfmt(", state sharded over %d ranks", p.shard_ranks).c_str()
+                          : "");
+    s += host_line("stationary", p.mem_stationary, u);
+    s += host_line("flow", p.mem_flow, u);
+    s += host_line("deck", p.mem, u);
+    s += p.fits ? std::string("fits: yes (device and host)\n") : "fits: no: " + p.why + "\n";
     s += "predicted step time (ms)\n";
     s += core::strfmt("  %-13s %5s %9s %9s %9s %9s %9s %9s %6s\n", "schedule", "fits", "forward",
                       "backward", "transfer", "optimizer", "exposed", "iteration", "eff");

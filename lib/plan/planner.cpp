@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/strfmt.h"
+#include "device/device.h"
 #include "plan/cost.h"
 #include "plan/planner.h"
 
@@ -138,18 +139,20 @@ model::GPT2Config model_config_for(const config::ModelConfig& m) {
     return g;
 }
 
-Plan make_plan(const config::Config& cfg, const model::GPT2Config& model,
-               const HardwareProfile& hw) {
+Plan make_plan(const config::Config& cfg, const model::GPT2Config& model, const HardwareProfile& hw,
+               int shard_ranks) {
     SOF_CHECK(!hw.h2d.empty() && !hw.d2h.empty(), "hardware profile '%s' without link curves",
               hw.name.c_str());
     model::GPT2Config m = model;
     if (m.padded_vocab_size <= 0) m.padded_vocab_size = (m.vocab_size + 127) / 128 * 128;
-    CostInputs c = make_cost_inputs(cfg, m, hw);
+    CostInputs c = make_cost_inputs(cfg, m, hw, shard_ranks);
     Plan p;
     p.hardware = hw.name + " (" + hw.source + ")";
     p.num_params = c.params;
     p.tokens = c.batch * c.seq * c.grad_accum;
     p.capacity_bytes = c.capacity_bytes;
+    p.host_capacity_bytes = c.host_capacity_bytes;
+    p.shard_ranks = c.shard_ranks;
     p.deck_bucket_mb = cfg.offload.bucket_mb;
     p.num_buckets = c.num_buckets;
     double flops = hw.gpu_peak_tflops * 1e12 * hw.gpu_achievable_fraction;
@@ -192,9 +195,35 @@ Plan make_plan(const config::Config& cfg, const model::GPT2Config& model,
 
     p.mem_stationary = offload_memory(c, config::WeightsPolicy::Stationary, p.tail_buckets);
     p.mem_flow = offload_memory(c, config::WeightsPolicy::Flow, p.tail_buckets);
+    bool interleaved = cfg.offload.schedule == config::Schedule::Interleaved;
+    p.mem = offload_memory(c, p.weights, p.tail_buckets, interleaved ? p.interleave_k : 0);
+    if (!cfg.offload.enabled) {
+        p.mem = MemoryEstimate{};
+        p.mem.total = p.mem.engine_device = gpu_only_memory(c);
+        p.mem.device_fits = p.mem.total <= c.capacity_bytes;
+    }
+    p.fits = p.mem.device_fits && p.mem.host_fits;
+    auto gb = [](double b) { return device::format_bytes(b); };
+    if (!p.mem.device_fits)
+        p.why = core::strfmt(
+            "device memory: needs %s (engine buffers %s + activations %s) > %s usable: use "
+            "offload.weights: flow, fewer gpu_tail_buckets, a larger interleave_k, smaller "
+            "offload.bucket_mb, a smaller batch, model.recompute or more ranks",
+            gb(p.mem.total).c_str(), gb(p.mem.engine_device).c_str(),
+            gb(p.mem.activations_on_device ? p.mem.activations : 0.0).c_str(),
+            gb(c.capacity_bytes).c_str());
+    if (!p.mem.host_fits)
+        p.why += core::strfmt(
+            "%shost memory: needs %s per rank (master+moments %s, grads %s, weights %s, "
+            "staging %s) > %s: use offload.rollback: inverse (one state set), offload.cast: "
+            "host with bf16 (bf16 grads), or shard over more ranks (ZeRO-3)",
+            p.why.empty() ? "" : "; ", gb(p.mem.host_total).c_str(), gb(p.mem.host_state).c_str(),
+            gb(p.mem.host_grads).c_str(), gb(p.mem.host_weights).c_str(),
+            gb(p.mem.host_staging).c_str(), gb(c.host_capacity_bytes).c_str());
+    if (!p.fits) p.notes.push_back("does not fit: " + p.why);
 
     IterationTimes so = superoffload_times(c, hw, p.weights, p.tail_buckets, c.stv);
-    IterationTimes il = interleaved_times(c, hw, p.weights, p.interleave_k);
+    IterationTimes il = interleaved_times(c, hw, p.weights, p.interleave_k, p.tail_buckets);
     IterationTimes sy = synchronous_times(c, hw, p.weights);
     IterationTimes go = gpu_only_times(c, hw);
     p.schedules = {so, il, sy, go};
@@ -207,8 +236,14 @@ Plan make_plan(const config::Config& cfg, const model::GPT2Config& model,
             core::strfmt("note: without offload the step fits on the device too "
                          "and is predicted %.1f%% faster",
                          100.0 * (mine_iteration(cfg, so, il, sy) / go.iteration - 1)));
-    p.notes.push_back("per rank, parameters not sharded: with ZeRO-3 over N ranks the optimizer "
-                      "state, CPU step and transfers shrink by about 1/N");
+    if (c.shard_ranks > 1)
+        p.notes.push_back(core::strfmt(
+            "memory per rank with ZeRO-3 over %d ranks: the engine on a 1/%d shard (the "
+            "wrapper's gather and grad slots of whole units are not included)",
+            c.shard_ranks, c.shard_ranks));
+    else
+        p.notes.push_back("per rank, parameters not sharded: with ZeRO-3 over N ranks the "
+                          "optimizer state, CPU step and transfers shrink by about 1/N");
     const IterationTimes* mine = &go;
     if (cfg.offload.enabled) {
         if (cfg.offload.schedule == config::Schedule::SuperOffload) mine = &p.schedules[0];

@@ -98,14 +98,26 @@ struct IterationTimes {
     double efficiency = 0; // compute / iteration
 };
 
-// Device-memory estimate of one rank, bytes.
+// Memory of one rank, bytes: the sums of the engine's memory plan (offload/memory_plan.h) by side
+// and kind, plus the model's activations on the device.
 struct MemoryEstimate {
-    double weights = 0;     // working-precision weights resident on the device
-    double grads = 0;       // gradient buffers on the device
-    double tail_state = 0;  // tail buckets: fp32 params, m, v, grads on the device
-    double staging = 0;     // bucket staging buffers
-    double activations = 0; // saved activations + logits
-    double total = 0;
+    // device
+    double weights = 0;       // working weights (stationary) or weight-flow slots
+    double grads = 0;         // gradient buffers on the device
+    double state = 0;         // fp32 params, m, v: resident tail buckets and streaming slots
+    double staging = 0;       // statistics, cast and transfer staging
+    double engine_device = 0; // the engine's device buffers: weights + grads + state + staging
+    double activations = 0;   // saved activations + logits
+    bool activations_on_device = true; // false on the `host` device (CPU model: host memory)
+    double total = 0;                  // engine_device + activations (when on the device)
+    // host (pinned and pageable)
+    double host_state = 0;   // fp32 master params and moments (two sets with exact rollback)
+    double host_grads = 0;   // offloaded grads (bf16 with cast host), flow's pinned model grads
+    double host_weights = 0; // weight flow's host working weights, staging mirrors
+    double host_staging = 0; // bf16 params for H2D, statistics, slot host copies
+    double host_total = 0;   // all of the above (+ the arena and activations on the `host` device)
+    bool device_fits = true; // total <= usable device memory
+    bool host_fits = true;   // host_total <= host memory
 };
 
 struct Plan {
@@ -121,8 +133,13 @@ struct Plan {
     double num_params = 0;
     double tokens = 0;                       // per optimizer step on this rank (B*T*grad_accum)
     double capacity_bytes = 0;               // usable device memory
-    MemoryEstimate mem_stationary, mem_flow; // with the chosen tail count
-    std::string hardware;                    // profile name (source)
+    double host_capacity_bytes = 0;          // host memory of one rank
+    int shard_ranks = 1;                     // ZeRO-3 ranks the state is sharded over
+    MemoryEstimate mem_stationary, mem_flow; // with the chosen tail count (superoffload)
+    MemoryEstimate mem;                      // the deck's schedule with the chosen options
+    bool fits = true;     // mem fits both the device and the host memory of one rank
+    std::string why;      // when it does not: which side, by how much, and what to change
+    std::string hardware; // profile name (source)
 
     // Predicted per-iteration times of the deck's schedule with the chosen options (seconds).
     double compute_s = 0, transfer_s = 0, optimizer_s = 0, exposed_s = 0, iteration_s = 0;
@@ -132,9 +149,10 @@ struct Plan {
 };
 
 // Builds the plan for a deck and a model on a hardware profile. Deck values that are not `auto`
-// are kept (and used for the predictions); `auto` ones are chosen by the model.
-Plan make_plan(const config::Config& cfg, const model::GPT2Config& model,
-               const HardwareProfile& hw);
+// are kept (and used for the predictions); `auto` ones are chosen by the model. shard_ranks: the
+// ZeRO-3 ranks parameters, grads and optimizer state are sharded over (memory per rank).
+Plan make_plan(const config::Config& cfg, const model::GPT2Config& model, const HardwareProfile& hw,
+               int shard_ranks = 1);
 
 // Replaces the deck's auto values (weights Auto, gpu_tail_buckets -1, interleave_k -1) with the
 // plan's; leaves explicit values alone.

@@ -20,6 +20,7 @@
 #include "data/loader.h"
 #include "model/gpt2.h"
 #include "model/shard.h"
+#include "device/device.h"
 #include "offload/updater_factory.h"
 #include "plan/planner.h"
 #include "rank/context.h"
@@ -124,8 +125,11 @@ void Trainer::Impl::setup() {
     // Offload plan: resolve `auto` choices before the engine is built.
     if (cfg.offload.enabled) {
         plan::HardwareProfile hw = plan::hardware_for(cfg);
-        plan::Plan p = plan::make_plan(cfg, mcfg, hw);
+        // memory per rank: under ZeRO-3 each rank's engine holds a 1/world shard
+        int shard_ranks = cfg.parallel.zero_stage == 3 ? world.size() : 1;
+        plan::Plan p = plan::make_plan(cfg, mcfg, hw, shard_ranks);
         plan::resolve_auto(cfg, p);
+        if (!p.fits) log.warn("plan on %s: does not fit: %s", p.hardware.c_str(), p.why.c_str());
     }
     log.info("effective deck:\n%s", config::effective_yaml(cfg).c_str());
 
@@ -515,7 +519,13 @@ RunSummary Trainer::run() {
                                {"sent_alltoall", static_cast<double>(db.sent[3])},
                                {"recv_alltoall", static_cast<double>(db.recv[3])},
                                {"sent_small", static_cast<double>(db.sent[4])},
-                               {"recv_small", static_cast<double>(db.recv[4])}});
+                               {"recv_small", static_cast<double>(db.recv[4])},
+                               {"commits", static_cast<double>(st.commits)},
+                               {"grads_d2h_bytes", static_cast<double>(rep.bytes.grads_d2h)},
+                               {"params_h2d_bytes", static_cast<double>(rep.bytes.params_h2d)},
+                               {"params_d2h_bytes", static_cast<double>(rep.bytes.params_d2h)},
+                               {"state_h2d_bytes", static_cast<double>(rep.bytes.state_h2d)},
+                               {"state_d2h_bytes", static_cast<double>(rep.bytes.state_d2h)}});
         if (tc.eval_every > 0 && s.step % tc.eval_every == 0 && s.step < stop) {
             float vl = s.evaluate();
             log.info("step %lld: val loss %.4f", static_cast<long long>(s.step), vl);
@@ -537,8 +547,11 @@ RunSummary Trainer::run() {
     sum.end_step = s.step;
     sum.last_val_loss = s.evaluate();
     sum.tokens_per_s = total_time > 0 ? total_tokens / total_time : 0.0;
-    sum.skips = (s.skips0 + s.updater->stats().skips);
-    sum.rollbacks = (s.rollbacks0 + s.updater->stats().rollbacks);
+    const offload::UpdaterStats& fin = s.updater->stats();
+    sum.skips = (s.skips0 + fin.skips);
+    sum.rollbacks = (s.rollbacks0 + fin.rollbacks);
+    sum.commits = sum.end_step - sum.skips; // every completed step is a commit or a skip
+    sum.bytes = fin.bytes;
     sum.last_checkpoint = last_ckpt;
     sum.device_peak = s.ctx->device().peak();
     sum.device_used = s.ctx->device().used();
@@ -551,11 +564,14 @@ RunSummary Trainer::run() {
                 sum.comm_ms > 0 ? 100.0 * (1.0 - std::min(1.0, sum.comm_wait_ms / sum.comm_ms))
                                 : 100.0);
     log.info("step %lld: val loss %.4f", static_cast<long long>(s.step), sum.last_val_loss);
-    log.info("done: val loss %.4f -> %.4f over steps %lld..%lld, %.0f tok/s, skips %lld, "
-             "rollbacks %lld",
+    log.info("done: val loss %.4f -> %.4f over steps %lld..%lld, %.0f tok/s, commits %lld, "
+             "skips %lld, rollbacks %lld (link: %s D2H, %s H2D)",
              sum.first_val_loss, sum.last_val_loss, static_cast<long long>(sum.start_step),
              static_cast<long long>(sum.end_step), sum.tokens_per_s,
-             static_cast<long long>(sum.skips), static_cast<long long>(sum.rollbacks));
+             static_cast<long long>(sum.commits), static_cast<long long>(sum.skips),
+             static_cast<long long>(sum.rollbacks),
+             device::format_bytes(static_cast<double>(fin.bytes.d2h())).c_str(),
+             device::format_bytes(static_cast<double>(fin.bytes.h2d())).c_str());
     metrics.write("summary", {{"first_val_loss", sum.first_val_loss},
                               {"last_val_loss", sum.last_val_loss},
                               {"steps", static_cast<double>(sum.end_step)},

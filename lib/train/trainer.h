@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "core/log.h"
 #include "train/stop.h"
+#include "offload/updater.h"
 
 namespace sof::train {
 
@@ -25,6 +26,8 @@ struct RunSummary {
     int64_t end_step = 0;             // steps completed in total
     double tokens_per_s = 0.0;        // mean over the run (steps after the first)
     int64_t skips = 0, rollbacks = 0; // since the first step (they go on across resumes)
+    int64_t commits = 0;              // steps applied since the first step (end_step - skips)
+    offload::TransferBytes bytes;     // link traffic of the update path in this run
     double entropy_floor = 0.0;       // nats/token of the built-in data (NaN for shards)
     std::string last_checkpoint;      // directory of the last checkpoint written ("" if none)
     std::vector<comm::CommBytes> comm_bytes; // (steps run) this rank's collective bytes

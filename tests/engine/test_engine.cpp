@@ -123,9 +123,16 @@ TEST_CASE("buckets: piece-aligned cover in backward order, tensors split, tail p
     int nb = static_cast<int>(bs.size());
     for (const offload::Bucket& b : bs)
         CHECK((b.place == offload::Placement::Device) == (b.index >= nb - 2));
-    offload::place_buckets(bs, 0, 3);
+    offload::place_buckets(bs, 0, 3); // DOS Algorithm 1: (i + 1) % k == 0 streamed
     for (const offload::Bucket& b : bs)
-        CHECK((b.place == offload::Placement::Device) == (b.index % 3 == 2));
+        CHECK((b.place == offload::Placement::Stream) == (b.index % 3 == 2));
+    offload::place_buckets(bs, 1, 2); // static residents first, then the stride over the others
+    for (const offload::Bucket& b : bs) {
+        if (b.index == nb - 1)
+            CHECK(b.place == offload::Placement::Device);
+        else
+            CHECK((b.place == offload::Placement::Stream) == (b.index % 2 == 1));
+    }
     offload::place_buckets(bs, 1000, 0);
     for (const offload::Bucket& b : bs)
         CHECK(b.place == offload::Placement::Device);

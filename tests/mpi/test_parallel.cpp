@@ -38,7 +38,7 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 // Runs `opts` on every rank with sp and the matching 1-rank reference on rank 0 (global batch
 // kB * dp sequences), and compares them on rank 0.
 void check_against_one_rank(const std::string& what, const std::vector<std::string>& opts,
-                            int sp = 1, int expect_skips = 0) {
+                            int sp = 1, int expect_skips = 0, double norm_rel = kLossRel) {
     const int W = world_size(), dp = W / sp;
     std::vector<std::string> par =
         with(opts, {"train.batch_size=" + std::to_string(kB), "parallel.sp=" + std::to_string(sp)});
@@ -57,7 +57,7 @@ void check_against_one_rank(const std::string& what, const std::vector<std::stri
         double dp_ = max_abs_diff(multi.params, ref.params);
         MESSAGE(what << ": losses rel " << dl << ", norms rel " << dn << ", params abs " << dp_);
         CHECK(dl <= kLossRel);
-        CHECK(dn <= kLossRel);
+        CHECK(dn <= norm_rel);
         CHECK(dp_ <= kParamAbs);
     }
     MPI_Barrier(MPI_COMM_WORLD);
@@ -86,7 +86,11 @@ TEST_CASE("ZeRO-3, engine: weight flow, bf16 cast on the host, accumulation") {
     check_against_one_rank(
         "zero3 engine flow",
         with(kEngine, {"offload.weights=flow", "offload.prefetch_layers=1", "train.dtype=bf16",
-                       "offload.cast=host", "train.grad_accum=2", "train.grad_clip=1.0"}));
+                       "offload.cast=host", "train.grad_accum=2", "train.grad_clip=1.0"}),
+        1, 0,
+        // cast host rounds the grads to bf16 before the norm (issue 12: they cross the link as
+        // bf16): the fp32 sums of different batch splits can round to neighbouring bf16 values
+        1e-4);
 }
 
 TEST_CASE("ZeRO-0 (replicated, grads all-reduced): equals the 1-rank run") {

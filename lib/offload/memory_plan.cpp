@@ -1,0 +1,201 @@
+// The engine's memory plan (see memory_plan.h): the buffer list for a deck's modes and sizes, and
+// the inputs for one rank (exact for the engine's own layout, sharded for the planner).
+#include "offload/memory_plan.h"
+
+#include <algorithm>
+
+#include "core/strfmt.h"
+#include "device/device.h"
+#include "device/grad_stats.h"
+#include "model/shard.h"
+#include "offload/common.h"
+
+namespace sof::offload {
+
+size_t MemoryPlan::total(MemSide side) const {
+    size_t s = 0;
+    for (const BufferSpec& b : buffers)
+        if (b.side == side) s += mem_round(b.bytes);
+    return s;
+}
+
+size_t MemoryPlan::total(MemSide side, MemKind kind) const {
+    size_t s = 0;
+    for (const BufferSpec& b : buffers)
+        if (b.side == side && b.kind == kind) s += mem_round(b.bytes);
+    return s;
+}
+
+int stream_slot_count(int nstream) {
+    return std::min(nstream, 2);
+}
+
+MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
+    MemoryPlan plan;
+    auto add = [&](Buf id, int index, MemSide side, MemKind kind, size_t bytes, std::string name) {
+        if (bytes == 0) return;
+        plan.buffers.push_back({id, index, side, kind, bytes, std::move(name)});
+    };
+    const size_t n = in.num_params;
+    size_t max_host = 0, max_dev = 0, max_stream = 0, max_any = 0;
+    int nstream = 0;
+    for (size_t i = 0; i < in.bucket_numel.size(); i++) {
+        size_t k = in.bucket_numel[i];
+        max_any = std::max(max_any, k);
+        switch (in.bucket_place[i]) {
+        case Placement::Host:
+            max_host = std::max(max_host, k);
+            break;
+        case Placement::Device:
+            max_dev = std::max(max_dev, k);
+            break;
+        case Placement::Stream:
+            max_stream = std::max(max_stream, k);
+            nstream++;
+            break;
+        }
+    }
+    const bool device_lowp = in.bf16 && (!in.flow || in.cast_host);
+    const bool bf16_grads = in.bf16 && in.cast_host; // grads cross the link as bf16
+
+    // Device memory (weight flow: the model's grads live in pinned host memory).
+    add(Buf::DevGrads, 0, in.flow ? MemSide::Pinned : MemSide::Device, MemKind::Grads, n * 4,
+        in.flow ? "fp32 grads (weight flow, pinned host)" : "fp32 grads (num_params)");
+    if (!in.flow)
+        add(Buf::DevWork, 0, MemSide::Device, MemKind::Weights, n * 4,
+            "working weights (stationary)");
+    add(Buf::DevStats, 0, MemSide::Device, MemKind::Staging, in.npieces * sizeof(device::GradStats),
+        "grad statistics");
+    if (!in.flow && in.bf16 && max_host > 0) {
+        add(Buf::DevStage16, 0, MemSide::Device, MemKind::Staging, max_host * 2,
+            "H2D staging bf16");
+        if (!in.cast_host)
+            add(Buf::DevStage32, 0, MemSide::Device, MemKind::Staging, max_host * 4,
+                "H2D staging fp32");
+    }
+    if (bf16_grads)
+        add(Buf::DevGradStage16, 0, MemSide::Device, MemKind::Staging, max_any * 2,
+            "D2H staging bf16 grads");
+    if (device_lowp)
+        add(Buf::DevLowp, 0, MemSide::Device, MemKind::Staging, std::max(max_dev, max_stream) * 2,
+            "bf16 copy of device-stepped buckets");
+    for (size_t i = 0; i < in.bucket_numel.size(); i++) {
+        if (in.bucket_place[i] != Placement::Device) continue;
+        size_t k = in.bucket_numel[i];
+        int b = static_cast<int>(i);
+        std::string w = core::strfmt("bucket %d", b);
+        add(Buf::DevStateP, b, MemSide::Device, MemKind::State, k * 4,
+            w + " fp32 master params (device-resident)");
+        add(Buf::DevStateM, b, MemSide::Device, MemKind::State, k * 4,
+            w + " exp_avg (device-resident)");
+        add(Buf::DevStateV, b, MemSide::Device, MemKind::State, k * 4,
+            w + " exp_avg_sq (device-resident)");
+    }
+    for (int s = 0; s < stream_slot_count(nstream); s++) {
+        std::string w = core::strfmt("streaming slot %d", s);
+        add(Buf::SlotP, s, MemSide::Device, MemKind::State, max_stream * 4, w + " fp32 params");
+        add(Buf::SlotM, s, MemSide::Device, MemKind::State, max_stream * 4, w + " exp_avg");
+        add(Buf::SlotV, s, MemSide::Device, MemKind::State, max_stream * 4, w + " exp_avg_sq");
+    }
+    if (in.flow) {
+        int nslots = in.prefetch_layers + 3; // unit 0 held + current + prefetched
+        for (int s = 0; s < nslots; s++) {
+            std::string w = core::strfmt("weight-flow slot %d", s);
+            add(Buf::FlowSlot32, s, MemSide::Device, MemKind::Weights, in.max_unit * 4,
+                w + " (fp32)");
+            if (in.bf16)
+                add(Buf::FlowSlot16, s, MemSide::Device, MemKind::Weights, in.max_unit * 2,
+                    w + " (bf16)");
+            if (in.staging)
+                add(Buf::FlowSlotHost, s, MemSide::Pinned, MemKind::Staging, in.max_unit * 4,
+                    w + " host copy");
+        }
+    }
+
+    // Pinned host memory: the master state (two sets with exact rollback), offloaded grads, ...
+    int nsets = in.exact ? 2 : 1;
+    for (int s = 0; s < nsets; s++) {
+        std::string w = nsets > 1 ? core::strfmt(" (state set %d)", s) : std::string();
+        add(Buf::HostParams, s, MemSide::Pinned, MemKind::State, n * 4, "fp32 master params" + w);
+        add(Buf::HostExpAvg, s, MemSide::Pinned, MemKind::State, n * 4, "exp_avg" + w);
+        add(Buf::HostExpAvgSq, s, MemSide::Pinned, MemKind::State, n * 4, "exp_avg_sq" + w);
+    }
+    if (bf16_grads)
+        add(Buf::HostGrads16, 0, MemSide::Pinned, MemKind::Grads, n * 2, "offloaded grads (bf16)");
+    else
+        add(Buf::HostGrads, 0, MemSide::Pinned, MemKind::Grads, n * 4, "offloaded grads");
+    add(Buf::HostStats, 0, MemSide::Pinned, MemKind::Staging,
+        in.npieces * sizeof(device::GradStats), "grad statistics");
+    if (!in.flow && in.bf16 && in.cast_host)
+        add(Buf::HostLowp, 0, MemSide::Pinned, MemKind::Staging, n * 2, "bf16 params for H2D");
+    if (in.flow && in.bf16 && in.cast_host)
+        add(Buf::HostWork16, 0, MemSide::Pinned, MemKind::Weights, n * 2, "bf16 working weights");
+    else if (in.flow)
+        add(Buf::HostWork32, 0, MemSide::Pinned, MemKind::Weights, n * 4, "fp32 working weights");
+    if (in.staging && !in.flow)
+        add(Buf::HostModelGrads, 0, MemSide::Pinned, MemKind::Grads, n * 4,
+            "model grads (host staging)");
+    if (in.staging && !in.flow)
+        add(Buf::HostModelWork, 0, MemSide::Pinned, MemKind::Weights, n * 4,
+            "working weights (host copy)");
+    add(Buf::HostNaN, 0, MemSide::Pinned, MemKind::Staging, sizeof(float), "NaN injection");
+    return plan;
+}
+
+std::vector<Bucket> engine_buckets(const config::Config& cfg, const model::ParamLayout& layout,
+                                   const std::vector<int64_t>& pieces) {
+    const config::OffloadConfig& oc = cfg.offload;
+    size_t elems = static_cast<size_t>(oc.bucket_mb * 1048576.0 / 4.0);
+    std::vector<Bucket> b = make_buckets(layout, pieces, std::max<size_t>(elems, 1));
+    place_buckets(b, oc.gpu_tail_buckets,
+                  oc.schedule == config::Schedule::Interleaved ? oc.interleave_k : 0);
+    return b;
+}
+
+static size_t max_unit_of(const model::ParamLayout& layout) {
+    size_t m = 0;
+    for (int u = 0; u < layout.num_units(); u++)
+        m = std::max(m, layout.unit_begin[static_cast<size_t>(u) + 1] -
+                            layout.unit_begin[static_cast<size_t>(u)]);
+    return m;
+}
+
+static void set_modes(MemoryPlanInputs& in, const config::Config& cfg, bool staging) {
+    in.bf16 = cfg.train.dtype == config::Precision::BF16;
+    in.flow = cfg.offload.weights == config::WeightsPolicy::Flow;
+    in.cast_host = cfg.offload.cast == config::CastAt::Host;
+    in.exact = cfg.offload.rollback == config::Rollback::Exact;
+    in.staging = staging;
+    in.prefetch_layers = std::max(0, cfg.offload.prefetch_layers);
+}
+
+MemoryPlanInputs memory_plan_inputs(const config::Config& cfg, const model::ParamLayout& layout,
+                                    const std::vector<Bucket>& buckets, bool staging) {
+    MemoryPlanInputs in;
+    in.num_params = layout.num_params;
+    in.max_unit = max_unit_of(layout);
+    in.npieces = 0;
+    for (const model::TensorInfo& t : layout.tensors)
+        in.npieces += (t.numel + device::kStatPiece - 1) / device::kStatPiece;
+    for (const Bucket& b : buckets) {
+        in.bucket_numel.push_back(b.numel());
+        in.bucket_place.push_back(b.place);
+    }
+    set_modes(in, cfg, staging);
+    return in;
+}
+
+MemoryPlanInputs sharded_plan_inputs(const config::Config& cfg, const model::ParamLayout& layout,
+                                     int shard_ranks, bool staging) {
+    if (shard_ranks <= 1)
+        return memory_plan_inputs(cfg, layout, engine_buckets(cfg, layout, stat_pieces(layout)),
+                                  staging);
+    model::ParamLayout shard =
+        model::make_shard_layout(layout, model::make_shard_map(layout, shard_ranks, 0));
+    MemoryPlanInputs in =
+        memory_plan_inputs(cfg, shard, engine_buckets(cfg, shard, stat_pieces(shard)), staging);
+    in.shard_ranks = shard_ranks;
+    return in;
+}
+
+} // namespace sof::offload

@@ -1,0 +1,118 @@
+// The SuperOffload engine's memory plan: every buffer the engine allocates (name, side, bytes),
+// built by one function that the engine allocates from and that `superoffload plan` sums per rank.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "model/layout.h"
+#include "offload/buckets.h"
+
+namespace sof::offload {
+
+// Where a buffer lives: device memory, page-locked host memory, ordinary (pageable) host memory
+// (the engine's buffers are all device or pinned today; Host entries would be allocated pageable).
+enum class MemSide { Device, Pinned, Host };
+
+// What a buffer holds (for reports: weights, grads, optimizer state, everything else).
+enum class MemKind { Weights, Grads, State, Staging };
+
+// Identity of an engine buffer; `index` of BufferSpec tells state sets, buckets and slots apart.
+enum class Buf {
+    DevGrads,       // (num_params) fp32 grads the model adds into (pinned host in weight flow)
+    DevWork,        // (num_params) fp32 working weights (stationary)
+    DevStats,       // (npieces) grad statistics
+    DevStage32,     // (max host bucket) H2D staging fp32 (bf16, cast on the device)
+    DevStage16,     // (max host bucket) H2D staging bf16
+    DevGradStage16, // (max bucket) bf16 grads written by grad_prep (bf16, cast on the host)
+    DevLowp,        // (max device/stream bucket) bf16 copy written by the device step
+    DevStateP,      // (bucket) fp32 master params of device-resident bucket `index`
+    DevStateM,      // (bucket) exp_avg of device-resident bucket `index`
+    DevStateV,      // (bucket) exp_avg_sq of device-resident bucket `index`
+    SlotP,          // (max stream bucket) streaming slot `index`: fp32 params (interleaved)
+    SlotM,          // (max stream bucket) streaming slot `index`: exp_avg
+    SlotV,          // (max stream bucket) streaming slot `index`: exp_avg_sq
+    FlowSlot32,     // (max unit) weight-flow slot `index`: fp32 weights the model reads
+    FlowSlot16,     // (max unit) weight-flow slot `index`: bf16 staging
+    FlowSlotHost,   // (max unit) weight-flow slot `index`: pinned host copy (staging mode)
+    HostParams,     // (num_params) fp32 master params, state set `index`
+    HostExpAvg,     // (num_params) exp_avg, state set `index`
+    HostExpAvgSq,   // (num_params) exp_avg_sq, state set `index`
+    HostGrads,      // (num_params) fp32 grads offloaded D2H
+    HostGrads16,    // (num_params) bf16 grads offloaded D2H (bf16, cast on the host)
+    HostStats,      // (npieces) grad statistics
+    HostLowp,       // (num_params) bf16 params written by the host step (stationary, cast host)
+    HostWork16,     // (num_params) weight flow: bf16 working weights
+    HostWork32,     // (num_params) weight flow: fp32 working weights
+    HostModelGrads, // (num_params) staging: the grads the model adds into
+    HostModelWork,  // (num_params) staging, stationary: host copy of the working weights
+    HostNaN,        // (1) NaN for the debug injection
+};
+
+struct BufferSpec {
+    Buf id = Buf::DevGrads;
+    int index = 0; // state set, bucket index or slot index (see Buf)
+    MemSide side = MemSide::Device;
+    MemKind kind = MemKind::Staging;
+    size_t bytes = 0; // as requested; allocators round up to kMemAlign
+    std::string name; // for allocation errors and reports
+};
+
+// Allocation granularity of both device allocators and of pinned host memory.
+constexpr size_t kMemAlign = 256;
+inline size_t mem_round(size_t bytes) {
+    return (bytes + kMemAlign - 1) / kMemAlign * kMemAlign;
+}
+
+// What the plan depends on: sizes of this rank's parameter shard and the deck's engine modes.
+struct MemoryPlanInputs {
+    size_t num_params = 0; // parameters of the engine's layout (this rank's shard under ZeRO-3)
+    size_t max_unit = 0;   // largest unit of that layout (weight-flow slot size)
+    size_t npieces = 1;    // grad statistic pieces of the shard
+    std::vector<size_t> bucket_numel;    // (nbuckets) elements of each bucket, backward order
+    std::vector<Placement> bucket_place; // (nbuckets) where each bucket's state lives and steps
+    bool bf16 = false;                   // working precision bf16
+    bool flow = false;                   // weight flow (else stationary)
+    bool cast_host = false;              // bf16 cast on the host
+    bool exact = true;                   // exact rollback: two host state sets
+    bool staging = false;                // model grads/weights staged through pinned host mirrors
+    int prefetch_layers = 1;
+    int shard_ranks = 1; // ZeRO-3 ranks the state is sharded over (sizes above are per rank)
+};
+
+struct MemoryPlan {
+    std::vector<BufferSpec> buffers; // in allocation order; no zero-sized entries
+    // Bytes on `side`, each buffer rounded up to kMemAlign (what the allocators account).
+    size_t total(MemSide side) const;
+    size_t total(MemSide side, MemKind kind) const;
+};
+
+// The buffers of the engine for `in` (the one place that decides what the engine allocates).
+MemoryPlan make_memory_plan(const MemoryPlanInputs& in);
+
+// Streaming slots of the interleaved schedule for `nstream` streamed buckets: double-buffered
+// (one updating on the device while the next is prefetched), at most nstream.
+int stream_slot_count(int nstream);
+
+// The engine's buckets for a deck over `layout` (make_buckets of offload.bucket_mb, then
+// place_buckets with gpu_tail_buckets and, for schedule interleaved, interleave_k).
+std::vector<Bucket> engine_buckets(const config::Config& cfg, const model::ParamLayout& layout,
+                                   const std::vector<int64_t>& pieces);
+
+// Inputs of the engine on `layout` (one rank, its own shard) with `buckets` (engine_buckets).
+MemoryPlanInputs memory_plan_inputs(const config::Config& cfg, const model::ParamLayout& layout,
+                                    const std::vector<Bucket>& buckets, bool staging);
+
+// Inputs for rank 0 of a model of `layout` sharded over `shard_ranks` ZeRO-3 ranks: the engine on
+// that rank's shard layout (model/shard.h: every unit padded and cut 1/N, equal for all ranks), as
+// the ZeRO-3 path builds it. shard_ranks 1 gives memory_plan_inputs(cfg, layout,
+// engine_buckets(...), staging). Placement uses gpu_tail_buckets / interleave_k as given (resolve
+// `auto` first). The ZeRO-3 wrapper's own gather and grad slots (whole units) are not engine
+// buffers and not included.
+MemoryPlanInputs sharded_plan_inputs(const config::Config& cfg, const model::ParamLayout& layout,
+                                     int shard_ranks, bool staging);
+
+} // namespace sof::offload

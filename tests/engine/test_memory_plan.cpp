@@ -1,0 +1,266 @@
+// The engine's memory plan against its allocations and the planner (issue 12): device peak ==
+// plan == `superoffload plan` for every schedule x placement; the interleaved schedule streams
+// state through slots (bounded device memory, bitwise equal to plain); link bytes per step.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "engine_test_util.h"
+#include "offload/engine.h"
+#include "offload/memory_plan.h"
+#include "plan/planner.h"
+
+using namespace sof;
+using sof::test::StepPlan;
+
+namespace {
+
+const core::Log kQuiet(0, core::LogLevel::Quiet);
+
+std::vector<StepPlan> mixed_plan() {
+    std::vector<StepPlan> p(5);
+    p[1].clip = 1.0f; // clipped: speculative host steps re-run
+    p[2].nan = true;  // skipped
+    p[4].clip = 100.0f;
+    return p;
+}
+
+struct Pair {
+    std::unique_ptr<offload::Updater> ref;
+    std::unique_ptr<offload::Engine> eng;
+};
+
+Pair make_pair(const config::Config& cfg, const model::ParamLayout& l, bool staging = false) {
+    config::Config rc = cfg;
+    rc.offload.enabled = false;
+    config::Config ec = cfg;
+    ec.offload.enabled = true;
+    Pair p;
+    p.ref = offload::make_updater(rc, l, kQuiet, nullptr);
+    p.eng = std::make_unique<offload::Engine>(ec, l, kQuiet, nullptr, staging);
+    test::init_state(*p.ref, l);
+    test::init_state(*p.eng, l);
+    return p;
+}
+
+const char* sched_name(config::Schedule s) {
+    return s == config::Schedule::Interleaved
+               ? "interleaved"
+               : (s == config::Schedule::Synchronous ? "synchronous" : "superoffload");
+}
+
+} // namespace
+
+TEST_CASE("memory plan: engine device peak == plan == planner, every schedule x placement") {
+    model::GPT2Config g = test::tiny_gpt2();
+    model::ParamLayout l = model::make_layout(g);
+    int combos = 0;
+    for (auto sched : {config::Schedule::SuperOffload, config::Schedule::Interleaved,
+                       config::Schedule::Synchronous})
+        for (auto w : {config::WeightsPolicy::Stationary, config::WeightsPolicy::Flow})
+            for (auto dt : {config::Precision::FP32, config::Precision::BF16})
+                for (auto cast : {config::CastAt::Host, config::CastAt::Device})
+                    for (int tail : {0, 1})
+                        for (int k : {1, 2, 3}) {
+                            if (sched != config::Schedule::Interleaved && k > 1) continue;
+                            if (dt == config::Precision::FP32 && cast == config::CastAt::Device)
+                                continue; // cast is a bf16 option
+                            config::Config c = test::base_deck();
+                            c.train.dtype = dt;
+                            c.offload.enabled = true;
+                            c.offload.schedule = sched;
+                            c.offload.weights = w;
+                            c.offload.cast = cast;
+                            c.offload.gpu_tail_buckets = tail;
+                            c.offload.interleave_k = k;
+                            c.offload.bucket_mb = 0.05;
+                            c.offload.rollback =
+                                tail ? config::Rollback::Inverse : config::Rollback::Exact;
+                            INFO(sched_name(sched)
+                                 << " k=" << k << " flow=" << (w == config::WeightsPolicy::Flow)
+                                 << " bf16=" << (dt == config::Precision::BF16)
+                                 << " cast=" << (cast == config::CastAt::Host ? "host" : "device")
+                                 << " tail=" << tail);
+                            Pair p = make_pair(c, l);
+                            // inverse rollback is exact only without rollbacks
+                            test::run_compare(*p.ref, *p.eng, l,
+                                              tail ? std::vector<StepPlan>(3) : mixed_plan(), 1);
+                            const offload::MemoryPlan& mp = p.eng->memory_plan();
+                            size_t peak = p.eng->device().peak();
+                            CHECK(peak == mp.total(offload::MemSide::Device));
+                            CHECK(p.eng->device().used() == peak); // allocated once, up front
+                            // the same plan from the deck alone
+                            offload::MemoryPlan again = offload::make_memory_plan(
+                                offload::sharded_plan_inputs(c, l, 1, false));
+                            CHECK(again.total(offload::MemSide::Device) == peak);
+                            CHECK(again.total(offload::MemSide::Pinned) ==
+                                  mp.total(offload::MemSide::Pinned));
+                            // `superoffload plan` on the host device: its engine figure is the
+                            // engine's peak (activations are counted on top)
+                            plan::Plan pl = plan::make_plan(c, g, plan::default_host_profile());
+                            CHECK(pl.mem.engine_device == static_cast<double>(peak));
+                            CHECK(!pl.mem.activations_on_device); // CPU model: host memory
+                            CHECK(pl.mem.total == pl.mem.engine_device);
+                            combos++;
+                        }
+    CHECK(combos == 60);
+}
+
+TEST_CASE("memory plan: staged model grads/weights (the CUDA path) allocate what the plan says") {
+    model::ParamLayout l = model::make_layout(test::tiny_gpt2());
+    for (auto w : {config::WeightsPolicy::Stationary, config::WeightsPolicy::Flow}) {
+        config::Config c = test::base_deck();
+        c.train.dtype = config::Precision::BF16;
+        c.offload.weights = w;
+        c.offload.schedule = config::Schedule::Interleaved;
+        c.offload.interleave_k = 2;
+        c.offload.bucket_mb = 0.05;
+        Pair p = make_pair(c, l, true);
+        test::run_compare(*p.ref, *p.eng, l, mixed_plan(), 1);
+        CHECK(p.eng->device().peak() == p.eng->memory_plan().total(offload::MemSide::Device));
+        offload::MemoryPlan again =
+            offload::make_memory_plan(offload::sharded_plan_inputs(c, l, 1, true));
+        CHECK(again.total(offload::MemSide::Device) == p.eng->device().peak());
+        CHECK(again.total(offload::MemSide::Pinned) ==
+              p.eng->memory_plan().total(offload::MemSide::Pinned));
+    }
+}
+
+TEST_CASE("interleaved: state streams through two slots, not resident; trains where resident "
+          "state does not fit") {
+    model::GPT2Config g = test::tiny_gpt2();
+    g.num_layers = 6;
+    g.channels = 128; // ~1.5M params: 20+ buckets of one stat piece (65536 elements)
+    model::ParamLayout l = model::make_layout(g);
+    config::Config c = test::base_deck();
+    c.offload.enabled = true;
+    c.offload.schedule = config::Schedule::Interleaved;
+    c.offload.interleave_k = 1; // every bucket stepped on the device
+    c.offload.bucket_mb = 0.05;
+    offload::MemoryPlan mp =
+        offload::make_memory_plan(offload::sharded_plan_inputs(c, l, 1, false));
+    double state = 12.0 * static_cast<double>(l.num_params); // fp32 params, m, v
+    size_t slots = mp.total(offload::MemSide::Device, offload::MemKind::State);
+    CHECK(static_cast<double>(slots) < state / 4); // two bucket-sized slots, not all the state
+    // a device with room for the plan but not for the state of every bucket
+    size_t need = mp.total(offload::MemSide::Device);
+    CHECK(static_cast<double>(need) < state);
+    c.device.memory_gb = static_cast<double>(need + 4096) / 1073741824.0;
+    Pair p = make_pair(c, l);
+    int nstream = 0;
+    for (const offload::Bucket& b : p.eng->buckets())
+        nstream += b.place == offload::Placement::Stream;
+    CHECK(nstream == static_cast<int>(p.eng->buckets().size()));
+    CHECK(nstream >= 20);
+    std::vector<offload::StepReport> reps = test::run_compare(*p.ref, *p.eng, l, mixed_plan(), 1);
+    // every streamed bucket: fp32 params + moments in and out once per applied step
+    for (size_t s = 0; s < reps.size(); s++) {
+        CAPTURE(s);
+        int64_t expect = reps[s].skipped ? 0 : static_cast<int64_t>(l.num_params) * 12;
+        CHECK(reps[s].bytes.state_h2d == expect);
+        CHECK(reps[s].bytes.state_d2h == expect);
+        CHECK(reps[s].bytes.grads_d2h == 0); // grads stay on the device
+    }
+    CHECK(p.eng->device().peak() <= need);
+}
+
+TEST_CASE("interleaved: static residents + streamed stride, bf16 cast host/device, STV on/off, "
+          "exact/inverse: bitwise equal to plain") {
+    model::ParamLayout l = model::make_layout(test::tiny_gpt2());
+    for (bool stv : {true, false})
+        for (auto cast : {config::CastAt::Host, config::CastAt::Device})
+            for (auto rb : {config::Rollback::Exact, config::Rollback::Inverse}) {
+                if (rb == config::Rollback::Inverse && !stv) continue;
+                CAPTURE(stv);
+                CAPTURE(static_cast<int>(cast));
+                CAPTURE(static_cast<int>(rb));
+                config::Config c = test::base_deck();
+                c.train.dtype = config::Precision::BF16;
+                c.offload.schedule = config::Schedule::Interleaved;
+                c.offload.interleave_k = 3;
+                c.offload.gpu_tail_buckets = 1;
+                c.offload.bucket_mb = 0.05;
+                c.offload.stv = stv;
+                c.offload.cast = cast;
+                c.offload.rollback = rb;
+                Pair p = make_pair(c, l);
+                std::vector<StepPlan> plan(4); // no clip, no skip: exact even with inverse
+                test::run_compare(*p.ref, *p.eng, l, plan, 1);
+                CHECK(p.eng->stats().commits == 4);
+            }
+}
+
+TEST_CASE("transfer bytes: grads cross the link in the precision offload.cast says") {
+    model::ParamLayout l = model::make_layout(test::tiny_gpt2());
+    const int64_t n = static_cast<int64_t>(l.num_params);
+    for (auto w : {config::WeightsPolicy::Stationary, config::WeightsPolicy::Flow})
+        for (auto cast : {config::CastAt::Host, config::CastAt::Device}) {
+            bool host = cast == config::CastAt::Host;
+            bool flow = w == config::WeightsPolicy::Flow;
+            CAPTURE(host);
+            CAPTURE(flow);
+            config::Config c = test::base_deck();
+            c.train.dtype = config::Precision::BF16;
+            c.offload.weights = w;
+            c.offload.cast = cast;
+            c.offload.bucket_mb = 0.05;
+            Pair p = make_pair(c, l);
+            std::vector<StepPlan> plan(3);
+            plan[1].clip = 1.0f; // clipped: the host buckets re-run and publish again
+            std::vector<offload::StepReport> reps = test::run_compare(*p.ref, *p.eng, l, plan, 1);
+            REQUIRE(reps.size() == 3);
+            CHECK(!reps[0].clipped);
+            CHECK(reps[1].clipped);
+            // weight flow: the backward writes fp32 grads into pinned host memory
+            int64_t g = n * (host && !flow ? 2 : 4);
+            for (const offload::StepReport& r : reps) {
+                CHECK(r.bytes.grads_d2h == g);
+                CHECK(r.bytes.state_h2d == 0);
+            }
+            if (!flow) { // working weights of every bucket H2D after its step, bf16 or fp32
+                CHECK(reps[0].bytes.params_h2d == g);
+                CHECK(reps[1].bytes.params_h2d == 2 * g); // speculative + clipped re-run
+            } else { // the forward fetches every unit once, in the working precision on the link
+                CHECK(reps[0].bytes.params_h2d >= n * (host ? 2 : 4));
+                CHECK(reps[0].bytes.params_h2d % (host ? 2 : 4) == 0);
+            }
+            CHECK(p.eng->stats().bytes.grads_d2h == 3 * g);
+        }
+}
+
+TEST_CASE("capacity: the plan fits exactly when the engine can allocate (interleaved decks)") {
+    model::GPT2Config g = test::tiny_gpt2();
+    model::ParamLayout l = model::make_layout(g);
+    for (auto w : {config::WeightsPolicy::Stationary, config::WeightsPolicy::Flow})
+        for (int k : {1, 3}) {
+            CAPTURE(static_cast<int>(w));
+            CAPTURE(k);
+            config::Config c = test::base_deck();
+            c.train.dtype = config::Precision::BF16;
+            c.offload.enabled = true;
+            c.offload.weights = w;
+            c.offload.schedule = config::Schedule::Interleaved;
+            c.offload.interleave_k = k;
+            c.offload.bucket_mb = 0.05;
+            plan::Plan big = plan::make_plan(c, g, plan::default_host_profile());
+            double need = big.mem.total;
+            for (double cap : {need, need - 256.0}) {
+                CAPTURE(cap);
+                c.device.memory_gb = (cap + 0.5) / 1073741824.0;
+                plan::Plan p = plan::make_plan(c, g, plan::default_host_profile());
+                if (cap >= need) {
+                    CHECK(p.fits);
+                    Pair pr = make_pair(c, l);
+                    test::run_compare(*pr.ref, *pr.eng, l, mixed_plan(), 1);
+                    CHECK(static_cast<double>(pr.eng->device().peak()) == need);
+                } else {
+                    CHECK(!p.fits);
+                    CHECK(p.why.find("device memory") != std::string::npos);
+                    CHECK_THROWS_WITH_AS(make_pair(c, l),
+                                         doctest::Contains("device memory exhausted"), core::Error);
+                }
+            }
+        }
+}
