@@ -66,7 +66,28 @@ void DeviceComm::h2d(float* dev, const float* host, size_t n) {
 // Staged pattern for all four: chunk i's inputs are copied to send_[i%2] (recorded on ev_[i%2])
 // one chunk ahead, so the copy of chunk i+1 runs while chunk i is on the wire; results go back
 // from recv_[i%2] asynchronously (the stream is FIFO: chunk i+2's input event implies chunk i's
-// results were copied out before recv_[i%2] is reused).
+// results were copied out before recv_[i%2] is reused). stage_in(off, k, send) enqueues the
+// input copies of the chunk [off, off+k); transfer(send, recv, k) runs the collective on host
+// buffers; stage_out(off, k, recv) enqueues the result copies.
+void DeviceComm::pipeline(size_t n, const std::function<void(size_t, size_t, float*)>& stage_in,
+                          const std::function<void(float*, float*, size_t)>& transfer,
+                          const std::function<void(size_t, size_t, const float*)>& stage_out) {
+    device::Device& d = devs_.device();
+    auto enqueue = [&](size_t off, int b) {
+        stage_in(off, std::min(chunk_, n - off), send_[b]);
+        d.record(*ev_[b], devs_.comm());
+    };
+    if (n > 0) enqueue(0, 0);
+    for (size_t off = 0, i = 0; off < n; off += chunk_, i++) {
+        int b = static_cast<int>(i % 2);
+        size_t k = std::min(chunk_, n - off);
+        ev_[b]->synchronize();
+        if (off + chunk_ < n) enqueue(off + chunk_, 1 - b);
+        transfer(send_[b], recv_[b], k);
+        stage_out(off, k, recv_[b]);
+    }
+    d.synchronize(devs_.comm());
+}
 
 void DeviceComm::allgather(const float* mine, float* all, size_t n, device::Event* after) {
     if (after) after->synchronize();
@@ -74,23 +95,14 @@ void DeviceComm::allgather(const float* mine, float* all, size_t n, device::Even
         g_.allgather(mine, all, n);
         return;
     }
-    device::Device& d = devs_.device();
     const size_t P = static_cast<size_t>(g_.size());
-    auto stage_in = [&](size_t off, int b) {
-        d2h(send_[b], mine + off, std::min(chunk_, n - off));
-        d.record(*ev_[b], devs_.comm());
-    };
-    if (n > 0) stage_in(0, 0);
-    for (size_t off = 0, i = 0; off < n; off += chunk_, i++) {
-        int b = static_cast<int>(i % 2);
-        size_t k = std::min(chunk_, n - off);
-        ev_[b]->synchronize();
-        if (off + chunk_ < n) stage_in(off + chunk_, 1 - b);
-        g_.allgather(send_[b], recv_[b], k);
-        for (size_t q = 0; q < P; q++)
-            h2d(all + q * n + off, recv_[b] + q * k, k);
-    }
-    d.synchronize(devs_.comm());
+    pipeline(
+        n, [&](size_t off, size_t k, float* send) { d2h(send, mine + off, k); },
+        [&](float* send, float* recv, size_t k) { g_.allgather(send, recv, k); },
+        [&](size_t off, size_t k, const float* recv) {
+            for (size_t q = 0; q < P; q++)
+                h2d(all + q * n + off, recv + q * k, k);
+        });
 }
 
 void DeviceComm::reduce_scatter(const float* in, float* out, size_t n, device::Event* after) {
@@ -115,22 +127,14 @@ void DeviceComm::reduce_scatter(const float* in, float* out, size_t n, device::E
         d.free(tmp);
         return;
     }
-    auto stage_in = [&](size_t off, int b) {
-        size_t k = std::min(chunk_, n - off);
-        for (size_t q = 0; q < P; q++)
-            d2h(send_[b] + q * k, in + q * n + off, k);
-        d.record(*ev_[b], devs_.comm());
-    };
-    if (n > 0) stage_in(0, 0);
-    for (size_t off = 0, i = 0; off < n; off += chunk_, i++) {
-        int b = static_cast<int>(i % 2);
-        size_t k = std::min(chunk_, n - off);
-        ev_[b]->synchronize();
-        if (off + chunk_ < n) stage_in(off + chunk_, 1 - b);
-        g_.reduce_scatter(send_[b], recv_[b], k, scratch_);
-        h2d(out + off, recv_[b], k);
-    }
-    d.synchronize(devs_.comm());
+    pipeline(
+        n,
+        [&](size_t off, size_t k, float* send) {
+            for (size_t q = 0; q < P; q++)
+                d2h(send + q * k, in + q * n + off, k);
+        },
+        [&](float* send, float* recv, size_t k) { g_.reduce_scatter(send, recv, k, scratch_); },
+        [&](size_t off, size_t k, const float* recv) { h2d(out + off, recv, k); });
 }
 
 void DeviceComm::allreduce(float* buf, size_t n, device::Event* after) {
@@ -165,21 +169,13 @@ void DeviceComm::allreduce(float* buf, size_t n, device::Event* after) {
         d.free(tmp);
         return;
     }
-    auto stage_in = [&](size_t off, int b) {
-        d2h(send_[b], buf + off, std::min(chunk_, n - off));
-        d.record(*ev_[b], devs_.comm());
-    };
-    if (n > 0) stage_in(0, 0);
-    for (size_t off = 0, i = 0; off < n; off += chunk_, i++) {
-        int b = static_cast<int>(i % 2);
-        size_t k = std::min(chunk_, n - off);
-        ev_[b]->synchronize();
-        if (off + chunk_ < n) stage_in(off + chunk_, 1 - b);
-        std::memcpy(recv_[b], send_[b], k * sizeof(float));
-        g_.allreduce(recv_[b], k, scratch_);
-        h2d(buf + off, recv_[b], k);
-    }
-    d.synchronize(devs_.comm());
+    pipeline(
+        n, [&](size_t off, size_t k, float* send) { d2h(send, buf + off, k); },
+        [&](float* send, float* recv, size_t k) {
+            std::memcpy(recv, send, k * sizeof(float));
+            g_.allreduce(recv, k, scratch_);
+        },
+        [&](size_t off, size_t k, const float* recv) { h2d(buf + off, recv, k); });
 }
 
 void DeviceComm::alltoall(const float* send, float* recv, size_t n, device::Event* after) {
@@ -188,25 +184,18 @@ void DeviceComm::alltoall(const float* send, float* recv, size_t n, device::Even
         g_.alltoall(send, recv, n);
         return;
     }
-    device::Device& d = devs_.device();
     const size_t P = static_cast<size_t>(g_.size());
-    auto stage_in = [&](size_t off, int b) {
-        size_t k = std::min(chunk_, n - off);
-        for (size_t q = 0; q < P; q++)
-            d2h(send_[b] + q * k, send + q * n + off, k);
-        d.record(*ev_[b], devs_.comm());
-    };
-    if (n > 0) stage_in(0, 0);
-    for (size_t off = 0, i = 0; off < n; off += chunk_, i++) {
-        int b = static_cast<int>(i % 2);
-        size_t k = std::min(chunk_, n - off);
-        ev_[b]->synchronize();
-        if (off + chunk_ < n) stage_in(off + chunk_, 1 - b);
-        g_.alltoall(send_[b], recv_[b], k);
-        for (size_t q = 0; q < P; q++)
-            h2d(recv + q * n + off, recv_[b] + q * k, k);
-    }
-    d.synchronize(devs_.comm());
+    pipeline(
+        n,
+        [&](size_t off, size_t k, float* dst) {
+            for (size_t q = 0; q < P; q++)
+                d2h(dst + q * k, send + q * n + off, k);
+        },
+        [&](float* s, float* r, size_t k) { g_.alltoall(s, r, k); },
+        [&](size_t off, size_t k, const float* r) {
+            for (size_t q = 0; q < P; q++)
+                h2d(recv + q * n + off, r + q * k, k);
+        });
 }
 
 Transport choose_transport(DeviceSet& devs, comm::Group& group, bool force_staged,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 #include "comm/group.h"
@@ -45,6 +46,10 @@ class DeviceComm {
     // Staged building block: copies `n` floats at dev offset to/from pinned host memory.
     void d2h(float* host, const float* dev, size_t n);
     void h2d(float* dev, const float* host, size_t n);
+    // The double-buffered chunk loop of the staged path (see device_comm.cpp).
+    void pipeline(size_t n, const std::function<void(size_t, size_t, float*)>& stage_in,
+                  const std::function<void(float*, float*, size_t)>& transfer,
+                  const std::function<void(size_t, size_t, const float*)>& stage_out);
     DeviceSet& devs_;
     comm::Group& g_;
     Transport t_;
