@@ -14,6 +14,19 @@ namespace sof::rank {
 
 using device::CopyKind;
 
+namespace {
+// Device scratch freed on every exit path (CUDA-aware reductions).
+struct DeviceScratch {
+    device::Device& d;
+    float* p;
+    DeviceScratch(device::Device& dev, size_t n, const char* what)
+        : d(dev), p(static_cast<float*>(dev.alloc(n * sizeof(float), what))) {}
+    ~DeviceScratch() { d.free(p); }
+    DeviceScratch(const DeviceScratch&) = delete;
+    DeviceScratch& operator=(const DeviceScratch&) = delete;
+};
+} // namespace
+
 const char* transport_name(Transport t) {
     switch (t) {
     case Transport::Direct:
@@ -115,16 +128,10 @@ void DeviceComm::reduce_scatter(const float* in, float* out, size_t n, device::E
         return;
     }
     if (t_ == Transport::CudaAware) { // all-to-all on device pointers, rank-order sum on device
-        float* tmp = static_cast<float*>(d.alloc(P * n * sizeof(float), "reduce-scatter scratch"));
-        try {
-            g_.alltoall(in, tmp, n);
-            d.sum_chunks(tmp, g_.size(), n, out, devs_.comm());
-            d.synchronize(devs_.comm());
-        } catch (...) {
-            d.free(tmp);
-            throw;
-        }
-        d.free(tmp);
+        DeviceScratch tmp(d, P * n, "reduce-scatter scratch");
+        g_.alltoall(in, tmp.p, n);
+        d.sum_chunks(tmp.p, g_.size(), n, out, devs_.comm());
+        d.synchronize(devs_.comm());
         return;
     }
     pipeline(
@@ -148,25 +155,19 @@ void DeviceComm::allreduce(float* buf, size_t n, device::Event* after) {
     }
     if (t_ == Transport::CudaAware) { // reduce-scatter on device, then allgather
         size_t c = (n + P - 1) / P;
-        float* tmp = static_cast<float*>(d.alloc(3 * P * c * sizeof(float), "allreduce scratch"));
-        try {
-            float* padded = tmp;
-            float* recv = tmp + P * c;
-            float* gathered = tmp + 2 * P * c;
-            d.copy(padded, buf, n * sizeof(float), CopyKind::DeviceToDevice, devs_.comm());
-            d.memset(padded + n, 0, (P * c - n) * sizeof(float), devs_.comm());
-            d.synchronize(devs_.comm());
-            g_.alltoall(padded, recv, c);
-            d.sum_chunks(recv, g_.size(), c, padded, devs_.comm());
-            d.synchronize(devs_.comm());
-            g_.allgather(padded, gathered, c);
-            d.copy(buf, gathered, n * sizeof(float), CopyKind::DeviceToDevice, devs_.comm());
-            d.synchronize(devs_.comm());
-        } catch (...) {
-            d.free(tmp);
-            throw;
-        }
-        d.free(tmp);
+        DeviceScratch tmp(d, 3 * P * c, "allreduce scratch");
+        float* padded = tmp.p;
+        float* recv = tmp.p + P * c;
+        float* gathered = tmp.p + 2 * P * c;
+        d.copy(padded, buf, n * sizeof(float), CopyKind::DeviceToDevice, devs_.comm());
+        d.memset(padded + n, 0, (P * c - n) * sizeof(float), devs_.comm());
+        d.synchronize(devs_.comm());
+        g_.alltoall(padded, recv, c);
+        d.sum_chunks(recv, g_.size(), c, padded, devs_.comm());
+        d.synchronize(devs_.comm());
+        g_.allgather(padded, gathered, c);
+        d.copy(buf, gathered, n * sizeof(float), CopyKind::DeviceToDevice, devs_.comm());
+        d.synchronize(devs_.comm());
         return;
     }
     pipeline(
