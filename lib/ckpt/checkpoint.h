@@ -18,7 +18,7 @@ constexpr const char* kFormatName = "superoffload-checkpoint";
 
 struct Manifest {
     int64_t step = 0, opt_step = 0; // training step done; optimizer steps taken (skips excluded)
-    model::GPT2Config model;
+    model::ArchConfig model;
     int64_t num_params = 0; // whole model, all ranks together
     int world_size = 1;
     std::string deck_yaml; // the effective deck, stored as deck.yaml

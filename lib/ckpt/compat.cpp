@@ -104,7 +104,7 @@ std::string data_identity(const config::DataConfig& data) {
 }
 
 std::vector<DeckChange> compare_runs(const Manifest& m, const config::Config& cfg,
-                                     const model::GPT2Config& mcfg, const std::string& data_id) {
+                                     const model::ArchConfig& mcfg, const std::string& data_id) {
     std::vector<DeckChange> out;
     add_arch(&out, "model.num_layers", m.model.num_layers, mcfg.num_layers);
     add_arch(&out, "model.num_heads", m.model.num_heads, mcfg.num_heads);
@@ -135,7 +135,7 @@ std::vector<DeckChange> compare_runs(const Manifest& m, const config::Config& cf
 }
 
 std::vector<DeckChange> check_resume(const std::string& dir, const Manifest& m,
-                                     const config::Config& cfg, const model::GPT2Config& mcfg,
+                                     const config::Config& cfg, const model::ArchConfig& mcfg,
                                      const std::string& data_id) {
     std::vector<DeckChange> all = compare_runs(m, cfg, mcfg, data_id);
     std::string refused;

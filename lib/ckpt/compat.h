@@ -21,12 +21,12 @@ struct DeckChange {
 // Every difference between the checkpoint's run and this one. `mcfg` is the architecture this
 // run builds (after model.init_from). train.resume itself is never reported.
 std::vector<DeckChange> compare_runs(const Manifest& m, const config::Config& cfg,
-                                     const model::GPT2Config& mcfg, const std::string& data_id);
+                                     const model::ArchConfig& mcfg, const std::string& data_id);
 
 // compare_runs, then throws Error(Config) naming every refused difference (with both values and
 // how to fix it) when there is any; returns the allowed ones (for the log) otherwise.
 std::vector<DeckChange> check_resume(const std::string& dir, const Manifest& m,
-                                     const config::Config& cfg, const model::GPT2Config& mcfg,
+                                     const config::Config& cfg, const model::ArchConfig& mcfg,
                                      const std::string& data_id);
 
 // A fingerprint of the training data: "" for the built-in corpus (its deck keys identify it), else

@@ -25,7 +25,7 @@ bool is_block_kind(TensorKind k) {
 }
 
 // Elements of one instance of tensor `k` (one layer's worth for block tensors).
-size_t kind_numel(const model::GPT2Config& cfg, TensorKind k) {
+size_t kind_numel(const model::ArchConfig& cfg, TensorKind k) {
     const size_t C = static_cast<size_t>(cfg.channels);
     switch (k) {
     case TensorKind::Wte:
@@ -48,8 +48,8 @@ size_t kind_numel(const model::GPT2Config& cfg, TensorKind k) {
     }
 }
 
-void check_matches(const std::string& path, const model::GPT2Config& file,
-                   const model::GPT2Config& want) {
+void check_matches(const std::string& path, const model::ArchConfig& file,
+                   const model::ArchConfig& want) {
     auto same = [&](int a, int b, const char* field) {
         if (a != b)
             SOF_FAIL(Format,
@@ -68,16 +68,16 @@ void check_matches(const std::string& path, const model::GPT2Config& file,
 
 } // namespace
 
-double llmc_param_count(const model::GPT2Config& cfg) {
+double llmc_param_count(const model::ArchConfig& cfg) {
     const double C = cfg.channels, L = cfg.num_layers;
     return static_cast<double>(cfg.padded_vocab_size) * C + cfg.max_seq_len * C +
            L * (12.0 * C * C + 13.0 * C) + 2.0 * C;
 }
 
-size_t llmc_offset(const model::GPT2Config& cfg, TensorKind kind, int layer) {
+size_t llmc_offset(const model::ArchConfig& cfg, TensorKind kind, int layer) {
     const size_t L = static_cast<size_t>(cfg.num_layers);
     size_t off = 0;
-    for (int k = 0; k < model::kNumTensorKinds; k++) {
+    for (int k = 0; k < model::kNumGpt2TensorKinds; k++) {
         TensorKind tk = static_cast<TensorKind>(k);
         if (tk == kind)
             return off + (is_block_kind(tk) ? static_cast<size_t>(layer) * kind_numel(cfg, tk) : 0);
@@ -86,7 +86,7 @@ size_t llmc_offset(const model::GPT2Config& cfg, TensorKind kind, int layer) {
     SOF_FAIL(Internal, "llmc_offset: unknown tensor kind %d", static_cast<int>(kind));
 }
 
-model::GPT2Config read_llmc_header(const std::string& path) {
+model::ArchConfig read_llmc_header(const std::string& path) {
     const uint64_t size = file_size_checked(path, "llm.c checkpoint");
     if (size < 4u * kLlmcHeaderInts)
         SOF_FAIL(Format,
@@ -105,7 +105,7 @@ model::GPT2Config read_llmc_header(const std::string& path) {
                  "%s: llm.c checkpoint version %d is not supported (expected %d = fp32; version "
                  "5 is bf16: re-export the model in fp32)",
                  path.c_str(), h[1], kLlmcVersionFp32);
-    model::GPT2Config cfg;
+    model::ArchConfig cfg;
     cfg.max_seq_len = h[2];
     cfg.vocab_size = h[3];
     cfg.num_layers = h[4];
@@ -129,7 +129,7 @@ model::GPT2Config read_llmc_header(const std::string& path) {
 }
 
 void import_llmc(const std::string& path, const model::ParamLayout& layout, float* params) {
-    const model::GPT2Config cfg = read_llmc_header(path);
+    const model::ArchConfig cfg = read_llmc_header(path);
     check_matches(path, cfg, layout.cfg);
     const uint64_t base = 4u * kLlmcHeaderInts;
     for (const model::TensorInfo& t : layout.tensors) {
@@ -139,7 +139,7 @@ void import_llmc(const std::string& path, const model::ParamLayout& layout, floa
     }
 }
 
-void export_llmc(const std::string& path, const model::GPT2Config& cfg,
+void export_llmc(const std::string& path, const model::ArchConfig& cfg,
                  const model::ParamLayout& layout, const float* params) {
     check_matches(path + " (export)", cfg, layout.cfg);
     std::vector<int32_t> h(kLlmcHeaderInts, 0);
@@ -156,7 +156,7 @@ void export_llmc(const std::string& path, const model::GPT2Config& cfg,
         DurableWriter w(tmp);
         w.write(h.data(), h.size() * sizeof(int32_t));
         // file order: kind-major, then layer
-        for (int k = 0; k < model::kNumTensorKinds; k++) {
+        for (int k = 0; k < model::kNumGpt2TensorKinds; k++) {
             TensorKind kind = static_cast<TensorKind>(k);
             const int reps = is_block_kind(kind) ? cfg.num_layers : 1;
             for (int l = 0; l < reps; l++) {

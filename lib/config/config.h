@@ -16,16 +16,30 @@ constexpr int kMaxThreads = 4096;
 constexpr double kMaxDeviceMemoryGb = 1048576.0; // 1 PiB
 
 struct ModelConfig {
-    std::string type = "gpt2"; // only gpt2 for now
+    std::string type = "gpt2"; // gpt2 | llama | qwen2 | qwen3
     int num_layers = 4;        // L
     int num_heads = 4;         // NH
     int channels = 128;        // C, divisible by num_heads
     int max_seq_len = 256;     // maxT (positions)
     int vocab_size = 512;      // V
     int padded_vocab_size = 0; // Vp; 0 = round V up to a multiple of 128
-    std::string init_from;     // llm.c GPT-2 fp32 checkpoint (version 3) or empty
-    float init_std = 0.02f;    // N(0, init_std) init; residual projections scaled by 1/sqrt(2L)
-    bool recompute = false;    // per-layer activation recomputation in backward
+    // LLaMA family (llama, qwen2, qwen3); ignored by gpt2
+    int num_kv_heads = 0;                   // NKV (grouped-query attention); 0 = num_heads
+    int head_dim = 0;                       // 0 = channels / num_heads
+    int intermediate_size = 0;              // SwiGLU hidden size (required for the LLaMA family)
+    float norm_eps = 1e-5f;                 // RMSNorm eps
+    double rope_theta = 10000.0;            // RoPE base
+    std::string rope_scaling_type = "none"; // none | llama3
+    double rope_scaling_factor = 8.0;
+    double rope_scaling_low_freq_factor = 1.0;
+    double rope_scaling_high_freq_factor = 4.0;
+    int rope_scaling_original_max_position = 8192;
+    bool tie_embeddings = true;  // LM head shares the embedding (gpt2: always)
+    bool attention_bias = false; // llama: q/k/v biases (qwen2: always; qwen3: never)
+    std::string init_from;       // llm.c GPT-2 fp32 checkpoint (version 3), a Hugging Face model
+                                 // directory (config.json + safetensors), or empty
+    float init_std = 0.02f;      // N(0, init_std) init; residual projections scaled by 1/sqrt(2L)
+    bool recompute = false;      // per-layer activation recomputation in backward
 };
 
 struct BuiltinDataConfig {

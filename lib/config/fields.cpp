@@ -210,13 +210,28 @@ std::vector<Field> bind_fields(Config& c) {
     RuntimeConfig& r = c.runtime;
     std::vector<Field> v;
 
-    v.push_back(choice("model.type", &m.type, {"gpt2"}));
+    v.push_back(choice("model.type", &m.type, {"gpt2", "llama", "qwen2", "qwen3"}));
     v.push_back(make("model.num_layers", &m.num_layers, at_least(1)));
     v.push_back(make("model.num_heads", &m.num_heads, at_least(1)));
     v.push_back(make("model.channels", &m.channels, at_least(1)));
     v.push_back(make("model.max_seq_len", &m.max_seq_len, at_least(1)));
     v.push_back(make("model.vocab_size", &m.vocab_size, at_least(1)));
     v.push_back(make("model.padded_vocab_size", &m.padded_vocab_size, at_least(0)));
+    v.push_back(make("model.num_kv_heads", &m.num_kv_heads, at_least(0)));
+    v.push_back(make("model.head_dim", &m.head_dim, at_least(0)));
+    v.push_back(make("model.intermediate_size", &m.intermediate_size, at_least(0)));
+    v.push_back(make("model.norm_eps", &m.norm_eps, above(0)));
+    v.push_back(make("model.rope_theta", &m.rope_theta, above(0)));
+    v.push_back(choice("model.rope_scaling.type", &m.rope_scaling_type, {"none", "llama3"}));
+    v.push_back(make("model.rope_scaling.factor", &m.rope_scaling_factor, above(0)));
+    v.push_back(
+        make("model.rope_scaling.low_freq_factor", &m.rope_scaling_low_freq_factor, above(0)));
+    v.push_back(
+        make("model.rope_scaling.high_freq_factor", &m.rope_scaling_high_freq_factor, above(0)));
+    v.push_back(make("model.rope_scaling.original_max_position_embeddings",
+                     &m.rope_scaling_original_max_position, at_least(1)));
+    v.push_back(make("model.tie_embeddings", &m.tie_embeddings));
+    v.push_back(make("model.attention_bias", &m.attention_bias));
     v.push_back(make("model.init_from", &m.init_from));
     v.push_back(make("model.init_std", &m.init_std, at_least(0)));
     v.push_back(make("model.recompute", &m.recompute));

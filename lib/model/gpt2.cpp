@@ -58,7 +58,7 @@ struct BlockOffsets {
 } // namespace
 
 struct GPT2::Impl {
-    GPT2Config cfg;
+    ArchConfig cfg;
     ModelOptions opts;
     const ParamLayout* layout = nullptr;
     int max_B = 0, max_T = 0;
@@ -105,7 +105,7 @@ struct GPT2::Impl {
     void block_backward(const float* p, float* g, BlockActs& a, const float* in);
 };
 
-GPT2::GPT2(const GPT2Config& cfg, const ModelOptions& opts, int max_B, int max_T)
+GPT2::GPT2(const ArchConfig& cfg, const ModelOptions& opts, int max_B, int max_T)
     : cfg_(cfg), layout_(make_layout(cfg)), impl_(nullptr) {
     if (max_B <= 0 || max_T <= 0)
         SOF_FAIL(Config, "GPT2: batch size %d and sequence length %d must be positive", max_B,

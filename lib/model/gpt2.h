@@ -1,119 +1,37 @@
-// GPT-2 model on the CPU: parameter layout (one flat buffer + tensor table) and forward/backward.
-// Parameters are reached through WeightSource and grads through GradSink so the offload engine can
-// stream weights per unit (weight flow) and take each unit's grads as soon as they are final.
+// GPT-2 on the CPU (llm.c math): LayerNorm, learned positions, GELU MLP, tied LM head.
+// One implementation of the Model seam (model.h); kernels in kernels_cpu.cpp.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <vector>
 
-#include "model/layout.h"
+#include "model/model.h"
 
 namespace sof::model {
 
-enum class Pass { Forward, Backward };
-
-// Supplies fp32 params of one unit (see layout.h: unit 0 = embeddings, 1..L = blocks, L+1 = final
-// LN). The returned pointer addresses the unit's first tensor; tensors follow at their flat offsets
-// relative to unit_begin(u). Valid until release(u, pass).
-class WeightSource {
+class GPT2 : public Model {
   public:
-    virtual ~WeightSource() = default;
-    virtual const float* acquire(int unit, Pass pass) = 0;
-    virtual void release(int unit, Pass pass) { (void)unit, (void)pass; }
-};
-
-// Receives grads. The model ADDS into grads(u) (the sink zeroes when it wants to) and calls
-// unit_done(u) once every grad of unit u is final for this backward. Order of unit_done:
-// L+1, L, ..., 1, 0 (unit 0 last: the tied wte gets grads from the LM head and the embedding).
-class GradSink {
-  public:
-    virtual ~GradSink() = default;
-    virtual float* grads(int unit) = 0;
-    virtual void unit_done(int unit) { (void)unit; }
-};
-
-// Plain flat buffers: acquire/grads return pointers into one (num_params) array.
-class FlatWeights : public WeightSource {
-  public:
-    FlatWeights(const ParamLayout& layout, const float* params)
-        : layout_(layout), params_(params) {}
-    const float* acquire(int unit, Pass) override { return params_ + layout_.unit_begin[unit]; }
-
-  private:
-    const ParamLayout& layout_;
-    const float* params_;
-};
-
-class FlatGrads : public GradSink {
-  public:
-    FlatGrads(const ParamLayout& layout, float* grads) : layout_(layout), grads_(grads) {}
-    float* grads(int unit) override { return grads_ + layout_.unit_begin[unit]; }
-
-  private:
-    const ParamLayout& layout_;
-    float* grads_;
-};
-
-// Ulysses sequence parallelism as the model sees it; implemented by sp/ (the model never includes
-// parallel code). P ranks each hold Tl = T/P consecutive positions of every sequence: rank i holds
-// positions [i*Tl, (i+1)*Tl). Around attention the model trades its token slice of all heads for
-// all tokens of its NH/P heads. Channel groups: the C channels of q (and of k, v, and of the
-// attention output) split into P groups of X = C/P, group j = heads [j*NH/P, (j+1)*NH/P).
-class SeqExchange {
-  public:
-    virtual ~SeqExchange() = default;
-    virtual int degree() const = 0; // P
-    virtual int index() const = 0;  // i: this rank's token slice
-    // in (B, Tl, K, P, X) -> out (B, P*Tl, K, X): every token of channel group i (K = 3 for qkv,
-    // 1 for the attention output). collective: all ranks of the sequence-parallel group
-    virtual void to_heads(const float* in, float* out, int B, int Tl, int K, int X) = 0;
-    // The inverse: in (B, P*Tl, K, X) -> out (B, Tl, K, P, X).
-    // collective: all ranks of the sequence-parallel group
-    virtual void to_tokens(const float* in, float* out, int B, int Tl, int K, int X) = 0;
-};
-
-struct ModelOptions {
-    bool recompute = false;     // keep only each block's input; recompute the block in backward
-    SeqExchange* seq = nullptr; // Ulysses hook (null or degree 1: the whole sequence is here)
-};
-
-// Forward/backward state for micro-batches up to (max_B, max_T). Activations live in ordinary host
-// memory owned by this object. Not thread-safe; uses OpenMP + OpenBLAS inside.
-class GPT2 {
-  public:
-    GPT2(const GPT2Config& cfg, const ModelOptions& opts, int max_B, int max_T);
-    ~GPT2();
+    GPT2(const ArchConfig& cfg, const ModelOptions& opts, int max_B, int max_T);
+    ~GPT2() override;
     GPT2(const GPT2&) = delete;
     GPT2& operator=(const GPT2&) = delete;
 
-    const GPT2Config& config() const { return cfg_; }
-    const ParamLayout& layout() const { return layout_; }
+    const ArchConfig& config() const override { return cfg_; }
+    const ParamLayout& layout() const override { return layout_; }
 
-    // inputs, targets: (B, T) token ids; targets may be null (then no loss, returns 0).
-    // Returns the mean cross-entropy over B*T positions. With a SeqExchange of degree P, T is the
-    // local slice Tl (positions index*Tl ..) and the loss is the mean over the local positions.
-    float forward(WeightSource& w, const int* inputs, const int* targets, int B, int T);
+    float forward(WeightSource& w, const int* inputs, const int* targets, int B, int T) override;
 
-    // After forward with targets. Every position's dloss is `dloss` (1/(B*T) for a mean loss,
-    // divided by the accumulation count when accumulating). Adds into sink's grads.
-    void backward(WeightSource& w, GradSink& sink, float dloss);
+    void backward(WeightSource& w, GradSink& sink, float dloss) override;
 
-    const float* logits() const; // (B, T, Vp) of the last forward
-    const float* probs() const;  // (B, T, Vp) softmax of the last forward
+    const float* logits() const override;
+    const float* probs() const override;
 
   private:
     struct Impl;
-    GPT2Config cfg_;
+    ArchConfig cfg_;
     ParamLayout layout_;
     Impl* impl_;
 };
-
-// Initialise params (num_params) like GPT-2: N(0, std) for matrices and embeddings, 1/0 for LN,
-// 0 for biases, residual projections scaled by 1/sqrt(2L). Deterministic in `seed`.
-void init_params(const ParamLayout& layout, float* params, float std, unsigned long long seed);
-
-// Model FLOPs per token for forward+backward (6N + attention term), for MFU/TFLOPS reporting.
-double flops_per_token(const GPT2Config& cfg, int T);
 
 } // namespace sof::model

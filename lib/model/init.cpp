@@ -1,11 +1,11 @@
-// GPT-2 parameter initialisation (seeded, no global state) and the FLOPs-per-token model.
+// Parameter initialisation of every architecture (seeded, no global state) and the FLOPs model.
 // Each tensor draws from its own mt19937_64 stream seeded by splitmix64(seed, tensor index).
 #include <cmath>
 #include <cstdint>
 #include <random>
 
 #include "core/error.h"
-#include "model/gpt2.h"
+#include "model/model.h"
 
 namespace sof::model {
 
@@ -39,7 +39,7 @@ void fill_normal(float* out, size_t n, double std, uint64_t seed) {
 void init_params(const ParamLayout& layout, float* params, float std, unsigned long long seed) {
     if (!(std > 0.0f) || !std::isfinite(std))
         SOF_FAIL(Config, "model.init_std = %g must be a positive finite number", std);
-    const GPT2Config& cfg = layout.cfg;
+    const ArchConfig& cfg = layout.cfg;
     const double resid_std = std / std::sqrt(2.0 * cfg.num_layers);
     const long nt = static_cast<long>(layout.tensors.size());
 #pragma omp parallel for schedule(dynamic)
@@ -51,6 +51,8 @@ void init_params(const ParamLayout& layout, float* params, float std, unsigned l
         case TensorKind::Ln1w:
         case TensorKind::Ln2w:
         case TensorKind::Lnfw:
+        case TensorKind::QNorm:
+        case TensorKind::KNorm:
             for (size_t j = 0; j < t.numel; j++)
                 p[j] = 1.0f;
             break;
@@ -61,11 +63,15 @@ void init_params(const ParamLayout& layout, float* params, float std, unsigned l
         case TensorKind::Attprojb:
         case TensorKind::Fcb:
         case TensorKind::Fcprojb:
+        case TensorKind::Bq:
+        case TensorKind::Bk:
+        case TensorKind::Bv:
         case TensorKind::Pad:
             for (size_t j = 0; j < t.numel; j++)
                 p[j] = 0.0f;
             break;
-        case TensorKind::Wte: { // padded rows V..Vp-1 stay zero (as in llm.c checkpoints)
+        case TensorKind::Wte: // padded rows V..Vp-1 stay zero (as in llm.c checkpoints)
+        case TensorKind::LmHead: {
             const size_t real = static_cast<size_t>(cfg.vocab_size) * cfg.channels;
             fill_normal(p, real, std, s);
             for (size_t j = real; j < t.numel; j++)
@@ -74,26 +80,36 @@ void init_params(const ParamLayout& layout, float* params, float std, unsigned l
         }
         case TensorKind::Attprojw:
         case TensorKind::Fcprojw:
+        case TensorKind::Wdown:
             fill_normal(p, t.numel, resid_std, s);
             break;
         case TensorKind::Wpe:
         case TensorKind::Qkvw:
         case TensorKind::Fcw:
+        case TensorKind::Wq:
+        case TensorKind::Wk:
+        case TensorKind::Wv:
+        case TensorKind::Wgate:
+        case TensorKind::Wup:
             fill_normal(p, t.numel, std, s);
             break;
         }
     }
 }
 
-double flops_per_token(const GPT2Config& cfg, int T) {
+double flops_per_token(const ArchConfig& cfg, int T) {
     const ParamLayout lay = make_layout(cfg);
     // every parameter but the position table takes part in a matmul (wte twice: lookup is free,
     // the LM head is a matmul): 2 FLOPs forward + 4 backward per weight and token
-    const double n =
-        static_cast<double>(lay.num_params) - static_cast<double>(cfg.max_seq_len) * cfg.channels;
-    // attention scores and the weighted sum of values: 2 matmuls of 2*T*C per token and layer in
-    // forward, twice that in backward (counted over the full T x T square, as PaLM's MFU does)
-    const double attn = 12.0 * cfg.num_layers * static_cast<double>(T) * cfg.channels;
+    // (LLaMA: the embedding lookup is free; the LM head is wte when tied, lm_head otherwise)
+    double n = static_cast<double>(lay.num_params);
+    if (!cfg.llama_family())
+        n -= static_cast<double>(cfg.max_seq_len) * cfg.channels;
+    else if (!cfg.tie_embeddings)
+        n -= static_cast<double>(cfg.padded_vocab_size) * cfg.channels;
+    // attention scores and the weighted sum of values: 2 matmuls of 2*T*(NH*hd) per token and
+    // layer in forward, twice that in backward (over the full T x T square, as PaLM's MFU does)
+    const double attn = 12.0 * cfg.num_layers * static_cast<double>(T) * cfg.q_dim();
     return 6.0 * n + attn;
 }
 

@@ -1,12 +1,56 @@
-// GPT-2 parameter layout: the tensor table over one flat fp32 buffer, unit boundaries, validation.
-// Unit-major order: unit 0 = wte, wpe; unit 1+l = block l (llm.c tensor order); unit L+1 = lnfw,
-// lnfb.
+// Parameter layouts of GPT-2 and the LLaMA family: the tensor table over one flat fp32 buffer, unit
+// boundaries, validation. Unit-major order: unit 0 = embeddings, unit 1+l = block l, unit L+1 =
+// final norm (+ the untied LM head).
 #include "model/layout.h"
 
 #include "core/error.h"
 #include "core/strfmt.h"
 
 namespace sof::model {
+
+const char* arch_name(Arch a) {
+    switch (a) {
+    case Arch::Gpt2:
+        return "gpt2";
+    case Arch::Llama:
+        return "llama";
+    case Arch::Qwen2:
+        return "qwen2";
+    case Arch::Qwen3:
+        return "qwen3";
+    }
+    return "?";
+}
+
+bool parse_arch(const std::string& name, Arch* out) {
+    for (Arch a : {Arch::Gpt2, Arch::Llama, Arch::Qwen2, Arch::Qwen3}) {
+        if (name == arch_name(a)) {
+            *out = a;
+            return true;
+        }
+    }
+    return false;
+}
+
+void apply_arch_defaults(ArchConfig* cfg) {
+    switch (cfg->arch) {
+    case Arch::Gpt2:
+        cfg->tie_embeddings = true;
+        cfg->qkv_bias = true;
+        cfg->qk_norm = false;
+        break;
+    case Arch::Llama:
+        cfg->qk_norm = false;
+        break;
+    case Arch::Qwen2:
+        cfg->qkv_bias = true;
+        cfg->qk_norm = false;
+        break;
+    case Arch::Qwen3:
+        cfg->qk_norm = true;
+        break;
+    }
+}
 
 const char* tensor_kind_name(TensorKind k) {
     switch (k) {
@@ -42,13 +86,37 @@ const char* tensor_kind_name(TensorKind k) {
         return "lnfw";
     case TensorKind::Lnfb:
         return "lnfb";
+    case TensorKind::Wq:
+        return "wq";
+    case TensorKind::Wk:
+        return "wk";
+    case TensorKind::Wv:
+        return "wv";
+    case TensorKind::Bq:
+        return "bq";
+    case TensorKind::Bk:
+        return "bk";
+    case TensorKind::Bv:
+        return "bv";
+    case TensorKind::QNorm:
+        return "q_norm";
+    case TensorKind::KNorm:
+        return "k_norm";
+    case TensorKind::Wgate:
+        return "w_gate";
+    case TensorKind::Wup:
+        return "w_up";
+    case TensorKind::Wdown:
+        return "w_down";
+    case TensorKind::LmHead:
+        return "lm_head";
     case TensorKind::Pad:
         return "pad";
     }
     return "?";
 }
 
-void validate(const GPT2Config& cfg) {
+void validate(const ArchConfig& cfg) {
     auto positive = [](int v, const char* field) {
         if (v <= 0) SOF_FAIL(Config, "model.%s = %d must be positive (> 0)", field, v);
     };
@@ -63,15 +131,60 @@ void validate(const GPT2Config& cfg) {
                  "model.padded_vocab_size = %d is smaller than model.vocab_size = %d; set it to "
                  "vocab_size rounded up (e.g. to a multiple of 128)",
                  cfg.padded_vocab_size, cfg.vocab_size);
-    if (cfg.channels % cfg.num_heads != 0)
+    if (cfg.num_kv_heads < 0 || cfg.head_dim < 0 || cfg.intermediate_size < 0)
+        SOF_FAIL(Config,
+                 "model.num_kv_heads = %d, model.head_dim = %d, model.intermediate_size = %d: "
+                 "sizes must be >= 0 (0 = the default)",
+                 cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size);
+    if (cfg.head_dim == 0 && cfg.channels % cfg.num_heads != 0)
         SOF_FAIL(Config,
                  "model.channels = %d is not divisible by model.num_heads = %d; choose channels as "
-                 "a multiple of num_heads",
-                 cfg.channels, cfg.num_heads);
-    // every tensor's numel and the flat offsets are size_t, but shapes are int: keep 4C*C in int
-    if (4.0 * cfg.channels * cfg.channels > 2147483647.0)
-        SOF_FAIL(Config, "model.channels = %d is too large (4*C*C must fit in 32 bits)",
-                 cfg.channels);
+                 "a multiple of num_heads%s",
+                 cfg.channels, cfg.num_heads, cfg.llama_family() ? " or set model.head_dim" : "");
+    if (!cfg.llama_family()) {
+        if (cfg.num_kv_heads != 0 && cfg.num_kv_heads != cfg.num_heads)
+            SOF_FAIL(Config, "model.num_kv_heads = %d: GPT-2 has no grouped-query attention",
+                     cfg.num_kv_heads);
+        if (cfg.head_dim != 0 && cfg.head_dim * cfg.num_heads != cfg.channels)
+            SOF_FAIL(Config, "model.head_dim = %d: GPT-2 heads are channels / num_heads = %d",
+                     cfg.head_dim, cfg.channels / cfg.num_heads);
+    } else {
+        if (cfg.num_heads % cfg.kv_heads() != 0)
+            SOF_FAIL(Config,
+                     "model.num_heads = %d is not divisible by model.num_kv_heads = %d (each kv "
+                     "head serves num_heads / num_kv_heads query heads)",
+                     cfg.num_heads, cfg.kv_heads());
+        if (cfg.hdim() % 2 != 0)
+            SOF_FAIL(Config, "head dimension %d must be even (rotary embeddings rotate pairs)",
+                     cfg.hdim());
+        if (cfg.intermediate_size <= 0)
+            SOF_FAIL(Config,
+                     "model.intermediate_size must be set for model.type %s (the SwiGLU "
+                     "hidden size, e.g. 14336 for Llama-3-8B)",
+                     arch_name(cfg.arch));
+        if (!(cfg.norm_eps > 0.0f))
+            SOF_FAIL(Config, "model.norm_eps = %g must be positive", cfg.norm_eps);
+        if (!(cfg.rope_theta > 0.0))
+            SOF_FAIL(Config, "model.rope_theta = %g must be positive", cfg.rope_theta);
+        const RopeScaling& r = cfg.rope_scaling;
+        if (r.type == RopeScalingType::Llama3 &&
+            (!(r.factor > 0.0) || !(r.high_freq_factor > r.low_freq_factor) ||
+             !(r.low_freq_factor > 0.0) || r.original_max_position <= 0))
+            SOF_FAIL(Config,
+                     "model.rope_scaling: factor = %g, low_freq_factor = %g, high_freq_factor = "
+                     "%g, original_max_position_embeddings = %d; need factor > 0, "
+                     "0 < low_freq_factor < high_freq_factor and a positive original length",
+                     r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_position);
+    }
+    // every tensor's numel and the flat offsets are size_t, but shapes are int
+    const double big = 2147483647.0;
+    if (4.0 * cfg.channels * cfg.channels > big ||
+        static_cast<double>(cfg.ffn_dim()) * cfg.channels > big ||
+        static_cast<double>(cfg.q_dim()) * cfg.channels > big)
+        SOF_FAIL(Config,
+                 "model.channels = %d (intermediate %d, heads x head_dim %d) is too large: every "
+                 "matrix must have fewer than 2^31 elements",
+                 cfg.channels, cfg.ffn_dim(), cfg.q_dim());
 }
 
 namespace {
@@ -79,24 +192,50 @@ namespace {
 struct TensorSpec {
     TensorKind kind;
     std::vector<int> shape;
-    bool decay;
+    const char* hf; // Hugging Face name (LLaMA family; "%d" = layer), null for GPT-2
 };
 
-std::vector<TensorSpec> block_specs(const GPT2Config& cfg) {
+std::vector<TensorSpec> gpt2_block_specs(const ArchConfig& cfg) {
     const int C = cfg.channels;
     return {
-        {TensorKind::Ln1w, {C}, false},          {TensorKind::Ln1b, {C}, false},
-        {TensorKind::Qkvw, {3 * C, C}, true},    {TensorKind::Qkvb, {3 * C}, false},
-        {TensorKind::Attprojw, {C, C}, true},    {TensorKind::Attprojb, {C}, false},
-        {TensorKind::Ln2w, {C}, false},          {TensorKind::Ln2b, {C}, false},
-        {TensorKind::Fcw, {4 * C, C}, true},     {TensorKind::Fcb, {4 * C}, false},
-        {TensorKind::Fcprojw, {C, 4 * C}, true}, {TensorKind::Fcprojb, {C}, false},
+        {TensorKind::Ln1w, {C}, nullptr},           {TensorKind::Ln1b, {C}, nullptr},
+        {TensorKind::Qkvw, {3 * C, C}, nullptr},    {TensorKind::Qkvb, {3 * C}, nullptr},
+        {TensorKind::Attprojw, {C, C}, nullptr},    {TensorKind::Attprojb, {C}, nullptr},
+        {TensorKind::Ln2w, {C}, nullptr},           {TensorKind::Ln2b, {C}, nullptr},
+        {TensorKind::Fcw, {4 * C, C}, nullptr},     {TensorKind::Fcb, {4 * C}, nullptr},
+        {TensorKind::Fcprojw, {C, 4 * C}, nullptr}, {TensorKind::Fcprojb, {C}, nullptr},
     };
+}
+
+// q, k, v weights adjacent (one fused matrix), then their biases adjacent, gate and up adjacent.
+std::vector<TensorSpec> llama_block_specs(const ArchConfig& cfg) {
+    const int C = cfg.channels, Q = cfg.q_dim(), KV = cfg.kv_dim(), I = cfg.ffn_dim();
+    std::vector<TensorSpec> v = {
+        {TensorKind::Ln1w, {C}, "model.layers.%d.input_layernorm.weight"},
+        {TensorKind::Wq, {Q, C}, "model.layers.%d.self_attn.q_proj.weight"},
+        {TensorKind::Wk, {KV, C}, "model.layers.%d.self_attn.k_proj.weight"},
+        {TensorKind::Wv, {KV, C}, "model.layers.%d.self_attn.v_proj.weight"},
+    };
+    if (cfg.qkv_bias) {
+        v.push_back({TensorKind::Bq, {Q}, "model.layers.%d.self_attn.q_proj.bias"});
+        v.push_back({TensorKind::Bk, {KV}, "model.layers.%d.self_attn.k_proj.bias"});
+        v.push_back({TensorKind::Bv, {KV}, "model.layers.%d.self_attn.v_proj.bias"});
+    }
+    if (cfg.qk_norm) {
+        v.push_back({TensorKind::QNorm, {cfg.hdim()}, "model.layers.%d.self_attn.q_norm.weight"});
+        v.push_back({TensorKind::KNorm, {cfg.hdim()}, "model.layers.%d.self_attn.k_norm.weight"});
+    }
+    v.push_back({TensorKind::Attprojw, {C, Q}, "model.layers.%d.self_attn.o_proj.weight"});
+    v.push_back({TensorKind::Ln2w, {C}, "model.layers.%d.post_attention_layernorm.weight"});
+    v.push_back({TensorKind::Wgate, {I, C}, "model.layers.%d.mlp.gate_proj.weight"});
+    v.push_back({TensorKind::Wup, {I, C}, "model.layers.%d.mlp.up_proj.weight"});
+    v.push_back({TensorKind::Wdown, {C, I}, "model.layers.%d.mlp.down_proj.weight"});
+    return v;
 }
 
 } // namespace
 
-ParamLayout make_layout(const GPT2Config& cfg) {
+ParamLayout make_layout(const ArchConfig& cfg) {
     validate(cfg);
     ParamLayout lay;
     lay.cfg = cfg;
@@ -112,48 +251,68 @@ ParamLayout make_layout(const GPT2Config& cfg) {
         for (int d : s.shape)
             t.numel *= static_cast<size_t>(d);
         t.shape = s.shape;
-        t.decay = s.decay;
-        t.name = layer >= 0 ? core::strfmt("h%d.%s", layer, tensor_kind_name(s.kind))
-                            : std::string(tensor_kind_name(s.kind));
+        t.decay = s.shape.size() == 2; // matrices and embeddings
+        if (s.hf)
+            t.name = layer >= 0 ? core::strfmt(s.hf, layer) : std::string(s.hf);
+        else
+            t.name = layer >= 0 ? core::strfmt("h%d.%s", layer, tensor_kind_name(s.kind))
+                                : std::string(tensor_kind_name(s.kind));
         off += t.numel;
         lay.tensors.push_back(std::move(t));
     };
-    lay.unit_begin.push_back(off);
-    add({TensorKind::Wte, {cfg.padded_vocab_size, C}, true}, -1, 0);
-    add({TensorKind::Wpe, {cfg.max_seq_len, C}, true}, -1, 0);
-    const std::vector<TensorSpec> blk = block_specs(cfg);
-    for (int l = 0; l < L; l++) {
+    auto begin_unit = [&]() {
         lay.unit_begin.push_back(off);
+        lay.unit_first_tensor.push_back(lay.tensors.size());
+    };
+    const bool llama = cfg.llama_family();
+    begin_unit();
+    if (llama) {
+        add({TensorKind::Wte, {cfg.padded_vocab_size, C}, "model.embed_tokens.weight"}, -1, 0);
+    } else {
+        add({TensorKind::Wte, {cfg.padded_vocab_size, C}, nullptr}, -1, 0);
+        add({TensorKind::Wpe, {cfg.max_seq_len, C}, nullptr}, -1, 0);
+    }
+    const std::vector<TensorSpec> blk = llama ? llama_block_specs(cfg) : gpt2_block_specs(cfg);
+    for (int l = 0; l < L; l++) {
+        begin_unit();
         for (const TensorSpec& s : blk)
             add(s, l, 1 + l);
     }
-    lay.unit_begin.push_back(off);
-    add({TensorKind::Lnfw, {C}, false}, -1, L + 1);
-    add({TensorKind::Lnfb, {C}, false}, -1, L + 1);
-    lay.unit_begin.push_back(off);
+    begin_unit();
+    if (llama) {
+        add({TensorKind::Lnfw, {C}, "model.norm.weight"}, -1, L + 1);
+        if (!cfg.tie_embeddings)
+            add({TensorKind::LmHead, {cfg.padded_vocab_size, C}, "lm_head.weight"}, -1, L + 1);
+    } else {
+        add({TensorKind::Lnfw, {C}, nullptr}, -1, L + 1);
+        add({TensorKind::Lnfb, {C}, nullptr}, -1, L + 1);
+    }
+    begin_unit();
     lay.num_params = off;
     return lay;
 }
 
 size_t ParamLayout::offset_of(TensorKind kind, int layer) const {
-    switch (kind) {
-    case TensorKind::Wte:
-        return tensors[0].offset;
-    case TensorKind::Wpe:
-        return tensors[1].offset;
-    case TensorKind::Lnfw:
-        return tensors[tensors.size() - 2].offset;
-    case TensorKind::Lnfb:
-        return tensors[tensors.size() - 1].offset;
-    default:
-        break;
-    }
-    if (layer < 0 || layer >= cfg.num_layers)
+    const int L = cfg.num_layers;
+    int unit = 1 + layer;
+    if (kind == TensorKind::Wte || kind == TensorKind::Wpe)
+        unit = 0;
+    else if (kind == TensorKind::Lnfw || kind == TensorKind::Lnfb || kind == TensorKind::LmHead)
+        unit = L + 1;
+    else if (layer < 0 || layer >= L)
         SOF_FAIL(Internal, "offset_of(%s, layer %d): layer out of range [0, %d)",
-                 tensor_kind_name(kind), layer, cfg.num_layers);
-    // block tensors are the 12 kinds Ln1w..Fcprojb, in enum order
-    const int idx = 2 + layer * 12 + (static_cast<int>(kind) - static_cast<int>(TensorKind::Ln1w));
-    return tensors[static_cast<size_t>(idx)].offset;
+                 tensor_kind_name(kind), layer, L);
+    const size_t u = static_cast<size_t>(unit);
+    for (size_t i = unit_first_tensor[u]; i < unit_first_tensor[u + 1]; i++)
+        if (tensors[i].kind == kind) return tensors[i].offset;
+    SOF_FAIL(Internal, "offset_of(%s): model %s has no such tensor", tensor_kind_name(kind),
+             arch_name(cfg.arch));
+}
+
+bool ParamLayout::has(TensorKind kind) const {
+    for (const TensorInfo& t : tensors)
+        if (t.kind == kind) return true;
+    return false;
 }
 
 } // namespace sof::model

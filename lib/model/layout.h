@@ -1,5 +1,6 @@
-// GPT-2 parameter layout: config, tensor table and units over one flat fp32 buffer.
-// Layout is unit-major (embeddings, block 0..L-1, final LN) so backward order = reverse offsets.
+// Model architectures (GPT-2 and the LLaMA family: llama, qwen2, qwen3) as one config, and their
+// parameter layout: the tensor table over one flat fp32 buffer, unit-major so backward order =
+// reverse offsets. The engine sees only units and offsets, never the architecture.
 #pragma once
 
 #include <cstddef>
@@ -8,42 +9,103 @@
 
 namespace sof::model {
 
-struct GPT2Config {
-    int max_seq_len = 1024;        // maxT
-    int vocab_size = 50257;        // V
-    int padded_vocab_size = 50304; // Vp >= V (rows V..Vp-1 of wte are padding)
-    int num_layers = 12;           // L
-    int num_heads = 12;            // NH
-    int channels = 768;            // C
+enum class Arch {
+    Gpt2,  // LayerNorm, learned positions, GELU MLP, fused qkv with biases, tied LM head
+    Llama, // RMSNorm, RoPE, SwiGLU, GQA, no biases (attention_bias optional), tied or untied
+    Qwen2, // Llama + q/k/v biases
+    Qwen3, // Llama + per-head RMSNorm on q and k (qk-norm), explicit head_dim
+};
+const char* arch_name(Arch a); // "gpt2", "llama", "qwen2", "qwen3"
+// false when `name` is not one of arch_name's strings
+bool parse_arch(const std::string& name, Arch* out);
+
+enum class RopeScalingType {
+    None,   // plain RoPE: inv_freq[i] = theta^(-2i/hd)
+    Llama3, // Llama-3.1 frequency-dependent scaling of inv_freq (HF rope_type "llama3")
 };
 
+struct RopeScaling {
+    RopeScalingType type = RopeScalingType::None;
+    double factor = 8.0;
+    double low_freq_factor = 1.0;
+    double high_freq_factor = 4.0;
+    int original_max_position = 8192; // original_max_position_embeddings
+};
+
+// Everything that fixes the parameter layout and the math. GPT-2 uses the first six fields; the
+// LLaMA family uses all (0 in the optional sizes = the derived default below).
+struct ArchConfig {
+    Arch arch = Arch::Gpt2;
+    int max_seq_len = 1024;        // maxT (GPT-2: rows of wpe; LLaMA: longest sequence)
+    int vocab_size = 50257;        // V
+    int padded_vocab_size = 50304; // Vp >= V (rows V..Vp-1 of the embedding/LM head are padding)
+    int num_layers = 12;           // L
+    int num_heads = 12;            // NH (query heads)
+    int channels = 768;            // C (hidden_size)
+    int num_kv_heads = 0;          // NKV, divides NH (grouped-query attention); 0 = NH
+    int head_dim = 0;              // hd; 0 = C / NH (qwen3 may set another value)
+    int intermediate_size = 0;     // I (SwiGLU hidden size); 0 = 4C for GPT-2, required for LLaMA
+    float norm_eps = 1e-5f;        // RMSNorm eps (LLaMA family); GPT-2's LayerNorm uses 1e-5
+    double rope_theta = 10000.0;   // RoPE base
+    RopeScaling rope_scaling;      // Llama-3 style scaling of the rotary frequencies
+    bool tie_embeddings = true;    // LM head = embedding (GPT-2: always)
+    bool qkv_bias = false;         // q/k/v projection biases (qwen2: always; llama: attention_bias)
+    bool qk_norm = false;          // per-head RMSNorm of q and k before RoPE (qwen3: always)
+
+    bool llama_family() const { return arch != Arch::Gpt2; }
+    int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
+    int hdim() const { return head_dim > 0 ? head_dim : channels / num_heads; }
+    int q_dim() const { return num_heads * hdim(); }   // NH*hd
+    int kv_dim() const { return kv_heads() * hdim(); } // NKV*hd
+    int ffn_dim() const { return intermediate_size > 0 ? intermediate_size : 4 * channels; }
+};
+
+// The architecture's defaults for the flags it fixes: qwen2 -> qkv_bias, qwen3 -> qk_norm, GPT-2
+// -> tied, biases. Call after setting `arch` and before applying user overrides of the free flags.
+void apply_arch_defaults(ArchConfig* cfg);
+
 enum class TensorKind {
-    Wte,      // (Vp, C)
+    // GPT-2 (llm.c order and names)
+    Wte,      // (Vp, C) token embedding (all archs)
     Wpe,      // (maxT, C)
-    Ln1w,     // (C)
+    Ln1w,     // (C) GPT-2 ln_1 weight; LLaMA input_layernorm
     Ln1b,     // (C)
     Qkvw,     // (3C, C)
     Qkvb,     // (3C)
-    Attprojw, // (C, C)
+    Attprojw, // (C, C) GPT-2; LLaMA o_proj (C, NH*hd)
     Attprojb, // (C)
-    Ln2w,     // (C)
+    Ln2w,     // (C) GPT-2 ln_2 weight; LLaMA post_attention_layernorm
     Ln2b,     // (C)
     Fcw,      // (4C, C)
     Fcb,      // (4C)
     Fcprojw,  // (C, 4C)
     Fcprojb,  // (C)
-    Lnfw,     // (C)
+    Lnfw,     // (C) final norm (all archs)
     Lnfb,     // (C)
-    Pad,      // (n) ZeRO-3 shard padding (shard layouts only; not a model tensor)
+    // LLaMA family (q, k, v adjacent: one fused (NH*hd + 2*NKV*hd, C) matrix; gate, up adjacent)
+    Wq,     // (NH*hd, C)
+    Wk,     // (NKV*hd, C)
+    Wv,     // (NKV*hd, C)
+    Bq,     // (NH*hd)  qkv_bias only
+    Bk,     // (NKV*hd) qkv_bias only
+    Bv,     // (NKV*hd) qkv_bias only
+    QNorm,  // (hd) qk_norm only
+    KNorm,  // (hd) qk_norm only
+    Wgate,  // (I, C)
+    Wup,    // (I, C)
+    Wdown,  // (C, I)
+    LmHead, // (Vp, C) untied only
+    Pad,    // (n) ZeRO-3 shard padding (shard layouts only; not a model tensor)
 };
-constexpr int kNumTensorKinds = 16;         // the model's kinds (Pad excluded)
-const char* tensor_kind_name(TensorKind k); // llm.c names: "wte", "qkvw", ...
+constexpr int kNumGpt2TensorKinds = 16;     // Wte..Lnfb: the kinds of an llm.c GPT-2 file
+const char* tensor_kind_name(TensorKind k); // llm.c names for GPT-2 kinds ("wte", "qkvw", ...)
 
 struct TensorInfo {
-    std::string name; // "wte", "h3.qkvw", "lnfw"
+    std::string name; // GPT-2: "wte", "h3.qkvw", "lnfw"; LLaMA: the Hugging Face name
+                      // ("model.layers.3.self_attn.q_proj.weight")
     TensorKind kind;
-    int layer;     // block index, -1 for wte/wpe/lnf
-    int unit;      // 0 = embeddings, 1+layer = block, L+1 = final LN
+    int layer;     // block index, -1 for embeddings / final norm / LM head
+    int unit;      // 0 = embeddings, 1+layer = block, L+1 = final norm (+ untied LM head)
     size_t offset; // into the flat buffer, in elements
     size_t numel;
     std::vector<int> shape; // row-major
@@ -51,19 +113,22 @@ struct TensorInfo {
 };
 
 struct ParamLayout {
-    GPT2Config cfg;
-    std::vector<TensorInfo> tensors; // in flat-buffer order
-    std::vector<size_t> unit_begin;  // (L+3): unit u spans [unit_begin[u], unit_begin[u+1])
+    ArchConfig cfg;
+    std::vector<TensorInfo> tensors;       // in flat-buffer order
+    std::vector<size_t> unit_begin;        // (L+3): unit u spans [unit_begin[u], unit_begin[u+1])
+    std::vector<size_t> unit_first_tensor; // (L+3): tensors of unit u: [first[u], first[u+1])
     size_t num_params = 0;
     int num_units() const { return static_cast<int>(unit_begin.size()) - 1; }
-    // offset of tensor `kind` in block `layer` (layer ignored for wte/wpe/lnf)
+    // offset of tensor `kind` in block `layer` (layer ignored for unit-0 and last-unit kinds).
+    // Throws Internal when the model has no such tensor.
     size_t offset_of(TensorKind kind, int layer) const;
+    bool has(TensorKind kind) const; // the model has tensors of this kind
 };
 
-ParamLayout make_layout(const GPT2Config& cfg);
+ParamLayout make_layout(const ArchConfig& cfg);
 
 // Throws a Config error naming the bad field when the config is inconsistent
-// (C % NH, Vp < V, non-positive sizes).
-void validate(const GPT2Config& cfg);
+// (C % NH, NH % NKV, Vp < V, non-positive sizes, odd head_dim with RoPE).
+void validate(const ArchConfig& cfg);
 
 } // namespace sof::model

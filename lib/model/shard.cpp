@@ -64,6 +64,7 @@ ParamLayout make_shard_layout(const ParamLayout& full, const ShardMap& map) {
     for (int u = 0; u < nu; u++) {
         const size_t lb = map.local_begin[static_cast<size_t>(u)];
         s.unit_begin.push_back(lb);
+        s.unit_first_tensor.push_back(s.tensors.size());
         const size_t a = map.global_first(full, u), b = map.global_last(full, u);
         for (const TensorInfo& t : full.tensors) {
             if (t.unit != u) continue;
@@ -90,6 +91,7 @@ ParamLayout make_shard_layout(const ParamLayout& full, const ShardMap& map) {
         }
     }
     s.unit_begin.push_back(map.local_size);
+    s.unit_first_tensor.push_back(s.tensors.size());
     s.num_params = map.local_size;
     return s;
 }

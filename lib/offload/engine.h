@@ -13,7 +13,7 @@
 #include "core/log.h"
 #include "core/trace.h"
 #include "device/device.h"
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "offload/buckets.h"
 #include "offload/memory_plan.h"
 #include "offload/updater.h"

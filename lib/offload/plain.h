@@ -9,7 +9,7 @@
 #include "config/config.h"
 #include "core/log.h"
 #include "core/trace.h"
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "offload/updater.h"
 #include "optim/optimizer.h"
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/gpt2.h"
+#include "model/model.h"
 
 namespace sof::offload {
 

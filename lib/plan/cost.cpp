@@ -62,7 +62,7 @@ void finish_times(IterationTimes& t) {
 
 } // namespace
 
-CostInputs make_cost_inputs(const config::Config& cfg, const model::GPT2Config& m,
+CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& m,
                             const HardwareProfile& hw, int shard_ranks) {
     CostInputs c;
     const double C = m.channels, L = m.num_layers, Vp = m.padded_vocab_size, NH = m.num_heads;

@@ -42,7 +42,7 @@ struct CostInputs {
 };
 
 // shard_ranks: ZeRO-3 ranks the parameters, grads and optimizer state are sharded over.
-CostInputs make_cost_inputs(const config::Config& cfg, const model::GPT2Config& model,
+CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& model,
                             const HardwareProfile& hw, int shard_ranks = 1);
 
 // Memory of the SuperOffload engine with `weights` (Stationary or Flow), n tail buckets and, when

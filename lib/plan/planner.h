@@ -82,7 +82,7 @@ int tail_buckets_eq45(double move_grad_s, double step_cpu_s, double move_param_s
                       double gpu_update_params_per_s);
 
 // The model a deck describes (padded_vocab_size 0 = vocab rounded up to a multiple of 128).
-model::GPT2Config model_config_for(const config::ModelConfig& m);
+model::ArchConfig model_config_for(const config::ModelConfig& m);
 
 // Predicted time of one optimizer step (all grad_accum micro-batches) under one schedule, seconds.
 struct IterationTimes {
@@ -151,7 +151,7 @@ struct Plan {
 // Builds the plan for a deck and a model on a hardware profile. Deck values that are not `auto`
 // are kept (and used for the predictions); `auto` ones are chosen by the model. shard_ranks: the
 // ZeRO-3 ranks parameters, grads and optimizer state are sharded over (memory per rank).
-Plan make_plan(const config::Config& cfg, const model::GPT2Config& model, const HardwareProfile& hw,
+Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const HardwareProfile& hw,
                int shard_ranks = 1);
 
 // Replaces the deck's auto values (weights Auto, gpu_tail_buckets -1, interleave_k -1) with the

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "comm/group.h"
-#include "model/gpt2.h"
+#include "model/model.h"
 
 namespace sof::sp {
 

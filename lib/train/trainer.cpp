@@ -18,7 +18,7 @@
 #include "core/timer.h"
 #include "core/trace.h"
 #include "data/loader.h"
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "model/shard.h"
 #include "device/device.h"
 #include "offload/updater_factory.h"
@@ -38,11 +38,11 @@ struct Trainer::Impl {
     config::Config cfg;
     const comm::World& world;
     core::Log log;
-    model::GPT2Config mcfg;
+    model::ArchConfig mcfg;
     std::unique_ptr<core::Trace> trace;   // before ctx: the device's stream lanes point into it
     std::unique_ptr<rank::Context> ctx;   // the rank context (device, streams, groups, lane)
     std::unique_ptr<sp::Ulysses> ulysses; // the model's exchange hook (parallel.sp > 1)
-    std::unique_ptr<model::GPT2> model;
+    std::unique_ptr<model::Model> model;
     std::unique_ptr<offload::Updater> updater;
     zero::ShardAccess* shards = nullptr; // updater's shard view (multi-rank), else null
     std::unique_ptr<data::DataLoader> train_data, val_data;
@@ -143,7 +143,7 @@ void Trainer::Impl::setup() {
     model::ModelOptions mopts;
     mopts.recompute = cfg.model.recompute;
     mopts.seq = ulysses.get();
-    model = std::make_unique<model::GPT2>(mcfg, mopts, B, Tl);
+    model = model::make_model(mcfg, mopts, B, Tl);
     const model::ParamLayout& layout = model->layout();
     params.assign(layout.num_params, 0.0f);
     if (!cfg.model.init_from.empty())

@@ -15,8 +15,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-model::GPT2Config tiny_model() {
-    model::GPT2Config c;
+model::ArchConfig tiny_model() {
+    model::ArchConfig c;
     c.max_seq_len = 4;
     c.vocab_size = 10;
     c.padded_vocab_size = 16;

@@ -179,7 +179,7 @@ TEST_CASE("resume compatibility: architecture, data and optimizer must match; lr
     m.model.vocab_size = 512;
     m.model.padded_vocab_size = 512;
     m.deck_yaml = config::effective_yaml(a);
-    model::GPT2Config same = m.model;
+    model::ArchConfig same = m.model;
     CHECK(ckpt::compare_runs(m, a, same, "").empty());
 
     config::Config b = a;
@@ -193,7 +193,7 @@ TEST_CASE("resume compatibility: architecture, data and optimizer must match; lr
     CHECK(ok[0].now == "500");
     CHECK(ok[1].key == "train.lr");
 
-    model::GPT2Config heads = same;
+    model::ArchConfig heads = same;
     heads.num_heads = 8; // same parameter count: only the manifest's dims tell
     config::Config c = a;
     c.data.builtin.seed = 99;  // another corpus of the same size

@@ -14,8 +14,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-model::GPT2Config small_model() {
-    model::GPT2Config c;
+model::ArchConfig small_model() {
+    model::ArchConfig c;
     c.max_seq_len = 8;
     c.vocab_size = 30;
     c.padded_vocab_size = 32;
@@ -47,7 +47,7 @@ void write_header_file(const std::string& path, const std::vector<int32_t>& h, s
     spit(path, bytes);
 }
 
-std::vector<int32_t> header_for(const model::GPT2Config& c) {
+std::vector<int32_t> header_for(const model::ArchConfig& c) {
     std::vector<int32_t> h(256, 0);
     h[0] = 20240326;
     h[1] = 3;
@@ -64,7 +64,7 @@ std::vector<int32_t> header_for(const model::GPT2Config& c) {
 
 TEST_CASE("llm.c export then import is bit-exact; header fields") {
     std::string d = ckpt_scratch("llmc_roundtrip");
-    model::GPT2Config cfg = small_model();
+    model::ArchConfig cfg = small_model();
     model::ParamLayout lay = model::make_layout(cfg);
     std::vector<float> x = pattern(lay.num_params, 42);
     const std::string path = d + "/model.bin";
@@ -76,7 +76,7 @@ TEST_CASE("llm.c export then import is bit-exact; header fields") {
     std::vector<int32_t> h = read_header(path);
     CHECK(h == header_for(cfg));
 
-    model::GPT2Config got = ckpt::read_llmc_header(path);
+    model::ArchConfig got = ckpt::read_llmc_header(path);
     CHECK(got.max_seq_len == cfg.max_seq_len);
     CHECK(got.vocab_size == cfg.vocab_size);
     CHECK(got.padded_vocab_size == cfg.padded_vocab_size);
@@ -91,7 +91,7 @@ TEST_CASE("llm.c export then import is bit-exact; header fields") {
 
 TEST_CASE("llm.c file order is tensor-major: hand-placed values land where llm.c expects them") {
     std::string d = ckpt_scratch("llmc_order");
-    model::GPT2Config cfg = small_model();
+    model::ArchConfig cfg = small_model();
     model::ParamLayout lay = model::make_layout(cfg);
     const size_t C = 8, L = 3, Vp = 32, maxT = 8;
     std::vector<float> x(lay.num_params, 0.0f);
@@ -137,7 +137,7 @@ TEST_CASE("llm.c file order is tensor-major: hand-placed values land where llm.c
 
 TEST_CASE("llm.c header errors name the file and the reason") {
     std::string d = ckpt_scratch("llmc_errors");
-    model::GPT2Config cfg = small_model();
+    model::ArchConfig cfg = small_model();
     model::ParamLayout lay = model::make_layout(cfg);
     const std::string p = d + "/bad.bin";
     auto header_error = [&](core::ErrorKind kind, const std::vector<std::string>& needles) {
@@ -181,7 +181,7 @@ TEST_CASE("llm.c header errors name the file and the reason") {
     header_error(core::ErrorKind::Format, {p, "num_layers"});
 
     // a valid file for a different architecture cannot be imported into this layout
-    model::GPT2Config other = cfg;
+    model::ArchConfig other = cfg;
     other.num_layers = 2;
     model::ParamLayout olay = model::make_layout(other);
     std::vector<float> ox(olay.num_params, 1.0f);
@@ -197,7 +197,7 @@ TEST_CASE("llm.c header errors name the file and the reason") {
 
 TEST_CASE("random llm.c header values give core::Error or a consistent config") {
     std::string d = ckpt_scratch("llmc_fuzz");
-    model::GPT2Config cfg = small_model();
+    model::ArchConfig cfg = small_model();
     const std::string p = d + "/fuzz.bin";
     uint32_t x = 777;
     auto rnd = [&] {
@@ -213,7 +213,7 @@ TEST_CASE("random llm.c header values give core::Error or a consistent config") 
         h[field] = (rnd() & 1) ? specials[rnd() % 8] : static_cast<int32_t>(rnd());
         write_header_file(p, h, 1000 + rnd() % 5000);
         try {
-            model::GPT2Config got = ckpt::read_llmc_header(p);
+            model::ArchConfig got = ckpt::read_llmc_header(p);
             // accepted only when the file size matches the dims exactly
             CHECK(fs::file_size(p) ==
                   1024 + 4 * static_cast<uintmax_t>(ckpt::llmc_param_count(got)));

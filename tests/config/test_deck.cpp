@@ -196,13 +196,26 @@ TEST_CASE("effective deck round trip is exact with every key changed") {
     std::filesystem::create_directories(d + "/ck/step_00000004");
     std::filesystem::create_directories(d + "/plug ins");
     std::string deck = R"(model:
-  type: gpt2
+  type: qwen3
   num_layers: 3
   num_heads: 6
   channels: 96
   max_seq_len: 100
   vocab_size: 300
   padded_vocab_size: 320
+  num_kv_heads: 2
+  head_dim: 24
+  intermediate_size: 250
+  norm_eps: 1.5e-6
+  rope_theta: 500000.5
+  rope_scaling:
+    type: llama3
+    factor: 7.5
+    low_freq_factor: 1.25
+    high_freq_factor: 3.5
+    original_max_position_embeddings: 4096
+  tie_embeddings: false
+  attention_bias: true
   init_from: "D/init.bin"
   init_std: 0.0123456789
   recompute: true

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "core/trace.h"
+#include "model/gpt2.h"
 #include "offload/updater_factory.h"
 
 using namespace sof;
@@ -21,7 +22,7 @@ int main(int argc, char** argv) {
     c.offload.enabled = true;
     c.offload.bucket_mb = 4.0;
     c.offload.gpu_tail_buckets = 1;
-    model::GPT2Config g;
+    model::ArchConfig g;
     g.num_layers = 4, g.channels = 256, g.num_heads = 4, g.vocab_size = 8192;
     g.padded_vocab_size = 8192, g.max_seq_len = 128;
     int B = 4, T = 64, steps = 6;

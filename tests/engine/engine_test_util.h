@@ -21,8 +21,8 @@
 namespace sof::test {
 
 // L=2, C=64, Vp=2304: wte has 147456 elements = 3 stat pieces, so small buckets split it.
-inline model::GPT2Config tiny_gpt2() {
-    model::GPT2Config g;
+inline model::ArchConfig tiny_gpt2() {
+    model::ArchConfig g;
     g.max_seq_len = 64;
     g.vocab_size = 2300;
     g.padded_vocab_size = 2304;

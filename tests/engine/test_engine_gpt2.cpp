@@ -18,7 +18,7 @@ namespace {
 const core::Log kQuiet(0, core::LogLevel::Quiet);
 
 void run_gpt2(const config::Config& ecfg, int accum, core::Trace* trace) {
-    model::GPT2Config g = test::tiny_gpt2();
+    model::ArchConfig g = test::tiny_gpt2();
     const int B = 2, T = 16;
     model::GPT2 net(g, model::ModelOptions{}, B, T);
     const model::ParamLayout& l = net.layout();

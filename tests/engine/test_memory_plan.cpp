@@ -54,7 +54,7 @@ const char* sched_name(config::Schedule s) {
 } // namespace
 
 TEST_CASE("memory plan: engine device peak == plan == planner, every schedule x placement") {
-    model::GPT2Config g = test::tiny_gpt2();
+    model::ArchConfig g = test::tiny_gpt2();
     model::ParamLayout l = model::make_layout(g);
     int combos = 0;
     for (auto sched : {config::Schedule::SuperOffload, config::Schedule::Interleaved,
@@ -130,7 +130,7 @@ TEST_CASE("memory plan: staged model grads/weights (the CUDA path) allocate what
 
 TEST_CASE("interleaved: state streams through two slots, not resident; trains where resident "
           "state does not fit") {
-    model::GPT2Config g = test::tiny_gpt2();
+    model::ArchConfig g = test::tiny_gpt2();
     g.num_layers = 6;
     g.channels = 128; // ~1.5M params: 20+ buckets of one stat piece (65536 elements)
     model::ParamLayout l = model::make_layout(g);
@@ -231,7 +231,7 @@ TEST_CASE("transfer bytes: grads cross the link in the precision offload.cast sa
 }
 
 TEST_CASE("capacity: the plan fits exactly when the engine can allocate (interleaved decks)") {
-    model::GPT2Config g = test::tiny_gpt2();
+    model::ArchConfig g = test::tiny_gpt2();
     model::ParamLayout l = model::make_layout(g);
     for (auto w : {config::WeightsPolicy::Stationary, config::WeightsPolicy::Flow})
         for (int k : {1, 3}) {

@@ -21,7 +21,7 @@ struct RefTensor {
 };
 
 struct Gpt2Reference {
-    model::GPT2Config config;
+    model::ArchConfig config;
     int B = 0, T = 0; // batch of the stored forward/backward and of every training step
     int steps = 0;    // optimizer steps in train_losses/final
     double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, grad_clip = 0;
@@ -104,7 +104,7 @@ inline Gpt2Reference load_gpt2_reference(const std::string& path) {
                  "with scripts/make_reference.py",
                  path.c_str(), version);
     Gpt2Reference ref;
-    model::GPT2Config& c = ref.config;
+    model::ArchConfig& c = ref.config;
     c.max_seq_len = r.get<int32_t>("max_seq_len");
     c.vocab_size = r.get<int32_t>("vocab_size");
     c.padded_vocab_size = r.get<int32_t>("padded_vocab_size");

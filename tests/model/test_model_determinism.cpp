@@ -27,7 +27,7 @@ struct Result {
     std::vector<float> grads, dlogits;
 };
 
-Result run(const model::GPT2Config& cfg, const std::vector<float>& params, bool recompute,
+Result run(const model::ArchConfig& cfg, const std::vector<float>& params, bool recompute,
            const std::vector<int>& inputs, const std::vector<int>& targets, int B, int T) {
     model::GPT2 gpt(cfg, model::ModelOptions{recompute}, B, T);
     Result r;
@@ -50,7 +50,7 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
 
 // A model big enough that OpenMP loops and OpenBLAS split work across threads.
 struct Medium {
-    model::GPT2Config cfg;
+    model::ArchConfig cfg;
     std::vector<float> params;
     std::vector<int> inputs, targets;
     int B = 2, T = 64;
@@ -239,7 +239,7 @@ TEST_CASE("backward adds into the sink's grads") {
 
 TEST_CASE("padded vocab rows and unused positions get exactly zero grads and probabilities") {
     const auto& ref = gpt2_ref();
-    const model::GPT2Config& c = ref.config;
+    const model::ArchConfig& c = ref.config;
     model::GPT2 gpt(c, model::ModelOptions{}, ref.B, ref.T);
     const model::ParamLayout& lay = gpt.layout();
     const std::vector<float> params = sof::testing::ref_to_flat(lay, ref.params);

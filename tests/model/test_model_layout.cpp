@@ -13,17 +13,17 @@
 #include "model_test_util.h"
 
 using namespace sof;
-using model::GPT2Config;
+using model::ArchConfig;
 using model::TensorKind;
 
 namespace {
 
-GPT2Config gpt2_124m() {
-    return GPT2Config{}; // the defaults are GPT-2 small with llm.c's padded vocab
+ArchConfig gpt2_124m() {
+    return ArchConfig{}; // the defaults are GPT-2 small with llm.c's padded vocab
 }
 
-GPT2Config tiny() {
-    GPT2Config c;
+ArchConfig tiny() {
+    ArchConfig c;
     c.max_seq_len = 8;
     c.vocab_size = 11;
     c.padded_vocab_size = 16;
@@ -33,7 +33,7 @@ GPT2Config tiny() {
     return c;
 }
 
-std::string error_of(const GPT2Config& c) {
+std::string error_of(const ArchConfig& c) {
     try {
         model::validate(c);
     } catch (const core::Error& e) {
@@ -53,7 +53,7 @@ TEST_CASE("layout: GPT-2 124M has llm.c's parameter count") {
 }
 
 TEST_CASE("layout: tensor table is contiguous, unit-major, with llm.c shapes") {
-    const GPT2Config c = tiny();
+    const ArchConfig c = tiny();
     const model::ParamLayout lay = model::make_layout(c);
     const int L = c.num_layers, C = c.channels;
     size_t off = 0;
@@ -101,7 +101,7 @@ TEST_CASE("layout: tensor table is contiguous, unit-major, with llm.c shapes") {
 }
 
 TEST_CASE("validate: bad configs name the field and the fix") {
-    GPT2Config c = tiny();
+    ArchConfig c = tiny();
     c.channels = 10;
     c.num_heads = 3;
     CHECK(error_of(c).find("model.channels = 10 is not divisible by model.num_heads = 3") !=
@@ -116,7 +116,7 @@ TEST_CASE("validate: bad configs name the field and the fix") {
 }
 
 TEST_CASE("flops_per_token: 6N (without positions) + 12 L T C") {
-    const GPT2Config c = gpt2_124m();
+    const ArchConfig c = gpt2_124m();
     const double n = 124475904.0 - 1024.0 * 768.0; // wpe is a lookup, not a matmul
     const double want = 6.0 * n + 12.0 * 12 * 1024 * 768;
     CHECK(model::flops_per_token(c, 1024) == doctest::Approx(want).epsilon(1e-12));
@@ -127,7 +127,7 @@ TEST_CASE("flops_per_token: 6N (without positions) + 12 L T C") {
 }
 
 TEST_CASE("init_params: seeded, GPT-2 scales, padded wte rows zero") {
-    const GPT2Config c = tiny();
+    const ArchConfig c = tiny();
     const model::ParamLayout lay = model::make_layout(c);
     std::vector<float> a(lay.num_params), b(lay.num_params), d(lay.num_params);
     model::init_params(lay, a.data(), 0.02f, 7);
@@ -157,7 +157,7 @@ TEST_CASE("init_params: seeded, GPT-2 scales, padded wte rows zero") {
     }
     CHECK_THROWS_AS(model::init_params(lay, a.data(), 0.0f, 1), core::Error);
     // standard deviations on a larger model (enough samples for a 5% check)
-    GPT2Config big = tiny();
+    ArchConfig big = tiny();
     big.channels = 128;
     big.num_heads = 4;
     big.num_layers = 2;
@@ -180,7 +180,7 @@ TEST_CASE("init_params: seeded, GPT-2 scales, padded wte rows zero") {
 }
 
 TEST_CASE("GPT2: bad batches and tokens are rejected with a message") {
-    const GPT2Config c = tiny();
+    const ArchConfig c = tiny();
     model::GPT2 gpt(c, model::ModelOptions{}, 2, 4);
     std::vector<float> params(gpt.layout().num_params, 0.01f), grads(params.size());
     model::FlatWeights w(gpt.layout(), params.data());

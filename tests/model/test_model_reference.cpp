@@ -84,7 +84,7 @@ TEST_CASE("backward: every gradient matches PyTorch") {
     const auto& ref = gpt2_ref();
     Run r(false, ref.B, ref.T);
     r.fwd_bwd();
-    for (int k = 0; k < model::kNumTensorKinds; k++) {
+    for (int k = 0; k < model::kNumGpt2TensorKinds; k++) {
         const auto kind = static_cast<model::TensorKind>(k);
         const std::string name = model::tensor_kind_name(kind);
         const std::vector<float> got =
@@ -142,7 +142,7 @@ TEST_CASE("training: 10 AdamW steps with clipping match torch.optim.AdamW") {
             optim::adam_ref_step(s, hp);
         }
     }
-    for (int k = 0; k < model::kNumTensorKinds; k++) {
+    for (int k = 0; k < model::kNumGpt2TensorKinds; k++) {
         const auto kind = static_cast<model::TensorKind>(k);
         const std::string name = model::tensor_kind_name(kind);
         const std::vector<float> got = sof::testing::flat_to_llmc(lay, r.params.data(), kind);

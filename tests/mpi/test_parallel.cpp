@@ -235,7 +235,7 @@ TEST_CASE("bytes per rank per step equal the plan's formula") {
         core::Log log(world.rank(), core::LogLevel::Quiet);
         train::Trainer t(cfg, world, log);
         train::RunSummary s = t.run();
-        model::GPT2Config mc;
+        model::ArchConfig mc;
         mc.num_layers = 2, mc.num_heads = 2, mc.channels = 32, mc.max_seq_len = 16;
         mc.vocab_size = 64, mc.padded_vocab_size = 128;
         plan::CommVolume v =

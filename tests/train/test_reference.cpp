@@ -175,7 +175,7 @@ void check_against_reference(const std::string& name, const Result& r) {
     MESSAGE(name << ": grad norms max rel error " << norm_rel);
     double worst_abs = 0.0, worst_ratio = 0.0;
     std::string worst_name;
-    for (int k = 0; k < model::kNumTensorKinds; k++) {
+    for (int k = 0; k < model::kNumGpt2TensorKinds; k++) {
         const auto kind = static_cast<model::TensorKind>(k);
         const std::string tname = model::tensor_kind_name(kind);
         const std::vector<float> got = sof::testing::flat_to_llmc(layout, r.params.data(), kind);
@@ -269,7 +269,7 @@ TEST_CASE("PyTorch reference through the trainer: checkpoint, export to llm.c, b
     const std::string out = scratch_root() + "/export/model.bin";
     ckpt::export_llmc(out, m.model, layout, saved.data());
 
-    const model::GPT2Config hc = ckpt::read_llmc_header(out);
+    const model::ArchConfig hc = ckpt::read_llmc_header(out);
     CHECK(hc.max_seq_len == ref.config.max_seq_len);
     CHECK(hc.vocab_size == ref.config.vocab_size);
     CHECK(hc.padded_vocab_size == ref.config.padded_vocab_size);

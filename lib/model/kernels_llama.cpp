@@ -1,0 +1,2 @@
+// LLaMA-family CPU kernels (placeholder).
+// second line

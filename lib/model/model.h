@@ -1,0 +1,116 @@
+// The model seam: every architecture (GPT-2, LLaMA family) implements Model over the same
+// WeightSource/GradSink unit protocol, so the offload engine and ZeRO never see the architecture.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/layout.h"
+
+namespace sof::model {
+
+enum class Pass { Forward, Backward };
+
+// Supplies fp32 params of one unit (see layout.h: unit 0 = embeddings, 1..L = blocks, L+1 = final
+// LN). The returned pointer addresses the unit's first tensor; tensors follow at their flat offsets
+// relative to unit_begin(u). Valid until release(u, pass).
+class WeightSource {
+  public:
+    virtual ~WeightSource() = default;
+    virtual const float* acquire(int unit, Pass pass) = 0;
+    virtual void release(int unit, Pass pass) { (void)unit, (void)pass; }
+};
+
+// Receives grads. The model ADDS into grads(u) (the sink zeroes when it wants to) and calls
+// unit_done(u) once every grad of unit u is final for this backward. Order of unit_done:
+// L+1, L, ..., 1, 0 (unit 0 last: the tied wte gets grads from the LM head and the embedding).
+class GradSink {
+  public:
+    virtual ~GradSink() = default;
+    virtual float* grads(int unit) = 0;
+    virtual void unit_done(int unit) { (void)unit; }
+};
+
+// Plain flat buffers: acquire/grads return pointers into one (num_params) array.
+class FlatWeights : public WeightSource {
+  public:
+    FlatWeights(const ParamLayout& layout, const float* params)
+        : layout_(layout), params_(params) {}
+    const float* acquire(int unit, Pass) override { return params_ + layout_.unit_begin[unit]; }
+
+  private:
+    const ParamLayout& layout_;
+    const float* params_;
+};
+
+class FlatGrads : public GradSink {
+  public:
+    FlatGrads(const ParamLayout& layout, float* grads) : layout_(layout), grads_(grads) {}
+    float* grads(int unit) override { return grads_ + layout_.unit_begin[unit]; }
+
+  private:
+    const ParamLayout& layout_;
+    float* grads_;
+};
+
+// Ulysses sequence parallelism as the model sees it; implemented by sp/ (the model never includes
+// parallel code). P ranks each hold Tl = T/P consecutive positions of every sequence: rank i holds
+// positions [i*Tl, (i+1)*Tl). Around attention the model trades its token slice of all heads for
+// all tokens of its NH/P heads. Channel groups: the C channels of q (and of k, v, and of the
+// attention output) split into P groups of X = C/P, group j = heads [j*NH/P, (j+1)*NH/P).
+class SeqExchange {
+  public:
+    virtual ~SeqExchange() = default;
+    virtual int degree() const = 0; // P
+    virtual int index() const = 0;  // i: this rank's token slice
+    // in (B, Tl, K, P, X) -> out (B, P*Tl, K, X): every token of channel group i (K = 3 for qkv,
+    // 1 for the attention output). collective: all ranks of the sequence-parallel group
+    virtual void to_heads(const float* in, float* out, int B, int Tl, int K, int X) = 0;
+    // The inverse: in (B, P*Tl, K, X) -> out (B, Tl, K, P, X).
+    // collective: all ranks of the sequence-parallel group
+    virtual void to_tokens(const float* in, float* out, int B, int Tl, int K, int X) = 0;
+};
+
+struct ModelOptions {
+    bool recompute = false;     // keep only each block's input; recompute the block in backward
+    SeqExchange* seq = nullptr; // Ulysses hook (null or degree 1: the whole sequence is here)
+};
+
+// One architecture's forward/backward state for micro-batches up to (max_B, max_T). Activations
+// live in ordinary host memory owned by the object. Not thread-safe; OpenMP + OpenBLAS inside.
+// Unit protocol (all architectures): forward acquires units 0, 1..L, L+1 in order; backward
+// acquires L+1, L..1, 0 and calls unit_done in that order (unit 0 last).
+class Model {
+  public:
+    virtual ~Model() = default;
+    virtual const ArchConfig& config() const = 0;
+    virtual const ParamLayout& layout() const = 0;
+
+    // inputs, targets: (B, T) token ids; targets may be null (then no loss, returns 0).
+    // Returns the mean cross-entropy over B*T positions. With a SeqExchange of degree P, T is the
+    // local slice Tl (positions index*Tl ..) and the loss is the mean over the local positions.
+    virtual float forward(WeightSource& w, const int* inputs, const int* targets, int B, int T) = 0;
+
+    // After forward with targets. Every position's dloss is `dloss` (1/(B*T) for a mean loss,
+    // divided by the accumulation count when accumulating). Adds into sink's grads.
+    virtual void backward(WeightSource& w, GradSink& sink, float dloss) = 0;
+
+    virtual const float* logits() const = 0; // (B, T, Vp) of the last forward
+    virtual const float* probs() const = 0;  // (B, T, Vp) softmax of the last forward
+};
+
+// The architecture named by cfg.arch. Throws Config errors for bad sizes or options.
+std::unique_ptr<Model> make_model(const ArchConfig& cfg, const ModelOptions& opts, int max_B,
+                                  int max_T);
+
+// Initialise params (num_params) like GPT-2, for every architecture: N(0, std) for matrices and
+// embeddings, 1/0 for norms, 0 for biases, residual projections (attention out, MLP down) scaled
+// by 1/sqrt(2L). Deterministic in `seed`.
+void init_params(const ParamLayout& layout, float* params, float std, unsigned long long seed);
+
+// Model FLOPs per token for forward+backward (6N + attention term), for MFU/TFLOPS reporting.
+double flops_per_token(const ArchConfig& cfg, int T);
+
+} // namespace sof::model
