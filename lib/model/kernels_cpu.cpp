@@ -1,4 +1,4 @@
-// CPU kernels of the GPT-2 forward/backward (the math of llm.c's train_gpt2.c), OpenMP + OpenBLAS.
+// CPU kernels shared by the architectures (GPT-2 math of llm.c's train_gpt2.c; GQA attention).
 // Parallel loops split only independent outputs; sums over rows run serially per output element.
 #include "model/kernels_cpu.h"
 
@@ -173,20 +173,20 @@ void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, co
     }
 }
 
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
-    const int hs = C / NH;
-    const size_t C3 = static_cast<size_t>(3) * C;
+void attention_forward(float* out, float* att, const AttnView& v, int B, int T) {
+    const int NH = v.num_heads, hs = v.head_dim, group = v.num_heads / v.num_kv_heads;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
 #pragma omp parallel for collapse(3) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             for (int t = 0; t < T; t++) {
-                const float* base = qkv + static_cast<size_t>(b) * T * C3;
-                const float* q = base + t * C3 + h * hs;
+                const size_t bt = static_cast<size_t>(b) * T;
+                const int kh = h / group;
+                const float* q = v.q + (bt + t) * v.ldq + h * hs;
                 float* row = att + ((static_cast<size_t>(b) * NH + h) * T + t) * T;
                 float maxv = -INFINITY;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const float* k = base + t2 * C3 + C + h * hs;
+                    const float* k = v.k + (bt + t2) * v.ldk + kh * hs;
                     float dot = 0.0f;
                     for (int i = 0; i < hs; i++)
                         dot += q[i] * k[i];
@@ -205,70 +205,99 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
                     row[t2] *= inv;
                 for (int t2 = t + 1; t2 < T; t2++)
                     row[t2] = 0.0f;
-                float* o = out + (static_cast<size_t>(b) * T + t) * C + h * hs;
+                float* o = out + (bt + t) * v.ldo + h * hs;
                 for (int i = 0; i < hs; i++)
                     o[i] = 0.0f;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const float* v = base + t2 * C3 + 2 * C + h * hs;
+                    const float* vv = v.v + (bt + t2) * v.ldv + kh * hs;
                     const float a = row[t2];
                     for (int i = 0; i < hs; i++)
-                        o[i] += a * v[i];
+                        o[i] += a * vv[i];
                 }
             }
         }
     }
 }
 
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
-                        int T, int C, int NH) {
-    const int hs = C / NH;
-    const size_t C3 = static_cast<size_t>(3) * C;
+// Parallel over (b, kv head): the query heads sharing a kv head add into its dk/dv one after the
+// other in head order, so the sums never depend on the threads.
+void attention_backward(const AttnGrad& d, const float* dout, const AttnView& v, const float* att,
+                        int B, int T) {
+    const int NH = v.num_heads, NKV = v.num_kv_heads, hs = v.head_dim, group = NH / NKV;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    float* dqb = d.q;
+    float* dkb = d.k;
+    float* dvb = d.v;
 #pragma omp parallel
     {
         std::vector<float> datt(static_cast<size_t>(T));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
-            for (int h = 0; h < NH; h++) {
-                const float* base = qkv + static_cast<size_t>(b) * T * C3;
-                float* dbase = dqkv + static_cast<size_t>(b) * T * C3;
-                for (int t = 0; t < T; t++)
-                    for (int j = 0; j < 3; j++)
-                        std::memset(dbase + t * C3 + j * C + h * hs, 0, sizeof(float) * hs);
+            for (int kh = 0; kh < NKV; kh++) {
+                const size_t bt = static_cast<size_t>(b) * T;
                 for (int t = 0; t < T; t++) {
-                    const float* row = att + ((static_cast<size_t>(b) * NH + h) * T + t) * T;
-                    const float* d = dout + (static_cast<size_t>(b) * T + t) * C + h * hs;
-                    const float* q = base + t * C3 + h * hs;
-                    float* dq = dbase + t * C3 + h * hs;
-                    // through out = att @ v
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        const float* v = base + t2 * C3 + 2 * C + h * hs;
-                        float* dv = dbase + t2 * C3 + 2 * C + h * hs;
-                        float dot = 0.0f;
-                        for (int i = 0; i < hs; i++) {
-                            dot += v[i] * d[i];
-                            dv[i] += row[t2] * d[i];
+                    for (int h = kh * group; h < (kh + 1) * group; h++)
+                        std::memset(dqb + (bt + t) * d.ldq + h * hs, 0, sizeof(float) * hs);
+                    std::memset(dkb + (bt + t) * d.ldk + kh * hs, 0, sizeof(float) * hs);
+                    std::memset(dvb + (bt + t) * d.ldv + kh * hs, 0, sizeof(float) * hs);
+                }
+                for (int h = kh * group; h < (kh + 1) * group; h++) {
+                    for (int t = 0; t < T; t++) {
+                        const float* row = att + ((static_cast<size_t>(b) * NH + h) * T + t) * T;
+                        const float* dd = dout + (bt + t) * v.ldo + h * hs;
+                        const float* q = v.q + (bt + t) * v.ldq + h * hs;
+                        float* dq = dqb + (bt + t) * d.ldq + h * hs;
+                        // through out = att @ v
+                        for (int t2 = 0; t2 <= t; t2++) {
+                            const float* vv = v.v + (bt + t2) * v.ldv + kh * hs;
+                            float* dv = dvb + (bt + t2) * d.ldv + kh * hs;
+                            float dot = 0.0f;
+                            for (int i = 0; i < hs; i++) {
+                                dot += vv[i] * dd[i];
+                                dv[i] += row[t2] * dd[i];
+                            }
+                            datt[static_cast<size_t>(t2)] = dot;
                         }
-                        datt[static_cast<size_t>(t2)] = dot;
-                    }
-                    // through the softmax: dpre = att * (datt - sum(att * datt))
-                    float s = 0.0f;
-                    for (int t2 = 0; t2 <= t; t2++)
-                        s += row[t2] * datt[static_cast<size_t>(t2)];
-                    // through pre = q k^T * scale
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        const float dpre = row[t2] * (datt[static_cast<size_t>(t2)] - s) * scale;
-                        const float* k = base + t2 * C3 + C + h * hs;
-                        float* dk = dbase + t2 * C3 + C + h * hs;
-                        for (int i = 0; i < hs; i++) {
-                            dq[i] += dpre * k[i];
-                            dk[i] += dpre * q[i];
+                        // through the softmax: dpre = att * (datt - sum(att * datt))
+                        float s = 0.0f;
+                        for (int t2 = 0; t2 <= t; t2++)
+                            s += row[t2] * datt[static_cast<size_t>(t2)];
+                        // through pre = q k^T * scale
+                        for (int t2 = 0; t2 <= t; t2++) {
+                            const float dpre =
+                                row[t2] * (datt[static_cast<size_t>(t2)] - s) * scale;
+                            const float* k = v.k + (bt + t2) * v.ldk + kh * hs;
+                            float* dk = dkb + (bt + t2) * d.ldk + kh * hs;
+                            for (int i = 0; i < hs; i++) {
+                                dq[i] += dpre * k[i];
+                                dk[i] += dpre * q[i];
+                            }
                         }
                     }
                 }
             }
         }
     }
+}
+
+namespace {
+AttnView fused_qkv_view(const float* qkv, int C, int NH) {
+    const size_t C3 = static_cast<size_t>(3) * C;
+    return AttnView{qkv, qkv + C, qkv + 2 * static_cast<size_t>(C), C3,
+                    C3,  C3,      static_cast<size_t>(C),           NH,
+                    NH,  C / NH};
+}
+} // namespace
+
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
+    attention_forward(out, att, fused_qkv_view(qkv, C, NH), B, T);
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
+                        int T, int C, int NH) {
+    const size_t C3 = static_cast<size_t>(3) * C;
+    const AttnGrad d{dqkv, dqkv + C, dqkv + 2 * static_cast<size_t>(C), C3, C3, C3};
+    attention_backward(d, dout, fused_qkv_view(qkv, C, NH), att, B, T);
 }
 
 namespace {

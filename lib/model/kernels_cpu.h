@@ -1,6 +1,8 @@
-// CPU kernels of the GPT-2 forward/backward (the math of llm.c's train_gpt2.c), OpenMP + OpenBLAS.
-// Every kernel is deterministic: no reduction order depends on thread scheduling.
+// CPU kernels shared by the architectures (GPT-2: the math of llm.c's train_gpt2.c; GQA attention).
+// OpenMP + OpenBLAS; every kernel is deterministic: no reduction order depends on the threads.
 #pragma once
+
+#include <cstddef>
 
 namespace sof::model::cpu {
 
@@ -30,6 +32,29 @@ void matmul_forward(float* out, const float* inp, const float* w, const float* b
 // dbias (OC) += sum over N of dout (skipped when null)
 void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
                      const float* w, int N, int C, int OC);
+
+// Strided views of q (B,T,NH,hd), k and v (B,T,NKV,hd) and the attention output (B,T,NH,hd): row
+// (b,t) of q starts at q + (b*T+t)*ldq (likewise k, v, and the output with ldo). Query head h reads
+// kv head h / (NH/NKV) (grouped-query attention; NKV = NH is plain multi-head attention).
+struct AttnView {
+    const float* q;
+    const float* k;
+    const float* v;
+    size_t ldq, ldk, ldv, ldo;
+    int num_heads, num_kv_heads, head_dim;
+};
+// Causal attention, softmax(q k^T / sqrt(hd)). att (B,NH,T,T) rows, zero above the diagonal.
+void attention_forward(float* out, float* att, const AttnView& v, int B, int T);
+// The grads of q, k, v (same shapes as AttnView's, own strides); overwritten by the backward.
+struct AttnGrad {
+    float* q;
+    float* k;
+    float* v;
+    size_t ldq, ldk, ldv;
+};
+// dout (B,T,NH*hd) with stride v.ldo.
+void attention_backward(const AttnGrad& d, const float* dout, const AttnView& v, const float* att,
+                        int B, int T);
 
 // Causal self-attention. qkv (B,T,3C) = [q | k | v], heads of size hs = C/NH.
 // att (B,NH,T,T): softmax(q k^T / sqrt(hs)) rows, zero above the diagonal. out (B,T,C).

@@ -80,8 +80,9 @@ struct ModelOptions {
 
 // One architecture's forward/backward state for micro-batches up to (max_B, max_T). Activations
 // live in ordinary host memory owned by the object. Not thread-safe; OpenMP + OpenBLAS inside.
-// Unit protocol (all architectures): forward acquires units 0, 1..L, L+1 in order; backward
-// acquires L+1, L..1, 0 and calls unit_done in that order (unit 0 last).
+// Unit protocol (all architectures): forward acquires units 0, 1, ..., L+1 in order; backward
+// acquires 0 (only when the LM head is tied to the embedding, held to the end), then L+1, L, ...,
+// 1, and calls unit_done(L+1), ..., unit_done(1), unit_done(0).
 class Model {
   public:
     virtual ~Model() = default;
