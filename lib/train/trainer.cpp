@@ -168,9 +168,17 @@ void Trainer::Impl::setup() {
     targets.resize(static_cast<size_t>(B) * T);
     linputs.resize(static_cast<size_t>(B) * Tl);
     ltargets.resize(static_cast<size_t>(B) * Tl);
-    log.info("model: GPT-2 L=%d NH=%d C=%d V=%d (padded %d) maxT=%d, %zu params", mcfg.num_layers,
-             mcfg.num_heads, mcfg.channels, mcfg.vocab_size, mcfg.padded_vocab_size,
-             mcfg.max_seq_len, layout.num_params);
+    if (mcfg.llama_family())
+        log.info("model: %s L=%d NH=%d NKV=%d hd=%d C=%d I=%d V=%d (padded %d) maxT=%d, %s head, "
+                 "%zu params",
+                 model::arch_name(mcfg.arch), mcfg.num_layers, mcfg.num_heads, mcfg.kv_heads(),
+                 mcfg.hdim(), mcfg.channels, mcfg.ffn_dim(), mcfg.vocab_size,
+                 mcfg.padded_vocab_size, mcfg.max_seq_len, mcfg.tie_embeddings ? "tied" : "untied",
+                 layout.num_params);
+    else
+        log.info("model: GPT-2 L=%d NH=%d C=%d V=%d (padded %d) maxT=%d, %zu params",
+                 mcfg.num_layers, mcfg.num_heads, mcfg.channels, mcfg.vocab_size,
+                 mcfg.padded_vocab_size, mcfg.max_seq_len, layout.num_params);
     if (world.size() > 1)
         log.info("parallel: %d ranks = DP %d x SP %d, ZeRO stage %d%s", g.world, g.dp, g.sp,
                  cfg.parallel.zero_stage, g.sp > 1 ? ", Ulysses all-to-all around attention" : "");

@@ -1,9 +1,9 @@
-// The engine under the real CPU GPT-2 (forward/backward through WeightSource/GradSink): bitwise
-// equal to the plain path over steps with clipping and a non-finite skip, for fp32 stationary and
-// bf16 weight flow, with gradient accumulation 2; the trace gets the per-bucket spans.
+// The engine under the real CPU models (GPT-2 and the LLaMA family, through WeightSource/GradSink):
+// bitwise equal to the plain path with clipping and a non-finite skip, stationary and bf16 flow.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <set>
 #include <string>
 
@@ -17,10 +17,24 @@ namespace {
 
 const core::Log kQuiet(0, core::LogLevel::Quiet);
 
-void run_gpt2(const config::Config& ecfg, int accum, core::Trace* trace) {
+// The LLaMA family through the same engine: the engine sees units and buckets, not architectures.
+model::ArchConfig tiny_llama(model::Arch arch) {
     model::ArchConfig g = test::tiny_gpt2();
+    g.arch = arch;
+    model::apply_arch_defaults(&g);
+    g.num_heads = 4;
+    g.num_kv_heads = 2;
+    g.intermediate_size = 160;
+    g.tie_embeddings = arch == model::Arch::Qwen2;
+    if (arch == model::Arch::Qwen3) g.head_dim = 24;
+    return g;
+}
+
+void run_gpt2(const config::Config& ecfg, int accum, core::Trace* trace,
+              const model::ArchConfig& g = test::tiny_gpt2()) {
     const int B = 2, T = 16;
-    model::GPT2 net(g, model::ModelOptions{}, B, T);
+    std::unique_ptr<model::Model> model = model::make_model(g, model::ModelOptions{}, B, T);
+    model::Model& net = *model;
     const model::ParamLayout& l = net.layout();
     config::Config rc = ecfg;
     rc.offload.enabled = false;
@@ -95,4 +109,16 @@ TEST_CASE("GPT-2: engine == plain bitwise, bf16 weight flow, accumulation 2, tra
     CHECK(ls.count("stream d2h") == 1);
     CHECK(ls.count("stream weight fetch") == 1);
     CHECK(trace.num_events() > 20);
+}
+
+TEST_CASE("LLaMA family: engine == plain bitwise (llama untied GQA flow bf16, qwen2 tied, qwen3)") {
+    config::Config c = test::base_deck();
+    c.offload.bucket_mb = 0.1;
+    c.offload.gpu_tail_buckets = 1;
+    run_gpt2(c, 1, nullptr, tiny_llama(model::Arch::Qwen2));
+    run_gpt2(c, 1, nullptr, tiny_llama(model::Arch::Qwen3));
+    c.train.dtype = config::Precision::BF16;
+    c.offload.weights = config::WeightsPolicy::Flow;
+    c.offload.cast = config::CastAt::Host;
+    run_gpt2(c, 2, nullptr, tiny_llama(model::Arch::Llama));
 }

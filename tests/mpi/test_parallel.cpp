@@ -104,6 +104,23 @@ TEST_CASE("Ulysses sequence parallelism (sp=2; DP x SP at 4 ranks)") {
     check_against_one_rank("ulysses engine", with(kEngine, {"train.grad_clip=0.05"}), 2);
 }
 
+// The LLaMA family through ZeRO-3 and Ulysses: GQA (NKV = 2 divides sp = 2), untied head (unit 0
+// is not fetched in backward), qwen3's qk-norm and head_dim != C/NH.
+TEST_CASE("LLaMA family: ZeRO-3 engine with weight flow, and Ulysses, equal the 1-rank run") {
+    const std::vector<std::string> llama = {"model.type=llama", "model.num_heads=4",
+                                            "model.num_kv_heads=2", "model.intermediate_size=48",
+                                            "model.tie_embeddings=false"};
+    check_against_one_rank(
+        "llama zero3 flow",
+        with(with(kEngine, llama), {"offload.weights=flow", "offload.prefetch_layers=1",
+                                    "train.grad_accum=2", "train.grad_clip=0.05"}));
+    if (world_size() % 2 != 0) return;
+    check_against_one_rank("qwen3 ulysses",
+                           with(with(kEngine, llama),
+                                {"model.type=qwen3", "model.head_dim=12", "train.grad_clip=1.0"}),
+                           2);
+}
+
 TEST_CASE("a multi-rank run repeated is bitwise identical") {
     std::vector<std::string> o =
         with(kEngine, {"train.batch_size=2", "train.grad_clip=0.05",
