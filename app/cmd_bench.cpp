@@ -1,14 +1,20 @@
-// `superoffload bench adam --params N [--plugin NAME] [--threads T] [--bf16-copy on|off] [...]`:
-// the plugin's step against the memory ceiling (best of several access strategies), paired.
+// `superoffload bench adam ...`: the optimizer plugin against the memory ceiling, paired;
+// `superoffload bench model ...`: LLaMA vs GPT-2 block units of equal FLOPs on the CPU, paired.
 #include <cstdio>
+#include <cstring>
 
 #include "commands.h"
 #include "core/error.h"
+#include "model/bench_model.h"
 #include "optim/bench_adam.h"
 
 namespace sof::app {
 
 int cmd_bench(int argc, char** argv) {
+    if (argc >= 1 && std::strcmp(argv[0], "model") == 0) {
+        std::fputs(model::bench_model(model::parse_bench_model_args(argc, argv)).c_str(), stdout);
+        return 0;
+    }
     optim::BenchAdamOptions o = optim::parse_bench_adam_args(argc, argv);
     optim::BenchAdamReport r = optim::bench_adam(o);
     std::fputs(o.json ? optim::bench_adam_json(r).c_str() : optim::bench_adam_text(r).c_str(),

@@ -21,6 +21,7 @@ const char* kUsage =
     "  plan DECK [--hardware F] [--ranks N] print the offload plan, predicted times, comm per "
     "rank\n"
     "  bench adam --params N [...]          optimizer kernel benchmark vs the memory ceiling\n"
+    "  bench model [--channels C ...]       LLaMA vs GPT-2 block units of equal FLOPs (CPU)\n"
     "  export --llmc OUT.bin CHECKPOINT     export a checkpoint as an llm.c GPT-2 fp32 file\n"
     "  topo [--xml FILE] [--ranks N]        show the machine topology and rank placement\n"
     "  version                              print the version\n";
