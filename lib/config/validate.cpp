@@ -94,13 +94,45 @@ std::string cwd_note(const std::string& path) {
     return ec ? std::string() : " (looked in " + cwd.string() + ")";
 }
 
+// The LLaMA family's own keys (model.type llama | qwen2 | qwen3).
+void check_llama(const Checker& c, const Config& cfg) {
+    const ModelConfig& m = cfg.model;
+    if (m.intermediate_size <= 0)
+        c.fail({"model.intermediate_size"},
+               "model.intermediate_size must be set for model.type " + m.type +
+                   " (the SwiGLU hidden size, e.g. 14336 for Llama-3-8B)");
+    const int kv = m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads;
+    if (m.num_heads % kv != 0)
+        c.fail({"model.num_heads", "model.num_kv_heads"},
+               core::strfmt("model.num_heads = %d is not divisible by model.num_kv_heads = %d "
+                            "(each key/value head serves num_heads / num_kv_heads query heads)",
+                            m.num_heads, kv));
+    const int hd = m.head_dim > 0 ? m.head_dim : m.channels / m.num_heads;
+    if (hd % 2 != 0)
+        c.fail({"model.head_dim", "model.channels", "model.num_heads"},
+               core::strfmt("the head size %d must be even (rotary embeddings rotate pairs)", hd));
+    if (m.rope_scaling_type == "llama3" &&
+        !(m.rope_scaling_high_freq_factor > m.rope_scaling_low_freq_factor))
+        c.fail({"model.rope_scaling.high_freq_factor", "model.rope_scaling.low_freq_factor"},
+               core::strfmt("model.rope_scaling.high_freq_factor = %g must be larger than "
+                            "low_freq_factor = %g",
+                            m.rope_scaling_high_freq_factor, m.rope_scaling_low_freq_factor));
+    if (cfg.parallel.sp > 1 && kv % cfg.parallel.sp != 0)
+        c.fail({"parallel.sp", "model.num_kv_heads"},
+               core::strfmt("model.num_kv_heads = %d is not divisible by parallel.sp = %d "
+                            "(Ulysses splits the key/value heads over the sequence-parallel ranks)",
+                            kv, cfg.parallel.sp));
+}
+
 void check_model(const Checker& c, const Config& cfg) {
     const ModelConfig& m = cfg.model;
-    if (m.channels % m.num_heads != 0)
+    const bool llama = m.type != "gpt2";
+    if ((!llama || m.head_dim == 0) && m.channels % m.num_heads != 0)
         c.fail({"model.channels", "model.num_heads"},
                core::strfmt("model.channels = %d is not divisible by model.num_heads = %d "
-                            "(the head size is channels / num_heads)",
-                            m.channels, m.num_heads));
+                            "(the head size is channels / num_heads%s)",
+                            m.channels, m.num_heads, llama ? "; or set model.head_dim" : ""));
+    if (llama && m.init_from.empty()) check_llama(c, cfg); // else the checkpoint decides
     if (!m.init_from.empty()) {
         std::error_code ec;
         if (!fs::is_regular_file(m.init_from, ec))

@@ -200,3 +200,28 @@ TEST_CASE("a named optimizer plugin that does not exist") {
     CHECK(r.output.find("warp_adam") != std::string::npos);
     CHECK(r.output.find("cpu_adam") != std::string::npos); // lists what was found
 }
+
+TEST_CASE("a LLaMA-family model trains end to end; bench model runs and names bad options") {
+    std::string d = scratch_dir("cli_llama");
+    write_text(d + "/deck.yaml", kSmallDeck);
+    RunResult r = run_superoffload(
+        "train deck.yaml --set model.type=qwen3 --set model.num_kv_heads=1 "
+        "--set model.intermediate_size=80 --set model.tie_embeddings=false --set train.steps=6",
+        d);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("model: qwen3") != std::string::npos);
+    CHECK(r.output.find("untied head") != std::string::npos);
+    // missing intermediate_size: a config error naming the key
+    expect_clean_failure(run_superoffload("check deck.yaml --set model.type=llama", d), 2,
+                         {"model.intermediate_size"});
+    r = run_superoffload("bench model --channels 48 --heads 4 --kv-heads 2 --seq 8 --batch 1 "
+                         "--layers 1 --pairs 1 --json",
+                         d);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("\"time_per_flop_ratio\"") != std::string::npos);
+    CHECK(r.output.find("\"NKV\": 2") != std::string::npos);
+    expect_clean_failure(run_superoffload("bench model --arch gpt2", d), 2, {"--arch 'gpt2'"});
+    expect_clean_failure(run_superoffload("bench model --seq x", d), 2, {"--seq 'x'"});
+}
