@@ -1,7 +1,8 @@
 // Test helper (not a test) for tests/model/llama_reference.py: imports a Hugging Face directory,
 // runs forward (with targets) and backward of the LLaMA-family CPU model, writes loss/logits/grads.
 // Usage: llama_ref_driver --hf DIR --tokens FILE --out FILE [--recompute]
-//   --tokens: int32 little-endian B, T, then B*T+1 tokens (inputs = first B*T, targets shifted by 1)
+//   --tokens: int32 little-endian B, T, then B*T+1 tokens (inputs = first B*T, targets shifted by
+//   1)
 //   --out: a safetensors file (F32): "logits" (B, T, V), "grad:<tensor name>" for every tensor in
 //          layout order; __metadata__ holds "loss", "B", "T", "V", "num_params" and "order" (the
 //          tensor names in layout order, joined with ',').
@@ -86,7 +87,8 @@ void read_file_tensors(const std::string& path, const model::ParamLayout& layout
         const size_t a = e.at("data_offsets")[0].get<size_t>();
         const size_t b = e.at("data_offsets")[1].get<size_t>();
         const size_t es = dt == "F32" ? 4 : 2;
-        if (b - a != es * t.numel) SOF_FAIL(Format, "%s: %s has the wrong size", path.c_str(), t.name.c_str());
+        if (b - a != es * t.numel)
+            SOF_FAIL(Format, "%s: %s has the wrong size", path.c_str(), t.name.c_str());
         std::vector<char> buf(b - a);
         f.seekg(static_cast<std::streamoff>(8 + n + a));
         f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
@@ -160,7 +162,8 @@ void write_safetensors(const std::string& path, const std::vector<OutTensor>& ts
     nlohmann::json h = nlohmann::json::object();
     size_t off = 0;
     for (const OutTensor& t : ts) {
-        h[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {off, off + 4 * t.numel}}};
+        h[t.name] = {
+            {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {off, off + 4 * t.numel}}};
         off += 4 * t.numel;
     }
     h["__metadata__"] = meta;
@@ -195,8 +198,9 @@ int run(int argc, char** argv) {
         else if (a == "--recompute")
             recompute = true;
         else
-            SOF_FAIL(Config, "unknown option '%s' (usage: --hf DIR --tokens FILE --out FILE "
-                             "[--recompute])",
+            SOF_FAIL(Config,
+                     "unknown option '%s' (usage: --hf DIR --tokens FILE --out FILE "
+                     "[--recompute])",
                      a.c_str());
     }
     if (hf.empty() || tokens_path.empty() || out.empty())

@@ -77,7 +77,9 @@ CASES = {
 }
 B, T = 2, 16
 STEPS = 10
-LR, WD, BETA1, BETA2, EPS = 2e-3, 0.1, 0.9, 0.95, 1e-8
+# eps 1e-6, not 1e-8: with 1e-8 an element whose gradient is ~0 moves +-lr with the sign of its
+# rounding noise (torch fp32 vs torch fp64 alone then differ by 3.7e-4 of max|w| after 10 steps)
+LR, WD, BETA1, BETA2, EPS = 2e-3, 0.1, 0.9, 0.95, 1e-6
 
 
 # ---------------------------------------------------------------- model description and math
@@ -178,6 +180,7 @@ def forward(c, P, idx):
     cos, sin = rope_tables(c, Tn)
     mask = torch.ones(Tn, Tn, dtype=torch.bool).tril()
     x = P["model.embed_tokens.weight"][idx]
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     for l in range(c["num_hidden_layers"]):
         p = f"model.layers.{l}."
         h = rms(x, P[p + "input_layernorm.weight"], eps)
@@ -366,7 +369,8 @@ def check_model(rep, name, c, w, hf_dir, toks, args, work):
         lerr = abs(float(meta["loss"]) - loss.item()) / abs(loss.item())
         rep.check(tag, lerr <= TOL_LOSS, f"loss {meta['loss']} vs torch {loss.item():.9g} "
                   f"(rel {lerr:.3e} > {TOL_LOSS:g})")
-        rep.worst[f"loss {tag}"] = (lerr, "loss")
+        if lerr >= rep.worst.get("loss", (0.0, ""))[0]:
+            rep.worst["loss"] = (lerr, tag)
         rep.rel("logits", tag, got["logits"], logits.detach().numpy(), TOL_FWD)
         for n, _, _ in tensor_specs(c):
             rep.rel("grads", f"{tag}: {n}", got["grad:" + n], P[n].grad.numpy(), TOL_GRAD)
