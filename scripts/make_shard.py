@@ -8,6 +8,7 @@
   scripts/make_shard.py out.bin --bytes corpus.txt        # every byte is a token (vocab 256)
   scripts/make_shard.py out.bin --bytes corpus.txt --split 1000000   # out_000000.bin, ...
   scripts/make_shard.py out.bin --ids llama3_ids.txt --vocab 128256  # uint32 when an id > 65535
+  scripts/make_shard.py wide.bin --shard narrow.bin --dtype uint32    # convert uint16 -> uint32
 
 Token width (--dtype): uint16 (llm.c's GPT-2 shards) holds ids in [0, 65535]; uint32 (llm.c's
 llama-3 shards) holds ids in [0, 4294967295]. The default, auto, writes uint16 when every id is
@@ -47,6 +48,31 @@ def write_shard(path, tokens, dtype="uint16"):
         f.write(toks.tobytes())
 
 
+def read_shard(path):
+    """The token ids of an llm.c shard of either format (checked like the trainer checks it)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 * HEADER_INTS:
+        sys.exit("make_shard: %s is shorter than the 1024-byte shard header" % path)
+    magic, version, n = struct.unpack("<3i", data[:12])
+    for dtype, (m, v, _, _) in FORMATS.items():
+        if magic == m:
+            break
+    else:
+        sys.exit("make_shard: %s: bad magic %d (expected 20240520 or 20240801)" % (path, magic))
+    if version != v:
+        sys.exit("make_shard: %s: version %d does not go with magic %d (expected %d)"
+                 % (path, version, magic, v))
+    toks = array.array(typecode(dtype))
+    if n < 1 or len(data) != 4 * HEADER_INTS + toks.itemsize * n:
+        sys.exit("make_shard: %s: header declares %d %s tokens but the file has %d bytes"
+                 % (path, n, dtype, len(data)))
+    toks.frombytes(data[4 * HEADER_INTS:])
+    if sys.byteorder != "little":
+        toks.byteswap()
+    return list(toks)
+
+
 def choose_dtype(tokens, requested, vocab):
     """Checks every id (>= 0, < vocab, fits the width) and returns the dtype to write."""
     limit = FORMATS["uint32"][3]
@@ -76,6 +102,8 @@ def main():
     src.add_argument("--tokens", type=int, nargs="+", help="token ids")
     src.add_argument("--ids", help="file of whitespace-separated token ids")
     src.add_argument("--bytes", help="file whose bytes are the tokens (vocab 256)")
+    src.add_argument("--shard", help="an llm.c shard (uint16 or uint32) to rewrite: convert "
+                     "between the formats with --dtype, re-split with --split")
     ap.add_argument("--split", type=int, default=0, help="tokens per shard (0 = one shard)")
     ap.add_argument("--dtype", choices=("auto", "uint16", "uint32"), default="auto",
                     help="token width: auto = uint16 when every id < 65536, else uint32")
@@ -89,6 +117,8 @@ def main():
     elif a.ids is not None:
         with open(a.ids) as f:
             tokens = [int(x) for x in f.read().split()]
+    elif a.shard is not None:
+        tokens = read_shard(a.shard)
     else:
         with open(a.bytes, "rb") as f:
             tokens = list(f.read())

@@ -347,6 +347,16 @@ TEST_CASE("scripts/make_shard.py round trip: uint16 and uint32 shards the loader
     CHECK(data::read_shard(d + "/wide.bin", 4, &got).token_bytes == 4);
     CHECK(got.u32 == std::vector<uint32_t>{1, 2, 3});
 
+    // conversion: uint16 -> uint32 -> uint16 keeps the ids; a uint32 shard with big ids stays
+    REQUIRE(make_shard(d, "conv32.bin --shard small.bin --dtype uint32") == 0);
+    CHECK(data::read_shard(d + "/conv32.bin", 65536, &got).token_bytes == 4);
+    CHECK(got.u32 == std::vector<uint32_t>{5, 65535, 0, 7});
+    REQUIRE(make_shard(d, "conv16.bin --shard conv32.bin") == 0); // auto: every id < 65536
+    CHECK(data::read_shard(d + "/conv16.bin", 65536, &got).token_bytes == 2);
+    CHECK(got.u16 == std::vector<uint16_t>{5, 65535, 0, 7});
+    CHECK(make_shard(d, "bad16.bin --shard big.bin --dtype uint16") != 0);
+    CHECK_FALSE(std::filesystem::exists(d + "/bad16.bin"));
+
     // refusals: an id that does not fit uint16, an id >= --vocab; no file is written
     CHECK(make_shard(d, "no16.bin --tokens 1 70000 --dtype uint16") != 0);
     CHECK(read_text(d + "/make_shard.log").find("70000 at position 1 does not fit uint16") !=
@@ -359,5 +369,5 @@ TEST_CASE("scripts/make_shard.py round trip: uint16 and uint32 shards the loader
 
     // the uint16 and uint32 shards together in one glob
     data::DataLoader dl(cfg_for(d + "/*.bin"), data::Split::Train, kLlama3Vocab, 1, 2, 0, 1);
-    CHECK(dl.describe().find("5 shard(s)") != std::string::npos);
+    CHECK(dl.describe().find("7 shard(s)") != std::string::npos);
 }
