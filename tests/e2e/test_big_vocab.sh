@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A Llama-3-sized vocabulary (128256) end to end: scripts/make_shard.py writes uint32 shards (and a
-# uint16 one in the same glob), `check` accepts the deck, `train` runs 2 steps of a tiny GPT-2 on
-# them; the built-in corpus and an out-of-vocabulary id are refused with the key / file, position.
+# uint16 one in the same glob), `check` accepts the deck, `train` runs 2 steps of a tiny GPT-2 and
+# a tiny LLaMA on them; the built-in corpus and an out-of-vocabulary id are refused (key; file,
+# position, value).
 # Usage: test_big_vocab.sh SUPEROFFLOAD_BINARY SOURCE_DIR SCRATCH_DIR
 set -euo pipefail
 bin=$1 src=$2 dir=$3
@@ -48,6 +49,9 @@ expect_rc 0 "vocab_size: 128256" "deck OK: deck.yaml" -- "$bin" check deck.yaml
 expect_rc 2 "model.vocab_size = 128256 does not fit the built-in corpus (data.train = builtin)" -- \
   "$bin" check deck.yaml --set data.train=builtin
 expect_rc 0 "V=128256" "3 shard(s), 7000 tokens" "done:" -- "$bin" train deck.yaml
+# the same data for a tiny LLaMA (GQA) with Llama-3's vocabulary
+expect_rc 0 "V=128256" "done:" -- "$bin" train deck.yaml --set model.type=llama \
+  --set model.intermediate_size=64 --set model.num_kv_heads=1 --set runtime.out_dir=out_llama
 # a model with a smaller vocabulary than the data: exit 4 (format), file, position and value
 expect_rc 4 "shards/train_000000.bin: token 128255 at position 3" "vocab_size 100000" -- \
   "$bin" train deck.yaml --set model.vocab_size=100000 --set runtime.out_dir=out2
