@@ -15,8 +15,9 @@
 #     decayed like the rest of wte).
 #  2. "Pre-trains" it --pretrain-steps AdamW steps on random batches (so the params are not an
 #     init), rounds them to fp32 and writes them as an llm.c fp32 checkpoint (version 3).
-#  3. Writes one llm.c token shard (magic 20240520, version 1, uint16 tokens) with
-#     steps*B*T + 1 random tokens < V; it is both data.train and data.val.
+#  3. Writes one llm.c token shard (magic 20240520, version 1, uint16 tokens; for V > 65536
+#     magic 20240801, version 7, uint32 tokens) with steps*B*T + 1 random tokens < V; it is both
+#     data.train and data.val.
 #  4. Writes a deck: model.init_from, data.shuffle false (batch s = tokens[s*B*T, s*B*T + B*T + 1),
 #     inputs the first B*T, targets shifted by one: docs/data.md), constant lr, no warmup, clip,
 #     AdamW (weight decay on wte, wpe, qkvw, attprojw, fcw, fcprojw), offload on/off.
@@ -59,7 +60,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_reference import NAMES, adamw_run, init_params, shapes  # noqa: E402
 
 MODEL_MAGIC, MODEL_VERSION = 20240326, 3
-SHARD_MAGIC, SHARD_VERSION = 20240520, 1
+SHARD_FORMATS = {np.uint16: (20240520, 1), np.uint32: (20240801, 7)}  # docs/data.md
 ATOL = 1e-5
 LOSS_RTOL = 1e-4
 
@@ -95,12 +96,13 @@ def read_llmc_model(path):
     return cfg, out
 
 
-def write_shard(path, tokens):
-    header = np.zeros(256, dtype=np.int32)
-    header[:3] = [SHARD_MAGIC, SHARD_VERSION, len(tokens)]
+def write_shard(path, tokens, vocab):
+    dtype = np.uint16 if vocab <= 65536 else np.uint32
+    header = np.zeros(256, dtype="<i4")
+    header[:3] = [*SHARD_FORMATS[dtype], len(tokens)]
     with open(path, "wb") as f:
         f.write(header.tobytes())
-        f.write(np.asarray(tokens, dtype=np.uint16).tobytes())
+        f.write(np.asarray(tokens, dtype=np.dtype(dtype).newbyteorder("<")).tobytes())
 
 
 def batches(tokens, B, T, steps):
@@ -156,8 +158,6 @@ def main():
                num_layers=args.layers, num_heads=args.heads, channels=args.channels)
     if cfg["channels"] % cfg["num_heads"]:
         raise SystemExit("--channels must be divisible by --heads")
-    if V > 65536:
-        raise SystemExit("--vocab must be <= 65536 (uint16 tokens)")
     hp = dict(lr=args.lr, beta1=0.9, beta2=0.95, eps=1e-8, wd=0.1, clip=1.0)
     work = args.workdir or tempfile.mkdtemp(prefix="sof_torch_rt_")
     os.makedirs(work, exist_ok=True)
@@ -182,7 +182,7 @@ def main():
     # 3. token shard: exactly `steps` batches (train), also the val file
     tokens = torch.randint(0, V, (steps * B * T + 1,), generator=gen)
     shard_path = os.path.join(work, "tokens.bin")
-    write_shard(shard_path, tokens.numpy())
+    write_shard(shard_path, tokens.numpy(), V)
 
     # 4. deck
     ckpt_dir, out_dir = os.path.join(work, "ckpt"), os.path.join(work, "run")

@@ -2,6 +2,19 @@
 # Install deps, build everything, and run the whole test suite with ctest (what CI runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# test-only dependencies: PyTorch (Debian's python3-torch) for the reference tests that build the
+# model in PyTorch at test time (tests/model/llama_reference.py)
+TEST_PKGS=(python3-torch python3-numpy)
+missing=()
+for p in "${TEST_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  echo "run_tests: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
 scripts/setup.sh build
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ctest --test-dir build --output-on-failure -j 2 "$@"

@@ -12,8 +12,6 @@ PKGS=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhwloc-dev l
 missing=()
 # tests/slurm: a one-node Slurm on localhost (scripts/slurm/local_cluster.sh); PMIx for srun --mpi=pmix
 PKGS+=(munge slurmctld slurmd slurm-client libpmix-dev)
-# tests/model/llama_reference.py: the PyTorch oracle of the LLaMA-family reference test
-PKGS+=(python3-torch python3-numpy)
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done

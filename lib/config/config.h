@@ -9,9 +9,12 @@
 
 namespace sof::config {
 
-// Bounds checked when a deck is loaded (docs/deck.md): tokens are uint16 in llm.c shards and the
-// built-in corpus; thread counts beyond this are typos; device.memory_gb beyond this overflows.
-constexpr int kMaxTokenVocab = 65536;
+// Bounds checked when a deck is loaded (docs/deck.md): the built-in corpus stores tokens as
+// uint16 (token shards may be uint32); vocabularies beyond kMaxVocab (64x the largest real
+// tokenizers, 2^24) are typos and would overflow int shape arithmetic; thread counts beyond this
+// are typos; device.memory_gb beyond this overflows.
+constexpr int kMaxBuiltinVocab = 65536;
+constexpr int kMaxVocab = 1 << 24;
 constexpr int kMaxThreads = 4096;
 constexpr double kMaxDeviceMemoryGb = 1048576.0; // 1 PiB
 

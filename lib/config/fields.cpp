@@ -215,8 +215,8 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("model.num_heads", &m.num_heads, at_least(1)));
     v.push_back(make("model.channels", &m.channels, at_least(1)));
     v.push_back(make("model.max_seq_len", &m.max_seq_len, at_least(1)));
-    v.push_back(make("model.vocab_size", &m.vocab_size, at_least(1)));
-    v.push_back(make("model.padded_vocab_size", &m.padded_vocab_size, at_least(0)));
+    v.push_back(make("model.vocab_size", &m.vocab_size, closed(1, kMaxVocab)));
+    v.push_back(make("model.padded_vocab_size", &m.padded_vocab_size, closed(0, kMaxVocab)));
     v.push_back(make("model.num_kv_heads", &m.num_kv_heads, at_least(0)));
     v.push_back(make("model.head_dim", &m.head_dim, at_least(0)));
     v.push_back(make("model.intermediate_size", &m.intermediate_size, at_least(0)));

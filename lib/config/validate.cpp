@@ -146,12 +146,6 @@ void check_model(const Checker& c, const Config& cfg) {
                core::strfmt("model.padded_vocab_size = %d is smaller than model.vocab_size = %d "
                             "(use 0 to round the vocabulary up to a multiple of 128)",
                             m.padded_vocab_size, m.vocab_size));
-    if (m.vocab_size > kMaxTokenVocab)
-        c.fail({"model.vocab_size"},
-               core::strfmt("model.vocab_size = %d does not fit the token format: tokens are "
-                            "stored as uint16 (llm.c shards and the built-in corpus), so at most "
-                            "%d",
-                            m.vocab_size, kMaxTokenVocab));
     if (cfg.train.seq_len > m.max_seq_len)
         c.fail({"train.seq_len", "model.max_seq_len"},
                core::strfmt("train.seq_len = %d exceeds model.max_seq_len = %d (the model has "
@@ -178,6 +172,18 @@ void check_data(const Checker& c, const Config& cfg) {
                                   "; give 'builtin' or a glob of llm.c token shards");
     }
     if (!any_builtin) return;
+    // the built-in corpus is uint16; token shards say their own width (uint16 or uint32) and the
+    // loader checks every id against the vocabulary. With model.init_from the checkpoint sets V
+    // and the loader checks it.
+    if (cfg.model.init_from.empty() && cfg.model.vocab_size > kMaxBuiltinVocab) {
+        const char* key = d.train == "builtin" ? "data.train" : "data.val";
+        c.fail({"model.vocab_size", key},
+               core::strfmt("model.vocab_size = %d does not fit the built-in corpus (%s = "
+                            "builtin), whose tokens are uint16: at most %d; give token shards "
+                            "for this vocabulary (uint32 shards: scripts/make_shard.py, "
+                            "docs/data.md)",
+                            cfg.model.vocab_size, key, kMaxBuiltinVocab));
+    }
     long long need = static_cast<long long>(cfg.train.batch_size) * cfg.train.seq_len + 1;
     if (d.train == "builtin" && d.builtin.train_tokens < need)
         c.fail({"data.builtin.train_tokens", "train.batch_size", "train.seq_len"},

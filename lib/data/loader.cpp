@@ -36,6 +36,15 @@ int64_t parse_int(const std::string& line, const std::string& key, const std::st
     return v;
 }
 
+// inputs = src[0..n), targets = src[1..n]: src holds n+1 consecutive token ids, each < vocab
+// (checked when the shard was read), so they fit an int.
+template <typename T> void copy_batch(const T* src, int64_t n, int* inputs, int* targets) {
+    for (int64_t i = 0; i < n; i++) {
+        inputs[i] = static_cast<int>(src[i]);
+        targets[i] = static_cast<int>(src[i + 1]);
+    }
+}
+
 } // namespace
 
 std::string LoaderState::to_string() const {
@@ -112,11 +121,8 @@ DataLoader::DataLoader(const config::DataConfig& cfg, Split split, int vocab_siz
         SOF_FAIL(Config, "data loader: batch_size (%d) and seq_len (%d) must be >= 1", B, T);
     if (world < 1 || rank < 0 || rank >= world)
         SOF_FAIL(Internal, "data loader: rank %d is not in a world of %d ranks", rank, world);
-    if (vocab_size < 1 || vocab_size > 65536)
-        SOF_FAIL(Config,
-                 "data loader: model.vocab_size = %d; token data is uint16, so it must be in "
-                 "[1, 65536]",
-                 vocab_size);
+    if (vocab_size < 1)
+        SOF_FAIL(Config, "data loader: model.vocab_size = %d; it must be >= 1", vocab_size);
     const int64_t stride = static_cast<int64_t>(world) * B * T; // tokens per global batch
     if (source_ == "builtin") {
         const uint64_t bseed = cfg.builtin.seed;
@@ -128,15 +134,22 @@ DataLoader::DataLoader(const config::DataConfig& cfg, Split split, int vocab_siz
                      "seq_len %d x %d rank(s) + 1 = %lld tokens; raise data.builtin.%s",
                      nkey, static_cast<long long>(n), B, T, world,
                      static_cast<long long>(stride + 1), nkey);
+        if (vocab_size > config::kMaxBuiltinVocab)
+            SOF_FAIL(Config,
+                     "%s = builtin: the built-in corpus stores tokens as uint16, so it needs "
+                     "model.vocab_size <= %d, got %d; use a smaller vocabulary or token shards "
+                     "(uint32 shards hold any vocabulary: scripts/make_shard.py, docs/data.md)",
+                     key_.c_str(), config::kMaxBuiltinVocab, vocab_size);
         chain_ = std::make_unique<MarkovChain>(vocab_size, derive_seed(bseed, kTagChain));
-        tokens_.resize(static_cast<size_t>(n));
+        tokens_.token_bytes = 2;
+        tokens_.u16.resize(static_cast<size_t>(n));
         chain_->generate(derive_seed(bseed, split == Split::Train ? kTagTrain : kTagVal), n,
-                         tokens_.data());
+                         tokens_.u16.data());
         loaded_shard_ = 0;
         shards_.push_back({"", n, (n - 1) / stride});
     } else {
         for (const std::string& path : expand_glob(source_, key_)) {
-            const int64_t n = read_shard(path, vocab_size, nullptr);
+            const int64_t n = read_shard(path, vocab_size, nullptr).num_tokens;
             if (n < stride + 1)
                 SOF_FAIL(Config,
                          "token shard %s (%s) has %lld tokens but one batch needs batch_size %d "
@@ -181,7 +194,7 @@ void DataLoader::prepare() {
     }
     if (loaded_shard_ != id) {
         const Shard& sh = shards_[static_cast<size_t>(id)];
-        const int64_t n = read_shard(sh.path, vocab_, &tokens_);
+        const int64_t n = read_shard(sh.path, vocab_, &tokens_).num_tokens;
         if (n != sh.num_tokens)
             SOF_FAIL(Io, "token shard %s changed while training: %lld tokens, was %lld",
                      sh.path.c_str(), static_cast<long long>(n),
@@ -196,11 +209,10 @@ void DataLoader::next(int* inputs, int* targets) {
     const int64_t g = shuffle_ ? sample_order_[static_cast<size_t>(pos_.sample)] : pos_.sample;
     const int64_t bt = static_cast<int64_t>(B_) * T_;
     const int64_t offset = g * world_ * bt + static_cast<int64_t>(rank_) * bt;
-    const uint16_t* src = tokens_.data() + offset; // (B*T+1) consecutive tokens
-    for (int64_t i = 0; i < bt; i++) {
-        inputs[i] = src[i];
-        targets[i] = src[i + 1];
-    }
+    if (tokens_.token_bytes == 2)
+        copy_batch(tokens_.u16.data() + offset, bt, inputs, targets);
+    else
+        copy_batch(tokens_.u32.data() + offset, bt, inputs, targets);
     pos_.sample++;
     if (pos_.sample >= sh.num_samples) {
         pos_.sample = 0;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "data/shards.h"
 
 namespace sof::data {
 
@@ -41,8 +42,9 @@ class MarkovChain;
 class DataLoader {
   public:
     // cfg.train / cfg.val: "builtin" or a glob of llm.c shards (sorted, relative to the working
-    // directory). Every shard is validated here (header, size, every token < vocab_size, at least
-    // world*B*T+1 tokens). The validation split is always read in sequential order.
+    // directory), uint16 or uint32 per shard (its header says which). Every shard is validated
+    // here (header, size, every token id < vocab_size, at least world*B*T+1 tokens). The
+    // built-in corpus needs vocab_size <= 65536. The validation split is always sequential.
     DataLoader(const config::DataConfig& cfg, Split split, int vocab_size, int B, int T, int rank,
                int world);
     ~DataLoader();
@@ -82,7 +84,7 @@ class DataLoader {
     int64_t order_epoch_ = -1;
     std::vector<int64_t> sample_order_; // (num_samples of the current shard); empty = sequential
     int64_t sample_epoch_ = -1, sample_shard_ = -1;
-    std::vector<uint16_t> tokens_; // (num_tokens) of loaded_shard_
+    ShardTokens tokens_; // (num_tokens) of loaded_shard_, uint16 or uint32 as stored
     int64_t loaded_shard_ = -1;
 };
 

@@ -1,10 +1,11 @@
-// llm.c token shard files: glob expansion, header/size validation, token range checks.
-// Every failure is a core::Error naming the file, the reason and how to fix it.
+// llm.c token shard files: glob expansion, header/size validation for uint16 and uint32 shards,
+// token id range checks. Every failure is a core::Error naming the file, the reason and the fix.
 #include "data/shards.h"
 
 #include <glob.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -30,21 +31,72 @@ File open_or_fail(const std::string& path) {
     return f;
 }
 
-// Checks tokens[0..n) < vocab; `first` is the index of tokens[0] within the shard.
-void check_tokens(const std::string& path, const uint16_t* tokens, int64_t n, int64_t first,
-                  int vocab) {
-    for (int64_t i = 0; i < n; i++) {
-        if (tokens[i] >= vocab)
-            SOF_FAIL(Format,
-                     "token shard %s: token %d at position %lld is >= vocab_size %d: the shard "
-                     "was made with a larger vocabulary; set model.vocab_size to at least %d or "
-                     "re-tokenize the data",
-                     path.c_str(), static_cast<int>(tokens[i]), static_cast<long long>(first + i),
-                     vocab, static_cast<int>(tokens[i]) + 1);
-    }
+// Shard files are little-endian; on a big-endian host the values read are swapped in place.
+template <typename T> T swap_bytes(T v) {
+    T r = 0;
+    for (size_t i = 0; i < sizeof(T); i++)
+        r = static_cast<T>((r << 8) | ((v >> (8 * i)) & 0xff));
+    return r;
+}
+template <typename T> void from_little_endian(T* v, size_t n) {
+    if constexpr (std::endian::native == std::endian::big)
+        for (size_t i = 0; i < n; i++)
+            v[i] = swap_bytes(v[i]);
+}
+
+const char* width_name(int token_bytes) {
+    return token_bytes == 2 ? "uint16" : "uint32";
+}
+
+template <typename T> int64_t first_out_of_vocab_impl(const T* tokens, int64_t n, int vocab) {
+    if (vocab < 1) return n > 0 ? 0 : -1;
+    // every T is < 2^(8*sizeof T); vocab (an int) may already cover them all
+    if (static_cast<uint64_t>(vocab) > static_cast<uint64_t>(T(~T(0)))) return -1;
+    const T limit = static_cast<T>(vocab - 1);
+    T m = 0;
+    for (int64_t i = 0; i < n; i++) // branch-free max: vectorized by the compiler
+        m = std::max(m, tokens[i]);
+    if (m <= limit) return -1;
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] > limit) return i;
+    return -1; // not reached
+}
+
+// Reads the shard's tokens into dst (n of them, starting at token `first`), converts them from
+// little endian and checks them against vocab.
+template <typename T>
+void read_tokens(std::FILE* f, const std::string& path, T* dst, int64_t n, int64_t first,
+                 int64_t ntok, int vocab) {
+    size_t got = std::fread(dst, sizeof(T), static_cast<size_t>(n), f);
+    if (got != static_cast<size_t>(n))
+        SOF_FAIL(Io, "token shard %s: read failed at token %lld of %lld: %s", path.c_str(),
+                 static_cast<long long>(first + static_cast<int64_t>(got)),
+                 static_cast<long long>(ntok),
+                 std::ferror(f) ? std::strerror(errno) : "unexpected end of file (truncated?)");
+    from_little_endian(dst, static_cast<size_t>(n));
+    const int64_t bad = first_out_of_vocab_impl(dst, n, vocab);
+    if (bad < 0) return;
+    const int64_t pos = first + bad;
+    const unsigned long long id = dst[bad];
+    SOF_FAIL(Format,
+             "token shard %s: token %llu at position %lld (%s, byte offset %lld) is >= "
+             "model.vocab_size %d: the data was tokenized with a larger vocabulary than the "
+             "model's; re-tokenize it with the model's tokenizer, or, if the model really has "
+             "more tokens, set model.vocab_size to at least %llu",
+             path.c_str(), id, static_cast<long long>(pos), width_name(sizeof(T)),
+             static_cast<long long>(4 * kShardHeaderInts + pos * static_cast<int64_t>(sizeof(T))),
+             vocab, id + 1);
 }
 
 } // namespace
+
+int64_t first_out_of_vocab(const uint16_t* tokens, int64_t n, int vocab) {
+    return first_out_of_vocab_impl(tokens, n, vocab);
+}
+
+int64_t first_out_of_vocab(const uint32_t* tokens, int64_t n, int vocab) {
+    return first_out_of_vocab_impl(tokens, n, vocab);
+}
 
 std::vector<std::string> expand_glob(const std::string& pattern, const std::string& key) {
     std::vector<std::string> files;
@@ -71,7 +123,7 @@ std::vector<std::string> expand_glob(const std::string& pattern, const std::stri
     return files;
 }
 
-int64_t read_shard_header(const std::string& path) {
+ShardInfo read_shard_header(const std::string& path) {
     File f = open_or_fail(path);
     int32_t header[kShardHeaderInts];
     size_t got = std::fread(header, sizeof(int32_t), kShardHeaderInts, f.get());
@@ -80,66 +132,98 @@ int64_t read_shard_header(const std::string& path) {
                  "token shard %s: file is too short for the 1024-byte llm.c header (%zu bytes "
                  "read): the file is truncated or not an llm.c token shard",
                  path.c_str(), got * sizeof(int32_t));
-    if (header[0] != kShardMagic) {
-        const char* hint = header[0] == 20240326 ? " (that is an llm.c model checkpoint, not "
-                                                   "a token shard)"
-                                                 : "";
+    if constexpr (std::endian::native == std::endian::big)
+        for (int32_t& h : header)
+            h = static_cast<int32_t>(swap_bytes(static_cast<uint32_t>(h)));
+    const int32_t magic = header[0], version = header[1];
+    ShardInfo info;
+    if (magic == kShardMagic) {
+        info.token_bytes = 2;
+    } else if (magic == kShardMagic32) {
+        info.token_bytes = 4;
+    } else {
+        const char* hint = magic == 20240326 ? " (that is an llm.c model checkpoint, not a "
+                                               "token shard)"
+                                             : "";
         SOF_FAIL(Format,
-                 "token shard %s: bad magic %d, expected %d%s: not an llm.c token shard; write "
-                 "shards with llm.c's data scripts or scripts/make_shard.py",
-                 path.c_str(), header[0], kShardMagic, hint);
+                 "token shard %s: bad magic %d, expected %d (uint16 tokens) or %d (uint32 "
+                 "tokens)%s: not an llm.c token shard; write shards with llm.c's data scripts "
+                 "or scripts/make_shard.py",
+                 path.c_str(), magic, kShardMagic, kShardMagic32, hint);
     }
-    if (header[1] != kShardVersion)
+    const int32_t want = info.token_bytes == 2 ? kShardVersion : kShardVersion32;
+    if (version != want) {
+        const bool other = version == (info.token_bytes == 2 ? kShardVersion32 : kShardVersion);
         SOF_FAIL(Format,
-                 "token shard %s: unsupported version %d, expected %d (uint16 tokens); "
-                 "re-create the shard with a current llm.c data script",
-                 path.c_str(), header[1], kShardVersion);
-    int64_t ntok = header[2];
-    if (ntok <= 0)
+                 "token shard %s: unknown version %d for magic %d, expected version %d (%s "
+                 "tokens)%s; re-create the shard with scripts/make_shard.py or a current llm.c "
+                 "data script",
+                 path.c_str(), version, magic, want, width_name(info.token_bytes),
+                 other ? core::strfmt(" (version %d goes with magic %d: the header mixes the "
+                                      "uint16 and uint32 formats)",
+                                      version, info.token_bytes == 2 ? kShardMagic32 : kShardMagic)
+                             .c_str()
+                       : "");
+    }
+    info.num_tokens = header[2];
+    if (info.num_tokens <= 0)
         SOF_FAIL(Format, "token shard %s: header declares %lld tokens; a shard needs at least 1",
-                 path.c_str(), static_cast<long long>(ntok));
+                 path.c_str(), static_cast<long long>(info.num_tokens));
     std::error_code ec;
     uintmax_t size = std::filesystem::file_size(path, ec);
     if (ec)
         SOF_FAIL(Io, "token shard %s: cannot get the file size: %s", path.c_str(),
                  ec.message().c_str());
-    const uintmax_t expected = 4 * kShardHeaderInts + 2 * static_cast<uintmax_t>(ntok);
-    if (size != expected)
+    const uintmax_t n = static_cast<uintmax_t>(info.num_tokens);
+    const uintmax_t expected = 4 * kShardHeaderInts + info.token_bytes * n;
+    if (size != expected) {
+        const int other_bytes = 6 - info.token_bytes;
+        const bool fits_other = size == 4 * kShardHeaderInts + other_bytes * n;
         SOF_FAIL(Format,
-                 "token shard %s: header declares %lld tokens (%ju bytes with the header) but "
-                 "the file has %ju bytes: the file is %s; re-create or re-download it",
-                 path.c_str(), static_cast<long long>(ntok), expected, size,
-                 size < expected ? "truncated" : "longer than declared (corrupt header?)");
-    return ntok;
+                 "token shard %s: header declares %lld %s tokens (%ju bytes with the header) "
+                 "but the file has %ju bytes: the file is %s%s; re-create or re-download it",
+                 path.c_str(), static_cast<long long>(info.num_tokens),
+                 width_name(info.token_bytes), expected, size,
+                 size < expected ? "truncated" : "longer than declared (corrupt header?)",
+                 fits_other ? core::strfmt(" (the size fits %lld %s tokens: the header's "
+                                           "magic/version do not match the token width)",
+                                           static_cast<long long>(info.num_tokens),
+                                           width_name(other_bytes))
+                                  .c_str()
+                            : "");
+    }
+    return info;
 }
 
-int64_t read_shard(const std::string& path, int vocab, std::vector<uint16_t>* out) {
-    const int64_t ntok = read_shard_header(path);
+ShardInfo read_shard(const std::string& path, int vocab, ShardTokens* out) {
+    const ShardInfo info = read_shard_header(path);
+    const int64_t ntok = info.num_tokens;
     File f = open_or_fail(path);
     if (std::fseek(f.get(), 4 * kShardHeaderInts, SEEK_SET) != 0)
         SOF_FAIL(Io, "token shard %s: cannot seek past the header: %s", path.c_str(),
                  std::strerror(errno));
-    std::vector<uint16_t> chunk;
-    if (out) out->resize(static_cast<size_t>(ntok));
+    ShardTokens scratch;
+    ShardTokens& dst = out ? *out : scratch;
+    dst.token_bytes = info.token_bytes;
     const int64_t kChunk = int64_t(1) << 20;
+    // the whole shard when keeping it, else one chunk at a time (constant memory)
+    const size_t cap = static_cast<size_t>(out ? ntok : std::min(kChunk, ntok));
+    if (info.token_bytes == 2) {
+        dst.u32 = {};
+        dst.u16.resize(cap);
+    } else {
+        dst.u16 = {};
+        dst.u32.resize(cap);
+    }
     for (int64_t pos = 0; pos < ntok; pos += kChunk) {
         const int64_t n = std::min(kChunk, ntok - pos);
-        uint16_t* dst;
-        if (out) {
-            dst = out->data() + pos;
-        } else {
-            chunk.resize(static_cast<size_t>(n));
-            dst = chunk.data();
-        }
-        size_t got = std::fread(dst, sizeof(uint16_t), static_cast<size_t>(n), f.get());
-        if (got != static_cast<size_t>(n))
-            SOF_FAIL(Io, "token shard %s: read failed at token %lld of %lld: %s", path.c_str(),
-                     static_cast<long long>(pos + static_cast<int64_t>(got)),
-                     static_cast<long long>(ntok),
-                     std::ferror(f.get()) ? std::strerror(errno) : "unexpected end of file");
-        check_tokens(path, dst, n, pos, vocab);
+        const size_t at = static_cast<size_t>(out ? pos : 0);
+        if (info.token_bytes == 2)
+            read_tokens(f.get(), path, dst.u16.data() + at, n, pos, ntok, vocab);
+        else
+            read_tokens(f.get(), path, dst.u32.data() + at, n, pos, ntok, vocab);
     }
-    return ntok;
+    return info;
 }
 
 } // namespace sof::data

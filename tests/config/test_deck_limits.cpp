@@ -1,7 +1,7 @@
 // Limits caught when a deck is loaded, before any work: deck files that are not regular files or
-// are too large, thread counts and device memory beyond their bounds, a vocabulary the token format
-// cannot hold, unusable output directories (I/O errors), decks nested too deeply, and docs/deck.md
-// telling the plugin search order the code uses.
+// are too large, thread counts and device memory beyond their bounds, a vocabulary the built-in
+// corpus cannot hold (token shards hold any), unusable output directories (I/O errors), decks
+// nested too deeply, and docs/deck.md telling the plugin search order the code uses.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
@@ -70,10 +70,33 @@ TEST_CASE("thread counts, device memory and vocabulary beyond their bounds") {
     CHECK(contains(msg, "optimizer.threads = 100000 is out of range [0, 4096]"));
     msg = deck_error("device:\n  memory_gb: 1e30\n");
     CHECK(contains(msg, "device.memory_gb = 1e30 is out of range [0, 1048576]"));
-    msg = deck_error("model:\n  vocab_size: 70000\n");
-    CHECK(contains(msg, "deck.yaml:2: model.vocab_size = 70000 does not fit the token format"));
+}
+
+TEST_CASE("vocabularies above 65536: refused for the uint16 built-in corpus, fine with shards") {
+    // the built-in corpus (the default data) stores uint16 tokens
+    std::string msg = deck_error("model:\n  vocab_size: 128256\n");
+    CHECK(contains(msg, "deck.yaml:2: model.vocab_size = 128256 does not fit the built-in corpus "
+                        "(data.train = builtin)"));
     CHECK(contains(msg, "at most 65536"));
+    CHECK(contains(msg, "uint32 shards"));
     load_deck_from_string("model:\n  vocab_size: 65536\n", "ok.yaml", {}); // the largest allowed
+    std::string d = test::scratch("limits_vocab");
+    test::write_file(d + "/tok_000.bin", "x"); // the deck only checks that the glob matches
+    const std::string shards = "data:\n  train: " + d + "/tok_*.bin\n";
+    msg = deck_error("model:\n  vocab_size: 128256\n" + shards); // data.val is still builtin
+    CHECK(contains(msg, "(data.val = builtin)"));
+    // token shards (uint16 or uint32, the loader checks every id): Llama-3's and Qwen's sizes
+    for (int v : {128256, 151936, 16777216}) {
+        Config c = load_deck_from_string("model:\n  vocab_size: " + std::to_string(v) + "\n" +
+                                             shards + "  val: " + d + "/tok_*.bin\n",
+                                         "big.yaml", {});
+        CHECK(c.model.vocab_size == v);
+    }
+    // beyond 2^24 is a typo (and would overflow int shape arithmetic)
+    msg = deck_error("model:\n  vocab_size: 16777217\n" + shards);
+    CHECK(contains(msg, "model.vocab_size = 16777217 is out of range [1, 16777216]"));
+    msg = deck_error("model:\n  padded_vocab_size: 2147483647\n");
+    CHECK(contains(msg, "model.padded_vocab_size = 2147483647 is out of range [0, 16777216]"));
 }
 
 TEST_CASE("unusable out_dir, checkpoint_dir and metrics paths are I/O errors at load time") {
