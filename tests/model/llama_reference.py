@@ -438,7 +438,8 @@ runtime: {{out_dir: {d}/out, threads: 1, log_level: quiet}}
                OMP_NUM_THREADS="1")
     run([args.superoffload, "train", deck], env=env, cwd=d)
     steps = sorted(x for x in os.listdir(os.path.join(d, "ckpt")) if x.startswith("step_"))
-    rep.check(name, len(steps) > 0, f"no checkpoint in {d}/ckpt")
+    if not steps:
+        raise SystemExit(f"{name}: superoffload train wrote no checkpoint in {d}/ckpt")
     ckpt = os.path.join(d, "ckpt", steps[-1])
     out_hf = os.path.join(d, "export")
     run([args.superoffload, "export", "--hf", out_hf, ckpt, "--dtype", "fp32"], env=env, cwd=d)
@@ -471,7 +472,16 @@ runtime: {{out_dir: {d}/out, threads: 1, log_level: quiet}}
         ref_logits = forward(c, ref_w, idx).numpy()
         if sorted(got) == sorted(names):
             Pg = {n: torch.tensor(got[n], dtype=torch.float64) for n in names}
-            rep.rel("reloaded logits", name, forward(c, Pg, idx).numpy(), ref_logits, TOL_FWD * 10)
+            re_logits = forward(c, Pg, idx).numpy()
+            # the trained model, reloaded, against torch's trained model (training tolerance)
+            rep.rel("reloaded logits vs torch-trained", name, re_logits, ref_logits, TOL_TRAIN)
+            # the C++ model on the exported directory against torch on the same weights
+            tok_path = os.path.join(d, "tokens.bin")
+            write_tokens(tok_path, chunk)
+            out = os.path.join(d, "export_out.safetensors")
+            run([args.driver, "--hf", out_hf, "--tokens", tok_path, "--out", out])
+            rep.rel("exported model logits", name, read_safetensors(out)[0]["logits"], re_logits,
+                    TOL_FWD)
     # per-step losses and norms from the run's metrics
     lines = [json.loads(x) for x in open(os.path.join(d, "metrics.jsonl")) if x.strip()]
     st = [x for x in lines if x.get("kind") == "step"]
