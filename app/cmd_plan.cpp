@@ -16,7 +16,8 @@ namespace sof::app {
 
 int cmd_plan(int argc, char** argv) {
     config::DeckArgs args = config::parse_deck_args(argc, argv, "plan", {"hardware", "ranks"});
-    config::Config cfg = config::load_deck(args.deck, args.overrides);
+    // planning needs shapes and policies, not the data shards, checkpoints or output directories
+    config::Config cfg = config::load_deck(args.deck, args.overrides, config::DeckChecks::NoFiles);
     auto it = args.options.find("hardware");
     plan::HardwareProfile hw =
         it != args.options.end() ? plan::load_hardware(it->second) : plan::hardware_for(cfg);

@@ -49,8 +49,8 @@ const char* syntax_hint(const std::string& text, int line) {
 // One deck being loaded: the Config, its key table (pointers into it) and where keys were set.
 class Loader {
   public:
-    explicit Loader(std::string name, bool lenient = false)
-        : name_(std::move(name)), lenient_(lenient), fields_(bind_fields(cfg_)) {
+    explicit Loader(std::string name, bool lenient = false, bool files = true)
+        : name_(std::move(name)), lenient_(lenient), files_(files), fields_(bind_fields(cfg_)) {
         for (const Field& f : fields_) {
             keys_.push_back(f.key);
             for (std::string p = parent(f.key); !p.empty(); p = parent(p))
@@ -105,7 +105,7 @@ class Loader {
     }
 
     Config finish() {
-        if (!lenient_) validate(cfg_, origins_, name_);
+        if (!lenient_) validate(cfg_, origins_, name_, files_);
         cfg_.deck_path = name_;
         return cfg_;
     }
@@ -224,6 +224,7 @@ class Loader {
 
     std::string name_;
     bool lenient_ = false; // parse_deck_text: unknown keys skipped, no validation
+    bool files_ = true;    // validate the run's files too (DeckChecks::All)
     Config cfg_;
     std::vector<Field> fields_;
     std::vector<std::string> keys_;
@@ -235,8 +236,8 @@ class Loader {
 } // namespace
 
 Config load_deck_from_string(const std::string& yaml, const std::string& name,
-                             const std::vector<std::string>& overrides) {
-    Loader loader(name);
+                             const std::vector<std::string>& overrides, DeckChecks checks) {
+    Loader loader(name, false, checks == DeckChecks::All);
     loader.load_yaml(yaml);
     for (const std::string& o : overrides)
         loader.apply_override(o);
@@ -294,8 +295,9 @@ std::string read_yaml_file(const std::string& path, const char* what) {
     return text;
 }
 
-Config load_deck(const std::string& path, const std::vector<std::string>& overrides) {
-    return load_deck_from_string(read_yaml_file(path, "deck"), path, overrides);
+Config load_deck(const std::string& path, const std::vector<std::string>& overrides,
+                 DeckChecks checks) {
+    return load_deck_from_string(read_yaml_file(path, "deck"), path, overrides, checks);
 }
 
 std::string effective_yaml(const Config& cfg) {

@@ -26,9 +26,15 @@ DeckArgs parse_deck_args(int argc, char** argv, const char* command);
 DeckArgs parse_deck_args(int argc, char** argv, const char* command,
                          const std::vector<std::string>& value_options);
 
+enum class DeckChecks {
+    All,     // everything, including the run's files (data shards, init_from, output dirs)
+    NoFiles, // shapes, policies and cross-key checks only (`plan`: no data or output needed)
+};
+
 // Reads and validates a deck file, then applies the overrides ("key=value", in order).
 // Io error if the file cannot be read; Config error for anything wrong inside it.
-Config load_deck(const std::string& path, const std::vector<std::string>& overrides);
+Config load_deck(const std::string& path, const std::vector<std::string>& overrides,
+                 DeckChecks checks = DeckChecks::All);
 
 // Reads a YAML input file (a deck, a hardware profile): regular files only (not a FIFO, device or
 // directory) of at most kMaxDeckBytes. `what` names it in messages ("deck"). Throws Io.
@@ -37,7 +43,8 @@ std::string read_yaml_file(const std::string& path, const char* what);
 
 // Same for deck text held in memory; `name` stands for the file name in messages.
 Config load_deck_from_string(const std::string& yaml, const std::string& name,
-                             const std::vector<std::string>& overrides);
+                             const std::vector<std::string>& overrides,
+                             DeckChecks checks = DeckChecks::All);
 
 // Parses deck text without validating it and skipping unknown keys: for decks written by this or
 // another superoffload version (a checkpoint's deck.yaml), not for user input. Type and range

@@ -23,6 +23,7 @@ namespace fs = std::filesystem;
 struct Checker {
     const Origins& origins;
     const std::string& deck_name;
+    bool files = true; // check the run's files and directories too (not for `plan`)
 
     // The location of the first of `keys` that was set explicitly, else the deck's name.
     std::string where(std::initializer_list<const char*> keys) const {
@@ -135,7 +136,7 @@ void check_model(const Checker& c, const Config& cfg) {
     if (llama && m.init_from.empty()) check_llama(c, cfg); // else the checkpoint decides
     if (!m.init_from.empty()) {
         std::error_code ec;
-        if (!fs::is_regular_file(m.init_from, ec))
+        if (c.files && !fs::is_regular_file(m.init_from, ec))
             c.fail({"model.init_from"}, "model.init_from: file '" + m.init_from +
                                             "' does not exist" + cwd_note(m.init_from) +
                                             "; give an llm.c GPT-2 fp32 checkpoint file");
@@ -167,7 +168,7 @@ void check_data(const Checker& c, const Config& cfg) {
         if (p.empty())
             c.fail({keys[i]}, std::string(keys[i]) +
                                   " is empty: give 'builtin' or a glob of llm.c token shards");
-        if (count_matches(p) == 0)
+        if (c.files && count_matches(p) == 0)
             c.fail({keys[i]}, std::string(keys[i]) + ": no file matches '" + p + "'" + cwd_note(p) +
                                   "; give 'builtin' or a glob of llm.c token shards");
     }
@@ -277,13 +278,13 @@ void check_paths(const Checker& c, const Config& cfg) {
 
 } // namespace
 
-void validate(const Config& cfg, const Origins& origins, const std::string& deck_name) {
-    Checker c{origins, deck_name};
+void validate(const Config& cfg, const Origins& origins, const std::string& deck_name, bool files) {
+    Checker c{origins, deck_name, files};
     check_model(c, cfg);
     check_data(c, cfg);
     check_train(c, cfg);
     check_runtime(c, cfg);
-    check_paths(c, cfg);
+    if (files) check_paths(c, cfg);
 }
 
 } // namespace sof::config

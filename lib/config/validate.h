@@ -15,6 +15,9 @@ using Origins = std::map<std::string, Origin>;
 
 // Throws a Config error for the first inconsistency: divisibility, sizes, dependent keys,
 // data globs that match nothing, missing init_from / resume / plugin_dir / hardware paths.
-void validate(const Config& cfg, const Origins& origins, const std::string& deck_name);
+// files = false skips what needs the run's files (data globs, init_from, output directories): for
+// `plan`, which reads only the shapes and policies.
+void validate(const Config& cfg, const Origins& origins, const std::string& deck_name,
+              bool files = true);
 
 } // namespace sof::config

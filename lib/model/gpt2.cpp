@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/unit_loop.h"
 #include "model/kernels_cpu.h"
 
 namespace sof::model {
@@ -271,14 +272,7 @@ float GPT2::forward(WeightSource& w, const int* inputs, const int* targets, int 
                  B, T, m.max_B, m.max_T);
     const int L = cfg_.num_layers, C = cfg_.channels, V = cfg_.vocab_size;
     const int Vp = cfg_.padded_vocab_size, N = B * T;
-    for (int i = 0; i < N; i++) {
-        if (inputs[i] < 0 || inputs[i] >= V)
-            SOF_FAIL(Runtime, "GPT2::forward: input token %d at position %d is outside [0, %d)",
-                     inputs[i], i, V);
-        if (targets && (targets[i] < 0 || targets[i] >= V))
-            SOF_FAIL(Runtime, "GPT2::forward: target token %d at position %d is outside [0, %d)",
-                     targets[i], i, V);
-    }
+    detail::check_tokens("GPT2", inputs, targets, N, V);
     m.B = B;
     m.T = T;
     m.have_targets = targets != nullptr;
@@ -289,11 +283,9 @@ float GPT2::forward(WeightSource& w, const int* inputs, const int* targets, int 
     const size_t pos0 = static_cast<size_t>(m.sp_index) * T * C; // first position of this slice
     cpu::encoder_forward(m.res_at(0), m.inputs.data(), p0 + m.off_wte, p0 + m.off_wpe + pos0, B, T,
                          C);
-    for (int l = 0; l < L; l++) {
-        const float* p = w.acquire(1 + l, Pass::Forward);
+    detail::forward_blocks(w, L, [&m](int l, const float* p) {
         m.block_forward(p, m.acts_of(l), m.res_at(l), m.res_at(l + 1), true);
-        w.release(1 + l, Pass::Forward);
-    }
+    });
     m.scratch_layer = m.opts.recompute ? L - 1 : -1;
     const float* pf = w.acquire(L + 1, Pass::Forward);
     cpu::layernorm_forward(m.lnf.data(), m.lnf_mean.data(), m.lnf_rstd.data(), m.res_at(L),
@@ -304,10 +296,7 @@ float GPT2::forward(WeightSource& w, const int* inputs, const int* targets, int 
     cpu::softmax_crossentropy_forward(m.probs.data(), m.losses.data(), m.logits.data(),
                                       targets ? m.targets.data() : nullptr, N, V, Vp);
     if (!targets) return 0.0f;
-    double sum = 0.0;
-    for (int i = 0; i < N; i++)
-        sum += m.losses[static_cast<size_t>(i)];
-    return static_cast<float>(sum / N);
+    return detail::mean_loss(m.losses.data(), N);
 }
 
 void GPT2::backward(WeightSource& w, GradSink& sink, float dloss) {
@@ -334,17 +323,15 @@ void GPT2::backward(WeightSource& w, GradSink& sink, float dloss) {
     w.release(L + 1, Pass::Backward);
     sink.unit_done(L + 1);
 
-    for (int l = L - 1; l >= 0; l--) {
-        const float* p = w.acquire(1 + l, Pass::Backward);
-        BlockActs& a = m.acts_of(l);
-        if (m.opts.recompute && m.scratch_layer != l) {
-            m.block_forward(p, a, m.res_at(l), nullptr, false);
+    detail::backward_blocks(
+        w, sink, L, [&m](int l) { return m.opts.recompute && m.scratch_layer != l; },
+        [&m](int l, const float* p) {
+            m.block_forward(p, m.acts_of(l), m.res_at(l), nullptr, false);
             m.scratch_layer = l;
-        }
-        m.block_backward(p, sink.grads(1 + l), a, m.res_at(l));
-        w.release(1 + l, Pass::Backward);
-        sink.unit_done(1 + l);
-    }
+        },
+        [&m](int l, const float* p, float* g) {
+            m.block_backward(p, g, m.acts_of(l), m.res_at(l));
+        });
 
     float* g0 = sink.grads(0);
     const size_t pos0 = static_cast<size_t>(m.sp_index) * m.T * C;

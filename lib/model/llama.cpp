@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "model/kernels_cpu.h"
 #include "model/kernels_llama.h"
+#include "model/unit_loop.h"
 
 namespace sof::model {
 
@@ -419,14 +420,7 @@ float Llama::forward(WeightSource& w, const int* inputs, const int* targets, int
                  arch_name(cfg_.arch), B, T, m.max_B, m.max_T);
     const int L = cfg_.num_layers, C = m.C, V = cfg_.vocab_size;
     const int Vp = cfg_.padded_vocab_size, N = B * T;
-    for (int i = 0; i < N; i++) {
-        if (inputs[i] < 0 || inputs[i] >= V)
-            SOF_FAIL(Runtime, "%s forward: input token %d at position %d is outside [0, %d)",
-                     arch_name(cfg_.arch), inputs[i], i, V);
-        if (targets && (targets[i] < 0 || targets[i] >= V))
-            SOF_FAIL(Runtime, "%s forward: target token %d at position %d is outside [0, %d)",
-                     arch_name(cfg_.arch), targets[i], i, V);
-    }
+    detail::check_tokens(arch_name(cfg_.arch), inputs, targets, N, V);
     m.B = B;
     m.T = T;
     m.have_targets = targets != nullptr;
@@ -437,11 +431,9 @@ float Llama::forward(WeightSource& w, const int* inputs, const int* targets, int
     const float* p0 = w.acquire(0, Pass::Forward); // tied: held until the LM head is done
     cpu::embedding_forward(m.res_at(0), m.inputs.data(), p0 + m.off_wte, N, C);
     if (!tied) w.release(0, Pass::Forward);
-    for (int l = 0; l < L; l++) {
-        const float* p = w.acquire(1 + l, Pass::Forward);
+    detail::forward_blocks(w, L, [&m](int l, const float* p) {
         m.block_forward(p, m.acts_of(l), m.res_at(l), m.res_at(l + 1), true);
-        w.release(1 + l, Pass::Forward);
-    }
+    });
     m.scratch_layer = m.opts.recompute ? L - 1 : -1;
     const float* pf = w.acquire(L + 1, Pass::Forward);
     cpu::rmsnorm_forward(m.lnf.data(), m.lnf_rstd.data(), m.res_at(L), pf + m.off_norm, N, 1, C,
@@ -453,10 +445,7 @@ float Llama::forward(WeightSource& w, const int* inputs, const int* targets, int
     cpu::softmax_crossentropy_forward(m.probs.data(), m.losses.data(), m.logits.data(),
                                       targets ? m.targets.data() : nullptr, N, V, Vp);
     if (!targets) return 0.0f;
-    double sum = 0.0;
-    for (int i = 0; i < N; i++)
-        sum += m.losses[static_cast<size_t>(i)];
-    return static_cast<float>(sum / N);
+    return detail::mean_loss(m.losses.data(), N);
 }
 
 void Llama::backward(WeightSource& w, GradSink& sink, float dloss) {
@@ -484,17 +473,15 @@ void Llama::backward(WeightSource& w, GradSink& sink, float dloss) {
     w.release(L + 1, Pass::Backward);
     sink.unit_done(L + 1);
 
-    for (int l = L - 1; l >= 0; l--) {
-        const float* p = w.acquire(1 + l, Pass::Backward);
-        BlockActs& a = m.acts_of(l);
-        if (m.opts.recompute && m.scratch_layer != l) {
-            m.block_forward(p, a, m.res_at(l), nullptr, false);
+    detail::backward_blocks(
+        w, sink, L, [&m](int l) { return m.opts.recompute && m.scratch_layer != l; },
+        [&m](int l, const float* p) {
+            m.block_forward(p, m.acts_of(l), m.res_at(l), nullptr, false);
             m.scratch_layer = l;
-        }
-        m.block_backward(p, sink.grads(1 + l), a, m.res_at(l));
-        w.release(1 + l, Pass::Backward);
-        sink.unit_done(1 + l);
-    }
+        },
+        [&m](int l, const float* p, float* g) {
+            m.block_backward(p, g, m.acts_of(l), m.res_at(l));
+        });
 
     // the embedding backward reads only token ids: untied, unit 0's weights are not needed
     cpu::embedding_backward(sink.grads(0) + m.off_wte, m.dres.data(), m.inputs.data(), N, C);

@@ -32,8 +32,11 @@ CommVolume comm_per_step(const model::ParamLayout& layout, int world, int sp, in
         }
     }
     if (sp > 1) {
-        const double P = sp, C = layout.cfg.channels, L = layout.cfg.num_layers;
-        const double per_layer = 4.0 * (P - 1) * B * (T / P) * (C / P) * f; // one direction
+        // per layer and direction: q, k, v to head-parallel and the attention output back;
+        // GPT-2 moves 3C + C, GQA moves NH*hd + 2*NKV*hd + NH*hd
+        const double P = sp, L = layout.cfg.num_layers;
+        const double W = 2.0 * layout.cfg.q_dim() + 2.0 * layout.cfg.kv_dim();
+        const double per_layer = (P - 1) * B * (T / P) * (W / P) * f; // one direction
         v.alltoall = per_layer * L * (recompute ? 3.0 : 2.0) * grad_accum;
     }
     return v;

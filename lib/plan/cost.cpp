@@ -62,14 +62,55 @@ void finish_times(IterationTimes& t) {
 
 } // namespace
 
+ActivationEstimate activation_estimate(const model::ArchConfig& m, double batch, double seq_len,
+                                       double sp, double eb, bool recompute) {
+    ActivationEstimate a;
+    const double C = m.channels, L = m.num_layers, Vp = m.padded_vocab_size, NH = m.num_heads;
+    const double T = seq_len, tokens = batch * T / sp;
+    if (!m.llama_family()) {
+        // llm.c layout: per block 16*BTC + 2*B*NH*T^2 (+4BT stats), per rank
+        a.per_layer = (16.0 * tokens * C + 2.0 * batch * (NH / sp) * T * T + 4.0 * tokens) * eb;
+        a.head = 2.0 * tokens * C * eb;
+    } else {
+        const double Q = m.q_dim(), KV = m.kv_dim(), I = m.ffn_dim(), NKV = m.kv_heads();
+        double elems = 4.0 * C          // rmsnorm outputs (2), residual after attention, output
+                       + (Q + 2.0 * KV) // fused qkv projection
+                       + (Q + KV)       // q and k after RoPE
+                       + Q              // attention output (before o_proj)
+                       + 3.0 * I;       // gate, up, silu(gate) * up
+        double stats = 2.0;             // rstd of the two RMSNorms (fp32)
+        if (m.qk_norm) elems += Q + KV, stats += NH + NKV; // normed q/k and their per-head rstd
+        a.per_layer = tokens * elems * eb + tokens * stats * 4.0 +
+                      batch * (NH / sp) * T * T * eb;  // attention probabilities
+        a.head = 2.0 * tokens * C * eb + tokens * 4.0; // embedding output, final norm + rstd
+    }
+    if (recompute) {
+        a.layer_inputs = L * tokens * C * eb;
+        a.blocks = a.per_layer + a.layer_inputs;
+    } else {
+        a.blocks = L * a.per_layer;
+    }
+    a.logits = 2.0 * tokens * Vp * 4.0; // fp32 logits + their grads
+    a.total = a.blocks + a.head + a.logits;
+    return a;
+}
+
 CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& m,
                             const HardwareProfile& hw, int shard_ranks) {
     CostInputs c;
-    const double C = m.channels, L = m.num_layers, Vp = m.padded_vocab_size, NH = m.num_heads;
+    const double C = m.channels, L = m.num_layers, Vp = m.padded_vocab_size;
+    // sizes from the parameter layout (GPT-2: blocks 12C^2 + 13C, unit 0 wte + wpe; LLaMA: the
+    // block with GQA and SwiGLU, unit 0 wte, the last unit lnf + lm_head when untied)
+    const model::ParamLayout layout = model::make_layout(m);
+    auto unit_numel = [&](int u) {
+        return static_cast<double>(layout.unit_begin[static_cast<size_t>(u) + 1] -
+                                   layout.unit_begin[static_cast<size_t>(u)]);
+    };
     c.layers = m.num_layers;
-    c.layer_params = 12.0 * C * C + 13.0 * C;
-    c.embed_params = Vp * C + m.max_seq_len * C;
-    c.params = c.embed_params + L * c.layer_params + 2.0 * C;
+    c.layer_params = unit_numel(1);
+    c.embed_params = unit_numel(0);
+    c.head_params = m.llama_family() && !m.tie_embeddings ? unit_numel(layout.num_units() - 1) : 0;
+    c.params = static_cast<double>(layout.num_params);
     c.batch = cfg.train.batch_size;
     // Ulysses: each rank holds T/sp tokens outside attention and NH/sp heads over all T inside
     const double sp = std::max(1, cfg.parallel.sp), T = cfg.train.seq_len;
@@ -83,19 +124,15 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
     c.prefetch_layers = std::max(1, cfg.offload.prefetch_layers);
 
     // forward FLOPs of one micro-batch: 2*tokens*matmul params (blocks + LM head) + attention
+    // (scores and weighted sum over the query heads: 4*T*T*NH*hd per layer and sequence)
     double tokens = c.batch * c.seq;
     double flops =
-        2.0 * tokens * (L * c.layer_params + Vp * C) + 4.0 * L * c.batch * T * T * C / sp;
+        2.0 * tokens * (L * c.layer_params + Vp * C) + 4.0 * L * c.batch * T * T * m.q_dim() / sp;
     double achievable = hw.gpu_peak_tflops * 1e12 * hw.gpu_achievable_fraction;
     c.fwd_s = flops / achievable;
     c.bwd_s = (cfg.model.recompute ? 3.0 : 2.0) * c.fwd_s;
-
-    // saved activations (llm.c layout): per block 16*BTC + 2*B*NH*T^2 (+4BT stats), per rank
-    double eb = c.weight_bytes;
-    double per_layer = (16.0 * tokens * C + 2.0 * c.batch * (NH / sp) * T * T + 4.0 * tokens) * eb;
-    double blocks = cfg.model.recompute ? per_layer + L * tokens * C * eb : L * per_layer;
-    double logits = 2.0 * tokens * Vp * 4.0; // fp32 logits + their grads
-    c.activation_bytes = blocks + 2.0 * tokens * C * eb + logits;
+    c.activation_bytes =
+        activation_estimate(m, c.batch, T, sp, c.weight_bytes, cfg.model.recompute).total;
 
     c.bucket_params = std::max(1.0, cfg.offload.bucket_mb * kMiB / 4.0);
     double mem = hw.host_device && cfg.device.memory_gb > 0 ? cfg.device.memory_gb * kGiB
@@ -115,8 +152,7 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
     pc.offload.schedule = config::Schedule::SuperOffload;
     if (pc.offload.weights == config::WeightsPolicy::Auto)
         pc.offload.weights = config::WeightsPolicy::Stationary;
-    c.mem_base =
-        offload::sharded_plan_inputs(pc, model::make_layout(m), c.shard_ranks, !hw.host_device);
+    c.mem_base = offload::sharded_plan_inputs(pc, layout, c.shard_ranks, !hw.host_device);
     c.num_buckets = std::max(1, static_cast<int>(c.mem_base.bucket_numel.size()));
     return c;
 }
@@ -186,7 +222,9 @@ void pass_times(const CostInputs& c, const HardwareProfile& hw, config::WeightsP
     }
     // per block: fetch its weights while the previous block computes
     double fetch = transfer_seconds(hw.h2d, c.layer_params * c.weight_bytes);
+    // unit 0 (and an untied LM head's unit) each once per pass, exposed
     double embed_fetch = transfer_seconds(hw.h2d, c.embed_params * c.weight_bytes);
+    if (c.head_params > 0) embed_fetch += transfer_seconds(hw.h2d, c.head_params * c.weight_bytes);
     double f_layer = c.fwd_s / c.layers, b_layer = c.bwd_s / c.layers;
     double f = c.fwd_s + embed_fetch + c.layers * std::max(0.0, fetch - f_layer);
     double b = c.bwd_s + embed_fetch + c.layers * std::max(0.0, fetch - b_layer);

@@ -14,7 +14,8 @@ struct CostInputs {
     // model
     double params = 0;       // P, all parameters
     double layer_params = 0; // one transformer block
-    double embed_params = 0; // wte + wpe (the largest unit)
+    double embed_params = 0; // unit 0: wte (+ wpe for GPT-2)
+    double head_params = 0;  // last unit when it holds an untied LM head (lnf + lm_head), else 0
     int layers = 0;          // L
     // step
     double batch = 0, seq = 0; // B, T per rank (T / parallel.sp with Ulysses)
@@ -40,6 +41,24 @@ struct CostInputs {
     // offload_memory places them for a weights policy / tail count / stride).
     offload::MemoryPlanInputs mem_base;
 };
+
+// Saved activations of one micro-batch on one rank, bytes (see docs/planner.md "Activations").
+struct ActivationEstimate {
+    double per_layer = 0;    // one block's saved tensors (with recompute: its working set)
+    double layer_inputs = 0; // recompute only: the L block inputs kept for the re-run
+    double blocks = 0;       // all blocks: L * per_layer, or per_layer + layer_inputs
+    double head = 0;         // embedding output, final norm output (+ its rstd)
+    double logits = 0;       // fp32 logits and their grads (B, T, Vp) x 2
+    double total = 0;        // blocks + head + logits
+};
+// B sequences of T tokens, Ulysses degree sp (T/sp tokens per rank outside attention, NH/sp heads
+// inside), `eb` bytes per saved element (2 = bf16), per-layer recomputation on or off.
+// GPT-2 (llm.c layout): 16*C per token + 2 (B, NH, T, T) score/prob maps + 4 LayerNorm stats.
+// LLaMA family: norms 2C + rstd, fused qkv (NH*hd + 2*NKV*hd), post-RoPE q and k, qk-norm outputs
+// and rstd (qwen3), the (B, NH, T, T) probabilities, attention output NH*hd, the residual after
+// attention and the block output 2C, SwiGLU gate and up 2I and their product I.
+ActivationEstimate activation_estimate(const model::ArchConfig& m, double batch, double seq_len,
+                                       double sp, double eb, bool recompute);
 
 // shard_ranks: ZeRO-3 ranks the parameters, grads and optimizer state are sharded over.
 CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& model,

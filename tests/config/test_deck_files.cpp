@@ -116,7 +116,27 @@ TEST_CASE("every deck under inputs/ validates") {
         if (e.path().extension() != ".yaml") continue;
         INFO(e.path().string());
         Config c;
-        CHECK_NOTHROW(c = load_deck(e.path().string(), {}));
+        try {
+            c = load_deck(e.path().string(), {});
+        } catch (const core::Error& err) {
+            // decks of published models (llama3-8b-gh200.yaml, ...) read the user's token shards:
+            // the missing shards must be their only complaint, and with stand-in files they load
+            std::string m = err.what();
+            INFO(m);
+            CHECK(contains(m, "no file matches"));
+            Config raw = parse_deck_text(read_yaml_file(e.path().string(), "deck"), "raw");
+            std::string d = test::scratch("deck-shards");
+            std::vector<std::string> sets;
+            for (const auto& [key, pat] :
+                 {std::pair<std::string, std::string>{"data.train", raw.data.train},
+                  {"data.val", raw.data.val}}) {
+                if (pat == "builtin") continue;
+                std::string f = d + "/" + e.path().stem().string() + "_" + key + ".bin";
+                test::write_file(f, "x");
+                sets.push_back(key + "=" + f);
+            }
+            CHECK_NOTHROW(c = load_deck(e.path().string(), sets));
+        }
         // and its effective deck reads back unchanged
         CHECK(effective_yaml(load_deck_from_string(effective_yaml(c), "echo", {})) ==
               effective_yaml(c));

@@ -1,0 +1,180 @@
+// The planner on the LLaMA family: the activation model by hand, GQA in the attention FLOPs and the
+// Ulysses volume, and the decks inputs/llama3-8b-gh200.yaml, qwen3-14b-gh200.yaml and
+// llama3-70b-gh200x4.yaml on gh200.yaml (published parameter totals, fits and placement).
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "config/deck.h"
+#include "model/layout.h"
+#include "plan/comm_model.h"
+#include "plan/cost.h"
+#include "plan/planner.h"
+
+using namespace sof;
+using namespace sof::plan;
+
+namespace {
+
+const std::string kSrc = SOF_SOURCE_DIR;
+
+// The deck's keys without the file-system checks (its token shards are the user's and not in the
+// repository): the planner needs only shapes and options.
+config::Config deck(const std::string& name) {
+    std::string path = kSrc + "/inputs/" + name;
+    return config::parse_deck_text(config::read_yaml_file(path, "deck"), path);
+}
+
+HardwareProfile gh200() {
+    return load_hardware(kSrc + "/inputs/hardware/gh200.yaml");
+}
+
+model::ArchConfig small_llama() {
+    model::ArchConfig m;
+    m.arch = model::Arch::Llama;
+    model::apply_arch_defaults(&m);
+    m.num_layers = 3;
+    m.num_heads = 4;
+    m.num_kv_heads = 2;
+    m.channels = 64;
+    m.intermediate_size = 176;
+    m.vocab_size = 300;
+    m.padded_vocab_size = 384;
+    m.max_seq_len = 32;
+    m.tie_embeddings = false;
+    return m;
+}
+
+} // namespace
+
+TEST_CASE("LLaMA activations: the saved tensors of one block, by hand") {
+    model::ArchConfig m = small_llama();
+    const double B = 2, T = 16, tokens = B * T, eb = 2;
+    // per token: 2 norms + residual after attention + block output (4*64), qkv 64+2*32, post-RoPE
+    // q and k 64+32, attention output 64, gate/up/product 3*176; two fp32 rstd; probs (B,NH,T,T)
+    const double elems = 4 * 64 + (64 + 64) + (64 + 32) + 64 + 3 * 176;
+    const double per_layer = tokens * elems * eb + tokens * 2 * 4 + B * 4 * T * T * eb;
+    const double head = 2 * tokens * 64 * eb + tokens * 4, logits = 2 * tokens * 384 * 4;
+    ActivationEstimate a = activation_estimate(m, B, T, 1, eb, false);
+    CHECK(a.per_layer == doctest::Approx(per_layer));
+    CHECK(a.total == doctest::Approx(3 * per_layer + head + logits));
+    // recompute: one block's working set and the L block inputs
+    ActivationEstimate r = activation_estimate(m, B, T, 1, eb, true);
+    CHECK(r.per_layer == doctest::Approx(per_layer));
+    CHECK(r.layer_inputs == doctest::Approx(3 * tokens * 64 * eb));
+    CHECK(r.total == doctest::Approx(per_layer + 3 * tokens * 64 * eb + head + logits));
+    // GQA: each kv head fewer saves hd in v and twice hd in k (projection and after RoPE)
+    model::ArchConfig mha = m;
+    mha.num_kv_heads = 4;
+    CHECK(activation_estimate(mha, B, T, 1, eb, false).per_layer - a.per_layer ==
+          doctest::Approx(3 * 2 * 16 * tokens * eb));
+    // qwen3's qk-norm keeps the normed q and k and their per-head rstd
+    model::ArchConfig q3 = m;
+    q3.arch = model::Arch::Qwen3;
+    model::apply_arch_defaults(&q3);
+    REQUIRE(q3.qk_norm);
+    CHECK(activation_estimate(q3, B, T, 1, eb, false).per_layer - a.per_layer ==
+          doctest::Approx(tokens * (64 + 32) * eb + tokens * (4 + 2) * 4));
+    // Ulysses sp = 2: half the tokens per rank outside attention, half the heads inside
+    ActivationEstimate u = activation_estimate(m, B, T, 2, eb, false);
+    CHECK(u.per_layer ==
+          doctest::Approx(tokens / 2 * elems * eb + tokens / 2 * 2 * 4 + B * 2 * T * T * eb));
+}
+
+TEST_CASE("GPT-2 activations stay the llm.c count") {
+    model::ArchConfig g; // GPT-2 124M shapes
+    const double B = 4, T = 64, tokens = B * T, C = 768, eb = 4;
+    ActivationEstimate a = activation_estimate(g, B, T, 1, eb, false);
+    double per_layer = (16 * tokens * C + 2 * B * 12 * T * T + 4 * tokens) * eb;
+    CHECK(a.per_layer == doctest::Approx(per_layer));
+    CHECK(a.total ==
+          doctest::Approx(12 * per_layer + 2 * tokens * C * eb + 2 * tokens * 50304 * 4));
+}
+
+TEST_CASE("cost inputs of a LLaMA deck: sizes from the layout, GQA attention FLOPs") {
+    config::Config c = deck("llama3-8b-gh200.yaml");
+    model::ArchConfig m = model_config_for(c.model);
+    HardwareProfile hw = gh200();
+    CostInputs ci = make_cost_inputs(c, m, hw);
+    const double C = 4096, I = 14336, Vp = 128256, KV = 1024;
+    CHECK(ci.embed_params == Vp * C);                                       // no position table
+    CHECK(ci.head_params == Vp * C + C);                                    // lnf + untied lm_head
+    CHECK(ci.layer_params == 2 * C + C * (C + 2 * KV) + C * C + 3 * C * I); // norms, qkv, o, MLP
+    CHECK(ci.params == Vp * C + 32 * ci.layer_params + Vp * C + C);
+    // forward: 2*tokens*(blocks + LM head) + attention 4*L*B*T^2*NH*hd; backward 3x (recompute)
+    const double tokens = 4096;
+    double flops = 2 * tokens * (32 * ci.layer_params + Vp * C) + 4.0 * 32 * 4096.0 * 4096 * C;
+    CHECK(ci.fwd_s == doctest::Approx(flops / (989e12 * 0.75)));
+    CHECK(ci.bwd_s == doctest::Approx(3 * ci.fwd_s));
+    CHECK(ci.activation_bytes ==
+          doctest::Approx(activation_estimate(m, 1, 4096, 1, 2, true).total));
+}
+
+TEST_CASE("Ulysses all-to-all volume with GQA: q, k, v out and the attention output back") {
+    model::ArchConfig m = small_llama(); // Q = 64, KV = 32
+    model::ParamLayout l = model::make_layout(m);
+    const int B = 2, T = 16, P = 2, ga = 3;
+    CommVolume v = comm_per_step(l, 2, P, 1, B, T, ga, false);
+    double per_layer = (P - 1) * B * (T / P) * ((2.0 * 64 + 2.0 * 32) / P) * 4;
+    CHECK(v.alltoall == doctest::Approx(per_layer * 3 * 2 * ga));
+}
+
+TEST_CASE("decks on one GH200: parameter counts, fits and placement (docs/planner.md)") {
+    HardwareProfile hw = gh200();
+    struct Case {
+        const char* deck;
+        double published; // parameters, Hugging Face model cards
+        int ranks;
+        config::WeightsPolicy weights;
+    };
+    for (const Case& k :
+         {Case{"llama3-8b-gh200.yaml", 8.03e9, 1, config::WeightsPolicy::Stationary},
+          Case{"qwen3-14b-gh200.yaml", 14.8e9, 1, config::WeightsPolicy::Flow},
+          Case{"llama3-70b-gh200x4.yaml", 70.6e9, 4, config::WeightsPolicy::Flow}}) {
+        INFO(k.deck);
+        config::Config c = deck(k.deck);
+        model::ArchConfig m = model_config_for(c.model);
+        CHECK(m.llama_family());
+        CHECK(!m.tie_embeddings);
+        double n = static_cast<double>(model::make_layout(m).num_params);
+        CHECK(std::abs(n / k.published - 1) < 0.005);
+        Plan p = make_plan(c, m, hw, k.ranks);
+        CHECK(p.num_params == n);
+        CHECK(p.fits);
+        CHECK(p.mem.device_fits);
+        CHECK(p.mem.host_fits);
+        CHECK(p.weights == k.weights);
+        CHECK(p.mem.total <= p.capacity_bytes);
+        CHECK(p.mem.host_total <= p.host_capacity_bytes);
+    }
+}
+
+TEST_CASE("what does not fit, and on which side") {
+    HardwareProfile hw = gh200();
+    // Qwen3-14B with exact rollback (two host state sets): host memory, not the GPU
+    config::Config q = deck("qwen3-14b-gh200.yaml");
+    q.offload.rollback = config::Rollback::Exact;
+    Plan p = make_plan(q, model_config_for(q.model), hw);
+    CHECK(!p.fits);
+    CHECK(p.mem.device_fits);
+    CHECK(!p.mem.host_fits);
+    CHECK(p.mem.host_total > 500e9);
+    CHECK(p.why.find("host memory") != std::string::npos);
+    // ... and stationary weights do not fit its GPU (fp32 working weights + grads: 8 B/param)
+    config::Config qs = deck("qwen3-14b-gh200.yaml");
+    qs.offload.weights = config::WeightsPolicy::Stationary;
+    Plan ps = make_plan(qs, model_config_for(qs.model), hw);
+    CHECK(!ps.mem.device_fits);
+    CHECK(ps.why.find("device memory") != std::string::npos);
+    // Llama-3-70B on one GH200: host memory (~24 B/param even with inverse rollback)
+    config::Config l = deck("llama3-70b-gh200x4.yaml");
+    Plan one = make_plan(l, model_config_for(l.model), hw, 1);
+    CHECK(!one.mem.host_fits);
+    CHECK(one.mem.host_total > 3 * hw.cpu_memory_gb * 1e9);
+    // on four with exact rollback: host memory again
+    config::Config lx = deck("llama3-70b-gh200x4.yaml");
+    lx.offload.rollback = config::Rollback::Exact;
+    Plan four = make_plan(lx, model_config_for(lx.model), hw, 4);
+    CHECK(four.mem.device_fits);
+    CHECK(!four.mem.host_fits);
+}
