@@ -30,7 +30,8 @@ torch.set_num_threads(1)
 TOL_FWD = 1e-5     # logits
 TOL_LOSS = 1e-5    # |loss diff| / loss
 TOL_GRAD = 1e-4    # every gradient tensor
-TOL_TRAIN = 2e-4   # weights after 10 AdamW steps (relative to the tensor's max |ref|)
+TOL_TRAIN = 1e-4   # weights after 10 AdamW steps, or NOISE_FACTOR x torch fp32's own deviation
+NOISE_FACTOR = 4.0
 TOL_STEP_LOSS = 1e-5
 
 CASES = {
@@ -418,7 +419,8 @@ def deck_model(c):
          "intermediate_size": c["intermediate_size"], "vocab_size": c["vocab_size"],
          "padded_vocab_size": c["vocab_size"], "max_seq_len": c["max_position_embeddings"],
          "norm_eps": c["rms_norm_eps"], "rope_theta": c["rope_theta"],
-         "tie_embeddings": str(c["tie_word_embeddings"]).lower()}
+         "tie_embeddings": str(c["tie_word_embeddings"]).lower(),
+         "init_std": 0.1}  # ~1/sqrt(C), like the HF-dir weights (the 0.02 default is tiny here)
     if c["model_type"] == "llama":
         m["attention_bias"] = str(bool(c.get("attention_bias"))).lower()
     r = c.get("rope_scaling")
@@ -494,22 +496,27 @@ def check_train(rep, name, c, w, hf_dir, args, work, rng):
     ckpt = train_run(args, d, model, shard, LR, STEPS, clip)
     ref_w, ref_losses, ref_norms = torch_train(c, w, toks, clip)
     names = [n for n, _, _ in tensor_specs(c)]
-    # the noise floor, for the report: torch's own fp32 run against its float64 run
+    # the noise floor of each tensor: torch's own fp32 run against its float64 run. Adam turns
+    # rounding noise in gradient elements near zero (e.g. k_proj.bias: attention is nearly
+    # invariant to it) into visible weight differences, so a tensor may differ by
+    # max(TOL_TRAIN, NOISE_FACTOR x its fp32 noise floor)
     w32 = torch_train(c, w, toks, clip, torch.float32)[0]
+    tols = {}
     for n in names:
         e = float((w32[n].double() - ref_w[n]).abs().max() / ref_w[n].abs().max())
+        tols[n] = max(TOL_TRAIN, NOISE_FACTOR * e)
         if e >= rep.worst.get("(torch fp32 trained weights)", (0.0, ""))[0]:
             rep.worst["(torch fp32 trained weights)"] = (e, f"{name}: {n}")
     if from_hf:
-        check_export(rep, name, c, d, ckpt, ref_w, toks, args)
+        check_export(rep, name, c, d, ckpt, ref_w, toks, args, tols)
     else:
         got = read_ckpt_params(ckpt, c)
         for n in names:
-            rep.rel("trained weights", f"{name}: {n}", got[n], ref_w[n].numpy(), TOL_TRAIN)
+            rep.rel("trained weights", f"{name}: {n}", got[n], ref_w[n].numpy(), tols[n])
     check_metrics(rep, name, d, ref_losses, ref_norms, clip)
 
 
-def check_export(rep, name, c, d, ckpt, ref_w, toks, args):
+def check_export(rep, name, c, d, ckpt, ref_w, toks, args, tols):
     out_hf = os.path.join(d, "export")
     run([args.superoffload, "export", "--hf", out_hf, ckpt, "--dtype", "fp32"], env=ENV, cwd=d)
     with open(os.path.join(out_hf, "config.json")) as f:
@@ -531,7 +538,7 @@ def check_export(rep, name, c, d, ckpt, ref_w, toks, args):
               f"exported tensors {sorted(set(got) ^ set(names))} missing or extra")
     for n in names:
         if n in got:
-            rep.rel("trained weights", f"{name}: {n}", got[n], ref_w[n].numpy(), TOL_TRAIN)
+            rep.rel("trained weights", f"{name}: {n}", got[n], ref_w[n].numpy(), tols[n])
     # the reloaded model's logits vs the torch-trained model's (on the first batch)
     chunk = toks[:B * T + 1].astype(np.int64)
     idx = torch.tensor(chunk[:-1].reshape(B, T))
@@ -620,7 +627,8 @@ def main():
             print("  " + f)
         return 1
     print(f"ok: tolerances logits {TOL_FWD:g}, loss {TOL_LOSS:g}, grads {TOL_GRAD:g}, "
-          f"trained weights {TOL_TRAIN:g}, step losses {TOL_STEP_LOSS:g}")
+          f"trained weights {TOL_TRAIN:g} (or {NOISE_FACTOR:g}x torch fp32's own deviation), "
+          f"step losses {TOL_STEP_LOSS:g}")
     return 0
 
 
