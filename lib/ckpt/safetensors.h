@@ -1,5 +1,5 @@
-// The safetensors format (Hugging Face): a memory-mapped, fully validated reader that converts any
-// element range of an F32/BF16/F16 tensor to fp32, and a streaming writer (F32 or BF16).
+// The safetensors format (Hugging Face): a fully validated reader (header from a read-only mapping)
+// that widens any element range of an F32/BF16/F16 tensor to fp32, and a streaming writer.
 #pragma once
 
 #include <cstddef>
@@ -31,13 +31,14 @@ class SafetensorsFile {
     const std::vector<Tensor>& tensors() const { return tensors_; }
     const Tensor* find(const std::string& name) const; // null when absent
 
-    // out[0..n) = elements [first, first+n) of t, widened to fp32. Touches only those pages and
-    // lets the kernel drop them afterwards (MADV_DONTNEED on the read range).
+    // out[0..n) = elements [first, first+n) of t, widened to fp32. Reads only that byte range,
+    // in 32 MiB chunks, and lets the kernel drop those pages from the page cache afterwards.
     void read_f32(const Tensor& t, size_t first, size_t n, float* out) const;
 
   private:
     std::string path_;
-    const unsigned char* map_ = nullptr;
+    int fd_ = -1;                        // data reads (pread)
+    const unsigned char* map_ = nullptr; // the header is parsed from the mapping
     size_t map_bytes_ = 0;
     size_t data_begin_ = 0; // 8 + header length
     std::vector<Tensor> tensors_;
