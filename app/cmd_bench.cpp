@@ -11,6 +11,7 @@
 namespace sof::app {
 
 int cmd_bench(int argc, char** argv) {
+    if (argc >= 1 && std::strcmp(argv[0], "import") == 0) return cmd_bench_import(argc, argv);
     if (argc >= 1 && std::strcmp(argv[0], "model") == 0) {
         std::fputs(model::bench_model(model::parse_bench_model_args(argc, argv)).c_str(), stdout);
         return 0;

@@ -1,14 +1,17 @@
-// `superoffload export --llmc OUT.bin CHECKPOINT`: write a checkpoint's parameters as an llm.c
-// GPT-2 fp32 file. CHECKPOINT is a step directory or a checkpoint root (its newest step is used).
+// `superoffload export --llmc OUT.bin | --hf OUT_DIR CHECKPOINT`: a checkpoint's parameters as an
+// llm.c GPT-2 fp32 file or a Hugging Face directory (LLaMA family; CHECKPOINT: step dir or root).
 #include <mpi.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/hf.h"
 #include "ckpt/llmc.h"
 #include "commands.h"
 #include "core/error.h"
@@ -19,6 +22,10 @@ namespace {
 
 const char* kExportUsage =
     "usage: superoffload export --llmc OUT.bin CHECKPOINT\n"
+    "       superoffload export --hf OUT_DIR CHECKPOINT [--dtype bf16|fp32] [--shard-size 5GB]\n"
+    "  --hf writes a Hugging Face model directory (config.json, safetensors shards and their\n"
+    "  index) of a LLaMA-family checkpoint, loadable by transformers' from_pretrained and by\n"
+    "  model.init_from; written into a temporary directory, then renamed.\n"
     "  Writes the parameters of a superoffload checkpoint as an llm.c GPT-2 fp32 model file\n"
     "  (header magic 20240326, version 3), loadable by llm.c and by model.init_from.\n"
     "  CHECKPOINT  a step directory (e.g. ckpt/step_00000100) or a checkpoint root\n"
@@ -52,10 +59,39 @@ void refuse_output_inside(const std::string& out, const std::string& step_dir,
                                        out.c_str(), src.c_str()));
 }
 
+// "5GB", "500MB", "2GiB" or plain bytes.
+uint64_t parse_size(const std::string& s) {
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    std::string unit = end ? std::string(end) : "";
+    double mul = 1;
+    if (unit == "KB")
+        mul = 1e3;
+    else if (unit == "MB")
+        mul = 1e6;
+    else if (unit == "GB")
+        mul = 1e9;
+    else if (unit == "KiB")
+        mul = 1024.0;
+    else if (unit == "MiB")
+        mul = 1048576.0;
+    else if (unit == "GiB")
+        mul = 1073741824.0;
+    else if (!unit.empty() && unit != "B")
+        mul = -1;
+    if (!end || end == s.c_str() || mul < 0 || !(v > 0) || v * mul > 1e15)
+        core::throw_error(core::ErrorKind::Usage,
+                          "export: --shard-size '" + s +
+                              "' must be a positive size like 5GB, 500MB, 2GiB or bytes\n" +
+                              kExportUsage);
+    return static_cast<uint64_t>(v * mul);
+}
+
 } // namespace
 
 int cmd_export(int argc, char** argv) {
-    std::string out, src;
+    std::string out, src, hf_out;
+    ckpt::HfExportOptions hopt;
     auto usage_fail = [](const std::string& what) {
         core::throw_error(core::ErrorKind::Usage, what + "\n" + kExportUsage);
     };
@@ -70,6 +106,15 @@ int cmd_export(int argc, char** argv) {
             out = argv[++i];
         } else if (a.rfind("--llmc=", 0) == 0) {
             out = a.substr(7);
+        } else if (a == "--hf" || a == "--dtype" || a == "--shard-size") {
+            if (i + 1 >= argc) usage_fail("export: " + a + " needs a value after it");
+            const std::string v = argv[++i];
+            if (a == "--hf")
+                hf_out = v;
+            else if (a == "--dtype")
+                hopt.dtype = v;
+            else
+                hopt.shard_bytes = parse_size(v);
         } else if (a.rfind("-", 0) == 0) {
             usage_fail("export: unknown option '" + a + "'");
         } else if (src.empty()) {
@@ -78,7 +123,12 @@ int cmd_export(int argc, char** argv) {
             usage_fail("export: more than one checkpoint given ('" + src + "' and '" + a + "')");
         }
     }
-    if (out.empty()) usage_fail("export: missing --llmc OUT.bin (the only export format)");
+    if (out.empty() == hf_out.empty())
+        usage_fail("export: give exactly one of --llmc OUT.bin and --hf OUT_DIR");
+    if (hopt.dtype != "bf16" && hopt.dtype != "fp32")
+        usage_fail("export: --dtype '" + hopt.dtype + "' must be bf16 or fp32");
+    const bool hf = !hf_out.empty();
+    if (hf) out = hf_out;
     if (src.empty()) usage_fail("export: missing the checkpoint directory to export");
 
     namespace fs = std::filesystem;
@@ -109,6 +159,20 @@ int cmd_export(int argc, char** argv) {
     if (params.size() != layout.num_params)
         SOF_FAIL(Format, "checkpoint %s holds %zu params but its model needs %zu", dir.c_str(),
                  params.size(), layout.num_params);
+    if (hf) {
+        ckpt::export_hf(out, layout, params.data(), hopt);
+        std::printf("exported %s (step %lld, %zu params, %s L=%d C=%d V=%d) to %s (%s)\n",
+                    dir.c_str(), static_cast<long long>(m.step), layout.num_params,
+                    model::arch_name(m.model.arch), m.model.num_layers, m.model.channels,
+                    m.model.vocab_size, out.c_str(), hopt.dtype.c_str());
+        std::fflush(stdout);
+        return 0;
+    }
+    if (m.model.llama_family())
+        SOF_FAIL(Usage,
+                 "export --llmc: %s holds a %s model; the llm.c format holds GPT-2 only: use "
+                 "--hf OUT_DIR",
+                 dir.c_str(), model::arch_name(m.model.arch));
     ckpt::export_llmc(out, m.model, layout, params.data());
     std::printf("exported %s (step %lld, %zu params, L=%d NH=%d C=%d V=%d) to %s\n", dir.c_str(),
                 static_cast<long long>(m.step), layout.num_params, m.model.num_layers,

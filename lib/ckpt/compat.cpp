@@ -15,6 +15,7 @@
 #include "config/deck.h"
 #include "config/fields.h"
 #include "core/error.h"
+#include "core/strfmt.h"
 #include "data/shards.h"
 
 namespace sof::ckpt {
@@ -43,9 +44,25 @@ const char* const kMustMatch[] = {"model.type",
 
 // Keys never reported: the resume key itself, and architecture keys (compared from the manifest,
 // which holds the architecture actually built, model.init_from included).
-const char* const kSkip[] = {"train.resume",           "model.num_layers",  "model.num_heads",
-                             "model.channels",         "model.max_seq_len", "model.vocab_size",
-                             "model.padded_vocab_size"};
+const char* const kSkip[] = {"train.resume",
+                             "model.num_layers",
+                             "model.num_heads",
+                             "model.channels",
+                             "model.max_seq_len",
+                             "model.vocab_size",
+                             "model.padded_vocab_size",
+                             "model.num_kv_heads",
+                             "model.head_dim",
+                             "model.intermediate_size",
+                             "model.norm_eps",
+                             "model.rope_theta",
+                             "model.rope_scaling.type",
+                             "model.rope_scaling.factor",
+                             "model.rope_scaling.low_freq_factor",
+                             "model.rope_scaling.high_freq_factor",
+                             "model.rope_scaling.original_max_position_embeddings",
+                             "model.tie_embeddings",
+                             "model.attention_bias"};
 
 template <size_t N> bool in(const char* const (&list)[N], const std::string& key) {
     return std::find_if(std::begin(list), std::end(list),
@@ -112,6 +129,24 @@ std::vector<DeckChange> compare_runs(const Manifest& m, const config::Config& cf
     add_arch(&out, "model.max_seq_len", m.model.max_seq_len, mcfg.max_seq_len);
     add_arch(&out, "model.vocab_size", m.model.vocab_size, mcfg.vocab_size);
     add_arch(&out, "model.padded_vocab_size", m.model.padded_vocab_size, mcfg.padded_vocab_size);
+    if (m.model.arch != mcfg.arch)
+        out.push_back({"model architecture", model::arch_name(m.model.arch),
+                       model::arch_name(mcfg.arch), false});
+    add_arch(&out, "model.num_kv_heads", m.model.kv_heads(), mcfg.kv_heads());
+    add_arch(&out, "model.head_dim", m.model.hdim(), mcfg.hdim());
+    add_arch(&out, "model.intermediate_size", m.model.ffn_dim(), mcfg.ffn_dim());
+    add_arch(&out, "model.tie_embeddings", m.model.tie_embeddings, mcfg.tie_embeddings);
+    add_arch(&out, "model.attention_bias (q/k/v biases)", m.model.qkv_bias, mcfg.qkv_bias);
+    add_arch(&out, "model qk-norm", m.model.qk_norm, mcfg.qk_norm);
+    if (m.model.norm_eps != mcfg.norm_eps || m.model.rope_theta != mcfg.rope_theta ||
+        m.model.rope_scaling.type != mcfg.rope_scaling.type ||
+        m.model.rope_scaling.factor != mcfg.rope_scaling.factor)
+        out.push_back(
+            {"model.norm_eps / rope_theta / rope_scaling",
+             core::strfmt("%g / %g / %g", m.model.norm_eps, m.model.rope_theta,
+                          m.model.rope_scaling.factor),
+             core::strfmt("%g / %g / %g", mcfg.norm_eps, mcfg.rope_theta, mcfg.rope_scaling.factor),
+             false});
     if (!m.data_identity.empty() && !data_id.empty() && m.data_identity != data_id)
         out.push_back({"data identity (training shards' names, sizes and contents)",
                        m.data_identity, data_id, false});

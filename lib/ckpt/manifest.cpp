@@ -80,6 +80,39 @@ int int_field(const Json& obj, const char* key, const std::string& path) {
     return static_cast<int>(v);
 }
 
+// The LLaMA-family part of "model" (written since the family exists).
+void read_arch_fields(const Json& mo, const std::string& path, model::ArchConfig* c) {
+    const std::string arch = json_str(mo, "arch", path);
+    if (!model::parse_arch(arch, &c->arch))
+        SOF_FAIL(Format, "%s: model.arch = \"%s\" is not gpt2, llama, qwen2 or qwen3", path.c_str(),
+                 arch.c_str());
+    c->num_kv_heads = int_field(mo, "num_kv_heads", path);
+    c->head_dim = int_field(mo, "head_dim", path);
+    c->intermediate_size = int_field(mo, "intermediate_size", path);
+    const Json& rs = json_get(mo, "rope_scaling", path);
+    auto number = [&](const Json& o, const char* key) {
+        const Json& v = json_get(o, key, path);
+        if (!v.is_number()) SOF_FAIL(Format, "%s: model.%s must be a number", path.c_str(), key);
+        return v.get<double>();
+    };
+    auto flag = [&](const char* key) {
+        const Json& v = json_get(mo, key, path);
+        if (!v.is_boolean()) SOF_FAIL(Format, "%s: model.%s must be true/false", path.c_str(), key);
+        return v.get<bool>();
+    };
+    c->norm_eps = static_cast<float>(number(mo, "norm_eps"));
+    c->rope_theta = number(mo, "rope_theta");
+    c->rope_scaling.type = json_str(rs, "type", path) == "llama3" ? model::RopeScalingType::Llama3
+                                                                  : model::RopeScalingType::None;
+    c->rope_scaling.factor = number(rs, "factor");
+    c->rope_scaling.low_freq_factor = number(rs, "low_freq_factor");
+    c->rope_scaling.high_freq_factor = number(rs, "high_freq_factor");
+    c->rope_scaling.original_max_position = int_field(rs, "original_max_position_embeddings", path);
+    c->tie_embeddings = flag("tie_embeddings");
+    c->qkv_bias = flag("qkv_bias");
+    c->qk_norm = flag("qk_norm");
+}
+
 } // namespace
 
 std::string seal_manifest(const std::string& body) {
@@ -121,6 +154,22 @@ std::string manifest_to_json(const Manifest& m, const FileEntry& deck,
     mo["num_layers"] = m.model.num_layers;
     mo["num_heads"] = m.model.num_heads;
     mo["channels"] = m.model.channels;
+    // the LLaMA family's keys (absent in older manifests: those are GPT-2)
+    mo["arch"] = model::arch_name(m.model.arch);
+    mo["num_kv_heads"] = m.model.num_kv_heads;
+    mo["head_dim"] = m.model.head_dim;
+    mo["intermediate_size"] = m.model.intermediate_size;
+    mo["norm_eps"] = m.model.norm_eps;
+    mo["rope_theta"] = m.model.rope_theta;
+    const model::RopeScaling& rs = m.model.rope_scaling;
+    mo["rope_scaling"] = {{"type", rs.type == model::RopeScalingType::Llama3 ? "llama3" : "none"},
+                          {"factor", rs.factor},
+                          {"low_freq_factor", rs.low_freq_factor},
+                          {"high_freq_factor", rs.high_freq_factor},
+                          {"original_max_position_embeddings", rs.original_max_position}};
+    mo["tie_embeddings"] = m.model.tie_embeddings;
+    mo["qkv_bias"] = m.model.qkv_bias;
+    mo["qk_norm"] = m.model.qk_norm;
     j["model"] = mo;
     j["train_data"] = m.train_data.to_string();
     j["data_identity"] = m.data_identity;
@@ -186,14 +235,16 @@ void manifest_from_json(const std::string& text, const std::string& path, Manife
     m->model.num_layers = int_field(mo, "num_layers", path);
     m->model.num_heads = int_field(mo, "num_heads", path);
     m->model.channels = int_field(mo, "channels", path);
+    if (mo.contains("arch")) read_arch_fields(mo, path, &m->model);
     try {
         model::validate(m->model);
     } catch (const core::Error& e) {
         SOF_FAIL(Format, "%s: \"model\" is invalid: %s", path.c_str(), e.what());
     }
-    if (llmc_param_count(m->model) != static_cast<double>(m->num_params))
+    const double count = static_cast<double>(model::make_layout(m->model).num_params);
+    if (count != static_cast<double>(m->num_params))
         SOF_FAIL(Format, "%s: num_params = %lld but the model dims give %.0f parameters",
-                 path.c_str(), static_cast<long long>(m->num_params), llmc_param_count(m->model));
+                 path.c_str(), static_cast<long long>(m->num_params), count);
 
     const std::string loader = json_str(root, "train_data", path);
     try {

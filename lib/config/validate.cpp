@@ -136,10 +136,14 @@ void check_model(const Checker& c, const Config& cfg) {
     if (llama && m.init_from.empty()) check_llama(c, cfg); // else the checkpoint decides
     if (!m.init_from.empty()) {
         std::error_code ec;
-        if (c.files && !fs::is_regular_file(m.init_from, ec))
-            c.fail({"model.init_from"}, "model.init_from: file '" + m.init_from +
-                                            "' does not exist" + cwd_note(m.init_from) +
-                                            "; give an llm.c GPT-2 fp32 checkpoint file");
+        const bool hf_dir = fs::is_regular_file(m.init_from + "/config.json", ec);
+        if (c.files && !fs::is_regular_file(m.init_from, ec) && !hf_dir)
+            c.fail({"model.init_from"},
+                   "model.init_from: '" + m.init_from +
+                       "' is neither a file nor a Hugging Face "
+                       "model directory (with config.json)" +
+                       cwd_note(m.init_from) +
+                       "; give an llm.c GPT-2 fp32 checkpoint file or an HF directory");
         return; // the checkpoint's header decides the architecture; the trainer checks it
     }
     if (m.padded_vocab_size != 0 && m.padded_vocab_size < m.vocab_size)

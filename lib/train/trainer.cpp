@@ -12,6 +12,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/compat.h"
 #include "ckpt/fileio.h"
+#include "ckpt/hf.h"
 #include "ckpt/llmc.h"
 #include "config/deck.h"
 #include "core/error.h"
@@ -103,7 +104,26 @@ void Trainer::Impl::setup() {
 
     // Model: from the deck, or from an llm.c checkpoint (its header decides the architecture).
     std::vector<float> params;
-    if (!cfg.model.init_from.empty()) {
+    const bool hf_init = !cfg.model.init_from.empty() && ckpt::is_hf_dir(cfg.model.init_from);
+    if (hf_init) {
+        mcfg = ckpt::read_hf_config(cfg.model.init_from);
+        cfg.model.type = model::arch_name(mcfg.arch);
+        cfg.model.max_seq_len = mcfg.max_seq_len;
+        cfg.model.vocab_size = mcfg.vocab_size;
+        cfg.model.padded_vocab_size = mcfg.padded_vocab_size;
+        cfg.model.num_layers = mcfg.num_layers;
+        cfg.model.num_heads = mcfg.num_heads;
+        cfg.model.channels = mcfg.channels;
+        cfg.model.num_kv_heads = mcfg.num_kv_heads;
+        cfg.model.head_dim = mcfg.head_dim;
+        cfg.model.intermediate_size = mcfg.intermediate_size;
+        cfg.model.norm_eps = mcfg.norm_eps;
+        cfg.model.rope_theta = mcfg.rope_theta;
+        cfg.model.tie_embeddings = mcfg.tie_embeddings;
+        cfg.model.attention_bias = mcfg.qkv_bias;
+        log.info("model: architecture taken from %s/config.json (deck model keys ignored)",
+                 cfg.model.init_from.c_str());
+    } else if (!cfg.model.init_from.empty()) {
         mcfg = ckpt::read_llmc_header(cfg.model.init_from);
         cfg.model.max_seq_len = mcfg.max_seq_len;
         cfg.model.vocab_size = mcfg.vocab_size;
@@ -146,9 +166,12 @@ void Trainer::Impl::setup() {
     model = model::make_model(mcfg, mopts, B, Tl);
     const model::ParamLayout& layout = model->layout();
     params.assign(layout.num_params, 0.0f);
-    if (!cfg.model.init_from.empty())
+    if (hf_init && world.size() == 1)
+        ckpt::import_hf(cfg.model.init_from, layout, model::make_shard_map(layout, 1, 0),
+                        params.data());
+    else if (!cfg.model.init_from.empty() && !hf_init)
         ckpt::import_llmc(cfg.model.init_from, layout, params.data());
-    else
+    else if (!hf_init)
         model::init_params(layout, params.data(), cfg.model.init_std, cfg.train.seed);
 
     updater = zero::make_parallel_updater(cfg, layout, *ctx, log, trace.get());
@@ -157,6 +180,24 @@ void Trainer::Impl::setup() {
         std::vector<float> zeros(layout.num_params, 0.0f);
         updater->set_state(params.data(), zeros.data(), zeros.data(), 0);
     }
+    if (hf_init && world.size() > 1) {
+        // every rank reads only its slices of the files, straight into its shard
+        if (!shards)
+            SOF_FAIL(Internal, "multi-rank update path without shard access (zero_stage %d)",
+                     cfg.parallel.zero_stage);
+        zero::ShardState st;
+        st.map = shards->shard_map();
+        std::vector<float> local(st.map.local_size);
+        ckpt::import_hf(cfg.model.init_from, layout, st.map, local.data());
+        st.params.resize(st.map.real_size);
+        model::shard_pack_real(layout, st.map, local.data(), st.params.data());
+        st.exp_avg.assign(st.map.real_size, 0.0f);
+        st.exp_avg_sq.assign(st.map.real_size, 0.0f);
+        shards->set_shard(st);
+    }
+    if (hf_init)
+        log.info("model: imported %s (%s)", cfg.model.init_from.c_str(),
+                 world.size() > 1 ? "each rank read its own shard" : "whole model");
 
     // Data: DP ranks stride over the global batch; SP ranks of one DP rank read the same
     // sequences and keep their slice of positions.

@@ -40,8 +40,8 @@ TEST_CASE("data globs must match at least one file") {
 TEST_CASE("init_from, resume, plugin_dir and hardware must exist") {
     std::string d = test::scratch("paths");
     CHECK(contains(deck_error("", {"model.init_from=" + d + "/nope.bin"}),
-                   "--set model.init_from=" + d + "/nope.bin: model.init_from: file '" + d +
-                       "/nope.bin' does not exist"));
+                   "--set model.init_from=" + d + "/nope.bin: model.init_from: '" + d +
+                       "/nope.bin' is neither a file nor a Hugging Face model directory"));
     CHECK(contains(deck_error("train:\n  resume: nowhere/step_00000001\n"),
                    "deck.yaml:2: train.resume: checkpoint directory 'nowhere/step_00000001' does "
                    "not exist"));

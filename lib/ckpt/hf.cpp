@@ -1,0 +1,339 @@
+// Hugging Face model directories (see hf.h): config.json both ways, import by tensor name from
+// memory-mapped safetensors into this rank's shard, and the atomic sharded export.
+#include "ckpt/hf.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
+
+#include "ckpt/fileio.h"
+#include "ckpt/safetensors.h"
+#include "core/error.h"
+#include "core/strfmt.h"
+
+namespace sof::ckpt {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const char* kSupported = "LlamaForCausalLM (llama), Qwen2ForCausalLM (qwen2), Qwen3ForCausalLM "
+                         "(qwen3)";
+
+json parse_json_file(const std::string& path, const char* what) {
+    const std::string text = read_text(path, what);
+    json j = json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+        SOF_FAIL(Format, "%s '%s' is not a JSON object", what, path.c_str());
+    return j;
+}
+
+int int_key(const json& j, const std::string& path, const char* key, int fallback, bool required) {
+    if (!j.contains(key) || j[key].is_null()) {
+        if (required) SOF_FAIL(Format, "'%s': key '%s' is missing", path.c_str(), key);
+        return fallback;
+    }
+    if (!j[key].is_number_integer() || j[key].get<int64_t>() < 0 ||
+        j[key].get<int64_t>() > 2147483647)
+        SOF_FAIL(Format, "'%s': key '%s' must be a non-negative integer", path.c_str(), key);
+    return j[key].get<int>();
+}
+
+double num_key(const json& j, const std::string& path, const char* key, double fallback) {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_number()) SOF_FAIL(Format, "'%s': key '%s' must be a number", path.c_str(), key);
+    return j[key].get<double>();
+}
+
+bool bool_key(const json& j, const std::string& path, const char* key, bool fallback) {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_boolean())
+        SOF_FAIL(Format, "'%s': key '%s' must be true or false", path.c_str(), key);
+    return j[key].get<bool>();
+}
+
+// The rows the files hold: V for the embedding and LM head (our Vp rows are padding beyond).
+std::vector<int64_t> hf_shape(const model::TensorInfo& t, const model::ArchConfig& c) {
+    std::vector<int64_t> s(t.shape.begin(), t.shape.end());
+    if (t.kind == model::TensorKind::Wte || t.kind == model::TensorKind::LmHead)
+        s[0] = c.vocab_size;
+    return s;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+    std::string r = "[";
+    for (size_t i = 0; i < s.size(); i++)
+        r += (i ? ", " : "") + std::to_string(s[i]);
+    return r + "]";
+}
+
+// Name -> file of the directory's weights, and the opened files.
+struct WeightFiles {
+    std::map<std::string, std::string> where; // tensor name -> file path
+    std::map<std::string, std::unique_ptr<SafetensorsFile>> open;
+
+    explicit WeightFiles(const std::string& dir) {
+        const std::string index = dir + "/model.safetensors.index.json";
+        const std::string single = dir + "/model.safetensors";
+        if (fs::exists(index)) {
+            json j = parse_json_file(index, "safetensors index");
+            if (!j.contains("weight_map") || !j["weight_map"].is_object())
+                SOF_FAIL(Format, "'%s': no 'weight_map' object", index.c_str());
+            for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+                if (!it.value().is_string())
+                    SOF_FAIL(Format, "'%s': weight_map['%s'] must be a file name", index.c_str(),
+                             it.key().c_str());
+                const std::string f = it.value().get<std::string>();
+                if (f.find('/') != std::string::npos)
+                    SOF_FAIL(Format, "'%s': weight_map['%s'] = '%s' must be a file in %s",
+                             index.c_str(), it.key().c_str(), f.c_str(), dir.c_str());
+                where[it.key()] = dir + "/" + f;
+            }
+        } else if (fs::exists(single)) {
+            SafetensorsFile& f = file(single);
+            for (const SafetensorsFile::Tensor& t : f.tensors())
+                where[t.name] = single;
+        } else {
+            SOF_FAIL(Io, "'%s' has neither model.safetensors nor model.safetensors.index.json",
+                     dir.c_str());
+        }
+    }
+    SafetensorsFile& file(const std::string& path) {
+        auto it = open.find(path);
+        if (it == open.end())
+            it = open.emplace(path, std::make_unique<SafetensorsFile>(path)).first;
+        return *it->second;
+    }
+};
+
+} // namespace
+
+bool is_hf_dir(const std::string& path) {
+    std::error_code ec;
+    return fs::is_directory(path, ec) && fs::is_regular_file(path + "/config.json", ec);
+}
+
+model::ArchConfig read_hf_config(const std::string& dir) {
+    const std::string path = dir + "/config.json";
+    json j = parse_json_file(path, "Hugging Face config");
+    std::string name;
+    if (j.contains("architectures") && j["architectures"].is_array() &&
+        !j["architectures"].empty() && j["architectures"][0].is_string())
+        name = j["architectures"][0].get<std::string>();
+    else if (j.contains("model_type") && j["model_type"].is_string())
+        name = j["model_type"].get<std::string>();
+    model::ArchConfig c;
+    if (name == "LlamaForCausalLM" || name == "llama")
+        c.arch = model::Arch::Llama;
+    else if (name == "Qwen2ForCausalLM" || name == "qwen2")
+        c.arch = model::Arch::Qwen2;
+    else if (name == "Qwen3ForCausalLM" || name == "qwen3")
+        c.arch = model::Arch::Qwen3;
+    else
+        SOF_FAIL(Config, "'%s': architecture '%s' is not supported; supported: %s", path.c_str(),
+                 name.empty() ? "(none given)" : name.c_str(), kSupported);
+    if (j.contains("hidden_act") && j["hidden_act"] != "silu")
+        SOF_FAIL(Config, "'%s': hidden_act %s is not supported (SwiGLU needs silu)", path.c_str(),
+                 j["hidden_act"].dump().c_str());
+    c.qkv_bias = bool_key(j, path, "attention_bias", false);
+    c.tie_embeddings = bool_key(j, path, "tie_word_embeddings", false);
+    model::apply_arch_defaults(&c);
+    c.channels = int_key(j, path, "hidden_size", 0, true);
+    c.intermediate_size = int_key(j, path, "intermediate_size", 0, true);
+    c.num_heads = int_key(j, path, "num_attention_heads", 0, true);
+    c.num_layers = int_key(j, path, "num_hidden_layers", 0, true);
+    c.vocab_size = int_key(j, path, "vocab_size", 0, true);
+    c.padded_vocab_size = c.vocab_size;
+    c.max_seq_len = int_key(j, path, "max_position_embeddings", 0, true);
+    c.num_kv_heads = int_key(j, path, "num_key_value_heads", c.num_heads, false);
+    c.head_dim = int_key(j, path, "head_dim", 0, false);
+    c.norm_eps = static_cast<float>(num_key(j, path, "rms_norm_eps", 1e-6));
+    c.rope_theta = num_key(j, path, "rope_theta", 10000.0);
+    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+        const json& r = j["rope_scaling"];
+        std::string type;
+        if (r.contains("rope_type") && r["rope_type"].is_string())
+            type = r["rope_type"];
+        else if (r.contains("type") && r["type"].is_string())
+            type = r["type"];
+        if (type == "llama3") {
+            c.rope_scaling.type = model::RopeScalingType::Llama3;
+            c.rope_scaling.factor = num_key(r, path, "factor", 8.0);
+            c.rope_scaling.low_freq_factor = num_key(r, path, "low_freq_factor", 1.0);
+            c.rope_scaling.high_freq_factor = num_key(r, path, "high_freq_factor", 4.0);
+            c.rope_scaling.original_max_position =
+                int_key(r, path, "original_max_position_embeddings", 8192, false);
+        } else if (type != "default" && !type.empty()) {
+            SOF_FAIL(Config, "'%s': rope_scaling type '%s' is not supported (llama3 or none)",
+                     path.c_str(), type.c_str());
+        }
+    }
+    try {
+        model::validate(c);
+    } catch (const core::Error& e) {
+        SOF_FAIL(Config, "'%s': %s", path.c_str(), e.what());
+    }
+    return c;
+}
+
+void import_hf(const std::string& dir, const model::ParamLayout& full, const model::ShardMap& map,
+               float* out) {
+    const model::ArchConfig& c = full.cfg;
+    WeightFiles wf(dir);
+    std::fill(out, out + map.local_size, 0.0f);
+    std::set<std::string> used;
+    for (const model::TensorInfo& t : full.tensors) {
+        auto w = wf.where.find(t.name);
+        if (w == wf.where.end())
+            SOF_FAIL(Format, "'%s': tensor '%s' is missing (the config asks for %s%s)", dir.c_str(),
+                     t.name.c_str(), model::arch_name(c.arch),
+                     t.kind == model::TensorKind::LmHead ? " with an untied LM head" : "");
+        used.insert(t.name);
+        SafetensorsFile& f = wf.file(w->second);
+        const SafetensorsFile::Tensor* st = f.find(t.name);
+        if (!st)
+            SOF_FAIL(Format, "'%s': tensor '%s' is listed in the index but not in the file",
+                     w->second.c_str(), t.name.c_str());
+        const std::vector<int64_t> want = hf_shape(t, c);
+        if (st->shape != want)
+            SOF_FAIL(Format, "'%s': tensor '%s' has shape %s, the config needs %s",
+                     w->second.c_str(), t.name.c_str(), shape_str(st->shape).c_str(),
+                     shape_str(want).c_str());
+        const int u = t.unit;
+        const size_t a = map.global_first(full, u), b = map.global_last(full, u);
+        const size_t x = std::max(a, t.offset), y = std::min(b, t.offset + t.numel);
+        if (x >= y) continue; // not in this rank's slice
+        const size_t first = x - t.offset, last = std::min(y - t.offset, st->numel);
+        if (last > first)
+            f.read_f32(*st, first, last - first,
+                       out + map.local_begin[static_cast<size_t>(u)] + (x - a));
+    }
+    for (const auto& [name, file] : wf.where) {
+        if (used.count(name)) continue;
+        const bool rotary =
+            name.size() > 21 && name.rfind("rotary_emb.inv_freq") != std::string::npos;
+        if (rotary || (c.tie_embeddings && name == "lm_head.weight")) continue; // derived copies
+        SOF_FAIL(Format,
+                 "'%s': unexpected tensor '%s' for a %s with this config (wrong config.json, or "
+                 "tie_word_embeddings / attention_bias set wrong?)",
+                 file.c_str(), name.c_str(), model::arch_name(c.arch));
+    }
+}
+
+namespace {
+
+json config_json(const model::ArchConfig& c, const std::string& dtype) {
+    const char* arch = c.arch == model::Arch::Qwen2   ? "Qwen2ForCausalLM"
+                       : c.arch == model::Arch::Qwen3 ? "Qwen3ForCausalLM"
+                                                      : "LlamaForCausalLM";
+    json j;
+    j["architectures"] = {arch};
+    j["model_type"] = model::arch_name(c.arch);
+    j["hidden_size"] = c.channels;
+    j["intermediate_size"] = c.ffn_dim();
+    j["num_attention_heads"] = c.num_heads;
+    j["num_key_value_heads"] = c.kv_heads();
+    j["head_dim"] = c.hdim();
+    j["num_hidden_layers"] = c.num_layers;
+    j["rms_norm_eps"] = c.norm_eps;
+    j["rope_theta"] = c.rope_theta;
+    if (c.rope_scaling.type == model::RopeScalingType::Llama3)
+        j["rope_scaling"] = {
+            {"rope_type", "llama3"},
+            {"factor", c.rope_scaling.factor},
+            {"low_freq_factor", c.rope_scaling.low_freq_factor},
+            {"high_freq_factor", c.rope_scaling.high_freq_factor},
+            {"original_max_position_embeddings", c.rope_scaling.original_max_position}};
+    else
+        j["rope_scaling"] = nullptr;
+    j["vocab_size"] = c.vocab_size;
+    j["max_position_embeddings"] = c.max_seq_len;
+    j["tie_word_embeddings"] = c.tie_embeddings;
+    j["attention_bias"] = c.qkv_bias;
+    j["attention_dropout"] = 0.0;
+    j["hidden_act"] = "silu";
+    j["initializer_range"] = 0.02;
+    j["use_cache"] = true;
+    j["torch_dtype"] = dtype == "bf16" ? "bfloat16" : "float32";
+    j["transformers_version"] = "4.51.0";
+    return j;
+}
+
+} // namespace
+
+void export_hf(const std::string& out_dir, const model::ParamLayout& layout, const float* params,
+               const HfExportOptions& o) {
+    const model::ArchConfig& c = layout.cfg;
+    if (!c.llama_family())
+        SOF_FAIL(Usage, "export --hf: a GPT-2 checkpoint is exported with --llmc (the Hugging "
+                        "Face export writes the LLaMA family: llama, qwen2, qwen3)");
+    if (o.dtype != "bf16" && o.dtype != "fp32")
+        SOF_FAIL(Usage, "export --hf: --dtype '%s' must be bf16 or fp32", o.dtype.c_str());
+    std::error_code ec;
+    if (fs::exists(out_dir, ec) && !(fs::is_directory(out_dir, ec) && fs::is_empty(out_dir, ec)))
+        SOF_FAIL(Io, "export --hf: '%s' exists and is not an empty directory; give a new path",
+                 out_dir.c_str());
+    const bool bf16 = o.dtype == "bf16";
+    const size_t eb = bf16 ? 2 : 4;
+    // group whole tensors into files of at most shard_bytes
+    std::vector<std::vector<SafetensorsOut>> files(1);
+    size_t in_file = 0;
+    uint64_t total = 0;
+    for (const model::TensorInfo& t : layout.tensors) {
+        SafetensorsOut s{t.name, hf_shape(t, c), params + t.offset};
+        size_t n = 1;
+        for (int64_t d : s.shape)
+            n *= static_cast<size_t>(d);
+        if (in_file > 0 && in_file + n * eb > o.shard_bytes) {
+            files.emplace_back();
+            in_file = 0;
+        }
+        files.back().push_back(std::move(s));
+        in_file += n * eb;
+        total += n * eb;
+    }
+    const fs::path out = fs::absolute(fs::path(out_dir)).lexically_normal();
+    const std::string tmp = out.string() + ".tmp-" + std::to_string(::getpid());
+    fs::remove_all(tmp, ec);
+    fs::create_directories(tmp, ec);
+    if (ec) SOF_FAIL(Io, "export --hf: cannot create '%s': %s", tmp.c_str(), ec.message().c_str());
+    try {
+        const size_t m = files.size();
+        json wm = json::object();
+        for (size_t i = 0; i < m; i++) {
+            const std::string name =
+                m == 1 ? std::string("model.safetensors")
+                       : core::strfmt("model-%05zu-of-%05zu.safetensors", i + 1, m);
+            write_safetensors(tmp + "/" + name, files[i], bf16);
+            for (const SafetensorsOut& s : files[i])
+                wm[s.name] = name;
+        }
+        if (m > 1) {
+            const std::string idx =
+                json{{"metadata", {{"total_size", total}}}, {"weight_map", wm}}.dump(2) + "\n";
+            write_file_durable(tmp + "/model.safetensors.index.json", idx.data(), idx.size());
+        }
+        const std::string cfg = config_json(c, o.dtype).dump(2) + "\n";
+        write_file_durable(tmp + "/config.json", cfg.data(), cfg.size());
+        fsync_dir(tmp);
+        if (fs::exists(out, ec)) fs::remove(out, ec); // the empty directory
+        fs::rename(tmp, out, ec);
+        if (ec)
+            SOF_FAIL(Io, "export --hf: cannot rename '%s' to '%s': %s", tmp.c_str(),
+                     out.string().c_str(), ec.message().c_str());
+        fsync_dir(out.parent_path().string());
+    } catch (...) {
+        fs::remove_all(tmp, ec);
+        throw;
+    }
+}
+
+} // namespace sof::ckpt

@@ -1,0 +1,39 @@
+// Hugging Face model directories: config.json <-> ArchConfig, import of (sharded) safetensors into
+// fp32 master weights (a ZeRO-3 rank reads only its shard), and atomic export for from_pretrained.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/layout.h"
+#include "model/shard.h"
+
+namespace sof::ckpt {
+
+// A directory holding config.json.
+bool is_hf_dir(const std::string& path);
+
+// Reads DIR/config.json (LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM). Format errors
+// name the file and the key; an unsupported architecture lists the supported ones.
+model::ArchConfig read_hf_config(const std::string& dir);
+
+// Reads every tensor of `full` from DIR's model.safetensors, or the shards listed in
+// model.safetensors.index.json, into `out` (map.local_size floats: this rank's shard layout;
+// make_shard_map(full, 1, 0) is the whole flat buffer). Only the elements of this rank's slices
+// are read; padding rows (V..Vp-1) and shard padding are zero. A missing or unexpected tensor, a
+// shape or dtype mismatch or a truncated file is one error naming the file and the tensor.
+void import_hf(const std::string& dir, const model::ParamLayout& full, const model::ShardMap& map,
+               float* out);
+
+struct HfExportOptions {
+    std::string dtype = "bf16";           // "bf16" or "fp32"
+    uint64_t shard_bytes = 5000000000ull; // largest safetensors file (a tensor is never split)
+};
+
+// Writes config.json, model.safetensors or model-0000N-of-0000M.safetensors + index (padding rows
+// stripped) for `layout` (full, LLaMA family) into out_dir atomically: a temporary directory
+// next to it, renamed at the end. out_dir must not exist or be an empty directory.
+void export_hf(const std::string& out_dir, const model::ParamLayout& layout, const float* params,
+               const HfExportOptions& o);
+
+} // namespace sof::ckpt

@@ -1,0 +1,227 @@
+// Hugging Face safetensors and directories: reader/writer round trips (F32, BF16 with round to
+// nearest even, F16), every format error naming file and tensor, sharded import of slices, config.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/compat.h"
+#include "ckpt/hf.h"
+#include "ckpt/safetensors.h"
+#include "ckpt_test_util.h"
+#include "config/deck.h"
+#include "model/model.h"
+
+using namespace sof;
+using namespace sof::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+model::ArchConfig hf_model(model::Arch arch) {
+    model::ArchConfig c;
+    c.arch = arch;
+    model::apply_arch_defaults(&c);
+    c.max_seq_len = 32;
+    c.vocab_size = 50;
+    c.padded_vocab_size = 50;
+    c.num_layers = 2;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.channels = 32;
+    c.intermediate_size = 48;
+    c.tie_embeddings = arch == model::Arch::Qwen2;
+    if (arch == model::Arch::Qwen3) c.head_dim = 12;
+    if (arch == model::Arch::Llama) {
+        c.rope_scaling.type = model::RopeScalingType::Llama3;
+        c.rope_scaling.factor = 8;
+        c.rope_theta = 500000;
+    }
+    return c;
+}
+
+// A file with a hand-written header and raw data.
+void write_raw(const std::string& path, const std::string& header, const std::string& data) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    uint64_t n = header.size();
+    f.write(reinterpret_cast<const char*>(&n), 8);
+    f << header << data;
+}
+
+} // namespace
+
+TEST_CASE("safetensors: F32 and BF16 round trips, RNE rounding, F16 widening") {
+    const std::string d = ckpt_scratch("st_roundtrip");
+    std::vector<float> a = pattern(37, 3), b = {1.0f, 1.00390625f, 1.01171875f, -2.5f, 0.0f};
+    // 1 + 2^-8 is a tie between bf16 1.0 and 1.0078125: even -> 1.0; 1 + 3*2^-8 (tie) -> 1.015625
+    std::vector<ckpt::SafetensorsOut> ts = {{"a", {37}, a.data()}, {"b.w", {5, 1}, b.data()}};
+    ckpt::write_safetensors(d + "/f32.safetensors", ts, false);
+    ckpt::write_safetensors(d + "/bf16.safetensors", ts, true);
+    ckpt::SafetensorsFile f32(d + "/f32.safetensors"), bf(d + "/bf16.safetensors");
+    REQUIRE(f32.find("b.w") != nullptr);
+    CHECK(f32.find("b.w")->shape == std::vector<int64_t>{5, 1});
+    std::vector<float> got(37);
+    f32.read_f32(*f32.find("a"), 0, 37, got.data());
+    CHECK(bit_equal(got, a));
+    std::vector<float> g5(5);
+    bf.read_f32(*bf.find("b.w"), 0, 5, g5.data());
+    CHECK(g5 == std::vector<float>{1.0f, 1.0f, 1.015625f, -2.5f, 0.0f});
+    std::vector<float> part(3);
+    bf.read_f32(*bf.find("a"), 10, 3, part.data());
+    for (int i = 0; i < 3; i++)
+        CHECK(std::fabs(part[i] - a[10 + i]) <= std::fabs(a[10 + i]) * 0.004f);
+    CHECK(ckpt::float_to_bf16(1.00390625f) == 0x3f80);
+    CHECK(ckpt::float_to_bf16(1.01171875f) == 0x3f82);
+    // F16: 1.0 = 0x3c00, -2.0 = 0xc000, smallest subnormal 2^-24 = 0x0001, 65504 = 0x7bff
+    const uint16_t h[4] = {0x3c00, 0xc000, 0x0001, 0x7bff};
+    write_raw(d + "/f16.safetensors", R"({"x":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}})",
+              std::string(reinterpret_cast<const char*>(h), 8));
+    ckpt::SafetensorsFile f16(d + "/f16.safetensors");
+    std::vector<float> g4(4);
+    f16.read_f32(*f16.find("x"), 0, 4, g4.data());
+    CHECK(g4 == std::vector<float>{1.0f, -2.0f, std::ldexp(1.0f, -24), 65504.0f});
+}
+
+TEST_CASE("safetensors: format errors name the file and the tensor") {
+    const std::string d = ckpt_scratch("st_errors");
+    auto open = [](const std::string& p) { ckpt::SafetensorsFile f(p); };
+    write_raw(d + "/trunc.safetensors",
+              R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", std::string(8, '\0'));
+    expect_error([&] { open(d + "/trunc.safetensors"); }, core::ErrorKind::Format,
+                 {"trunc.safetensors", "'w'", "truncated"});
+    write_raw(d + "/overlap.safetensors",
+              R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+              R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+              std::string(12, '\0'));
+    expect_error([&] { open(d + "/overlap.safetensors"); }, core::ErrorKind::Format,
+                 {"overlap.safetensors", "overlap"});
+    write_raw(d + "/size.safetensors", R"({"a":{"dtype":"BF16","shape":[3],"data_offsets":[0,8]}})",
+              std::string(8, '\0'));
+    expect_error([&] { open(d + "/size.safetensors"); }, core::ErrorKind::Format,
+                 {"size.safetensors", "'a'", "BF16"});
+    write_raw(d + "/dtype.safetensors", R"({"a":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})",
+              std::string(8, '\0'));
+    expect_error([&] { open(d + "/dtype.safetensors"); }, core::ErrorKind::Format,
+                 {"dtype.safetensors", "'a'", "I64"});
+    spit(d + "/short.safetensors", std::string("\x10\0\0\0\0\0\0\0{}", 10));
+    expect_error([&] { open(d + "/short.safetensors"); }, core::ErrorKind::Format,
+                 {"short.safetensors", "header length"});
+}
+
+TEST_CASE("HF directories: config round trip, sharded export, slice import, errors") {
+    for (model::Arch arch : {model::Arch::Llama, model::Arch::Qwen2, model::Arch::Qwen3}) {
+        CAPTURE(model::arch_name(arch));
+        const model::ArchConfig c = hf_model(arch);
+        const model::ParamLayout l = model::make_layout(c);
+        std::vector<float> p(l.num_params);
+        model::init_params(l, p.data(), 0.05f, 11);
+        const std::string d = ckpt_scratch(std::string("hf_") + model::arch_name(arch));
+        ckpt::HfExportOptions o;
+        o.dtype = "fp32";
+        o.shard_bytes = 20000; // several files: the index path
+        ckpt::export_hf(d + "/out", l, p.data(), o);
+        CHECK(fs::exists(d + "/out/model.safetensors.index.json"));
+        CHECK_FALSE(fs::exists(d + "/out/model.safetensors"));
+        const model::ArchConfig r = ckpt::read_hf_config(d + "/out");
+        CHECK(r.arch == c.arch);
+        CHECK(r.kv_heads() == 2);
+        CHECK(r.hdim() == c.hdim());
+        CHECK(r.tie_embeddings == c.tie_embeddings);
+        CHECK(r.qkv_bias == c.qkv_bias);
+        CHECK(r.qk_norm == c.qk_norm);
+        CHECK(r.rope_scaling.type == c.rope_scaling.type);
+        CHECK(model::make_layout(r).num_params == l.num_params);
+        std::vector<float> full(l.num_params);
+        ckpt::import_hf(d + "/out", l, model::make_shard_map(l, 1, 0), full.data());
+        CHECK(bit_equal(full, p));
+        // 3 ZeRO-3 shards: each rank's import equals the slice of the full one
+        for (int rank = 0; rank < 3; rank++) {
+            const model::ShardMap m = model::make_shard_map(l, 3, rank);
+            std::vector<float> mine(m.local_size), want(m.local_size);
+            ckpt::import_hf(d + "/out", l, m, mine.data());
+            model::shard_scatter(l, m, p.data(), want.data());
+            CHECK(bit_equal(mine, want));
+        }
+        // a second export into the same place is refused, nothing is lost
+        expect_error([&] { ckpt::export_hf(d + "/out", l, p.data(), o); }, core::ErrorKind::Io,
+                     {"not an empty directory"});
+    }
+    // bf16 single-file export reads back within bf16 rounding
+    const model::ArchConfig c = hf_model(model::Arch::Llama);
+    const model::ParamLayout l = model::make_layout(c);
+    std::vector<float> p(l.num_params), got(l.num_params);
+    model::init_params(l, p.data(), 0.05f, 3);
+    const std::string d = ckpt_scratch("hf_bf16");
+    ckpt::export_hf(d + "/m", l, p.data(), ckpt::HfExportOptions{});
+    CHECK(fs::exists(d + "/m/model.safetensors"));
+    ckpt::import_hf(d + "/m", l, model::make_shard_map(l, 1, 0), got.data());
+    for (size_t i = 0; i < p.size(); i++)
+        REQUIRE(std::fabs(got[i] - p[i]) <= std::fabs(p[i]) * (1.0f / 256));
+    // a config that disagrees with the files: missing and unexpected tensors, wrong shapes
+    auto import_as = [&](const model::ArchConfig& cfg) {
+        const model::ParamLayout lx = model::make_layout(cfg);
+        std::vector<float> x(lx.num_params);
+        ckpt::import_hf(d + "/m", lx, model::make_shard_map(lx, 1, 0), x.data());
+    };
+    model::ArchConfig biased = c;
+    biased.qkv_bias = true;
+    expect_error([&] { import_as(biased); }, core::ErrorKind::Format,
+                 {"model.layers.0.self_attn.q_proj.bias' is missing"});
+    model::ArchConfig shallow = c;
+    shallow.num_layers = 1;
+    expect_error([&] { import_as(shallow); }, core::ErrorKind::Format,
+                 {"model.safetensors", "unexpected tensor 'model.layers.1."});
+    model::ArchConfig wide = c;
+    wide.intermediate_size = 64;
+    const model::ParamLayout lw = model::make_layout(wide);
+    std::vector<float> w(lw.num_params);
+    expect_error([&] { ckpt::import_hf(d + "/m", lw, model::make_shard_map(lw, 1, 0), w.data()); },
+                 core::ErrorKind::Format,
+                 {"model.safetensors", "gate_proj", "[48, 32]", "[64, 32]"});
+    // an architecture we do not build
+    nlohmann::json j = nlohmann::json::parse(slurp(d + "/m/config.json"));
+    j["architectures"] = {"MistralForCausalLM"};
+    spit(d + "/m/config.json", j.dump());
+    expect_error([&] { ckpt::read_hf_config(d + "/m"); }, core::ErrorKind::Config,
+                 {"config.json", "MistralForCausalLM", "Qwen3ForCausalLM"});
+    j.erase("architectures");
+    j["model_type"] = "qwen3";
+    j.erase("hidden_size");
+    spit(d + "/m/config.json", j.dump());
+    expect_error([&] { ckpt::read_hf_config(d + "/m"); }, core::ErrorKind::Format,
+                 {"config.json", "hidden_size"});
+}
+
+TEST_CASE("manifests carry the LLaMA-family fields; a resume names a changed kv-head count") {
+    const std::string root = ckpt_scratch("hf_manifest");
+    ckpt::Manifest m;
+    m.step = 3;
+    m.opt_step = 2;
+    m.model = hf_model(model::Arch::Qwen3);
+    m.num_params = static_cast<int64_t>(model::make_layout(m.model).num_params);
+    m.world_size = 1;
+    config::Config a = config::parse_deck_text("", "a.yaml");
+    m.deck_yaml = config::effective_yaml(a);
+    ckpt::State s;
+    s.params = pattern(static_cast<size_t>(m.num_params), 1);
+    s.exp_avg = s.params;
+    s.exp_avg_sq = s.params;
+    const std::string dir = ckpt::save(root, m, s, 2, 0, 1);
+    const ckpt::Manifest g = ckpt::load_manifest(dir);
+    CHECK(g.model.arch == model::Arch::Qwen3);
+    CHECK(g.model.head_dim == 12);
+    CHECK(g.model.qk_norm);
+    CHECK(g.model.rope_theta == m.model.rope_theta);
+    CHECK(g.model.intermediate_size == 48);
+    model::ArchConfig now = g.model;
+    CHECK(ckpt::compare_runs(g, a, now, "").empty());
+    now.num_kv_heads = 4;
+    std::vector<ckpt::DeckChange> ch = ckpt::compare_runs(g, a, now, "");
+    REQUIRE(ch.size() == 1);
+    CHECK(ch[0].key == "model.num_kv_heads");
+    CHECK_FALSE(ch[0].allowed);
+}
