@@ -184,6 +184,10 @@ void SafetensorsFile::read_f32(const Tensor& t, size_t first, size_t n, float* o
     for (size_t c0 = 0; c0 < n; c0 += chunk) {
         const size_t cn = std::min(chunk, n - c0);
         const off_t off = static_cast<off_t>(data_begin_ + t.begin + (first + c0) * eb);
+        if (c0 + cn < n) // the kernel reads the next chunk ahead while this one is widened
+            ::posix_fadvise(fd_, off + static_cast<off_t>(cn * eb),
+                            static_cast<off_t>(std::min(chunk, n - c0 - cn) * eb),
+                            POSIX_FADV_WILLNEED);
         size_t got = 0;
         while (got < cn * eb) {
             const ssize_t r =
