@@ -443,6 +443,7 @@ train: {{batch_size: {B}, seq_len: {T}, steps: {steps}, lr: {lr}, warmup_steps: 
   schedule: constant, grad_clip: {clip}, eval_batches: 1, log_every: 0,
   checkpoint_dir: {d}/ckpt, metrics: {d}/metrics.jsonl}}
 optimizer: {{type: adamw, weight_decay: {WD}, beta1: {BETA1}, beta2: {BETA2}, eps: {EPS}}}
+offload: {{enabled: true, stv: true, bucket_mb: 0.05, gpu_tail_buckets: 1}}
 device: {{type: host}}
 runtime: {{out_dir: {d}/out, threads: 1, log_level: quiet}}
 """)
