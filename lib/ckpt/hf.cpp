@@ -188,7 +188,13 @@ void import_hf(const std::string& dir, const model::ParamLayout& full, const mod
                float* out) {
     const model::ArchConfig& c = full.cfg;
     WeightFiles wf(dir);
-    std::fill(out, out + map.local_size, 0.0f);
+    // zero only what no tensor read writes: each unit's shard padding (the padding rows of the
+    // embedding / LM head are zeroed below); a full pre-fill would cost one more pass over memory
+    for (int u = 0; u < map.num_units(); u++) {
+        const size_t lb = map.local_begin[static_cast<size_t>(u)];
+        std::fill(out + lb + map.real_count(full, u),
+                  out + map.local_begin[static_cast<size_t>(u) + 1], 0.0f);
+    }
     std::set<std::string> used;
     for (const model::TensorInfo& t : full.tensors) {
         auto w = wf.where.find(t.name);
@@ -212,9 +218,10 @@ void import_hf(const std::string& dir, const model::ParamLayout& full, const mod
         const size_t x = std::max(a, t.offset), y = std::min(b, t.offset + t.numel);
         if (x >= y) continue; // not in this rank's slice
         const size_t first = x - t.offset, last = std::min(y - t.offset, st->numel);
-        if (last > first)
-            f.read_f32(*st, first, last - first,
-                       out + map.local_begin[static_cast<size_t>(u)] + (x - a));
+        float* dst = out + map.local_begin[static_cast<size_t>(u)] + (x - a);
+        if (last > first) f.read_f32(*st, first, last - first, dst);
+        const size_t pad0 = std::max(first, std::min(last, st->numel)); // rows V..Vp-1: zero
+        std::fill(dst + (pad0 - first), dst + (y - x), 0.0f);
     }
     for (const auto& [name, file] : wf.where) {
         if (used.count(name)) continue;
