@@ -74,7 +74,9 @@ cd "$SRC"
 
 # the deck: tiny GPT-2, a few steps, one validation batch
 STEPS=${SOF_SLURM_STEPS:-3}
-[ "$MODE" = requeue ] && STEPS=${SOF_SLURM_STEPS:-10}
+# 24 steps (~4 s): the early signal sent at step 2 must land before the run ends even when
+# slurmctld is slow to deliver it on a loaded machine (10 steps raced it once)
+[ "$MODE" = requeue ] && STEPS=${SOF_SLURM_STEPS:-24}
 deck_args() { # deck_args OUT_DIR: the deck and its overrides in the array DECK
   DECK=(inputs/tiny.yaml --set train.steps="$STEPS" --set train.eval_batches=1
     --set train.eval_every=1000 --set runtime.out_dir="$1" --set train.checkpoint_dir="$1/ckpt")
