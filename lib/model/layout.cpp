@@ -145,7 +145,7 @@ void validate(const ArchConfig& cfg) {
         if (cfg.num_kv_heads != 0 && cfg.num_kv_heads != cfg.num_heads)
             SOF_FAIL(Config, "model.num_kv_heads = %d: GPT-2 has no grouped-query attention",
                      cfg.num_kv_heads);
-        if (cfg.head_dim != 0 && cfg.head_dim * cfg.num_heads != cfg.channels)
+        if (cfg.head_dim != 0 && static_cast<double>(cfg.head_dim) * cfg.num_heads != cfg.channels)
             SOF_FAIL(Config, "model.head_dim = %d: GPT-2 heads are channels / num_heads = %d",
                      cfg.head_dim, cfg.channels / cfg.num_heads);
     } else {
@@ -177,14 +177,16 @@ void validate(const ArchConfig& cfg) {
                      r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_position);
     }
     // every tensor's numel and the flat offsets are size_t, but shapes are int
-    const double big = 2147483647.0;
-    if (4.0 * cfg.channels * cfg.channels > big ||
-        static_cast<double>(cfg.ffn_dim()) * cfg.channels > big ||
-        static_cast<double>(cfg.q_dim()) * cfg.channels > big)
+    // (in double: ffn_dim() and q_dim() would overflow int for absurd sizes)
+    const double big = 2147483647.0, C = cfg.channels;
+    const double ffn = cfg.intermediate_size > 0 ? cfg.intermediate_size : 4.0 * C;
+    const double hd = cfg.head_dim > 0 ? cfg.head_dim : C / cfg.num_heads;
+    const double q = hd * cfg.num_heads;
+    if (4.0 * C * C > big || ffn * C > big || q * C > big || q + 2.0 * q > big)
         SOF_FAIL(Config,
-                 "model.channels = %d (intermediate %d, heads x head_dim %d) is too large: every "
-                 "matrix must have fewer than 2^31 elements",
-                 cfg.channels, cfg.ffn_dim(), cfg.q_dim());
+                 "model.channels = %d (intermediate %.0f, heads x head_dim %.0f) is too large: "
+                 "every matrix must have fewer than 2^31 elements",
+                 cfg.channels, ffn, q);
 }
 
 namespace {
