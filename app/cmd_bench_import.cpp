@@ -1,12 +1,14 @@
 // `superoffload bench import --create DIR [--params-scale S]` writes a ~1B-parameter LLaMA as a
-// bf16 Hugging Face directory; `bench import DIR` times its import against reading the files
-// (dd-like).
+// bf16 Hugging Face directory; `bench import DIR [--rounds N]` times its import (O_DIRECT and
+// buffered) against reading the same files dd-like, each from a dropped page cache.
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -63,7 +65,7 @@ double read_files(const std::string& dir, uint64_t* bytes) {
 } // namespace
 
 int cmd_bench_import(int argc, char** argv) {
-    const char* usage = "usage: superoffload bench import --create DIR | DIR";
+    const char* usage = "usage: superoffload bench import --create DIR | DIR [--rounds N]";
     if (argc == 3 && std::strcmp(argv[1], "--create") == 0) {
         model::ArchConfig c; // ~1.0B parameters: Llama-style, 18 layers of C=2048, GQA 16/8
         c.arch = model::Arch::Llama;
@@ -83,33 +85,75 @@ int cmd_bench_import(int argc, char** argv) {
         std::printf("bench import: wrote %s (%zu params, bf16)\n", argv[2], l.num_params);
         return 0;
     }
-    if (argc != 2) SOF_FAIL(Usage, "%s", usage);
+    int rounds = 3;
+    if (argc == 4 && std::strcmp(argv[2], "--rounds") == 0) rounds = std::atoi(argv[3]);
+    if ((argc != 2 && argc != 4) || rounds < 1) SOF_FAIL(Usage, "%s", usage);
     const std::string dir = argv[1];
     const model::ArchConfig c = ckpt::read_hf_config(dir);
     const model::ParamLayout l = model::make_layout(c);
-    const bool dropped = drop_caches();
-    uint64_t bytes = 0;
-    const double t_read = read_files(dir, &bytes);
-    drop_caches();
+    const model::ShardMap whole = model::make_shard_map(l, 1, 0);
     const double rss0 = max_rss_gb();
     Clock::time_point t = Clock::now();
     std::vector<float> master(l.num_params); // the fp32 master weights the import creates
     const double t_alloc = seconds_since(t); // first touch of the fp32 buffer (page faults)
-    t = Clock::now();
-    ckpt::import_hf(dir, l, model::make_shard_map(l, 1, 0), master.data());
-    const double t_imp = seconds_since(t);
+    bool dropped = true;
+    uint64_t bytes = 0;
+    bool direct = false;
+    std::vector<double> r_read, r_direct, r_buffered, r_cached;
+    std::printf("bench import: %s, %zu params; each pass but the last starts from a dropped page "
+                "cache\n"
+                "  round  read(dd-like) s  GB/s   import O_DIRECT s  x read   import buffered s  "
+                "x read  cached file s\n",
+                dir.c_str(), l.num_params);
+    for (int round = 0; round < rounds; round++) {
+        dropped = drop_caches() && dropped;
+        const double tr = read_files(dir, &bytes);
+        dropped = drop_caches() && dropped;
+        ckpt::ReadOptions o_direct;
+        o_direct.direct_io = true;
+        t = Clock::now();
+        direct = ckpt::import_hf(dir, l, whole, master.data(), o_direct).direct_used;
+        const double td = seconds_since(t);
+        dropped = drop_caches() && dropped;
+        ckpt::ReadOptions buffered; // the default
+        buffered.direct_io = false;
+        t = Clock::now();
+        ckpt::import_hf(dir, l, whole, master.data(), buffered);
+        const double tb = seconds_since(t);
+        // the CPU side alone: the files are in the page cache (read_files leaves them there)
+        read_files(dir, &bytes);
+        ckpt::ReadOptions keep = buffered;
+        keep.drop_pages = false;
+        t = Clock::now();
+        ckpt::import_hf(dir, l, whole, master.data(), keep);
+        const double tc = seconds_since(t);
+        const double gb = static_cast<double>(bytes) / 1e9;
+        std::printf("  %5d  %15.3f  %5.2f  %17.3f  %6.2f  %17.3f  %6.2f  %13.3f\n", round, tr,
+                    gb / tr, td, td / tr, tb, tb / tr, tc);
+        r_read.push_back(tr);
+        r_direct.push_back(td / tr);
+        r_buffered.push_back(tb / tr);
+        r_cached.push_back(tc);
+    }
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
     const double rss = max_rss_gb();
     const double gb = static_cast<double>(bytes) / 1e9;
     const double master_gb = 4.0 * static_cast<double>(l.num_params) / 1e9;
-    std::printf("bench import: %s, %zu params, %.3f GB of safetensors, page cache %s\n"
-                "  read (16 MiB blocks, like dd)  %.3f s  %.2f GB/s\n"
-                "  import -> fp32 master          %.3f s  %.2f GB/s of files  (%.2fx the read; "
-                "allocating the master buffer took %.3f s more)\n"
+    std::printf("  %.3f GB of safetensors; page cache %s; O_DIRECT %s\n"
+                "  median import / read: O_DIRECT %.2fx, buffered (default) %.2fx (read %.2f "
+                "GB/s)\n"
+                "  median import from the page cache (the CPU side alone): %.3f s, %.2f GB/s\n"
+                "  allocating the master buffer took %.3f s (not in the import times)\n"
                 "  peak RSS %.3f GB (%.3f GB before): %.3f x the fp32 master weights (%.3f GB), "
                 "%.3f x master + Adam moments (%.3f GB)\n",
-                dir.c_str(), l.num_params, gb, dropped ? "dropped before each pass" : "NOT dropped",
-                t_read, gb / t_read, t_imp, gb / t_imp, t_imp / t_read, t_alloc, rss, rss0,
-                rss / master_gb, master_gb, rss / (3 * master_gb), 3 * master_gb);
+                gb, dropped ? "dropped before each timed pass" : "NOT dropped (not root?)",
+                direct ? "used" : "refused by the filesystem (buffered reads)", median(r_direct),
+                median(r_buffered), gb / median(r_read), median(r_cached), gb / median(r_cached),
+                t_alloc, rss, rss0, rss / master_gb, master_gb, rss / (3 * master_gb),
+                3 * master_gb);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sanitizer builds of the tests (CPU-only): ASan+UBSan over every CPU test, TSan over the
-# threaded engine tests. Run by .ci/run after the main test command.
+# threaded engine tests and the pipelined checkpoint reader. Run by .ci/run after the main test
+# command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh build-asan -DSOF_SANITIZE=address -DSOF_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -16,3 +17,5 @@ scripts/setup.sh build-tsan -DSOF_SANITIZE=thread -DSOF_CUDA=OFF -DCMAKE_BUILD_T
 # sees; OpenMP runs with one thread here (the tests' decks ask for runtime.threads <= 1).
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" OMP_NUM_THREADS=1
 ctest --test-dir build-tsan --output-on-failure -j 2 -L "engine"
+# the checkpoint import's pipelined reader (a reader thread and the caller sharing a ring of buffers)
+build-tsan/bin/test_ckpt -tc="read_ranges*"

@@ -184,8 +184,8 @@ model::ArchConfig read_hf_config(const std::string& dir) {
     return c;
 }
 
-void import_hf(const std::string& dir, const model::ParamLayout& full, const model::ShardMap& map,
-               float* out) {
+ImportStats import_hf(const std::string& dir, const model::ParamLayout& full,
+                      const model::ShardMap& map, float* out, const ReadOptions& opt) {
     const model::ArchConfig& c = full.cfg;
     WeightFiles wf(dir);
     // zero only what no tensor read writes: each unit's shard padding (the padding rows of the
@@ -195,7 +195,9 @@ void import_hf(const std::string& dir, const model::ParamLayout& full, const mod
         std::fill(out + lb + map.real_count(full, u),
                   out + map.local_begin[static_cast<size_t>(u) + 1], 0.0f);
     }
+    // check every tensor before reading any, then read each file in one pass in file order
     std::set<std::string> used;
+    std::map<std::string, std::vector<SafetensorsFile::F32Read>> reads; // by file path
     for (const model::TensorInfo& t : full.tensors) {
         auto w = wf.where.find(t.name);
         if (w == wf.where.end())
@@ -219,7 +221,7 @@ void import_hf(const std::string& dir, const model::ParamLayout& full, const mod
         if (x >= y) continue; // not in this rank's slice
         const size_t first = x - t.offset, last = std::min(y - t.offset, st->numel);
         float* dst = out + map.local_begin[static_cast<size_t>(u)] + (x - a);
-        if (last > first) f.read_f32(*st, first, last - first, dst);
+        if (last > first) reads[w->second].push_back({st, first, last - first, dst});
         const size_t pad0 = std::max(first, std::min(last, st->numel)); // rows V..Vp-1: zero
         std::fill(dst + (pad0 - first), dst + (y - x), 0.0f);
     }
@@ -233,6 +235,15 @@ void import_hf(const std::string& dir, const model::ParamLayout& full, const mod
                  "tie_word_embeddings / attention_bias set wrong?)",
                  file.c_str(), name.c_str(), model::arch_name(c.arch));
     }
+    ImportStats st;
+    st.direct_used = true;
+    for (const auto& [path, r] : reads) {
+        const ReadStats rs = wf.file(path).read_f32(r, opt);
+        st.bytes_read += rs.bytes_read;
+        st.direct_used = st.direct_used && rs.direct_used;
+        st.files++;
+    }
+    return st;
 }
 
 namespace {

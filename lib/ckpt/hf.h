@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ckpt/pipelined_reader.h"
 #include "model/layout.h"
 #include "model/shard.h"
 
@@ -20,10 +21,16 @@ model::ArchConfig read_hf_config(const std::string& dir);
 // Reads every tensor of `full` from DIR's model.safetensors, or the shards listed in
 // model.safetensors.index.json, into `out` (map.local_size floats: this rank's shard layout;
 // make_shard_map(full, 1, 0) is the whole flat buffer). Only the elements of this rank's slices
-// are read; padding rows (V..Vp-1) and shard padding are zero. A missing or unexpected tensor, a
+// are read, each file in one pass (read_ranges: 32 MiB reads overlapped with the widening);
+// padding rows (V..Vp-1) and shard padding are zero. A missing or unexpected tensor, a
 // shape or dtype mismatch or a truncated file is one error naming the file and the tensor.
-void import_hf(const std::string& dir, const model::ParamLayout& full, const model::ShardMap& map,
-               float* out);
+struct ImportStats {
+    uint64_t bytes_read = 0;  // from the safetensors files
+    int files = 0;            // files read
+    bool direct_used = false; // every read bypassed the page cache (O_DIRECT)
+};
+ImportStats import_hf(const std::string& dir, const model::ParamLayout& full,
+                      const model::ShardMap& map, float* out, const ReadOptions& opt = {});
 
 struct HfExportOptions {
     std::string dtype = "bf16";           // "bf16" or "fp32"

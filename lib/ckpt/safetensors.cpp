@@ -84,11 +84,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
                  path.c_str(), map_bytes_);
     }
     void* m = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-        ::close(fd);
-        SOF_FAIL(Io, "cannot map '%s': %s", path.c_str(), std::strerror(errno));
-    }
-    fd_ = fd;
+    const int map_errno = errno;
+    ::close(fd); // the mapping keeps the file; data reads open their own descriptors
+    if (m == MAP_FAILED)
+        SOF_FAIL(Io, "cannot map '%s': %s", path.c_str(), std::strerror(map_errno));
     map_ = static_cast<const unsigned char*>(m);
     try {
         uint64_t n = 0;
@@ -154,14 +153,12 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
                          path.c_str(), order[i - 1]->name.c_str(), order[i]->name.c_str());
     } catch (...) {
         ::munmap(const_cast<unsigned char*>(map_), map_bytes_);
-        ::close(fd_);
         throw;
     }
 }
 
 SafetensorsFile::~SafetensorsFile() {
     if (map_) ::munmap(const_cast<unsigned char*>(map_), map_bytes_);
-    if (fd_ >= 0) ::close(fd_);
 }
 
 const SafetensorsFile::Tensor* SafetensorsFile::find(const std::string& name) const {
@@ -170,47 +167,35 @@ const SafetensorsFile::Tensor* SafetensorsFile::find(const std::string& name) co
     return nullptr;
 }
 
-void SafetensorsFile::read_f32(const Tensor& t, size_t first, size_t n, float* out) const {
-    if (first + n > t.numel)
-        SOF_FAIL(Internal, "'%s': read of elements [%zu, %zu) of '%s' (%zu elements)",
-                 path_.c_str(), first, first + n, t.name.c_str(), t.numel);
-    const size_t eb = dtype_bytes(t.dtype);
-    const bool bf = t.dtype == "BF16";
-    // pread in 32 MiB chunks into a bounce buffer (as fast as a sequential `dd`; page faults on
-    // the mapping cost 3-5x that), widen, and drop the chunk from the page cache: the import never
-    // holds more than the fp32 result plus one chunk
-    const size_t chunk = (size_t(32) << 20) / eb;
-    std::vector<unsigned char> buf(std::min(chunk, n) * eb);
-    for (size_t c0 = 0; c0 < n; c0 += chunk) {
-        const size_t cn = std::min(chunk, n - c0);
-        const off_t off = static_cast<off_t>(data_begin_ + t.begin + (first + c0) * eb);
-        if (c0 + cn < n) // the kernel reads the next chunk ahead while this one is widened
-            ::posix_fadvise(fd_, off + static_cast<off_t>(cn * eb),
-                            static_cast<off_t>(std::min(chunk, n - c0 - cn) * eb),
-                            POSIX_FADV_WILLNEED);
-        size_t got = 0;
-        while (got < cn * eb) {
-            const ssize_t r =
-                ::pread(fd_, buf.data() + got, cn * eb - got, off + static_cast<off_t>(got));
-            if (r <= 0)
-                SOF_FAIL(Io, "'%s': reading tensor '%s' failed: %s", path_.c_str(), t.name.c_str(),
-                         r == 0 ? "unexpected end of file" : std::strerror(errno));
-            got += static_cast<size_t>(r);
-        }
-        ::posix_fadvise(fd_, off, static_cast<off_t>(cn * eb), POSIX_FADV_DONTNEED);
-        float* o = out + c0;
-        const unsigned char* src = buf.data();
-        if (t.dtype == "F32") {
-            std::memcpy(o, src, cn * 4);
-        } else {
-#pragma omp parallel for schedule(static)
-            for (size_t i = 0; i < cn; i++) {
-                uint16_t h;
-                std::memcpy(&h, src + 2 * i, 2);
-                o[i] = bf ? bf16_to_float(h) : f16_to_float(h);
-            }
-        }
+ReadStats SafetensorsFile::read_f32(const std::vector<F32Read>& reads,
+                                    const ReadOptions& opt) const {
+    std::vector<ByteRange> ranges;
+    for (const F32Read& r : reads) {
+        const Tensor& t = *r.tensor;
+        if (r.first + r.n > t.numel)
+            SOF_FAIL(Internal, "'%s': read of elements [%zu, %zu) of '%s' (%zu elements)",
+                     path_.c_str(), r.first, r.first + r.n, t.name.c_str(), t.numel);
+        const size_t eb = dtype_bytes(t.dtype);
+        const uint64_t b = data_begin_ + t.begin + r.first * eb;
+        ranges.push_back({b, b + r.n * eb, eb, t.name});
     }
+    auto widen = [&](size_t i, uint64_t off, const unsigned char* src, size_t bytes) {
+        const Tensor& t = *reads[i].tensor;
+        if (t.dtype == "F32") {
+            std::memcpy(reinterpret_cast<unsigned char*>(reads[i].out) + off, src, bytes);
+            return;
+        }
+        float* o = reads[i].out + off / 2;
+        const size_t n = bytes / 2;
+        const bool bf = t.dtype == "BF16";
+#pragma omp parallel for schedule(static) if (n > (size_t(1) << 16))
+        for (size_t k = 0; k < n; k++) {
+            uint16_t h;
+            std::memcpy(&h, src + 2 * k, 2);
+            o[k] = bf ? bf16_to_float(h) : f16_to_float(h);
+        }
+    };
+    return read_ranges(path_, ranges, widen, opt);
 }
 
 void write_safetensors(const std::string& path, const std::vector<SafetensorsOut>& tensors,

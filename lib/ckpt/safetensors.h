@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/pipelined_reader.h"
+
 namespace sof::ckpt {
 
 // One .safetensors file, mapped read-only. The constructor checks everything (8-byte header
@@ -31,13 +33,23 @@ class SafetensorsFile {
     const std::vector<Tensor>& tensors() const { return tensors_; }
     const Tensor* find(const std::string& name) const; // null when absent
 
-    // out[0..n) = elements [first, first+n) of t, widened to fp32. Reads only that byte range,
-    // in 32 MiB chunks, and lets the kernel drop those pages from the page cache afterwards.
-    void read_f32(const Tensor& t, size_t first, size_t n, float* out) const;
+    // out[0..n) = elements [first, first+n) of tensor, widened to fp32.
+    struct F32Read {
+        const Tensor* tensor = nullptr;
+        size_t first = 0, n = 0;
+        float* out = nullptr; // (n)
+    };
+
+    // Performs every read in one pass over the file (read_ranges: only the requested byte
+    // ranges, 32 MiB requests, the disk read overlapped with the widening, pages dropped after
+    // use, so the import never holds more than the fp32 results plus the read buffers).
+    ReadStats read_f32(const std::vector<F32Read>& reads, const ReadOptions& opt = {}) const;
+    void read_f32(const Tensor& t, size_t first, size_t n, float* out) const {
+        read_f32({F32Read{&t, first, n, out}});
+    }
 
   private:
     std::string path_;
-    int fd_ = -1;                        // data reads (pread)
     const unsigned char* map_ = nullptr; // the header is parsed from the mapping
     size_t map_bytes_ = 0;
     size_t data_begin_ = 0; // 8 + header length
