@@ -110,6 +110,8 @@ struct Llama::Impl {
     void allocate(BlockActs& a, size_t BT) const;
     float* res_at(int l) { return res.data() + static_cast<size_t>(l) * max_B * max_T * C; }
     BlockActs& acts_of(int l) { return acts[opts.recompute ? 0 : static_cast<size_t>(l)]; }
+    cpu::AttnView token_view(const float* qkv) const;
+    cpu::AttnView head_view(const float* q, const float* kv) const;
     void attention_fwd(BlockActs& a);
     void attention_bwd(BlockActs& a);
     void block_forward(const float* p, BlockActs& a, const float* in, float* out, bool output);
@@ -286,37 +288,29 @@ void join_rows(float* qkv, const float* q, const float* kv, int N, int Q, int KV
 
 } // namespace
 
+// q, k, v of this rank's tokens inside the fused (N, W) qkv rows: all heads (P == 1).
+cpu::AttnView Llama::Impl::token_view(const float* qkv) const {
+    const size_t w = static_cast<size_t>(W);
+    return {qkv, qkv + Q, qkv + Q + KV, w, w, w, static_cast<size_t>(Q), NH, NKV, hd};
+}
+
+// q (B, P*T, Q/P) and k|v (B, P*T, 2*KV/P) after the Ulysses exchange: this rank's heads.
+cpu::AttnView Llama::Impl::head_view(const float* q, const float* kv) const {
+    const size_t xq = static_cast<size_t>(Q / P), xkv2 = static_cast<size_t>(2 * KV / P);
+    return {q, kv, kv + KV / P, xq, xkv2, xkv2, xq, NH / P, NKV / P, hd};
+}
+
 void Llama::Impl::attention_fwd(BlockActs& a) {
     if (P == 1) {
-        const size_t w = static_cast<size_t>(W);
-        const cpu::AttnView v{a.qkv.data(),
-                              a.qkv.data() + Q,
-                              a.qkv.data() + Q + KV,
-                              w,
-                              w,
-                              w,
-                              static_cast<size_t>(Q),
-                              NH,
-                              NKV,
-                              hd};
-        cpu::attention_forward(a.atty.data(), a.att.data(), v, B, T);
+        cpu::attention_forward(a.atty.data(), a.att.data(), token_view(a.qkv.data()), B, T);
         return;
     }
     const int Xq = Q / P, Xkv = KV / P;
     split_rows(a.qkv.data(), qloc.data(), kvloc.data(), B * T, Q, 2 * KV);
     seq->to_heads(qloc.data(), a.qh.data(), B, T, 1, Xq);
     seq->to_heads(kvloc.data(), a.kvh.data(), B, T, 2, Xkv);
-    const cpu::AttnView v{a.qh.data(),
-                          a.kvh.data(),
-                          a.kvh.data() + Xkv,
-                          static_cast<size_t>(Xq),
-                          static_cast<size_t>(2 * Xkv),
-                          static_cast<size_t>(2 * Xkv),
-                          static_cast<size_t>(Xq),
-                          NH / P,
-                          NKV / P,
-                          hd};
-    cpu::attention_forward(a.attyh.data(), a.att.data(), v, B, P * T);
+    cpu::attention_forward(a.attyh.data(), a.att.data(), head_view(a.qh.data(), a.kvh.data()), B,
+                           P * T);
     seq->to_tokens(a.attyh.data(), a.atty.data(), B, T, 1, Xq);
 }
 
@@ -324,26 +318,14 @@ void Llama::Impl::attention_fwd(BlockActs& a) {
 void Llama::Impl::attention_bwd(BlockActs& a) {
     if (P == 1) {
         const size_t w = static_cast<size_t>(W);
-        const cpu::AttnView v{a.qkv.data(),
-                              a.qkv.data() + Q,
-                              a.qkv.data() + Q + KV,
-                              w,
-                              w,
-                              w,
-                              static_cast<size_t>(Q),
-                              NH,
-                              NKV,
-                              hd};
         const cpu::AttnGrad d{dqkv.data(), dqkv.data() + Q, dqkv.data() + Q + KV, w, w, w};
-        cpu::attention_backward(d, datty.data(), v, a.att.data(), B, T);
+        cpu::attention_backward(d, datty.data(), token_view(a.qkv.data()), a.att.data(), B, T);
         return;
     }
     const int Xq = Q / P, Xkv = KV / P;
     seq->to_heads(datty.data(), dattyh.data(), B, T, 1, Xq);
-    const size_t xq = static_cast<size_t>(Xq), xkv2 = static_cast<size_t>(2 * Xkv);
-    const cpu::AttnView v{
-        a.qh.data(), a.kvh.data(), a.kvh.data() + Xkv, xq, xkv2, xkv2, xq, NH / P, NKV / P, hd};
-    const cpu::AttnGrad d{dqh.data(), dkvh.data(), dkvh.data() + Xkv, xq, xkv2, xkv2};
+    const cpu::AttnView v = head_view(a.qh.data(), a.kvh.data());
+    const cpu::AttnGrad d{dqh.data(), dkvh.data(), dkvh.data() + Xkv, v.ldq, v.ldk, v.ldv};
     cpu::attention_backward(d, dattyh.data(), v, a.att.data(), B, P * T);
     seq->to_tokens(dqh.data(), qloc.data(), B, T, 1, Xq);
     seq->to_tokens(dkvh.data(), kvloc.data(), B, T, 2, Xkv);

@@ -89,8 +89,11 @@ TEST_CASE("ZeRO-3, engine: weight flow, bf16 cast on the host, accumulation") {
                        "offload.cast=host", "train.grad_accum=2", "train.grad_clip=1.0"}),
         1, 0,
         // cast host rounds the grads to bf16 before the norm (issue 12: they cross the link as
-        // bf16): the fp32 sums of different batch splits can round to neighbouring bf16 values
-        1e-4);
+        // bf16): the fp32 sums of different batch splits can round to neighbouring bf16 values,
+        // one ulp = 2^-8..2^-7 relative per element. Measured < 1e-4 on the first development VM,
+        // 1.9e-4 on an AMD EPYC one (other OpenBLAS kernels). The limit is 1e-3 (a quarter
+        // ulp); a real error (a lost shard, a wrong scale) moves the norm by > 10%.
+        1e-3);
 }
 
 TEST_CASE("ZeRO-0 (replicated, grads all-reduced): equals the 1-rank run") {
