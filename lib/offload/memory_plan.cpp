@@ -186,16 +186,37 @@ MemoryPlanInputs memory_plan_inputs(const config::Config& cfg, const model::Para
 }
 
 MemoryPlanInputs sharded_plan_inputs(const config::Config& cfg, const model::ParamLayout& layout,
-                                     int shard_ranks, bool staging) {
+                                     int shard_ranks, bool staging, int rank) {
     if (shard_ranks <= 1)
         return memory_plan_inputs(cfg, layout, engine_buckets(cfg, layout, stat_pieces(layout)),
                                   staging);
     model::ParamLayout shard =
-        model::make_shard_layout(layout, model::make_shard_map(layout, shard_ranks, 0));
+        model::make_shard_layout(layout, model::make_shard_map(layout, shard_ranks, rank));
     MemoryPlanInputs in =
         memory_plan_inputs(cfg, shard, engine_buckets(cfg, shard, stat_pieces(shard)), staging);
     in.shard_ranks = shard_ranks;
+    const model::ShardMap map = model::make_shard_map(layout, shard_ranks, rank);
+    for (size_t s : map.slice)
+        in.zero3_slice = std::max(in.zero3_slice, s);
     return in;
+}
+
+MemoryPlan zero3_memory_plan(int shards, size_t slice, MemSide side) {
+    MemoryPlan p;
+    const size_t slot = static_cast<size_t>(shards) * slice * sizeof(float);
+    auto add = [&](Buf id, int index, MemKind kind, size_t bytes, std::string name) {
+        if (bytes > 0) p.buffers.push_back({id, index, side, kind, bytes, std::move(name)});
+    };
+    for (int i = 0; i < kZeroGatherSlots; i++)
+        add(Buf::ZeroGather, i, MemKind::Weights, slot,
+            "ZeRO-3 gathered unit " + std::to_string(i));
+    add(Buf::ZeroRecv, 0, MemKind::Grads, slot, "ZeRO-3 reduce-scatter receive buffer");
+    for (int i = 0; i < kZeroGradSlots; i++) {
+        add(Buf::ZeroGrads, i, MemKind::Grads, slot, "ZeRO-3 unit grads " + std::to_string(i));
+        add(Buf::ZeroGradSlice, i, MemKind::Grads, slice * sizeof(float),
+            "ZeRO-3 reduced grad slice " + std::to_string(i));
+    }
+    return p;
 }
 
 } // namespace sof::offload

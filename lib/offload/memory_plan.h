@@ -50,6 +50,11 @@ enum class Buf {
     HostModelGrads, // (num_params) staging: the grads the model adds into
     HostModelWork,  // (num_params) staging, stationary: host copy of the working weights
     HostNaN,        // (1) NaN for the debug injection
+    // the ZeRO-3 wrapper's (lib/zero) buffers, whole units of the full model: zero3_memory_plan
+    ZeroGather,    // (slot) all-gathered unit, gather slot `index`
+    ZeroRecv,      // (slot) reduce-scatter receive buffer (one: the lane runs one at a time)
+    ZeroGrads,     // (slot) a unit's full grads the model adds into, grad slot `index`
+    ZeroGradSlice, // (slice) this rank's reduced slice of grad slot `index`
 };
 
 struct BufferSpec {
@@ -80,7 +85,8 @@ struct MemoryPlanInputs {
     bool exact = true;                   // exact rollback: two host state sets
     bool staging = false;                // model grads/weights staged through pinned host mirrors
     int prefetch_layers = 1;
-    int shard_ranks = 1; // ZeRO-3 ranks the state is sharded over (sizes above are per rank)
+    int shard_ranks = 1;    // ZeRO-3 ranks the state is sharded over (sizes above are per rank)
+    size_t zero3_slice = 0; // ZeRO-3: largest unit slice of the shard (0 without ZeRO-3)
 };
 
 struct MemoryPlan {
@@ -92,6 +98,17 @@ struct MemoryPlan {
 
 // The buffers of the engine for `in` (the one place that decides what the engine allocates).
 MemoryPlan make_memory_plan(const MemoryPlanInputs& in);
+
+// The ZeRO-3 wrapper (lib/zero) gathers whole units into kZeroGatherSlots slots (unit 0, held
+// all pass, + current + prefetch) and collects whole-unit grads in kZeroGradSlots slots (unit 0
+// + current + one reduce-scatter in flight), each of shards * slice elements.
+constexpr int kZeroGatherSlots = 3;
+constexpr int kZeroGradSlots = 3;
+
+// The wrapper's buffers for `shards` ranks and largest unit slice `slice` (elements), on `side`
+// (where the CPU model reads them: the host device's arena, or pinned memory next to a GPU).
+// The one place that decides what the wrapper allocates; the planner adds it to the engine's.
+MemoryPlan zero3_memory_plan(int shards, size_t slice, MemSide side);
 
 // Streaming slots of the interleaved schedule for `nstream` streamed buckets: double-buffered
 // (one updating on the device while the next is prefetched), at most nstream.
@@ -106,13 +123,14 @@ std::vector<Bucket> engine_buckets(const config::Config& cfg, const model::Param
 MemoryPlanInputs memory_plan_inputs(const config::Config& cfg, const model::ParamLayout& layout,
                                     const std::vector<Bucket>& buckets, bool staging);
 
-// Inputs for rank 0 of a model of `layout` sharded over `shard_ranks` ZeRO-3 ranks: the engine on
-// that rank's shard layout (model/shard.h: every unit padded and cut 1/N, equal for all ranks), as
-// the ZeRO-3 path builds it. shard_ranks 1 gives memory_plan_inputs(cfg, layout,
-// engine_buckets(...), staging). Placement uses gpu_tail_buckets / interleave_k as given (resolve
-// `auto` first). The ZeRO-3 wrapper's own gather and grad slots (whole units) are not engine
-// buffers and not included.
+// Inputs for `rank` of a model of `layout` sharded over `shard_ranks` ZeRO-3 ranks: the engine on
+// that rank's shard layout (model/shard.h: every unit padded and cut 1/N), as the ZeRO-3 path
+// builds it. The slices are equal, but the tensor boundaries inside them are not: bucket cuts and
+// statistic pieces, so a few KiB of buffers, differ from rank to rank. shard_ranks 1 gives
+// memory_plan_inputs(cfg, layout, engine_buckets(...), staging). Placement uses gpu_tail_buckets /
+// interleave_k as given (resolve `auto` first). zero3_slice is set for the wrapper's own slots
+// (zero3_memory_plan), which make_memory_plan does not include: they are not engine buffers.
 MemoryPlanInputs sharded_plan_inputs(const config::Config& cfg, const model::ParamLayout& layout,
-                                     int shard_ranks, bool staging);
+                                     int shard_ranks, bool staging, int rank = 0);
 
 } // namespace sof::offload

@@ -153,13 +153,26 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
     if (pc.offload.weights == config::WeightsPolicy::Auto)
         pc.offload.weights = config::WeightsPolicy::Stationary;
     c.mem_base = offload::sharded_plan_inputs(pc, layout, c.shard_ranks, !hw.host_device);
+    const int stride = c.shard_ranks <= 64 ? 1 : c.shard_ranks / 64;
+    for (int r = stride; r < c.shard_ranks; r += stride)
+        c.mem_other.push_back(
+            offload::sharded_plan_inputs(pc, layout, c.shard_ranks, !hw.host_device, r));
+    if (stride > 1 && (c.shard_ranks - 1) % stride != 0)
+        c.mem_other.push_back(offload::sharded_plan_inputs(pc, layout, c.shard_ranks,
+                                                           !hw.host_device, c.shard_ranks - 1));
     c.num_buckets = std::max(1, static_cast<int>(c.mem_base.bucket_numel.size()));
     return c;
 }
 
 offload::MemoryPlanInputs offload_plan_inputs(const CostInputs& c, config::WeightsPolicy weights,
                                               int tail, int interleave_k) {
-    offload::MemoryPlanInputs in = c.mem_base;
+    return offload_plan_inputs(c.mem_base, weights, tail, interleave_k);
+}
+
+offload::MemoryPlanInputs offload_plan_inputs(const offload::MemoryPlanInputs& base,
+                                              config::WeightsPolicy weights, int tail,
+                                              int interleave_k) {
+    offload::MemoryPlanInputs in = base;
     in.flow = weights == config::WeightsPolicy::Flow;
     std::vector<offload::Bucket> b(in.bucket_numel.size());
     for (size_t i = 0; i < b.size(); i++) {
@@ -173,12 +186,20 @@ offload::MemoryPlanInputs offload_plan_inputs(const CostInputs& c, config::Weigh
     return in;
 }
 
-MemoryEstimate offload_memory(const CostInputs& c, config::WeightsPolicy weights, int tail,
-                              int interleave_k) {
+namespace {
+
+// One rank's estimate (see offload_memory).
+MemoryEstimate rank_memory(const CostInputs& c, const offload::MemoryPlanInputs& base,
+                           config::WeightsPolicy weights, int tail, int interleave_k) {
     using offload::MemKind;
     using offload::MemSide;
     offload::MemoryPlan plan =
-        offload::make_memory_plan(offload_plan_inputs(c, weights, tail, interleave_k));
+        offload::make_memory_plan(offload_plan_inputs(base, weights, tail, interleave_k));
+    if (c.shard_ranks > 1) { // the ZeRO-3 wrapper's whole-unit slots, where the CPU model reads
+        const offload::MemoryPlan z = offload::zero3_memory_plan(
+            c.shard_ranks, base.zero3_slice, c.host_device ? MemSide::Device : MemSide::Pinned);
+        plan.buffers.insert(plan.buffers.end(), z.buffers.begin(), z.buffers.end());
+    }
     auto dev = [&](MemKind k) { return static_cast<double>(plan.total(MemSide::Device, k)); };
     auto host = [&](MemKind k) {
         return static_cast<double>(plan.total(MemSide::Pinned, k) + plan.total(MemSide::Host, k));
@@ -202,6 +223,25 @@ MemoryEstimate offload_memory(const CostInputs& c, config::WeightsPolicy weights
     if (c.host_device) m.host_total += m.engine_device + m.activations;
     m.device_fits = m.total <= c.capacity_bytes;
     m.host_fits = m.host_total <= c.host_capacity_bytes;
+    return m;
+}
+
+} // namespace
+
+MemoryEstimate offload_memory(const CostInputs& c, config::WeightsPolicy weights, int tail,
+                              int interleave_k) {
+    MemoryEstimate m = rank_memory(c, c.mem_base, weights, tail, interleave_k);
+    for (const offload::MemoryPlanInputs& other : c.mem_other) {
+        const MemoryEstimate o = rank_memory(c, other, weights, tail, interleave_k);
+        for (auto f : {&MemoryEstimate::weights, &MemoryEstimate::grads, &MemoryEstimate::state,
+                       &MemoryEstimate::staging, &MemoryEstimate::engine_device,
+                       &MemoryEstimate::total, &MemoryEstimate::host_state,
+                       &MemoryEstimate::host_grads, &MemoryEstimate::host_weights,
+                       &MemoryEstimate::host_staging, &MemoryEstimate::host_total})
+            m.*f = std::max(m.*f, o.*f);
+        m.device_fits = m.device_fits && o.device_fits;
+        m.host_fits = m.host_fits && o.host_fits;
+    }
     return m;
 }
 

@@ -37,9 +37,12 @@ struct CostInputs {
     bool host_device = true;        // the `host` device: its "device" memory is host memory too
     int shard_ranks = 1;            // ZeRO-3 ranks the state is sharded over
     int interleave_k = 0;           // schedule interleaved: the stride used for placement
-    // The engine's memory plan inputs for this rank (buckets of the deck's bucket_mb, unplaced;
-    // offload_memory places them for a weights policy / tail count / stride).
+    // The engine's memory plan inputs of rank 0 (buckets of the deck's bucket_mb, unplaced;
+    // offload_memory places them for a weights policy / tail count / stride), and of the other
+    // ZeRO-3 ranks the estimate takes the maximum over (all up to 64 ranks, then a sample of 64
+    // spread over the job, the last included): their bucket cuts differ by a few KiB.
     offload::MemoryPlanInputs mem_base;
+    std::vector<offload::MemoryPlanInputs> mem_other;
 };
 
 // Saved activations of one micro-batch on one rank, bytes (see docs/planner.md "Activations").
@@ -66,12 +69,17 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
 
 // Memory of the SuperOffload engine with `weights` (Stationary or Flow), n tail buckets and, when
 // interleave_k >= 1, every k-th other bucket streamed: the sums of the engine's memory plan
-// (offload::make_memory_plan) on each side, plus the activations on the device.
+// (offload::make_memory_plan) on each side, plus the ZeRO-3 wrapper's slots
+// (offload::zero3_memory_plan) and the activations on the device; under ZeRO-3 each figure is
+// the largest over the ranks evaluated (mem_base, mem_other).
 MemoryEstimate offload_memory(const CostInputs& c, config::WeightsPolicy weights, int tail,
                               int interleave_k = 0);
 // The engine's memory plan inputs for that choice (what offload_memory sums).
 offload::MemoryPlanInputs offload_plan_inputs(const CostInputs& c, config::WeightsPolicy weights,
                                               int tail, int interleave_k);
+offload::MemoryPlanInputs offload_plan_inputs(const offload::MemoryPlanInputs& base,
+                                              config::WeightsPolicy weights, int tail,
+                                              int interleave_k);
 // Device memory with everything on the device (no offload): weights, grads, fp32 state,
 // activations.
 double gpu_only_memory(const CostInputs& c);

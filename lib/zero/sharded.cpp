@@ -12,6 +12,7 @@
 #include "core/strfmt.h"
 #include "offload/common.h"
 #include "offload/engine.h"
+#include "offload/memory_plan.h"
 #include "offload/plain.h"
 
 namespace sof::zero {
@@ -25,10 +26,13 @@ using model::Pass;
 class HostMem {
   public:
     explicit HostMem(device::Device& d) : d_(d), arena_(d.host_accessible()) {}
-    float* get(size_t n, const std::string& what) {
-        void* p =
-            arena_ ? d_.alloc(n * sizeof(float), what) : d_.alloc_pinned(n * sizeof(float), what);
-        std::memset(p, 0, n * sizeof(float));
+    // where the memory plan counts these buffers
+    offload::MemSide side() const {
+        return arena_ ? offload::MemSide::Device : offload::MemSide::Pinned;
+    }
+    float* get(size_t bytes, const std::string& what) {
+        void* p = arena_ ? d_.alloc(bytes, what) : d_.alloc_pinned(bytes, what);
+        std::memset(p, 0, bytes);
         return static_cast<float*>(p);
     }
     void put(float* p) {
@@ -72,20 +76,23 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
         : cfg_(cfg), full_(full), ctx_(ctx), mem_(ctx.device()),
           map_(model::make_shard_map(full, ctx.shard().size(), ctx.shard().rank())),
           slayout_(model::make_shard_layout(full, map_)), weights_(*this), sink_(*this) {
-        const size_t P = static_cast<size_t>(map_.shards);
         for (size_t s : map_.slice)
             max_slice_ = std::max(max_slice_, s);
         inner_ = make_inner(cfg, slayout_, ctx, log, trace);
         inner_->set_stat_reducer(this);
-        for (int i = 0; i < kGatherSlots; i++)
-            gslots_[i].buf = mem_.get(P * max_slice_, core::strfmt("ZeRO-3 gathered unit %d", i));
-        // the lane runs one collective at a time: one receive buffer serves every reduce-scatter
-        rs_scratch_ = mem_.get(P * max_slice_, "ZeRO-3 reduce-scatter receive buffer");
-        for (int i = 0; i < kGradSlots; i++) {
-            rslots_[i].buf = mem_.get(P * max_slice_, core::strfmt("ZeRO-3 unit grads %d", i));
-            rslots_[i].scratch = rs_scratch_;
-            rslots_[i].out = mem_.get(max_slice_, "ZeRO-3 reduced grad slice");
+        // the slots as the memory plan lists them (what `superoffload plan` counts per rank)
+        const offload::MemoryPlan zp =
+            offload::zero3_memory_plan(map_.shards, max_slice_, mem_.side());
+        for (const offload::BufferSpec& b : zp.buffers) {
+            float* p = mem_.get(b.bytes, b.name);
+            const size_t i = static_cast<size_t>(b.index);
+            if (b.id == offload::Buf::ZeroGather) gslots_[i].buf = p;
+            if (b.id == offload::Buf::ZeroRecv) rs_scratch_ = p;
+            if (b.id == offload::Buf::ZeroGrads) rslots_[i].buf = p;
+            if (b.id == offload::Buf::ZeroGradSlice) rslots_[i].out = p;
         }
+        for (RSlot& r : rslots_) // the lane runs one collective at a time: one receive buffer
+            r.scratch = rs_scratch_;
         log.info("zero: stage 3 over %d ranks, per-unit padded 1/%d shards: %zu of %zu params "
                  "here (%zu padding)",
                  map_.shards, map_.shards, map_.real_size, full.num_params,
@@ -184,8 +191,8 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
     }
 
   private:
-    static constexpr int kGatherSlots = 3; // unit 0 (held all pass) + current + prefetch
-    static constexpr int kGradSlots = 3;   // unit 0 (whole backward) + current + one in flight
+    static constexpr int kGatherSlots = offload::kZeroGatherSlots;
+    static constexpr int kGradSlots = offload::kZeroGradSlots;
 
     struct GSlot {
         float* buf = nullptr; // (N*slice) the gathered unit, padding at the end
@@ -384,7 +391,8 @@ class Zero0 : public offload::Updater, public ShardAccess {
             max_unit = std::max(max_unit, full.unit_begin[static_cast<size_t>(u) + 1] -
                                               full.unit_begin[static_cast<size_t>(u)]);
         for (float*& s : scratch_)
-            s = mem_.get(2 * P * ((max_unit + P - 1) / P), "ZeRO-0 allreduce scratch");
+            s = mem_.get(2 * P * ((max_unit + P - 1) / P) * sizeof(float),
+                         "ZeRO-0 allreduce scratch");
         log.info("zero: stage 0 over %d ranks (replicated state, grads all-reduced)",
                  ctx.shard().size());
     }

@@ -57,6 +57,7 @@ struct RunOut {
     bool stopped = false; // ended on a stop request (train::StopCheck)
     int stop_signal = 0;
     std::string last_checkpoint;
+    size_t device_peak = 0; // this rank's device accounting (bytes)
 };
 
 // collective: all ranks of comm
@@ -79,6 +80,7 @@ inline RunOut run_trainer(MPI_Comm comm, const std::vector<std::string>& overrid
     o.stopped = s.stopped;
     o.stop_signal = s.stop_signal;
     o.last_checkpoint = s.last_checkpoint;
+    o.device_peak = s.device_peak;
     return o;
 }
 

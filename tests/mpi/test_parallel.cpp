@@ -10,6 +10,9 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/llmc.h"
 #include "plan/comm_model.h"
+#include "plan/planner.h"
+#include "offload/memory_plan.h"
+#include "model/layout.h"
 
 namespace fs = std::filesystem;
 using namespace sof;
@@ -94,6 +97,37 @@ TEST_CASE("ZeRO-3, engine: weight flow, bf16 cast on the host, accumulation") {
         // 1.9e-4 on an AMD EPYC one (other OpenBLAS kernels). The limit is 1e-3 (a quarter
         // ulp); a real error (a lost shard, a wrong scale) moves the norm by > 10%.
         1e-3);
+}
+
+TEST_CASE("ZeRO-3 memory: each rank allocates what `superoffload plan --ranks N` says") {
+    // the engine on the rank's 1/N shard plus the wrapper's whole-unit gather and grad slots,
+    // all in the host device's arena; stationary and flow, a GPT-2 and an untied LLaMA (unit 0
+    // and the head unit differ in size). Bucket cuts differ by rank, so each rank is compared
+    // with its own memory plan, and the planner's figure with the largest rank.
+    const std::vector<std::vector<std::string>> decks = {
+        with(kEngine, {"train.grad_clip=1.0"}),
+        with(kEngine,
+             {"offload.weights=flow", "model.type=llama", "model.num_heads=4",
+              "model.num_kv_heads=2", "model.intermediate_size=48", "model.tie_embeddings=false"})};
+    const int W = world_size();
+    for (const std::vector<std::string>& d : decks) {
+        const std::vector<std::string> o = with(d, {"train.batch_size=2", "train.steps=2"});
+        RunOut r = run_trainer(MPI_COMM_WORLD, o);
+        config::Config cfg = config::load_deck_from_string(kParallelDeck, "parallel-test", o);
+        const model::ArchConfig arch = plan::model_config_for(cfg.model);
+        const plan::Plan p = plan::make_plan(cfg, arch, plan::hardware_for(cfg), W);
+        plan::resolve_auto(cfg, p);
+        const offload::MemoryPlanInputs in =
+            offload::sharded_plan_inputs(cfg, model::make_layout(arch), W, false, world_rank());
+        const size_t mine = offload::make_memory_plan(in).total(offload::MemSide::Device) +
+                            offload::zero3_memory_plan(W, in.zero3_slice, offload::MemSide::Device)
+                                .total(offload::MemSide::Device);
+        CHECK(in.zero3_slice > 0);
+        CHECK(r.device_peak == mine);
+        unsigned long long peak = r.device_peak, largest = 0;
+        MPI_Allreduce(&peak, &largest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+        CHECK(static_cast<double>(largest) == p.mem.engine_device);
+    }
 }
 
 TEST_CASE("ZeRO-0 (replicated, grads all-reduced): equals the 1-rank run") {
