@@ -51,7 +51,8 @@ int cmd_plan(int argc, char** argv) {
         const model::ParamLayout layout = model::make_layout(plan::model_config_for(cfg.model));
         plan::CommVolume cv = plan::comm_per_step(
             layout, world, cfg.parallel.sp, cfg.parallel.zero_stage, cfg.train.batch_size,
-            cfg.train.seq_len, cfg.train.grad_accum, cfg.model.recompute);
+            cfg.train.seq_len, cfg.train.grad_accum, cfg.model.recompute,
+            cfg.train.dtype == config::Precision::BF16 && !cfg.debug.fp32_gathers ? 2 : 4);
         std::printf(
             "%s", plan::describe_comm(cv, world, cfg.parallel.sp, cfg.parallel.zero_stage).c_str());
         std::fflush(stdout);

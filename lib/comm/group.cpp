@@ -104,6 +104,17 @@ void Group::allgather(const float* mine, float* all, size_t n) {
     count(CollKind::Allgather, b, b);
 }
 
+void Group::allgather(const uint16_t* mine, uint16_t* all, size_t n) {
+    int c = checked_count(n, size_, "allgather");
+    if (size_ == 1) {
+        if (all != mine) std::memcpy(all, mine, n * sizeof(uint16_t));
+        return;
+    }
+    SOF_CHECK_MPI(MPI_Allgather(mine, c, MPI_UINT16_T, all, c, MPI_UINT16_T, comm_));
+    uint64_t b = static_cast<uint64_t>(size_ - 1) * n * sizeof(uint16_t);
+    count(CollKind::Allgather, b, b);
+}
+
 void Group::reduce_scatter(const float* in, float* out, size_t n, float* scratch) {
     int c = checked_count(n, size_, "reduce-scatter");
     if (size_ == 1) {

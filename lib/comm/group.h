@@ -43,6 +43,9 @@ class Group {
     // all (size*n) = the n elements of every rank, in rank order.
     // collective: all ranks of this group
     void allgather(const float* mine, float* all, size_t n);
+    // The same for 16-bit elements (bf16 weights: half the bytes).
+    // collective: all ranks of this group
+    void allgather(const uint16_t* mine, uint16_t* all, size_t n);
     // out (n) = sum over ranks q, in rank order 0..size-1, of in_q[rank*n .. rank*n+n); in is
     // (size*n). Deterministic: the same additions in the same order on every run. scratch
     // (size*n) receives the other ranks' chunks.

@@ -145,7 +145,8 @@ struct DebugConfig {
     int inject_rank = -1;                    // only this rank injects (-1: every rank)
     int fail_rank = -1;                      // this rank throws at step fail_step (-1: none)
     int fail_step = -1;                      // see fail_rank
-    bool fail_hard = false; // fail_rank exits the process (a crash) instead of throwing
+    bool fail_hard = false;    // fail_rank exits the process (a crash) instead of throwing
+    bool fp32_gathers = false; // ZeRO-3 all-gathers fp32 weights even when train.dtype is bf16
 };
 
 struct Config {

@@ -201,7 +201,7 @@ MemoryPlanInputs sharded_plan_inputs(const config::Config& cfg, const model::Par
     return in;
 }
 
-MemoryPlan zero3_memory_plan(int shards, size_t slice, MemSide side) {
+MemoryPlan zero3_memory_plan(int shards, size_t slice, MemSide side, bool gather16) {
     MemoryPlan p;
     const size_t slot = static_cast<size_t>(shards) * slice * sizeof(float);
     auto add = [&](Buf id, int index, MemKind kind, size_t bytes, std::string name) {
@@ -215,6 +215,11 @@ MemoryPlan zero3_memory_plan(int shards, size_t slice, MemSide side) {
         add(Buf::ZeroGrads, i, MemKind::Grads, slot, "ZeRO-3 unit grads " + std::to_string(i));
         add(Buf::ZeroGradSlice, i, MemKind::Grads, slice * sizeof(float),
             "ZeRO-3 reduced grad slice " + std::to_string(i));
+    }
+    if (gather16) { // the lane runs one allgather at a time: one pair serves every slot
+        add(Buf::ZeroSend16, 0, MemKind::Staging, slice * sizeof(uint16_t),
+            "ZeRO-3 bf16 gather send buffer");
+        add(Buf::ZeroRecv16, 0, MemKind::Staging, slot / 2, "ZeRO-3 bf16 gather receive buffer");
     }
     return p;
 }

@@ -55,6 +55,8 @@ enum class Buf {
     ZeroRecv,      // (slot) reduce-scatter receive buffer (one: the lane runs one at a time)
     ZeroGrads,     // (slot) a unit's full grads the model adds into, grad slot `index`
     ZeroGradSlice, // (slice) this rank's reduced slice of grad slot `index`
+    ZeroSend16,    // (slice) bf16 gathers: this rank's slice of the unit as bf16
+    ZeroRecv16,    // (slot) bf16 gathers: the gathered bf16 unit, widened into a gather slot
 };
 
 struct BufferSpec {
@@ -108,7 +110,9 @@ constexpr int kZeroGradSlots = 3;
 // The wrapper's buffers for `shards` ranks and largest unit slice `slice` (elements), on `side`
 // (where the CPU model reads them: the host device's arena, or pinned memory next to a GPU).
 // The one place that decides what the wrapper allocates; the planner adds it to the engine's.
-MemoryPlan zero3_memory_plan(int shards, size_t slice, MemSide side);
+// gather16: weights are all-gathered as bf16 (train.dtype bf16: the working weights are bf16
+// values, so the gather is exact at half the bytes) through one send and one receive buffer.
+MemoryPlan zero3_memory_plan(int shards, size_t slice, MemSide side, bool gather16);
 
 // Streaming slots of the interleaved schedule for `nstream` streamed buckets: double-buffered
 // (one updating on the device while the next is prefetched), at most nstream.

@@ -8,7 +8,7 @@
 namespace sof::plan {
 
 CommVolume comm_per_step(const model::ParamLayout& layout, int world, int sp, int zero_stage, int B,
-                         int T, int grad_accum, bool recompute) {
+                         int T, int grad_accum, bool recompute, int gather_bytes) {
     CommVolume v;
     if (world <= 1) return v;
     const double N = world, f = 4.0; // fp32 bytes
@@ -18,11 +18,11 @@ CommVolume comm_per_step(const model::ParamLayout& layout, int world, int sp, in
         double fwd = 0, bwd = 0;
         for (int u = 0; u <= last; u++) {
             double s = static_cast<double>(m.slice[static_cast<size_t>(u)]);
-            fwd += (N - 1) * s * f;
-            if (u != 0 && u != last) bwd += (N - 1) * s * f;
+            fwd += (N - 1) * s;
+            if (u != 0 && u != last) bwd += (N - 1) * s;
         }
-        v.allgather = (fwd + bwd) * grad_accum;
-        v.reduce_scatter = fwd * grad_accum;
+        v.allgather = (fwd + bwd) * gather_bytes * grad_accum;
+        v.reduce_scatter = fwd * f * grad_accum;
     } else {
         for (int u = 0; u <= last; u++) {
             double n = static_cast<double>(layout.unit_begin[static_cast<size_t>(u) + 1] -

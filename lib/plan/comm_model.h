@@ -20,14 +20,15 @@ struct CommVolume {
 //  ZeRO-3 over N = world ranks, per micro-batch: forward all-gathers every unit, backward every
 //    unit but the embeddings and the final LN (kept from the forward), reduce-scatter every
 //    unit: each (N-1) x the padded slice (model/shard.h). About (N-1)/N x (2 allgathers + 1
-//    reduce-scatter) of the model.
+//    reduce-scatter) of the model. The allgathers move gather_bytes per element (2 when
+//    train.dtype is bf16: the working weights are bf16 values), the reduce-scatters fp32.
 //  ZeRO-0: one all-reduce per unit per step, 2 (N-1) x ceil(n_u / N) (reduce-scatter + gather).
 //  Ulysses over P = sp: per layer and micro-batch 4 all-to-alls (q, k, v, attention output) of
 //    B*T*C/P elements each, times (P-1)/P, in forward and the same in backward (recompute adds
 //    the forward ones again).
 // B: sequences per data-parallel rank; T: the whole sequence.
 CommVolume comm_per_step(const model::ParamLayout& layout, int world, int sp, int zero_stage, int B,
-                         int T, int grad_accum, bool recompute);
+                         int T, int grad_accum, bool recompute, int gather_bytes = 4);
 
 std::string describe_comm(const CommVolume& v, int world, int sp, int zero_stage);
 

@@ -36,6 +36,7 @@ struct CostInputs {
     double host_capacity_bytes = 0; // host memory of this rank
     bool host_device = true;        // the `host` device: its "device" memory is host memory too
     int shard_ranks = 1;            // ZeRO-3 ranks the state is sharded over
+    bool gather16 = false;          // ZeRO-3 gathers bf16 weights (zero3_memory_plan)
     int interleave_k = 0;           // schedule interleaved: the stride used for placement
     // The engine's memory plan inputs of rank 0 (buckets of the deck's bucket_mb, unplaced;
     // offload_memory places them for a weights policy / tail count / stride), and of the other

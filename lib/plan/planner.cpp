@@ -255,18 +255,20 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
             core::strfmt("note: without offload the step fits on the device too "
                          "and is predicted %.1f%% faster",
                          100.0 * (mine_iteration(cfg, so, il, sy) / go.iteration - 1)));
-    if (c.shard_ranks > 1)
+    if (c.shard_ranks > 1) {
+        const bool g16 = c.gather16;
+        const size_t zb = offload::zero3_memory_plan(c.shard_ranks, c.mem_base.zero3_slice,
+                                                     offload::MemSide::Pinned, g16)
+                              .total(offload::MemSide::Pinned);
         p.notes.push_back(core::strfmt(
             "memory per rank with ZeRO-3 over %d ranks: the engine on a 1/%d shard, plus the "
-            "wrapper's %d gather and %d grad slots of the largest whole unit (%s, in %s memory)",
+            "wrapper's %d gather and %d grad slots of the largest whole unit%s (%s, in %s "
+            "memory)",
             c.shard_ranks, c.shard_ranks, offload::kZeroGatherSlots, offload::kZeroGradSlots,
-            device::format_bytes(static_cast<double>(offload::zero3_memory_plan(
-                                                         c.shard_ranks, c.mem_base.zero3_slice,
-                                                         offload::MemSide::Pinned)
-                                                         .total(offload::MemSide::Pinned)))
-                .c_str(),
+            g16 ? " and the bf16 gather buffers" : "",
+            device::format_bytes(static_cast<double>(zb)).c_str(),
             c.host_device ? "the host device's arena" : "pinned host"));
-    else
+    } else
         p.notes.push_back("per rank, parameters not sharded: with ZeRO-3 over N ranks the "
                           "optimizer state, CPU step and transfers shrink by about 1/N");
     const IterationTimes* mine = &go;

@@ -30,12 +30,12 @@ class HostMem {
     offload::MemSide side() const {
         return arena_ ? offload::MemSide::Device : offload::MemSide::Pinned;
     }
-    float* get(size_t bytes, const std::string& what) {
+    void* get(size_t bytes, const std::string& what) {
         void* p = arena_ ? d_.alloc(bytes, what) : d_.alloc_pinned(bytes, what);
         std::memset(p, 0, bytes);
-        return static_cast<float*>(p);
+        return p;
     }
-    void put(float* p) {
+    void put(void* p) {
         if (arena_)
             d_.free(p);
         else
@@ -81,15 +81,20 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
         inner_ = make_inner(cfg, slayout_, ctx, log, trace);
         inner_->set_stat_reducer(this);
         // the slots as the memory plan lists them (what `superoffload plan` counts per rank)
+        gather16_ = cfg.train.dtype == config::Precision::BF16 && !cfg.debug.fp32_gathers;
         const offload::MemoryPlan zp =
-            offload::zero3_memory_plan(map_.shards, max_slice_, mem_.side());
+            offload::zero3_memory_plan(map_.shards, max_slice_, mem_.side(), gather16_);
         for (const offload::BufferSpec& b : zp.buffers) {
-            float* p = mem_.get(b.bytes, b.name);
+            void* p = mem_.get(b.bytes, b.name);
+            owned_.push_back(p);
+            float* f = static_cast<float*>(p);
             const size_t i = static_cast<size_t>(b.index);
-            if (b.id == offload::Buf::ZeroGather) gslots_[i].buf = p;
-            if (b.id == offload::Buf::ZeroRecv) rs_scratch_ = p;
-            if (b.id == offload::Buf::ZeroGrads) rslots_[i].buf = p;
-            if (b.id == offload::Buf::ZeroGradSlice) rslots_[i].out = p;
+            if (b.id == offload::Buf::ZeroGather) gslots_[i].buf = f;
+            if (b.id == offload::Buf::ZeroRecv) rs_scratch_ = f;
+            if (b.id == offload::Buf::ZeroGrads) rslots_[i].buf = f;
+            if (b.id == offload::Buf::ZeroGradSlice) rslots_[i].out = f;
+            if (b.id == offload::Buf::ZeroSend16) send16_ = static_cast<uint16_t*>(p);
+            if (b.id == offload::Buf::ZeroRecv16) recv16_ = static_cast<uint16_t*>(p);
         }
         for (RSlot& r : rslots_) // the lane runs one collective at a time: one receive buffer
             r.scratch = rs_scratch_;
@@ -103,13 +108,8 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
             ctx_.lane().drain();
         } catch (...) { // an abandoned step's collective error: nothing left to report it to
         }
-        for (GSlot& s : gslots_)
-            mem_.put(s.buf);
-        for (RSlot& s : rslots_) {
-            mem_.put(s.buf);
-            mem_.put(s.out);
-        }
-        mem_.put(rs_scratch_);
+        for (void* p : owned_)
+            mem_.put(p);
     }
 
     model::WeightSource& weights() override { return weights_; }
@@ -261,10 +261,39 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
         v->used = ++clock_;
         const size_t s = map_.slice[static_cast<size_t>(unit)];
         float* dst = v->buf;
-        v->ticket =
-            ctx_.lane().submit([this, mine, dst, s] { ctx_.shard().allgather(mine, dst, s); },
-                               core::strfmt("allgather u%d", unit));
+        v->ticket = ctx_.lane().submit(
+            [this, mine, dst, s, unit] {
+                if (gather16_)
+                    allgather_bf16(mine, dst, s, unit);
+                else
+                    ctx_.shard().allgather(mine, dst, s);
+            },
+            core::strfmt("allgather u%d", unit));
         return v;
+    }
+    // On the lane: dst (N*s) = every rank's s working weights, moved as bf16. A bf16 run's
+    // working weights are bf16 values held in fp32, so the top halves carry them exactly and the
+    // result is bitwise the fp32 gather's. A weight with a non-zero low half breaks that: an
+    // internal error, raised after the collective so that no rank is left waiting in it.
+    void allgather_bf16(const float* mine, float* dst, size_t s, int unit) {
+        uint32_t low = 0;
+        for (size_t i = 0; i < s; i++) {
+            uint32_t u;
+            std::memcpy(&u, mine + i, sizeof(u));
+            low |= u & 0xffffu;
+            send16_[i] = static_cast<uint16_t>(u >> 16);
+        }
+        ctx_.shard().allgather(send16_, recv16_, s);
+        const size_t n = static_cast<size_t>(map_.shards) * s;
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t u = static_cast<uint32_t>(recv16_[i]) << 16;
+            std::memcpy(dst + i, &u, sizeof(u));
+        }
+        if (low != 0)
+            SOF_FAIL(Internal,
+                     "zero: unit %d's working weights on rank %d are not bf16 values, which the "
+                     "bf16 allgather of train.dtype bf16 needs",
+                     unit, ctx_.shard().rank());
     }
     const float* acquire(int unit, Pass pass) {
         // What stays gathered is a rule of the pass, not of timing, so the bytes per step are a
@@ -368,6 +397,10 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
     GSlot gslots_[kGatherSlots];
     RSlot rslots_[kGradSlots];
     float* rs_scratch_ = nullptr; // (N*max slice)
+    bool gather16_ = false;       // weights gathered as bf16 (train.dtype bf16)
+    uint16_t* send16_ = nullptr;  // (max slice) bf16 gathers: this rank's slice
+    uint16_t* recv16_ = nullptr;  // (N*max slice) bf16 gathers: the gathered unit
+    std::vector<void*> owned_;    // every buffer of the memory plan, freed at the end
     std::deque<int> inflight_;    // rslots_ indexes with a reduce-scatter in flight, oldest first
     uint64_t clock_ = 0;
     Pass last_pass_ = Pass::Forward;
@@ -391,8 +424,8 @@ class Zero0 : public offload::Updater, public ShardAccess {
             max_unit = std::max(max_unit, full.unit_begin[static_cast<size_t>(u) + 1] -
                                               full.unit_begin[static_cast<size_t>(u)]);
         for (float*& s : scratch_)
-            s = mem_.get(2 * P * ((max_unit + P - 1) / P) * sizeof(float),
-                         "ZeRO-0 allreduce scratch");
+            s = static_cast<float*>(mem_.get(2 * P * ((max_unit + P - 1) / P) * sizeof(float),
+                                             "ZeRO-0 allreduce scratch"));
         log.info("zero: stage 0 over %d ranks (replicated state, grads all-reduced)",
                  ctx.shard().size());
     }

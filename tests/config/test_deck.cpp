@@ -294,6 +294,7 @@ debug:
   fail_rank: 2
   fail_step: 5
   fail_hard: true
+  fp32_gathers: true
 )";
     for (size_t p; (p = deck.find("D/")) != std::string::npos;)
         deck.replace(p, 2, d + "/");
