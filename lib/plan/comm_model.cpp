@@ -44,12 +44,15 @@ CommVolume comm_per_step(const model::ParamLayout& layout, int world, int sp, in
 
 std::string describe_comm(const CommVolume& v, int world, int sp, int zero_stage) {
     if (world <= 1) return "communication: none (1 rank)\n";
-    auto mb = [](double b) { return b / 1e6; };
+    // one decimal unit for the whole line, by the total: MB, GB or TB
+    const double t = v.total();
+    const double div = t >= 1e12 ? 1e12 : t >= 1e9 ? 1e9 : 1e6;
+    const char* u = t >= 1e12 ? "TB" : t >= 1e9 ? "GB" : "MB";
     return core::strfmt("communication per rank per step (%d ranks, ZeRO-%d, sp %d): allgather "
-                        "%.3f MB, reduce-scatter %.3f MB, allreduce %.3f MB, all-to-all %.3f MB, "
-                        "total %.3f MB sent (and received)\n",
-                        world, zero_stage, sp, mb(v.allgather), mb(v.reduce_scatter),
-                        mb(v.allreduce), mb(v.alltoall), mb(v.total()));
+                        "%.3f %s, reduce-scatter %.3f %s, allreduce %.3f %s, all-to-all %.3f %s, "
+                        "total %.3f %s sent (and received)\n",
+                        world, zero_stage, sp, v.allgather / div, u, v.reduce_scatter / div, u,
+                        v.allreduce / div, u, v.alltoall / div, u, t / div, u);
 }
 
 } // namespace sof::plan

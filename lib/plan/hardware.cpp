@@ -155,6 +155,21 @@ HardwareProfile parse_profile(const YAML::Node& root, const std::string& file) {
     hw.h2d = read_curve(link, "h2d");
     hw.d2h = read_curve(link, "d2h");
     link.finish();
+    if (YAML::Node n = top.get("network", false)) {
+        MapReader net(n, file, "network");
+        hw.ranks_per_node = static_cast<int>(net.number("ranks_per_node", true, 1, 1, 1e6));
+        auto read_link = [&](const char* key, std::string* name, double* gbps) {
+            YAML::Node l = net.get(key, false);
+            if (!l) return;
+            MapReader r(l, file, std::string("network.") + key);
+            *name = r.text("name", true, "");
+            *gbps = r.number("gbps", true, 0, 1e-3, 1e5);
+            r.finish();
+        };
+        read_link("intra_node", &hw.intra_node, &hw.intra_node_gbps);
+        read_link("inter_node", &hw.inter_node, &hw.inter_node_gbps);
+        net.finish();
+    }
     top.finish();
     return hw;
 }
@@ -181,6 +196,9 @@ HardwareProfile default_host_profile() {
     hw.saturation_fraction = 0.95;
     hw.h2d = {{0.0625 * kMiB, 6.0}, {1 * kMiB, 9.0}, {4 * kMiB, 10.0}, {64 * kMiB, 10.0}};
     hw.d2h = hw.h2d;
+    hw.ranks_per_node = 64;
+    hw.intra_node = "shared memory";
+    hw.intra_node_gbps = 5.0;
     return hw;
 }
 

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/strfmt.h"
 #include "device/device.h"
+#include "plan/comm_model.h"
 #include "plan/cost.h"
 #include "plan/planner.h"
 
@@ -285,7 +286,46 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
     p.exposed_s = mine->exposed;
     p.iteration_s = mine->iteration;
     p.efficiency = mine->efficiency;
+    add_collectives(p, cfg, model, hw, c.shard_ranks);
     return p;
+}
+
+void add_collectives(Plan& p, const config::Config& cfg, const model::ArchConfig& model,
+                     const HardwareProfile& hw, int shard_ranks) {
+    if (shard_ranks <= 1) return; // ZeRO-0 / pure Ulysses jobs: the world size is not known here
+    const CommVolume v = comm_per_step(
+        model::make_layout(model), shard_ranks, cfg.parallel.sp, 3, cfg.train.batch_size,
+        cfg.train.seq_len, cfg.train.grad_accum, cfg.model.recompute,
+        cfg.train.dtype == config::Precision::BF16 && !cfg.debug.fp32_gathers ? 2 : 4);
+    p.comm_bytes = v.total();
+    const bool one_node = shard_ranks <= hw.ranks_per_node;
+    const std::string& net = one_node ? hw.intra_node : hw.inter_node;
+    const double gbps = one_node ? hw.intra_node_gbps : hw.inter_node_gbps;
+    if (gbps <= 0) {
+        p.notes.push_back(core::strfmt(
+            "collectives: %.3f GB per rank per step; their time is not predicted (the hardware "
+            "profile gives no %s network)",
+            p.comm_bytes / 1e9, one_node ? "intra-node" : "inter-node"));
+        return;
+    }
+    // the comm lane runs them while forward and backward compute (prefetched allgathers,
+    // reduce-scatters behind the backward): only what exceeds the compute is exposed
+    p.comm_s = p.comm_bytes / (gbps * 1e9);
+    p.comm_exposed_s = std::max(0.0, p.comm_s - p.compute_s);
+    p.exposed_s += p.comm_exposed_s;
+    p.iteration_s += p.comm_exposed_s;
+    p.efficiency = p.iteration_s > 0 ? p.compute_s / p.iteration_s : 0.0;
+    p.notes.push_back(core::strfmt(
+        "collectives: %.3f GB per rank per step over %s at %.1f GB/s = %.2f s, %s %.2f s of "
+        "compute%s",
+        p.comm_bytes / 1e9, net.c_str(), gbps, p.comm_s,
+        p.comm_exposed_s > 0 ? "more than the" : "hidden behind the", p.compute_s,
+        p.comm_exposed_s > 0
+            ? core::strfmt(": %.2f s exposed (larger batch per rank, fewer ranks or a faster "
+                           "network)",
+                           p.comm_exposed_s)
+                  .c_str()
+            : ""));
 }
 
 void resolve_auto(config::Config& cfg, const Plan& p) {

@@ -41,6 +41,14 @@ struct HardwareProfile {
     std::vector<BandwidthPoint> h2d;   // sorted by bytes, at least one point
     std::vector<BandwidthPoint> d2h;   // sorted by bytes, at least one point
     double saturation_fraction = 0.95; // a size "saturates" the link at this share of the best
+
+    // Rank <-> rank networks for the ZeRO-3 / Ulysses collectives (optional `network:` section):
+    // the bandwidth one rank's collectives reach, each direction, among the ranks of one node
+    // and, for a job over several nodes, across nodes (the slower link paces a ring). 0: not
+    // given (no prediction).
+    int ranks_per_node = 1;
+    std::string intra_node = "", inter_node = "";
+    double intra_node_gbps = 0, inter_node_gbps = 0;
 };
 
 // The built-in profile of the `host` device (this machine, CPU-only runs); same numbers as
@@ -144,6 +152,10 @@ struct Plan {
     // Predicted per-iteration times of the deck's schedule with the chosen options (seconds).
     double compute_s = 0, transfer_s = 0, optimizer_s = 0, exposed_s = 0, iteration_s = 0;
     double efficiency = 0;
+    // Collectives per step on this rank (ZeRO-3 over shard_ranks, Ulysses): bytes sent, their
+    // time over the profile's network, and the part not hidden behind compute (added to
+    // exposed_s and iteration_s; the lane overlaps them with forward and backward).
+    double comm_bytes = 0, comm_s = 0, comm_exposed_s = 0;
     std::vector<IterationTimes> schedules; // every schedule, for comparison
     std::vector<std::string> notes;        // why each choice was made
 };
@@ -153,6 +165,11 @@ struct Plan {
 // ZeRO-3 ranks parameters, grads and optimizer state are sharded over (memory per rank).
 Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const HardwareProfile& hw,
                int shard_ranks = 1);
+
+// Adds the ZeRO-3 (+ Ulysses) collectives of shard_ranks ranks to p: bytes (comm_model.h), time
+// over hw's network, the part not hidden behind compute (to exposed_s / iteration_s), a note.
+void add_collectives(Plan& p, const config::Config& cfg, const model::ArchConfig& model,
+                     const HardwareProfile& hw, int shard_ranks);
 
 // Replaces the deck's auto values (weights Auto, gpu_tail_buckets -1, interleave_k -1) with the
 // plan's; leaves explicit values alone.

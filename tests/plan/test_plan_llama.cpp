@@ -178,3 +178,41 @@ TEST_CASE("what does not fit, and on which side") {
     CHECK(four.mem.device_fits);
     CHECK(!four.mem.host_fits);
 }
+
+TEST_CASE("ZeRO-3 collectives: hidden behind compute in one node, exposed across nodes") {
+    // Llama-70B on GH200s: 4 ranks = one node (NVLink, 150 GB/s), 8 ranks = two nodes
+    // (Slingshot-11, 25 GB/s per Superchip); the bytes are comm_model.h's, bf16 gathers
+    config::Config c = deck("llama3-70b-gh200x4.yaml");
+    const model::ArchConfig m = model_config_for(c.model);
+    const HardwareProfile hw = gh200();
+    for (int ranks : {4, 8}) {
+        CAPTURE(ranks);
+        const Plan p = make_plan(c, m, hw, ranks);
+        const CommVolume v =
+            comm_per_step(model::make_layout(m), ranks, 1, 3, c.train.batch_size, c.train.seq_len,
+                          c.train.grad_accum, c.model.recompute, 2);
+        CHECK(p.comm_bytes == v.total());
+        const double gbps = ranks <= 4 ? 150.0 : 25.0;
+        CHECK(p.comm_s == doctest::Approx(v.total() / (gbps * 1e9)));
+        CHECK(p.comm_exposed_s == doctest::Approx(std::max(0.0, p.comm_s - p.compute_s)));
+        // the schedule's own time plus what the collectives leave exposed
+        const IterationTimes& so = p.schedules[0];
+        CHECK(p.iteration_s == doctest::Approx(so.iteration + p.comm_exposed_s));
+        if (ranks == 4) CHECK(p.comm_exposed_s == 0.0);
+        if (ranks == 8) CHECK(p.comm_exposed_s > 100.0); // ~314 s of traffic vs ~53 s compute
+    }
+    // fp32 gathers move twice the allgather bytes
+    c.debug.fp32_gathers = true;
+    const Plan f = make_plan(c, m, hw, 4);
+    const CommVolume v32 = comm_per_step(model::make_layout(m), 4, 1, 3, c.train.batch_size,
+                                         c.train.seq_len, c.train.grad_accum, c.model.recompute, 4);
+    CHECK(f.comm_bytes == v32.total());
+    const CommVolume v16 = comm_per_step(model::make_layout(m), 4, 1, 3, c.train.batch_size,
+                                         c.train.seq_len, c.train.grad_accum, c.model.recompute, 2);
+    CHECK(v32.allgather == 2 * v16.allgather);
+    CHECK(v32.reduce_scatter == v16.reduce_scatter);
+    // a profile without a network section: bytes, no time
+    const Plan h = make_plan(c, m, load_hardware(kSrc + "/inputs/hardware/h100-pcie.yaml"), 4);
+    CHECK(h.comm_bytes > 0);
+    CHECK(h.comm_s == 0.0);
+}

@@ -69,6 +69,10 @@ TEST_CASE("hardware files load; this-host.yaml equals the built-in profile") {
     CHECK(a.cpu_cores == b.cpu_cores);
     CHECK(a.cpu_adam_params_per_s == b.cpu_adam_params_per_s);
     CHECK(a.cpu_cast_params_per_s == b.cpu_cast_params_per_s);
+    CHECK(a.ranks_per_node == b.ranks_per_node);
+    CHECK(a.intra_node == b.intra_node);
+    CHECK(a.intra_node_gbps == b.intra_node_gbps);
+    CHECK(a.inter_node_gbps == b.inter_node_gbps);
     REQUIRE(a.h2d.size() == b.h2d.size());
     for (size_t i = 0; i < a.h2d.size(); ++i) {
         CHECK(a.h2d[i].bytes == doctest::Approx(b.h2d[i].bytes));
@@ -98,6 +102,10 @@ TEST_CASE("hardware file errors name file, line and key") {
     bad.replace(bad.find("memory_gb: 1,"), 13, "memory_gb: lots,");
     e = error_of(write_tmp("hw_type.yaml", bad));
     CHECK(e.find("gpu.memory_gb: expected a number, got 'lots'") != std::string::npos);
+    e = error_of(write_tmp("hw_net.yaml", good + "network: {ranks_per_node: 4, intra_node: "
+                                                 "{name: nv, gbps: 150, latency: 1}}\n"));
+    CHECK(e.find("hw_net.yaml:5") != std::string::npos);
+    CHECK(e.find("unknown key 'network.intra_node.latency'") != std::string::npos);
 }
 
 TEST_CASE("gh200: 64 MB buckets saturate NVLink-C2C") {
