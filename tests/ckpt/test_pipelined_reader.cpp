@@ -55,7 +55,8 @@ ckpt::ReadStats read_and_check(const std::string& path, const std::vector<unsign
     for (size_t i = 0; i < ranges.size(); i++) {
         const ckpt::ByteRange& r = ranges[i];
         REQUIRE(got[i].size() == r.end - r.begin);
-        CHECK(std::memcmp(got[i].data(), file.data() + r.begin, got[i].size()) == 0);
+        if (!got[i].empty())
+            CHECK(std::memcmp(got[i].data(), file.data() + r.begin, got[i].size()) == 0);
     }
     return st;
 }
