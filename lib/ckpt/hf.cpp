@@ -143,7 +143,19 @@ model::ArchConfig read_hf_config(const std::string& dir) {
     if (j.contains("hidden_act") && j["hidden_act"] != "silu")
         SOF_FAIL(Config, "'%s': hidden_act %s is not supported (SwiGLU needs silu)", path.c_str(),
                  j["hidden_act"].dump().c_str());
+    // transformers' attention_bias (llama, qwen3) also puts a bias on o_proj; qwen2 has q/k/v
+    // biases whatever the key says
     c.qkv_bias = bool_key(j, path, "attention_bias", false);
+    if (c.qkv_bias && c.arch != model::Arch::Qwen2)
+        SOF_FAIL(Config,
+                 "'%s': attention_bias: true gives %s q/k/v and o_proj biases; this build models "
+                 "q/k/v biases only (Qwen2ForCausalLM)",
+                 path.c_str(), name.c_str());
+    if (bool_key(j, path, "use_sliding_window", false))
+        SOF_FAIL(Config,
+                 "'%s': use_sliding_window: true is not supported (every layer attends to the "
+                 "whole sequence here); set it false if the model was trained without it",
+                 path.c_str());
     c.tie_embeddings = bool_key(j, path, "tie_word_embeddings", false);
     model::apply_arch_defaults(&c);
     c.channels = int_key(j, path, "hidden_size", 0, true);
@@ -153,8 +165,11 @@ model::ArchConfig read_hf_config(const std::string& dir) {
     c.vocab_size = int_key(j, path, "vocab_size", 0, true);
     c.padded_vocab_size = c.vocab_size;
     c.max_seq_len = int_key(j, path, "max_position_embeddings", 0, true);
-    c.num_kv_heads = int_key(j, path, "num_key_value_heads", c.num_heads, false);
-    c.head_dim = int_key(j, path, "head_dim", 0, false);
+    // absent keys mean what transformers' configs default them to: LlamaConfig kv heads = heads,
+    // Qwen2Config/Qwen3Config 32 kv heads, Qwen3Config head_dim 128
+    const bool qwen = c.arch != model::Arch::Llama;
+    c.num_kv_heads = int_key(j, path, "num_key_value_heads", qwen ? 32 : c.num_heads, false);
+    c.head_dim = int_key(j, path, "head_dim", c.arch == model::Arch::Qwen3 ? 128 : 0, false);
     c.norm_eps = static_cast<float>(num_key(j, path, "rms_norm_eps", 1e-6));
     c.rope_theta = num_key(j, path, "rope_theta", 10000.0);
     if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
@@ -248,6 +263,11 @@ ImportStats import_hf(const std::string& dir, const model::ParamLayout& full,
 
 namespace {
 
+// A float field as the decimal it was written as (1e-05, not 9.999999747378752e-06).
+double tidy(double v) {
+    return std::stod(core::strfmt("%.7g", v));
+}
+
 json config_json(const model::ArchConfig& c, const std::string& dtype) {
     const char* arch = c.arch == model::Arch::Qwen2   ? "Qwen2ForCausalLM"
                        : c.arch == model::Arch::Qwen3 ? "Qwen3ForCausalLM"
@@ -261,7 +281,7 @@ json config_json(const model::ArchConfig& c, const std::string& dtype) {
     j["num_key_value_heads"] = c.kv_heads();
     j["head_dim"] = c.hdim();
     j["num_hidden_layers"] = c.num_layers;
-    j["rms_norm_eps"] = c.norm_eps;
+    j["rms_norm_eps"] = tidy(c.norm_eps);
     j["rope_theta"] = c.rope_theta;
     if (c.rope_scaling.type == model::RopeScalingType::Llama3)
         j["rope_scaling"] = {
@@ -280,6 +300,10 @@ json config_json(const model::ArchConfig& c, const std::string& dtype) {
     j["hidden_act"] = "silu";
     j["initializer_range"] = 0.02;
     j["use_cache"] = true;
+    // the tokenizer's ids are not in the checkpoint: null, not LlamaConfig's defaults 1 and 2
+    // (wrong for Llama-3); copy them from the original model's config.json
+    j["bos_token_id"] = nullptr;
+    j["eos_token_id"] = nullptr;
     j["torch_dtype"] = dtype == "bf16" ? "bfloat16" : "float32";
     j["transformers_version"] = "4.51.0";
     return j;
@@ -293,6 +317,12 @@ void export_hf(const std::string& out_dir, const model::ParamLayout& layout, con
     if (!c.llama_family())
         SOF_FAIL(Usage, "export --hf: a GPT-2 checkpoint is exported with --llmc (the Hugging "
                         "Face export writes the LLaMA family: llama, qwen2, qwen3)");
+    if (c.qkv_bias && c.arch != model::Arch::Qwen2)
+        SOF_FAIL(Usage,
+                 "export --hf: this %s has q/k/v biases, which transformers can only express as "
+                 "attention_bias: true, and that adds an o_proj bias too; export a qwen2 model "
+                 "for q/k/v biases",
+                 model::arch_name(c.arch));
     if (o.dtype != "bf16" && o.dtype != "fp32")
         SOF_FAIL(Usage, "export --hf: --dtype '%s' must be bf16 or fp32", o.dtype.c_str());
     std::error_code ec;

@@ -198,6 +198,57 @@ TEST_CASE("HF directories: config round trip, sharded export, slice import, erro
                  {"config.json", "hidden_size"});
 }
 
+TEST_CASE("config.json as transformers reads it: defaults, refused keys, exact decimals") {
+    const std::string d = ckpt_scratch("hf_config_keys");
+    auto write_config = [&](const std::string& name, const std::string& extra) {
+        const std::string dir = d + "/" + name;
+        fs::create_directories(dir);
+        std::ofstream(dir + "/config.json")
+            << "{\"architectures\": [\"" << name << "\"], \"hidden_size\": 256, "
+            << "\"intermediate_size\": 512, \"num_attention_heads\": 64, "
+            << "\"num_hidden_layers\": 2, \"vocab_size\": 100, "
+            << "\"max_position_embeddings\": 64" << extra << "}";
+        return dir;
+    };
+    // absent kv heads / head_dim mean transformers' defaults: Qwen 32 kv heads, Qwen3 head_dim
+    // 128; Llama kv heads = heads, head_dim = C / heads
+    const model::ArchConfig q3 = ckpt::read_hf_config(write_config("Qwen3ForCausalLM", ""));
+    CHECK(q3.kv_heads() == 32);
+    CHECK(q3.hdim() == 128);
+    const model::ArchConfig q2 = ckpt::read_hf_config(write_config("Qwen2ForCausalLM", ""));
+    CHECK(q2.kv_heads() == 32);
+    CHECK(q2.hdim() == 4);
+    const model::ArchConfig ll = ckpt::read_hf_config(write_config("LlamaForCausalLM", ""));
+    CHECK(ll.kv_heads() == 64);
+    CHECK(ll.hdim() == 4);
+    // transformers' attention_bias on llama/qwen3 adds an o_proj bias: refused; sliding window
+    // attention: refused
+    const std::string lb = write_config("LlamaForCausalLM", ", \"attention_bias\": true");
+    expect_error([&] { ckpt::read_hf_config(lb); }, core::ErrorKind::Config,
+                 {"config.json", "attention_bias", "o_proj"});
+    const std::string sw = write_config("Qwen2ForCausalLM", ", \"use_sliding_window\": true");
+    expect_error([&] { ckpt::read_hf_config(sw); }, core::ErrorKind::Config,
+                 {"config.json", "use_sliding_window"});
+    // export: eps as written (1e-05, not the float's 9.999999747378752e-06), no made-up token
+    // ids, and a llama with q/k/v biases refused
+    model::ArchConfig c = hf_model(model::Arch::Llama);
+    c.norm_eps = 1e-5f;
+    model::ParamLayout l = model::make_layout(c);
+    std::vector<float> p(l.num_params, 0.0f);
+    ckpt::export_hf(d + "/eps", l, p.data(), ckpt::HfExportOptions{});
+    std::ifstream f(d + "/eps/config.json");
+    const nlohmann::json j = nlohmann::json::parse(f);
+    CHECK(j["rms_norm_eps"].get<double>() == 1e-5);
+    CHECK(j["bos_token_id"].is_null());
+    CHECK(j["eos_token_id"].is_null());
+    c.qkv_bias = true;
+    l = model::make_layout(c);
+    p.assign(l.num_params, 0.0f);
+    expect_error([&] { ckpt::export_hf(d + "/bias", l, p.data(), ckpt::HfExportOptions{}); },
+                 core::ErrorKind::Usage, {"q/k/v biases", "qwen2"});
+    CHECK_FALSE(fs::exists(d + "/bias"));
+}
+
 TEST_CASE("manifests carry the LLaMA-family fields; a resume names a changed kv-head count") {
     const std::string root = ckpt_scratch("hf_manifest");
     ckpt::Manifest m;
