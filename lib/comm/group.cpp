@@ -93,26 +93,24 @@ CommBytes Group::bytes() const {
     return b;
 }
 
-void Group::allgather(const float* mine, float* all, size_t n) {
+void Group::allgather_raw(const void* mine, void* all, size_t n, MPI_Datatype type,
+                          size_t elem_bytes) {
     int c = checked_count(n, size_, "allgather");
     if (size_ == 1) {
-        if (all != mine) std::memcpy(all, mine, n * sizeof(float));
+        if (all != mine) std::memcpy(all, mine, n * elem_bytes);
         return;
     }
-    SOF_CHECK_MPI(MPI_Allgather(mine, c, MPI_FLOAT, all, c, MPI_FLOAT, comm_));
-    uint64_t b = static_cast<uint64_t>(size_ - 1) * n * sizeof(float);
+    SOF_CHECK_MPI(MPI_Allgather(mine, c, type, all, c, type, comm_));
+    uint64_t b = static_cast<uint64_t>(size_ - 1) * n * elem_bytes;
     count(CollKind::Allgather, b, b);
 }
 
+void Group::allgather(const float* mine, float* all, size_t n) {
+    allgather_raw(mine, all, n, MPI_FLOAT, sizeof(float));
+}
+
 void Group::allgather(const uint16_t* mine, uint16_t* all, size_t n) {
-    int c = checked_count(n, size_, "allgather");
-    if (size_ == 1) {
-        if (all != mine) std::memcpy(all, mine, n * sizeof(uint16_t));
-        return;
-    }
-    SOF_CHECK_MPI(MPI_Allgather(mine, c, MPI_UINT16_T, all, c, MPI_UINT16_T, comm_));
-    uint64_t b = static_cast<uint64_t>(size_ - 1) * n * sizeof(uint16_t);
-    count(CollKind::Allgather, b, b);
+    allgather_raw(mine, all, n, MPI_UINT16_T, sizeof(uint16_t));
 }
 
 void Group::reduce_scatter(const float* in, float* out, size_t n, float* scratch) {

@@ -72,6 +72,8 @@ class Group {
     CommBytes bytes() const; // since construction
 
   private:
+    // collective: all ranks of this group
+    void allgather_raw(const void* mine, void* all, size_t n, MPI_Datatype type, size_t elem_bytes);
     void count(CollKind k, uint64_t sent, uint64_t recv);
     MPI_Comm comm_ = MPI_COMM_NULL;
     int rank_ = 0, size_ = 1;
