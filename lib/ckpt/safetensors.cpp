@@ -2,6 +2,8 @@
 // Format: u64 LE header length N, N bytes of JSON header, then the data area.
 #include "ckpt/safetensors.h"
 
+#include "core/dtype.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -62,11 +64,7 @@ float f16_to_float(uint16_t h) {
 } // namespace
 
 uint16_t float_to_bf16(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u); // NaN
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return static_cast<uint16_t>(u >> 16);
+    return core::f32_to_bf16(f);
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {

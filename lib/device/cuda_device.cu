@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/strfmt.h"
 #include "core/trace.h"
@@ -39,17 +40,12 @@ void check(cudaError_t e, int ordinal, const char* what) {
 
 // ---- kernels ----
 
-// Exactly core::f32_to_bf16: round to nearest even, NaN stays quiet NaN with sign and top payload.
+// core::f32_to_bf16 / bf16_to_f32 (core/dtype.h): the tree's one rounding, on the device too.
 __device__ __forceinline__ uint16_t dev_f32_to_bf16(float f) {
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-    uint32_t lsb = (u >> 16) & 1u;
-    u += 0x7fffu + lsb;
-    return static_cast<uint16_t>(u >> 16);
+    return core::f32_to_bf16(f);
 }
-
 __device__ __forceinline__ float dev_bf16_to_f32(uint16_t h) {
-    return __uint_as_float(static_cast<uint32_t>(h) << 16);
+    return core::bf16_to_f32(h);
 }
 
 // Scales (and rounds to bf16) the stage `st` of the piece [a, b) into buf as fp64 squares; threads

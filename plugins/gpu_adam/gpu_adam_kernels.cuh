@@ -8,6 +8,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "core/dtype.h"
+
 namespace sof::gpu_adam {
 
 constexpr int kMaxSlices = 96;   // slices per launch (the table travels in the kernel arguments)
@@ -65,38 +67,15 @@ struct ResultOut {
     int32_t reserved;
 };
 
+// The tree's one rounding (core/dtype.h, host and device): round to nearest even, NaN kept.
 __device__ inline float bf16_bits_to_f32(uint16_t h) {
-    return __uint_as_float(static_cast<uint32_t>(h) << 16);
+    return sof::core::bf16_to_f32(h);
 }
-
-// fp32 -> bf16, round to nearest even; NaN stays a quiet NaN with its sign (as core/dtype.h).
 __device__ inline uint16_t f32_to_bf16_rne(float f) {
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return static_cast<uint16_t>(u >> 16);
+    return sof::core::f32_to_bf16(f);
 }
-
-// fp32 -> IEEE fp16, round to nearest even, overflow to inf, NaN kept (as core/dtype.h).
 __device__ inline uint16_t f32_to_f16_rne(float f) {
-    uint32_t u = __float_as_uint(f);
-    uint32_t sign = (u >> 16) & 0x8000u;
-    uint32_t absu = u & 0x7fffffffu;
-    if (absu > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((absu >> 13) & 0x3ffu));
-    if (absu >= 0x47800000u) return static_cast<uint16_t>(sign | 0x7c00u);
-    if (absu < 0x38800000u) {
-        if (absu < 0x33000000u) return static_cast<uint16_t>(sign);
-        uint32_t mant = (absu & 0x7fffffu) | 0x800000u;
-        int shift = 126 - static_cast<int>(absu >> 23);
-        uint32_t half = 1u << (shift - 1);
-        uint32_t rem = mant & ((1u << shift) - 1u);
-        uint32_t r = mant >> shift;
-        if (rem > half || (rem == half && (r & 1u))) r++;
-        return static_cast<uint16_t>(sign | r);
-    }
-    uint32_t r = absu - 0x38000000u;
-    r += 0xfffu + ((r >> 13) & 1u);
-    return static_cast<uint16_t>(sign | (r >> 13));
+    return sof::core::f32_to_f16(f);
 }
 
 __device__ inline uint16_t to_lowp(float p, int ldt) {

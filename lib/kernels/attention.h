@@ -1,0 +1,63 @@
+// Causal self-attention that never materializes T x T: online softmax over key tiles (forward,
+// saving each row's log-sum-exp) and the FlashAttention-2 backward that recomputes them.
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/exec.h"
+
+namespace sof::kernels {
+
+// Strided views of q (B,T,NH,hd), k and v (B,T,NKV,hd) and the output (B,T,NH,hd): row (b,t) of q
+// starts at q + (b*T+t)*ldq (likewise k, v and o). Query head h reads kv head h / (NH/NKV)
+// (grouped-query attention; NKV = NH is plain multi-head attention). Scores are
+// q.k / sqrt(hd); key t2 is seen by query t when t2 <= t and, with segments (B,T) given,
+// segments[b,t2] == segments[b,t] (packed documents never attend across their boundary).
+template <class T> struct AttnArgs {
+    const T* q;
+    const T* k;
+    const T* v;
+    size_t ldq, ldk, ldv, ldo;
+    int B, T, num_heads, num_kv_heads, head_dim;
+    const int* segments; // (B,T) or null
+};
+
+// Gradients of q, k, v with their own strides (overwritten by the backward).
+template <class T> struct AttnGrads {
+    T* q;
+    T* k;
+    T* v;
+    size_t ldq, ldk, ldv;
+};
+
+namespace cpu {
+// out (strided, ldo); lse (B,NH,T): natural-log sum of exp(score) over the keys seen (fp32).
+void attention_forward(float* out, float* lse, const AttnArgs<float>& a);
+// dout, out: (strided, ldo); delta (B,NH,T): workspace (sum over d of dout*out per row).
+void attention_backward(const AttnGrads<float>& d, const float* dout, const float* out,
+                        const float* lse, float* delta, const AttnArgs<float>& a);
+} // namespace cpu
+
+namespace cuda {
+template <class T>
+void attention_forward(T* out, float* lse, const AttnArgs<T>& a, void* stream);
+template <class T>
+void attention_backward(const AttnGrads<T>& d, const T* dout, const T* out, const float* lse,
+                        float* delta, const AttnArgs<T>& a, void* stream);
+} // namespace cuda
+
+template <class T>
+void attention_forward(const Exec& ex, T* out, float* lse, const AttnArgs<T>& a) {
+    SOF_KERNEL_DISPATCH(ex, T, "attention_forward", (cpu::attention_forward(out, lse, a)),
+                        (cuda::attention_forward(out, lse, a, ex.stream)));
+}
+
+template <class T>
+void attention_backward(const Exec& ex, const AttnGrads<T>& d, const T* dout, const T* out,
+                        const float* lse, float* delta, const AttnArgs<T>& a) {
+    SOF_KERNEL_DISPATCH(ex, T, "attention_backward",
+                        (cpu::attention_backward(d, dout, out, lse, delta, a)),
+                        (cuda::attention_backward(d, dout, out, lse, delta, a, ex.stream)));
+}
+
+} // namespace sof::kernels

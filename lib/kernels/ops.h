@@ -1,0 +1,12 @@
+// The list of ops of this module (one header X.h, a CPU twin cpu/X.cpp and a CUDA twin cuda/X.cu
+// each): the op driver (tests/kernels) tests every entry, the structure test checks the files.
+#pragma once
+
+namespace sof::kernels {
+
+inline constexpr const char* kOps[] = {
+    "attention", "bias_grad", "cast",     "embedding", "gelu",   "grad_stats", "layernorm",
+    "matmul",    "residual",  "rmsnorm",  "rope",      "swiglu", "xent",
+};
+
+} // namespace sof::kernels
