@@ -6,7 +6,7 @@
 
 #include "core/strfmt.h"
 #include "device/device.h"
-#include "device/grad_stats.h"
+#include "kernels/grad_stats.h"
 #include "model/shard.h"
 #include "offload/common.h"
 
@@ -176,7 +176,7 @@ MemoryPlanInputs memory_plan_inputs(const config::Config& cfg, const model::Para
     in.max_unit = max_unit_of(layout);
     in.npieces = 0;
     for (const model::TensorInfo& t : layout.tensors)
-        in.npieces += (t.numel + device::kStatPiece - 1) / device::kStatPiece;
+        in.npieces += (t.numel + kernels::kStatPiece - 1) / kernels::kStatPiece;
     for (const Bucket& b : buckets) {
         in.bucket_numel.push_back(b.numel());
         in.bucket_place.push_back(b.place);

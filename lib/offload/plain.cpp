@@ -8,7 +8,7 @@
 
 #include "core/dtype.h"
 #include "core/timer.h"
-#include "device/grad_stats.h"
+#include "kernels/grad_stats.h"
 #include "offload/common.h"
 
 namespace sof::offload {
@@ -75,7 +75,7 @@ StepReport PlainUpdater::finish_step() {
     StepReport rep;
     std::vector<device::GradStats> st(pieces_.size() - 1);
     for (size_t i = 0; i + 1 < pieces_.size(); i++)
-        st[i] = device::piece_stats(grads_.data() + pieces_[i],
+        st[i] = kernels::piece_stats(grads_.data() + pieces_[i],
                                     static_cast<size_t>(pieces_[i + 1] - pieces_[i]), 1.0f,
                                     bf16_grads_ ? grads16_.data() + pieces_[i] : nullptr);
     NormResult nr = reduce_norm(st, stat_reducer_);
