@@ -80,8 +80,10 @@ template <class T> void gpu_cases(Gpu& g, double tol) {
 SOF_OP_GPU("gelu", "fp32 and bf16 against the CPU twin") {
     Gpu* g = gpu_or_skip();
     if (!g) return;
-    // fp32: CUDA tanhf (2 ulp) vs glibc tanhf: a few ulps of the largest value
-    gpu_cases<float>(*g, 1e-6);
+    // fp32: CUDA tanhf (2 ulp) vs glibc tanhf; in the backward 1 - tanh^2 cancels for |x| > 3
+    // and x (1 + 0.13 x^2) amplifies that ulp: up to ~1e-6 of the largest value (the CPU twin
+    // is 3.4e-7 from double)
+    gpu_cases<float>(*g, 5e-6);
     // bf16: one rounding of the result (2^-9 relative)
     gpu_cases<core::bf16>(*g, 1e-2);
 }

@@ -97,8 +97,9 @@ template <class T> void gpu_cases(Gpu& g, double tol) {
 SOF_OP_GPU("swiglu", "fp32 and bf16 against the CPU twin") {
     Gpu* g = gpu_or_skip();
     if (!g) return;
-    // fp32: CUDA expf (2 ulp) vs glibc: a few ulps of the largest value
-    gpu_cases<float>(*g, 1e-6);
+    // fp32: CUDA expf (2 ulp) and FMA contraction vs glibc expf and separate products: a few
+    // ulps of the largest value (the CPU twin is 1.3e-7 from double)
+    gpu_cases<float>(*g, 5e-6);
     // bf16: one rounding of each result (2^-9 relative)
     gpu_cases<core::bf16>(*g, 1e-2);
 }

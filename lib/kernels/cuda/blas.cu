@@ -97,7 +97,8 @@ void make_plan(Blas::Impl& im, const GemmShape& g, const GemmPtrs& p, Blas::Impl
         throw;
     }
     cublasLtMatmulPreferenceDestroy(pref);
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) {
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED ||
+        (st == CUBLAS_STATUS_SUCCESS && (found == 0 || res.state != CUBLAS_STATUS_SUCCESS))) {
         pl.ok = false;
         return;
     }
@@ -154,10 +155,9 @@ bool Blas::Impl::gemm(const GemmShape& g, const GemmPtrs& p) {
 Blas::Impl::~Impl() {
     for (auto& kv : plans)
         destroy(kv.second);
-    if (workspace) {
-        cudaStreamSynchronize(stream); // the last products may still use it
-        cudaFree(workspace);
-    }
+    // cudaFree waits for the products still using the workspace; the stream may already be
+    // gone, so it is not touched here
+    if (workspace) cudaFree(workspace);
     if (handle) cublasLtDestroy(handle);
     (void)cudaGetLastError();
 }
