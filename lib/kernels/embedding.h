@@ -32,10 +32,10 @@ void embedding_backward(float* dwte, float* dwpe, const T* dout, const int* toke
 template <class T>
 void embedding_forward(const Exec& ex, T* out, const int* tokens, const int* positions,
                        const T* wte, const T* wpe, int N, int C) {
-    SOF_KERNEL_DISPATCH(ex, T, "embedding_forward",
-                        (cpu::embedding_forward(out, tokens, positions, wte, wpe, N, C)),
-                        (cuda::embedding_forward(out, tokens, positions, wte, wpe, N, C,
-                                                 ex.stream)));
+    SOF_KERNEL_DISPATCH(
+        ex, T, "embedding_forward",
+        (cpu::embedding_forward(out, tokens, positions, wte, wpe, N, C)),
+        (cuda::embedding_forward(out, tokens, positions, wte, wpe, N, C, ex.stream)));
 }
 
 template <class T>

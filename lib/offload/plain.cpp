@@ -76,8 +76,8 @@ StepReport PlainUpdater::finish_step() {
     std::vector<device::GradStats> st(pieces_.size() - 1);
     for (size_t i = 0; i + 1 < pieces_.size(); i++)
         st[i] = kernels::piece_stats(grads_.data() + pieces_[i],
-                                    static_cast<size_t>(pieces_[i + 1] - pieces_[i]), 1.0f,
-                                    bf16_grads_ ? grads16_.data() + pieces_[i] : nullptr);
+                                     static_cast<size_t>(pieces_[i + 1] - pieces_[i]), 1.0f,
+                                     bf16_grads_ ? grads16_.data() + pieces_[i] : nullptr);
     NormResult nr = reduce_norm(st, stat_reducer_);
     rep.grad_norm = nr.norm;
     if (nr.nonfinite) {
