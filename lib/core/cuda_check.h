@@ -8,8 +8,7 @@
 
 namespace sof::core {
 [[noreturn]] inline void throw_library_error(const char* lib, const char* file, int line,
-                                             const char* call, const char* name,
-                                             const char* text) {
+                                             const char* call, const char* name, const char* text) {
     throw_error(ErrorKind::Runtime,
                 strfmt("%s:%d: %s call %s failed: %s (%s)", file, line, lib, call, name, text));
 }

@@ -13,20 +13,20 @@ namespace sof::kernels {
 // (grouped-query attention; NKV = NH is plain multi-head attention). Scores are
 // q.k / sqrt(hd); key t2 is seen by query t when t2 <= t and, with segments (B,T) given,
 // segments[b,t2] == segments[b,t] (packed documents never attend across their boundary).
-template <class T> struct AttnArgs {
-    const T* q;
-    const T* k;
-    const T* v;
+template <class E> struct AttnArgs { // E: the element type (T is the sequence length)
+    const E* q;
+    const E* k;
+    const E* v;
     size_t ldq, ldk, ldv, ldo;
     int B, T, num_heads, num_kv_heads, head_dim;
     const int* segments; // (B,T) or null
 };
 
 // Gradients of q, k, v with their own strides (overwritten by the backward).
-template <class T> struct AttnGrads {
-    T* q;
-    T* k;
-    T* v;
+template <class E> struct AttnGrads {
+    E* q;
+    E* k;
+    E* v;
     size_t ldq, ldk, ldv;
 };
 
@@ -39,8 +39,7 @@ void attention_backward(const AttnGrads<float>& d, const float* dout, const floa
 } // namespace cpu
 
 namespace cuda {
-template <class T>
-void attention_forward(T* out, float* lse, const AttnArgs<T>& a, void* stream);
+template <class T> void attention_forward(T* out, float* lse, const AttnArgs<T>& a, void* stream);
 template <class T>
 void attention_backward(const AttnGrads<T>& d, const T* dout, const T* out, const float* lse,
                         float* delta, const AttnArgs<T>& a, void* stream);

@@ -32,16 +32,17 @@ void embedding_backward(float* dwte, float* dwpe, const T* dout, const int* toke
 template <class T>
 void embedding_forward(const Exec& ex, T* out, const int* tokens, const int* positions,
                        const T* wte, const T* wpe, int N, int C) {
-    SOF_KERNEL_DISPATCH(ex, T, "embedding_forward",
-                        (cpu::embedding_forward(out, tokens, positions, wte, wpe, N, C)),
-                        (cuda::embedding_forward(out, tokens, positions, wte, wpe, N, C,
-                                                 ex.stream)));
+    SOF_KERNEL_DISPATCH(
+        ex, T, "embedding_forward",
+        (cpu::embedding_forward(out, tokens, positions, wte, wpe, N, C)),
+        (cuda::embedding_forward(out, tokens, positions, wte, wpe, N, C, ex.stream)));
 }
 
 template <class T>
 void embedding_backward(const Exec& ex, float* dwte, float* dwpe, const T* dout, const int* tokens,
                         const int* positions, const int* host_tokens, const int* host_positions,
                         int N, int C) {
+    (void)host_tokens, (void)host_positions; // the CPU twin reads tokens, positions directly
     SOF_KERNEL_DISPATCH(ex, T, "embedding_backward",
                         (cpu::embedding_backward(dwte, dwpe, dout, tokens, positions, N, C)),
                         (cuda::embedding_backward(dwte, dwpe, dout, tokens, positions, host_tokens,

@@ -163,6 +163,13 @@ void Trainer::Impl::setup() {
     model::ModelOptions mopts;
     mopts.recompute = cfg.model.recompute;
     mopts.seq = ulysses.get();
+    // The activations live in the rank device's memory (the host device's arena counts them).
+    // On a CUDA device the engine still hands the model host mirrors of weights and grads
+    // (offload/engine.h), so the model runs on the CPU twins there, in host memory, for now.
+    if (ctx->device().host_accessible()) {
+        mopts.device = &ctx->device();
+        mopts.stream = &ctx->devices().compute();
+    }
     model = model::make_model(mcfg, mopts, B, Tl);
     const model::ParamLayout& layout = model->layout();
     params.assign(layout.num_params, 0.0f);

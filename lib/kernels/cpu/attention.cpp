@@ -16,7 +16,8 @@ inline int first_key(const AttnArgs<float>& a, int b, int t) {
     if (!a.segments) return 0;
     const int* seg = a.segments + static_cast<size_t>(b) * a.T;
     int t0 = t;
-    while (t0 > 0 && seg[t0 - 1] == seg[t]) t0--;
+    while (t0 > 0 && seg[t0 - 1] == seg[t])
+        t0--;
     return t0;
 }
 
@@ -115,8 +116,7 @@ void attention_backward(const AttnGrads<float>& d, const float* dout, const floa
                         const float* dd = dout + (bt + t) * a.ldo + static_cast<size_t>(h) * hs;
                         float* dq = d.q + (bt + t) * d.ldq + static_cast<size_t>(h) * hs;
                         for (int t2 = t0; t2 <= t; t2++) {
-                            const float* k =
-                                a.k + (bt + t2) * a.ldk + static_cast<size_t>(kh) * hs;
+                            const float* k = a.k + (bt + t2) * a.ldk + static_cast<size_t>(kh) * hs;
                             const float* vv =
                                 a.v + (bt + t2) * a.ldv + static_cast<size_t>(kh) * hs;
                             float dot = 0.0f, dv_dot = 0.0f;
@@ -130,8 +130,7 @@ void attention_backward(const AttnGrads<float>& d, const float* dout, const floa
                         for (int t2 = t0; t2 <= t; t2++) {
                             const float pr = p[static_cast<size_t>(t2)];
                             const float ds = pr * (dp[static_cast<size_t>(t2)] - D) * scale;
-                            const float* k =
-                                a.k + (bt + t2) * a.ldk + static_cast<size_t>(kh) * hs;
+                            const float* k = a.k + (bt + t2) * a.ldk + static_cast<size_t>(kh) * hs;
                             float* dk = d.k + (bt + t2) * d.ldk + static_cast<size_t>(kh) * hs;
                             float* dv = d.v + (bt + t2) * d.ldv + static_cast<size_t>(kh) * hs;
                             for (int i = 0; i < hs; i++) {
