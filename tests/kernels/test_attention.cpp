@@ -24,7 +24,7 @@ using test::AttnShape;
 namespace {
 
 // Thresholds (normalized max error, attn_norm_err), fp32 against double: the measured worst over
-// the cases below is 1.6e-7 (out), 1.5e-7 (lse) and 3.3e-7 (grads), a few fp32 ulps (6e-8) from
+// the cases below is 1.7e-7 (out), 1.8e-7 (lse) and 4.1e-7 (grads), a few fp32 ulps (6e-8) from
 // the sums over up to 1000 keys and 128 dims; the thresholds sit ~10x above that, well under the
 // worst-case bound sqrt(T*hd)*eps ~ 2e-5. A mutated reference (one key of the causal mask or one
 // document start off) moves the results by 0.5 or more.
