@@ -23,6 +23,8 @@ const char* kUsage =
     "  bench adam --params N [...]          optimizer kernel benchmark vs the memory ceiling\n"
     "  bench model [--channels C ...]       LLaMA vs GPT-2 block units of equal FLOPs (CPU)\n"
     "  bench import --create DIR | DIR [--rounds N]  HF import vs dd-like read, peak memory\n"
+    "  bench attention [--seq T ...]        tiled attention vs the T x T baseline (CPU), peak "
+    "memory\n"
     "  export --llmc OUT.bin CHECKPOINT     export a checkpoint as an llm.c GPT-2 fp32 file\n"
     "  export --hf OUT_DIR CHECKPOINT [...] export a LLaMA/Qwen checkpoint as a Hugging Face dir\n"
     "  topo [--xml FILE] [--ranks N]        show the machine topology and rank placement\n"
