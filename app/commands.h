@@ -10,6 +10,7 @@ int cmd_plan(int argc, char** argv);            // superoffload plan DECK [--har
 int cmd_bench(int argc, char** argv);           // superoffload bench adam|... [options]
 int cmd_bench_import(int argc, char** argv);    // superoffload bench import --create DIR | DIR
 int cmd_bench_attention(int argc, char** argv); // superoffload bench attention [--seq T ...]
+int cmd_bench_train(int argc, char** argv);     // superoffload bench train DECK [--steps N ...]
 int cmd_export(int argc, char** argv);          // superoffload export --llmc OUT.bin CHECKPOINT_DIR
 int cmd_topo(int argc, char** argv);            // superoffload topo
 

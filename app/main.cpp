@@ -25,6 +25,8 @@ const char* kUsage =
     "  bench import --create DIR | DIR [--rounds N]  HF import vs dd-like read, peak memory\n"
     "  bench attention [--seq T ...]        tiled attention vs the T x T baseline (CPU), peak "
     "memory\n"
+    "  bench train DECK [--steps N]         the training step: offload, CPU step exposed, no "
+    "offload\n"
     "  export --llmc OUT.bin CHECKPOINT     export a checkpoint as an llm.c GPT-2 fp32 file\n"
     "  export --hf OUT_DIR CHECKPOINT [...] export a LLaMA/Qwen checkpoint as a Hugging Face dir\n"
     "  topo [--xml FILE] [--ranks N]        show the machine topology and rank placement\n"

@@ -401,6 +401,10 @@ void Trainer::set_crash_hook(std::function<void()> crash) {
     impl_->crash = std::move(crash);
 }
 
+const model::ArchConfig& Trainer::model_config() const {
+    return impl_->model->config();
+}
+
 void Trainer::set_stop_check(StopCheck check) {
     impl_->stop_check = std::move(check);
 }
@@ -556,6 +560,8 @@ RunSummary Trainer::run() {
         sum.comm_wait_ms += comm_wait_ms;
         sum.train_losses.push_back(loss);
         sum.grad_norms.push_back(rep.grad_norm);
+        sum.step_times.push_back(
+            {ms, fwd_ms, bwd_ms, rep.exposed_optimizer_ms, rep.exposed_transfer_ms});
         s.step++;
         if (s.step > sum.start_step + 1) { // the first step warms caches; leave it out of the mean
             total_time += ms / 1e3;
