@@ -145,8 +145,9 @@ struct DebugConfig {
     int inject_rank = -1;                    // only this rank injects (-1: every rank)
     int fail_rank = -1;                      // this rank throws at step fail_step (-1: none)
     int fail_step = -1;                      // see fail_rank
-    bool fail_hard = false;    // fail_rank exits the process (a crash) instead of throwing
-    bool fp32_gathers = false; // ZeRO-3 all-gathers fp32 weights even when train.dtype is bf16
+    int64_t hold_for_stop = -1; // after this step every rank waits for a stop request (tests)
+    bool fail_hard = false;     // fail_rank exits the process (a crash) instead of throwing
+    bool fp32_gathers = false;  // ZeRO-3 all-gathers fp32 weights even when train.dtype is bf16
 };
 
 struct Config {

@@ -307,6 +307,7 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("debug.inject_rank", &c.debug.inject_rank, at_least(-1)));
     v.push_back(make("debug.fail_rank", &c.debug.fail_rank, at_least(-1)));
     v.push_back(make("debug.fail_step", &c.debug.fail_step, at_least(-1)));
+    v.push_back(make("debug.hold_for_stop", &c.debug.hold_for_stop, at_least(-1)));
     v.push_back(make("debug.fail_hard", &c.debug.fail_hard));
     v.push_back(make("debug.fp32_gathers", &c.debug.fp32_gathers));
     return v;

@@ -12,24 +12,35 @@ namespace sof::kernels {
 // starts at q + (b*T+t)*ldq (likewise k, v and o). Query head h reads kv head h / (NH/NKV)
 // (grouped-query attention; NKV = NH is plain multi-head attention). Scores are
 // q.k / sqrt(hd); key t2 is seen by query t when t2 <= t and, with segments (B,T) given,
-// segments[b,t2] == segments[b,t] (packed documents never attend across their boundary).
-template <class T> struct AttnArgs {
-    const T* q;
-    const T* k;
-    const T* v;
+// segments[b,t2..t] are all equal: a document is a run of equal ids, so packed documents never
+// attend across their boundary (ids need only differ between neighbouring documents).
+// (E: the element type, float or bf16; T is the sequence length.)
+template <class E> struct AttnArgs {
+    const E* q;
+    const E* k;
+    const E* v;
     size_t ldq, ldk, ldv, ldo;
     int B, T, num_heads, num_kv_heads, head_dim;
     const int* segments; // (B,T) or null
 };
 
 // Gradients of q, k, v with their own strides (overwritten by the backward).
-template <class T> struct AttnGrads {
-    T* q;
-    T* k;
-    T* v;
+template <class E> struct AttnGrads {
+    E* q;
+    E* k;
+    E* v;
     size_t ldq, ldk, ldv;
 };
 
+namespace detail {
+// Throws core::Error (Config) naming op when the shape is not one attention can run.
+void check_attention_args(int B, int T, int num_heads, int num_kv_heads, int head_dim,
+                          const char* op);
+} // namespace detail
+
+// CPU twin: FlashAttention-2 tiles through OpenBLAS sgemm, called from OpenMP threads: run with
+// one OpenBLAS thread (cpu::use_single_threaded_blas, matmul.h); bitwise the same result for any
+// OpenMP thread count. Memory: O(tile) per thread.
 namespace cpu {
 // out (strided, ldo); lse (B,NH,T): natural-log sum of exp(score) over the keys seen (fp32).
 void attention_forward(float* out, float* lse, const AttnArgs<float>& a);
@@ -39,8 +50,7 @@ void attention_backward(const AttnGrads<float>& d, const float* dout, const floa
 } // namespace cpu
 
 namespace cuda {
-template <class T>
-void attention_forward(T* out, float* lse, const AttnArgs<T>& a, void* stream);
+template <class T> void attention_forward(T* out, float* lse, const AttnArgs<T>& a, void* stream);
 template <class T>
 void attention_backward(const AttnGrads<T>& d, const T* dout, const T* out, const float* lse,
                         float* delta, const AttnArgs<T>& a, void* stream);

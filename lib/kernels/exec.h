@@ -17,8 +17,8 @@ class Blas; // cuBLASLt handle, workspace and per-shape heuristics of one stream
 
 struct Exec {
     Backend backend = Backend::Cpu;
-    void* stream = nullptr;      // cudaStream_t (Cuda); the ops are asynchronous on it
-    cuda::Blas* blas = nullptr;  // Cuda: matmul's cuBLASLt context for this stream
+    void* stream = nullptr;     // cudaStream_t (Cuda); the ops are asynchronous on it
+    cuda::Blas* blas = nullptr; // Cuda: matmul's cuBLASLt context for this stream
 };
 
 inline Exec cpu_exec() {

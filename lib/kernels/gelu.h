@@ -22,7 +22,8 @@ template <class T> void gelu_forward(const Exec& ex, T* out, const T* inp, long 
                         (cuda::gelu_forward(out, inp, N, ex.stream)));
 }
 
-template <class T> void gelu_backward(const Exec& ex, T* dinp, const T* inp, const T* dout, long N) {
+template <class T>
+void gelu_backward(const Exec& ex, T* dinp, const T* inp, const T* dout, long N) {
     SOF_KERNEL_DISPATCH(ex, T, "gelu_backward", (cpu::gelu_backward(dinp, inp, dout, N)),
                         (cuda::gelu_backward(dinp, inp, dout, N, ex.stream)));
 }

@@ -25,20 +25,19 @@ namespace cuda {
 // T = float or bf16 (inputs, weights, outputs); dw is fp32 and accumulated (beta = 1); fp32
 // compute. bias and GELU run in cuBLASLt's epilogue (GELU_AUX_BIAS writes pre_gelu).
 template <class T>
-void matmul_forward(Blas& blas, T* out, T* pre_gelu, const T* inp, const T* w, const T* bias,
-                    int N, int C, int OC, void* stream);
+void matmul_forward(Blas& blas, T* out, T* pre_gelu, const T* inp, const T* w, const T* bias, int N,
+                    int C, int OC, void* stream);
 template <class T>
-void matmul_backward(Blas& blas, T* dinp, float* dw, const T* dout, const T* inp, const T* w,
-                     int N, int C, int OC, void* stream);
+void matmul_backward(Blas& blas, T* dinp, float* dw, const T* dout, const T* inp, const T* w, int N,
+                     int C, int OC, void* stream);
 } // namespace cuda
 
 template <class T>
 void matmul_forward(const Exec& ex, T* out, T* pre_gelu, const T* inp, const T* w, const T* bias,
                     int N, int C, int OC) {
-    SOF_KERNEL_DISPATCH(ex, T, "matmul_forward",
-                        (cpu::matmul_forward(out, pre_gelu, inp, w, bias, N, C, OC)),
-                        (cuda::matmul_forward(*ex.blas, out, pre_gelu, inp, w, bias, N, C, OC,
-                                              ex.stream)));
+    SOF_KERNEL_DISPATCH(
+        ex, T, "matmul_forward", (cpu::matmul_forward(out, pre_gelu, inp, w, bias, N, C, OC)),
+        (cuda::matmul_forward(*ex.blas, out, pre_gelu, inp, w, bias, N, C, OC, ex.stream)));
 }
 
 template <class T>

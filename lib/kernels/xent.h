@@ -25,8 +25,8 @@ template <class T>
 void xent_forward(float* losses, float* stats, const T* logits, const int* targets, int N, int V,
                   int Vp, void* stream);
 template <class T>
-void xent_backward(T* dlogits, const T* logits, const float* stats, const int* targets,
-                   float dloss, int N, int V, int Vp, void* stream);
+void xent_backward(T* dlogits, const T* logits, const float* stats, const int* targets, float dloss,
+                   int N, int V, int Vp, void* stream);
 } // namespace cuda
 
 template <class T>

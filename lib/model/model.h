@@ -9,6 +9,11 @@
 
 #include "model/layout.h"
 
+namespace sof::device {
+class Device;
+class Stream;
+} // namespace sof::device
+
 namespace sof::model {
 
 enum class Pass { Forward, Backward };
@@ -76,10 +81,15 @@ class SeqExchange {
 struct ModelOptions {
     bool recompute = false;     // keep only each block's input; recompute the block in backward
     SeqExchange* seq = nullptr; // Ulysses hook (null or degree 1: the whole sequence is here)
+    // Where the activations live and the ops run: the rank's device and its compute stream. Null:
+    // the model makes a host device of its own (CPU twins, no capacity limit that matters).
+    device::Device* device = nullptr;
+    device::Stream* stream = nullptr;
+    bool bf16 = false; // bf16 activations (CUDA devices; the CPU twins keep fp32 activations)
 };
 
 // One architecture's forward/backward state for micro-batches up to (max_B, max_T). Activations
-// live in ordinary host memory owned by the object. Not thread-safe; OpenMP + OpenBLAS inside.
+// are device buffers (the Device of ModelOptions). Not thread-safe.
 // Unit protocol (all architectures): forward acquires units 0, 1, ..., L+1 in order; backward
 // acquires 0 (only when the LM head is tied to the embedding, held to the end), then L+1, L, ...,
 // 1, and calls unit_done(L+1), ..., unit_done(1), unit_done(0).
@@ -89,17 +99,21 @@ class Model {
     virtual const ArchConfig& config() const = 0;
     virtual const ParamLayout& layout() const = 0;
 
-    // inputs, targets: (B, T) token ids; targets may be null (then no loss, returns 0).
-    // Returns the mean cross-entropy over B*T positions. With a SeqExchange of degree P, T is the
-    // local slice Tl (positions index*Tl ..) and the loss is the mean over the local positions.
+    // inputs, targets: (B, T) token ids in host memory; targets may be null (then no loss,
+    // returns 0); a target of -1 is an ignored position (loss 0, no gradient). Returns the mean
+    // cross-entropy over the B*T positions. With a SeqExchange of degree P, T is the local slice
+    // Tl (positions index*Tl ..) and the loss is the mean over the local positions.
     virtual float forward(WeightSource& w, const int* inputs, const int* targets, int B, int T) = 0;
 
     // After forward with targets. Every position's dloss is `dloss` (1/(B*T) for a mean loss,
     // divided by the accumulation count when accumulating). Adds into sink's grads.
     virtual void backward(WeightSource& w, GradSink& sink, float dloss) = 0;
 
-    virtual const float* logits() const = 0; // (B, T, Vp) of the last forward
-    virtual const float* probs() const = 0;  // (B, T, Vp) softmax of the last forward
+    // (B, T, Vp) logits of the last forward, copied to host memory as fp32 (after a backward:
+    // the dlogits).
+    virtual std::vector<float> logits() const = 0;
+    // Bytes of device memory the activation buffers take (activations.h's list, allocated).
+    virtual size_t activation_bytes() const = 0;
 };
 
 // The architecture named by cfg.arch. Throws Config errors for bad sizes or options.

@@ -11,9 +11,11 @@ void check_tokens(const char* who, const int* inputs, const int* targets, int N,
         if (inputs[i] < 0 || inputs[i] >= V)
             SOF_FAIL(Runtime, "%s forward: input token %d at position %d is outside [0, %d)", who,
                      inputs[i], i, V);
-        if (targets && (targets[i] < 0 || targets[i] >= V))
-            SOF_FAIL(Runtime, "%s forward: target token %d at position %d is outside [0, %d)", who,
-                     targets[i], i, V);
+        if (targets && (targets[i] < -1 || targets[i] >= V)) // -1: an ignored position
+            SOF_FAIL(Runtime,
+                     "%s forward: target token %d at position %d is outside [0, %d) (or -1 for "
+                     "an ignored position)",
+                     who, targets[i], i, V);
     }
 }
 

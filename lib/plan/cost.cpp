@@ -6,7 +6,9 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "model/activations.h"
 #include "model/layout.h"
+#include "offload/memory_plan.h"
 
 namespace sof::plan {
 
@@ -64,34 +66,24 @@ void finish_times(IterationTimes& t) {
 
 ActivationEstimate activation_estimate(const model::ArchConfig& m, double batch, double seq_len,
                                        double sp, double eb, bool recompute) {
+    // the driver's own buffer list (model/activations.h), each rounded as the device rounds it
+    const model::BlockSpec spec = model::block_spec(m);
+    model::ActShape shape;
+    shape.B = static_cast<int>(batch);
+    shape.T = static_cast<int>(seq_len / sp);
+    shape.P = static_cast<int>(sp);
+    shape.recompute = recompute;
+    shape.act_bytes = static_cast<int>(eb);
     ActivationEstimate a;
-    const double C = m.channels, L = m.num_layers, Vp = m.padded_vocab_size, NH = m.num_heads;
-    const double T = seq_len, tokens = batch * T / sp;
-    if (!m.llama_family()) {
-        // llm.c layout: per block 16*BTC + 2*B*NH*T^2 (+4BT stats), per rank
-        a.per_layer = (16.0 * tokens * C + 2.0 * batch * (NH / sp) * T * T + 4.0 * tokens) * eb;
-        a.head = 2.0 * tokens * C * eb;
-    } else {
-        const double Q = m.q_dim(), KV = m.kv_dim(), I = m.ffn_dim(), NKV = m.kv_heads();
-        double elems = 4.0 * C          // rmsnorm outputs (2), residual after attention, output
-                       + (Q + 2.0 * KV) // fused qkv projection
-                       + (Q + KV)       // q and k after RoPE
-                       + Q              // attention output (before o_proj)
-                       + 3.0 * I;       // gate, up, silu(gate) * up
-        double stats = 2.0;             // rstd of the two RMSNorms (fp32)
-        if (m.qk_norm) elems += Q + KV, stats += NH + NKV; // normed q/k and their per-head rstd
-        a.per_layer = tokens * elems * eb + tokens * stats * 4.0 +
-                      batch * (NH / sp) * T * T * eb;  // attention probabilities
-        a.head = 2.0 * tokens * C * eb + tokens * 4.0; // embedding output, final norm + rstd
+    for (const model::ActBuffer& b : model::activation_buffers(spec, shape)) {
+        const double r = static_cast<double>(offload::mem_round(b.bytes));
+        a.total += r;
+        if (b.set == 0) a.per_layer += r;
+        if (b.set >= 0) a.blocks += r;
+        if (b.id == model::Act::Res) a.layer_inputs += r, a.blocks += r;
+        if (b.id == model::Act::Logits) a.logits += r;
     }
-    if (recompute) {
-        a.layer_inputs = L * tokens * C * eb;
-        a.blocks = a.per_layer + a.layer_inputs;
-    } else {
-        a.blocks = L * a.per_layer;
-    }
-    a.logits = 2.0 * tokens * Vp * 4.0; // fp32 logits + their grads
-    a.total = a.blocks + a.head + a.logits;
+    a.head = a.total - a.blocks - a.logits;
     return a;
 }
 
@@ -131,8 +123,11 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
     double achievable = hw.gpu_peak_tflops * 1e12 * hw.gpu_achievable_fraction;
     c.fwd_s = flops / achievable;
     c.bwd_s = (cfg.model.recompute ? 3.0 : 2.0) * c.fwd_s;
+    // the host device runs the CPU twins: fp32 activations whatever train.dtype
     c.activation_bytes =
-        activation_estimate(m, c.batch, T, sp, c.weight_bytes, cfg.model.recompute).total;
+        activation_estimate(m, c.batch, T, sp, hw.host_device ? 4.0 : c.weight_bytes,
+                            cfg.model.recompute)
+            .total;
 
     c.bucket_params = std::max(1.0, cfg.offload.bucket_mb * kMiB / 4.0);
     double mem = hw.host_device && cfg.device.memory_gb > 0 ? cfg.device.memory_gb * kGiB
@@ -213,9 +208,8 @@ MemoryEstimate rank_memory(const CostInputs& c, const offload::MemoryPlanInputs&
     m.staging = dev(MemKind::Staging);
     m.engine_device = static_cast<double>(plan.total(MemSide::Device));
     m.activations = c.activation_bytes;
-    // the `host` device runs the CPU model: its activations are in host memory, not the arena
-    m.activations_on_device = !c.host_device;
-    m.total = m.engine_device + (m.activations_on_device ? m.activations : 0.0);
+    m.activations_on_device = true; // the driver allocates them from the rank's device
+    m.total = m.engine_device + m.activations;
     m.host_weights = host(MemKind::Weights);
     m.host_grads = host(MemKind::Grads);
     m.host_state = host(MemKind::State);

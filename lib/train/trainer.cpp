@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/compat.h"
@@ -68,7 +70,9 @@ struct Trainer::Impl {
     std::string save_checkpoint();
     void write_trace();
     void resume_from(const std::string& dir);
-    RunSummary finish_stopped(RunSummary& sum, MetricsWriter& metrics, std::string last_ckpt);
+    RunSummary finish_stopped(RunSummary& sum, MetricsWriter& metrics, int64_t saved_step,
+                              std::string last_ckpt, bool after_eval);
+    bool hold_for_stop(RunSummary& sum);
 };
 
 // Ranks that read different decks (or overrides) would train different models and hang in the
@@ -163,6 +167,13 @@ void Trainer::Impl::setup() {
     model::ModelOptions mopts;
     mopts.recompute = cfg.model.recompute;
     mopts.seq = ulysses.get();
+    // The activations live in the rank device's memory (the host device's arena counts them).
+    // On a CUDA device the engine still hands the model host mirrors of weights and grads
+    // (offload/engine.h), so the model runs on the CPU twins there, in host memory, for now.
+    if (ctx->device().host_accessible()) {
+        mopts.device = &ctx->device();
+        mopts.stream = &ctx->devices().compute();
+    }
     model = model::make_model(mcfg, mopts, B, Tl);
     const model::ParamLayout& layout = model->layout();
     params.assign(layout.num_params, 0.0f);
@@ -390,6 +401,10 @@ void Trainer::set_crash_hook(std::function<void()> crash) {
     impl_->crash = std::move(crash);
 }
 
+const model::ArchConfig& Trainer::model_config() const {
+    return impl_->model->config();
+}
+
 void Trainer::set_stop_check(StopCheck check) {
     impl_->stop_check = std::move(check);
 }
@@ -404,14 +419,16 @@ std::vector<float> Trainer::params() const {
 
 // The end of a run asked to stop (stop.h): the step is complete; checkpoint it unless that was
 // just done, mark the metrics, skip the final evaluation (the scheduler's grace time is short).
+// saved_step (the step of the last checkpoint this run wrote, -1: none) is the same on every rank:
+// the save below is a collective, so whether to save must not depend on rank-local values (the
+// directory name is known to rank 0 alone). after_eval: the stop came during the final evaluation.
 // collective: all ranks of world
 RunSummary Trainer::Impl::finish_stopped(RunSummary& sum, MetricsWriter& metrics,
-                                         std::string last_ckpt) {
+                                         int64_t saved_step, std::string last_ckpt,
+                                         bool after_eval) {
     Impl& s = *this;
     const std::string why = signal_name(sum.stop_signal);
-    const std::string here = ckpt::step_dir_name(s.step);
-    if (!s.cfg.train.checkpoint_dir.empty() &&
-        (last_ckpt.empty() || fs::path(last_ckpt).filename() != here))
+    if (!s.cfg.train.checkpoint_dir.empty() && saved_step != s.step)
         last_ckpt = s.save_checkpoint();
     sum.end_step = s.step;
     sum.skips = (s.skips0 + s.updater->stats().skips);
@@ -423,15 +440,38 @@ RunSummary Trainer::Impl::finish_stopped(RunSummary& sum, MetricsWriter& metrics
                            {"signal", static_cast<double>(sum.stop_signal)}});
     if (s.trace) s.write_trace();
     metrics.close();
+    const char* when = after_eval ? " (during the final evaluation)" : "";
     if (s.cfg.train.checkpoint_dir.empty())
-        s.log.info("stop: %s, stopped after step %lld; no checkpoint written (train.checkpoint_dir "
-                   "is not set): the steps of this run are lost",
-                   why.c_str(), static_cast<long long>(s.step));
+        s.log.info("stop: %s, stopped after step %lld%s; no checkpoint written "
+                   "(train.checkpoint_dir is not set): the steps of this run are lost",
+                   why.c_str(), static_cast<long long>(s.step), when);
     else
-        s.log.info("stop: %s, stopped after step %lld; checkpoint %s written, metrics flushed; "
+        s.log.info("stop: %s, stopped after step %lld%s; checkpoint %s written, metrics flushed; "
                    "continue with train.resume: auto",
-                   why.c_str(), static_cast<long long>(s.step), last_ckpt.c_str());
+                   why.c_str(), static_cast<long long>(s.step), when,
+                   ckpt::step_dir_name(s.step).c_str());
     return sum;
+}
+
+// debug.hold_for_stop: after that step every rank waits until a stop is requested on any rank,
+// so a test can deliver its signal at a known step however fast or slow the machine is. Polls the
+// stop check and agrees every 20 ms; gives up (Runtime error on every rank) after 600 s.
+// collective: all ranks of world
+bool Trainer::Impl::hold_for_stop(RunSummary& sum) {
+    log.info("debug.hold_for_stop: holding after step %lld until a stop is requested",
+             static_cast<long long>(step));
+    core::Timer waited;
+    for (;;) {
+        if (stop_agreed(stop_check, world, &sum.stop_signal)) return true;
+        const bool late = waited.ms() > 600e3;
+        if (world.any(late))
+            SOF_FAIL(Runtime,
+                     "debug.hold_for_stop = %lld: no stop request arrived within 600 s (is a "
+                     "signal handler installed? `superoffload train` installs one for SIGTERM, "
+                     "SIGINT and SIGUSR1)",
+                     static_cast<long long>(cfg.debug.hold_for_stop));
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
 }
 
 RunSummary Trainer::run() {
@@ -472,6 +512,7 @@ RunSummary Trainer::run() {
 
     double total_time = 0.0, total_tokens = 0.0;
     std::string last_ckpt;
+    int64_t saved_step = -1; // step of the last checkpoint written by this run (every rank)
     const int64_t stop = tc.stop_after > 0 ? std::min(tc.stop_after, tc.steps) : tc.steps;
     comm::CommBytes bytes0 = s.ctx->bytes();
     double busy0 = s.ctx->lane().busy_ms(), waited0 = s.ctx->lane().waited_ms();
@@ -519,6 +560,8 @@ RunSummary Trainer::run() {
         sum.comm_wait_ms += comm_wait_ms;
         sum.train_losses.push_back(loss);
         sum.grad_norms.push_back(rep.grad_norm);
+        sum.step_times.push_back(
+            {ms, fwd_ms, bwd_ms, rep.exposed_optimizer_ms, rep.exposed_transfer_ms});
         s.step++;
         if (s.step > sum.start_step + 1) { // the first step warms caches; leave it out of the mean
             total_time += ms / 1e3;
@@ -585,16 +628,31 @@ RunSummary Trainer::run() {
             ((tc.checkpoint_every > 0 && s.step % tc.checkpoint_every == 0) || s.step == stop);
         if (ckpt_due) {
             last_ckpt = s.save_checkpoint();
+            saved_step = s.step;
             log.info("checkpoint: %s", last_ckpt.c_str());
         }
-        if (s.step < stop && stop_agreed(s.stop_check, s.world, &sum.stop_signal)) {
+        // A stop during the last step counts too: the checkpoint of the last step is written
+        // already, the final evaluation is skipped and the run exits 75 (the scheduler's time
+        // limit came; a resume finds the run complete).
+        if (s.step == s.cfg.debug.hold_for_stop && s.stop_check) {
+            sum.stopped = s.hold_for_stop(sum);
+            break;
+        }
+        if (stop_agreed(s.stop_check, s.world, &sum.stop_signal)) {
             sum.stopped = true;
             break;
         }
     }
-    if (sum.stopped) return s.finish_stopped(sum, metrics, last_ckpt);
+    if (sum.stopped) return s.finish_stopped(sum, metrics, saved_step, last_ckpt, false);
     sum.end_step = s.step;
     sum.last_val_loss = s.evaluate();
+    // a stop during the final evaluation: the result is printed, the run still reports the stop
+    // (exit 75) so that a wrapper script does not take it for a finished, undisturbed run
+    if (stop_agreed(s.stop_check, s.world, &sum.stop_signal)) {
+        sum.stopped = true;
+        log.info("step %lld: val loss %.4f", static_cast<long long>(s.step), sum.last_val_loss);
+        return s.finish_stopped(sum, metrics, saved_step, last_ckpt, true);
+    }
     sum.tokens_per_s = total_time > 0 ? total_tokens / total_time : 0.0;
     const offload::UpdaterStats& fin = s.updater->stats();
     sum.skips = (s.skips0 + fin.skips);

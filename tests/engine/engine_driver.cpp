@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "core/trace.h"
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "offload/updater_factory.h"
 
 using namespace sof;
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
         }
     }
     try {
-        model::GPT2 net(g, model::ModelOptions{}, B, T);
+        model::Transformer net(g, model::ModelOptions{}, B, T);
         const model::ParamLayout& l = net.layout();
         core::Trace trace;
         core::Log log(0, core::LogLevel::Info);

@@ -14,7 +14,7 @@
 
 #include "config/config.h"
 #include "core/log.h"
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "offload/updater.h"
 #include "offload/updater_factory.h"
 

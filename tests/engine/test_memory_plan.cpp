@@ -7,9 +7,12 @@
 #include <string>
 
 #include "core/error.h"
+#include "device/host_device.h"
 #include "engine_test_util.h"
 #include "offload/engine.h"
 #include "offload/memory_plan.h"
+#include "model/transformer.h"
+#include "plan/cost.h"
 #include "plan/planner.h"
 
 using namespace sof;
@@ -51,7 +54,53 @@ const char* sched_name(config::Schedule s) {
                : (s == config::Schedule::Synchronous ? "synchronous" : "superoffload");
 }
 
+// Ulysses as the model's allocation sees it: only the degree matters before a forward.
+class FakeExchange : public model::SeqExchange {
+  public:
+    explicit FakeExchange(int p) : p_(p) {}
+    int degree() const override { return p_; }
+    int index() const override { return 0; }
+    void to_heads(const float*, float*, int, int, int, int) override {}
+    void to_tokens(const float*, float*, int, int, int, int) override {}
+
+  private:
+    int p_;
+};
+
 } // namespace
+
+TEST_CASE("activations: the driver allocates exactly the planner's figure from the device") {
+    for (model::Arch arch : {model::Arch::Gpt2, model::Arch::Llama, model::Arch::Qwen3})
+        for (int B : {1, 3})
+            for (int T : {8, 16})
+                for (bool rec : {false, true})
+                    for (int P : {1, 2}) {
+                        model::ArchConfig a = test::tiny_gpt2();
+                        a.arch = arch;
+                        if (arch != model::Arch::Gpt2) {
+                            model::apply_arch_defaults(&a);
+                            a.num_kv_heads = 2;
+                            a.intermediate_size = 40;
+                        }
+                        a.max_seq_len = 32;
+                        INFO(model::arch_name(arch)
+                             << " B=" << B << " T=" << T << " recompute=" << rec << " sp=" << P);
+                        device::HostDevice dev(size_t{1} << 30, nullptr);
+                        FakeExchange ex(P);
+                        model::ModelOptions o;
+                        o.recompute = rec;
+                        o.seq = &ex;
+                        o.device = &dev;
+                        {
+                            model::Transformer m(a, o, B, T);
+                            const plan::ActivationEstimate e =
+                                plan::activation_estimate(a, B, T * P, P, 4.0, rec);
+                            CHECK(static_cast<double>(dev.peak()) == e.total);
+                            CHECK(static_cast<double>(m.activation_bytes()) <= e.total);
+                        }
+                        CHECK(dev.used() == 0); // all freed with the model
+                    }
+}
 
 TEST_CASE("memory plan: engine device peak == plan == planner, every schedule x placement") {
     model::ArchConfig g = test::tiny_gpt2();
@@ -98,11 +147,11 @@ TEST_CASE("memory plan: engine device peak == plan == planner, every schedule x 
                             CHECK(again.total(offload::MemSide::Pinned) ==
                                   mp.total(offload::MemSide::Pinned));
                             // `superoffload plan` on the host device: its engine figure is the
-                            // engine's peak (activations are counted on top)
+                            // engine's peak; the model's activations are in the arena too
                             plan::Plan pl = plan::make_plan(c, g, plan::default_host_profile());
                             CHECK(pl.mem.engine_device == static_cast<double>(peak));
-                            CHECK(!pl.mem.activations_on_device); // CPU model: host memory
-                            CHECK(pl.mem.total == pl.mem.engine_device);
+                            CHECK(pl.mem.activations_on_device);
+                            CHECK(pl.mem.total == pl.mem.engine_device + pl.mem.activations);
                             combos++;
                         }
     CHECK(combos == 60);
@@ -250,16 +299,28 @@ TEST_CASE("capacity: the plan fits exactly when the engine can allocate (interle
                 CAPTURE(cap);
                 c.device.memory_gb = (cap + 0.5) / 1073741824.0;
                 plan::Plan p = plan::make_plan(c, g, plan::default_host_profile());
+                // the engine's buffers and the model's activations on the same device
+                auto model_on = [&](offload::Engine& e) {
+                    model::ModelOptions o;
+                    o.device = &e.device();
+                    return std::make_unique<model::Transformer>(g, o, c.train.batch_size,
+                                                                c.train.seq_len);
+                };
                 if (cap >= need) {
                     CHECK(p.fits);
                     Pair pr = make_pair(c, l);
                     test::run_compare(*pr.ref, *pr.eng, l, mixed_plan(), 1);
+                    auto m = model_on(*pr.eng);
                     CHECK(static_cast<double>(pr.eng->device().peak()) == need);
                 } else {
                     CHECK(!p.fits);
                     CHECK(p.why.find("device memory") != std::string::npos);
-                    CHECK_THROWS_WITH_AS(make_pair(c, l),
-                                         doctest::Contains("device memory exhausted"), core::Error);
+                    CHECK_THROWS_WITH_AS(
+                        {
+                            Pair pr = make_pair(c, l);
+                            auto m = model_on(*pr.eng);
+                        },
+                        doctest::Contains("device memory exhausted"), core::Error);
                 }
             }
         }

@@ -115,7 +115,8 @@ int run(int argc, char** argv) {
     // the first V logits, copied before backward (which may reuse the buffer)
     const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     std::vector<float> logits(static_cast<size_t>(B) * T * V);
-    const float* lp = m->logits();
+    const std::vector<float> lg = m->logits();
+    const float* lp = lg.data();
     for (size_t r = 0; r < static_cast<size_t>(B) * T; r++)
         for (int v = 0; v < V; v++)
             logits[r * V + static_cast<size_t>(v)] = lp[r * Vp + static_cast<size_t>(v)];

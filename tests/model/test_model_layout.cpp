@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "core/strfmt.h"
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "model_test_util.h"
 
 using namespace sof;
@@ -181,7 +181,7 @@ TEST_CASE("init_params: seeded, GPT-2 scales, padded wte rows zero") {
 
 TEST_CASE("GPT2: bad batches and tokens are rejected with a message") {
     const ArchConfig c = tiny();
-    model::GPT2 gpt(c, model::ModelOptions{}, 2, 4);
+    model::Transformer gpt(c, model::ModelOptions{}, 2, 4);
     std::vector<float> params(gpt.layout().num_params, 0.01f), grads(params.size());
     model::FlatWeights w(gpt.layout(), params.data());
     model::FlatGrads g(gpt.layout(), grads.data());
@@ -193,7 +193,7 @@ TEST_CASE("GPT2: bad batches and tokens are rejected with a message") {
     tok[5] = c.vocab_size; // a padded-vocab id is not a valid token
     CHECK_THROWS_WITH_AS(gpt.forward(w, tok.data(), nullptr, 2, 4),
                          doctest::Contains("input token 11 at position 5"), core::Error);
-    CHECK_THROWS_WITH_AS(model::GPT2(c, model::ModelOptions{}, 1, 9),
+    CHECK_THROWS_WITH_AS(model::Transformer(c, model::ModelOptions{}, 1, 9),
                          doctest::Contains("exceeds model.max_seq_len = 8"), core::Error);
     tok[5] = 0;
     CHECK(gpt.forward(w, tok.data(), nullptr, 2, 4) == 0.0f); // no targets: no loss

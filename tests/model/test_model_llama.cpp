@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "model/llama.h"
+#include "model/block_spec.h"
 #include "model/model.h"
 
 using namespace sof;
@@ -91,8 +91,7 @@ Run run(const model::ArchConfig& cfg, const std::vector<float>& p, const Batch& 
     for (int rep = 0; rep < 2; rep++) { // the second pass must not see stale state
         std::fill(r.grads.begin(), r.grads.end(), 0.0f);
         r.loss = m->forward(w, b.in.data(), b.tg.data(), b.B, b.T);
-        const float* lg = m->logits();
-        r.logits.assign(lg, lg + static_cast<size_t>(b.B) * b.T * cfg.padded_vocab_size);
+        r.logits = m->logits();
         m->backward(w, g, 1.0f / static_cast<float>(b.B * b.T));
     }
     return r;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "model_test_util.h"
 #include "optim/adam_ref.h"
 
@@ -30,7 +30,7 @@ constexpr double kTrainNormRel = 1e-4; // grad norms along the steps (measured u
 constexpr double kFinalAbs = 1e-6;     // final params: absolute floor added to the sensitivity
 
 struct Run {
-    model::GPT2 gpt;
+    model::Transformer gpt;
     std::vector<float> params, grads;
     float loss = 0;
     explicit Run(bool recompute, int B, int T)
@@ -71,7 +71,7 @@ TEST_CASE("forward: logits and loss match PyTorch") {
     // logits() holds dlogits after backward: run the forward alone for the logits
     model::FlatWeights w(r.gpt.layout(), r.params.data());
     const float loss = r.gpt.forward(w, ref.inputs.data(), ref.targets.data(), ref.B, ref.T);
-    const ErrStats s = compare(r.gpt.logits(), ref.logits.data(), n);
+    const ErrStats s = compare(r.gpt.logits().data(), ref.logits.data(), n);
     print_err("forward", "logits", s);
     std::printf("  forward loss %.8f ref %.8f\n", loss, ref.loss);
     CHECK(s.finite);
@@ -169,7 +169,7 @@ TEST_CASE("training: 10 AdamW steps with clipping match torch.optim.AdamW") {
 TEST_CASE("causal prefix: a shorter sequence and a smaller batch give the reference's logits") {
     const auto& ref = gpt2_ref();
     const int Vp = ref.config.padded_vocab_size, T2 = ref.T / 2 + 1;
-    model::GPT2 gpt(ref.config, model::ModelOptions{}, ref.B, ref.T);
+    model::Transformer gpt(ref.config, model::ModelOptions{}, ref.B, ref.T);
     const std::vector<float> params = sof::testing::ref_to_flat(gpt.layout(), ref.params);
     model::FlatWeights w(gpt.layout(), params.data());
     // batch row 1 alone, its first T2 tokens
@@ -177,7 +177,7 @@ TEST_CASE("causal prefix: a shorter sequence and a smaller batch give the refere
     gpt.forward(w, in.data(), nullptr, 1, T2);
     std::vector<float> want(ref.logits.begin() + static_cast<long>(ref.T) * Vp,
                             ref.logits.begin() + static_cast<long>(ref.T + T2) * Vp);
-    const ErrStats s = compare(gpt.logits(), want.data(), want.size());
+    const ErrStats s = compare(gpt.logits().data(), want.data(), want.size());
     print_err("prefix", "logits", s);
     CHECK(s.rel < kLogitsRel);
 }

@@ -289,9 +289,11 @@ TEST_CASE("Ulysses: a rank computes and stores 1/sp of the step") {
     CostInputs b = make_cost_inputs(sp1, model_config_for(sp1.model), hw);
     CHECK(a.seq == doctest::Approx(32768 / 4));
     CHECK(b.seq == doctest::Approx(32768));
-    // linear and attention FLOPs, and every activation term, scale with 1/sp
+    // linear and attention FLOPs scale with 1/sp; so do the per-token activations, but the RoPE
+    // tables of the whole sequence and the Ulysses head-layout copies do not
     CHECK(b.fwd_s / a.fwd_s == doctest::Approx(4.0));
-    CHECK(b.activation_bytes / a.activation_bytes == doctest::Approx(4.0));
+    CHECK(b.activation_bytes / a.activation_bytes > 3.5);
+    CHECK(b.activation_bytes / a.activation_bytes < 4.0);
     CHECK(a.params == b.params);
     Plan p = make_plan(sp4, model_config_for(sp4.model), hw);
     bool noted = false;

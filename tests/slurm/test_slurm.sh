@@ -74,9 +74,10 @@ cd "$SRC"
 
 # the deck: tiny GPT-2, a few steps, one validation batch
 STEPS=${SOF_SLURM_STEPS:-3}
-# 24 steps (~4 s): the early signal sent at step 2 must land before the run ends even when
-# slurmctld is slow to deliver it on a loaded machine (10 steps raced it once)
-[ "$MODE" = requeue ] && STEPS=${SOF_SLURM_STEPS:-24}
+# requeue: the job holds after step 2 (debug.hold_for_stop) until its signal has arrived, so the
+# test does not race the machine's speed (the signal crosses slurmctld, slurmd, the batch shell,
+# srun and slurmstepd: it arrived after the last of 24 steps in 4 of 5 runs on one machine)
+[ "$MODE" = requeue ] && STEPS=${SOF_SLURM_STEPS:-6}
 deck_args() { # deck_args OUT_DIR: the deck and its overrides in the array DECK
   DECK=(inputs/tiny.yaml --set train.steps="$STEPS" --set train.eval_batches=1
     --set train.eval_every=1000 --set runtime.out_dir="$1" --set train.checkpoint_dir="$1/ckpt")
@@ -272,20 +273,23 @@ wait_job() {
 stop_and_continue() {
   local how=$1 jid next state out=$WORK/$1.out
   deck_args "$WORK/$how"
+  # the ranks hold after step 2 until the stop is agreed (a later step never holds: the resumed
+  # run starts at step 3)
   jid=$(SOF_RESUBMIT=$how sbatch --parsable --ntasks-per-node="$TRAIN_RANKS" \
-    --cpus-per-task="$CPT" --output="$out" slurm/generic.sbatch "${DECK[@]}") ||
-    fail "sbatch slurm/generic.sbatch failed"
-  # the early signal once training runs (what --signal=B:USR1@300 does 300 s before the limit)
-  for _ in $(seq 1 600); do
-    grep -qE "^ *step +2/$STEPS" "$out" 2>/dev/null && break
+    --cpus-per-task="$CPT" --output="$out" slurm/generic.sbatch "${DECK[@]}" \
+    --set debug.hold_for_stop=2) || fail "sbatch slurm/generic.sbatch failed"
+  # the early signal once training holds at step 2 (what --signal=B:USR1@300 does 300 s before
+  # the limit); the batch shell forwards it to srun only once the training step runs
+  for _ in $(seq 1 1200); do
+    grep -q "holding after step 2 " "$out" 2>/dev/null && break
     sleep 0.1
   done
-  grep -qE "^ *step +2/$STEPS" "$out" || fail "job $jid did not reach step 2: $(tail -5 "$out")"
+  grep -q "holding after step 2 " "$out" || fail "job $jid did not hold at step 2: $(tail -5 "$out")"
   scancel --batch --signal=USR1 "$jid"
-  ok "job $jid: SIGUSR1 to the batch shell at step 2 of $STEPS"
+  ok "job $jid: SIGUSR1 to the batch shell while it holds after step 2 of $STEPS"
   state=$(wait_job "$jid")
   [ "$state" = COMPLETED ] || fail "job $jid ended $state: $(tail -15 "$out")"
-  grep -q "stopped after step" "$out" || fail "job $jid: no stop after a step: $(tail -15 "$out")"
+  grep -q "stopped after step 2;" "$out" || fail "job $jid: no stop after step 2: $(tail -15 "$out")"
   if [ "$how" = requeue ]; then
     grep -q "job $jid requeued (restart 1)" "$out" || fail "job $jid was not requeued: $(tail -15 "$out")"
     grep -q "sbatch $jid\] job $jid: .*restart 1, deck" "$out" ||

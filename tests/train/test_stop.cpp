@@ -1,5 +1,5 @@
-// Pieces of a run that survives: the stop decision agreed by all ranks (run with 2 ranks), the
-// metrics writer's checked writes and cut-line repair, and the advisory directory lock.
+// Pieces of a run that survives (run with 2 ranks): the stop decision agreed by all ranks, stops of
+// a whole training run at every point of its loop, the metrics writer, the advisory directory lock.
 #include "train/mpi_main.h"
 
 #include <unistd.h>
@@ -10,10 +10,12 @@
 #include <string>
 
 #include "comm/world.h"
+#include "config/deck.h"
 #include "core/error.h"
 #include "core/lockfile.h"
 #include "train/metrics.h"
 #include "train/stop.h"
+#include "train/trainer.h"
 
 namespace fs = std::filesystem;
 using namespace sof;
@@ -33,7 +35,105 @@ std::string slurp(const std::string& path) {
     return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
+const char* kDeck = R"(model:
+  num_layers: 2
+  num_heads: 2
+  channels: 32
+  max_seq_len: 16
+  vocab_size: 64
+data:
+  train: builtin
+  val: builtin
+  builtin:
+    train_tokens: 8192
+    val_tokens: 2048
+train:
+  batch_size: 2
+  seq_len: 16
+  steps: 4
+  lr: 1.0e-3
+  eval_batches: 1
+  log_every: 0
+runtime:
+  threads: 1
+  log_level: quiet
+)";
+
+// A 4-step run on both ranks with `stop` as the app's signal flag; returns its summary.
+// collective: all ranks of MPI_COMM_WORLD
+train::RunSummary run_with_stop(const std::string& name, train::StopCheck stop,
+                                const std::vector<std::string>& extra = {}) {
+    comm::World world(MPI_COMM_WORLD);
+    const std::string d = std::string(SOF_BINARY_DIR) + "/test-scratch/train/" + name;
+    if (world.rank() == 0) fs::remove_all(d);
+    world.barrier();
+    std::vector<std::string> ov = {"runtime.out_dir=" + d, "train.checkpoint_dir=" + d + "/ckpt"};
+    ov.insert(ov.end(), extra.begin(), extra.end());
+    config::Config cfg = config::load_deck_from_string(kDeck, name, ov);
+    core::Log log(world.rank(), core::LogLevel::Quiet);
+    train::Trainer t(cfg, world, log);
+    t.set_stop_check(std::move(stop));
+    return t.run();
+}
+
+bool has_step(const std::string& name, const char* step_dir) {
+    return fs::is_directory(std::string(SOF_BINARY_DIR) + "/test-scratch/train/" + name + "/ckpt/" +
+                            step_dir);
+}
+
 } // namespace
+
+TEST_CASE("a stop on one rank right after a checkpointed step: the ranks agree, nobody waits in a "
+          "save the others skip") {
+    comm::World world(MPI_COMM_WORLD);
+    // only the last rank is signalled, during step 2; every step writes a checkpoint, so the
+    // step's checkpoint exists when the stop is seen (rank 0 alone knows its directory name)
+    const bool mine = world.rank() == world.size() - 1;
+    int calls = 0;
+    train::RunSummary sum =
+        run_with_stop("stop_after_ckpt", [&] { return mine && ++calls >= 2 ? SIGUSR1 : 0; },
+                      {"train.checkpoint_every=1"});
+    CHECK(sum.stopped);
+    CHECK(sum.end_step == 2);
+    CHECK(sum.stop_signal == (mine ? SIGUSR1 : 0));
+    CHECK(has_step("stop_after_ckpt", "step_00000002"));
+    CHECK_FALSE(has_step("stop_after_ckpt", "step_00000003"));
+}
+
+TEST_CASE(
+    "a stop during the last step: checkpoint of the last step, no final evaluation, stopped") {
+    int calls = 0; // asked once after each of the 4 steps: the 4th answer is the last step's
+    train::RunSummary sum =
+        run_with_stop("stop_last_step", [&] { return ++calls >= 4 ? SIGTERM : 0; });
+    CHECK(sum.stopped);
+    CHECK(sum.end_step == 4);
+    CHECK(sum.last_val_loss == 0.0f); // the final evaluation was skipped
+    CHECK(has_step("stop_last_step", "step_00000004"));
+}
+
+TEST_CASE("a stop during the final evaluation: the evaluation result is kept, the run is stopped") {
+    int calls = 0; // 4 answers after the steps, the 5th after the final evaluation
+    train::RunSummary sum =
+        run_with_stop("stop_final_eval", [&] { return ++calls >= 5 ? SIGTERM : 0; });
+    CHECK(sum.stopped);
+    CHECK(sum.end_step == 4);
+    CHECK(sum.last_val_loss > 0.0f);
+    CHECK(has_step("stop_final_eval", "step_00000004"));
+}
+
+TEST_CASE("debug.hold_for_stop: every rank waits after that step until a stop is requested") {
+    comm::World world(MPI_COMM_WORLD);
+    // the signal comes on rank 0 after many polls: without the hold the run would be over by then
+    int calls = 0;
+    const bool mine = world.rank() == 0;
+    train::RunSummary sum =
+        run_with_stop("hold_for_stop", [&] { return mine && ++calls >= 20 ? SIGUSR1 : 0; },
+                      {"debug.hold_for_stop=1"});
+    CHECK(sum.stopped);
+    CHECK(sum.end_step == 1);
+    if (mine) CHECK(calls == 20);
+    CHECK(has_step("hold_for_stop", "step_00000001"));
+}
 
 TEST_CASE("stop_agreed: one rank's signal stops every rank after the same step") {
     comm::World world(MPI_COMM_WORLD);

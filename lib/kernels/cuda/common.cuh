@@ -16,12 +16,8 @@ namespace sof::kernels::cuda {
 // The device type of a host element type: float -> float, core::bf16 -> __nv_bfloat16 (same
 // size and bits; static_asserts below).
 template <class T> struct DevType;
-template <> struct DevType<float> {
-    using type = float;
-};
-template <> struct DevType<core::bf16> {
-    using type = __nv_bfloat16;
-};
+template <> struct DevType<float> { using type = float; };
+template <> struct DevType<core::bf16> { using type = __nv_bfloat16; };
 template <class T> using dev_t = typename DevType<T>::type;
 
 static_assert(sizeof(core::bf16) == sizeof(__nv_bfloat16), "bf16 layout");

@@ -1,0 +1,261 @@
+// The transformer driver's blocks: forward and backward of one block (norm, q|k|v, qk-norm, RoPE,
+// attention with the Ulysses exchange, output projection, norm, MLP) through the kernel seam.
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "kernels/attention.h"
+#include "kernels/bias_grad.h"
+#include "kernels/copy.h"
+#include "kernels/gelu.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+#include "kernels/residual.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+#include "model/transformer_impl.h"
+
+namespace sof::model {
+
+template <class T>
+void DriverT<T>::norm_forward(T* out, float* mean, float* rstd, const T* in, const T* w,
+                              const T* b) {
+    const int N = B_ * T_, C = s_.C;
+    if (s_.norm == NormKind::LayerNorm)
+        kernels::layernorm_forward<T>(ex_, out, mean, rstd, in, w, b, N, C);
+    else
+        kernels::rmsnorm_forward<T>(ex_, out, rstd, in, w, N, 1, C, static_cast<size_t>(C),
+                                    s_.norm_eps);
+}
+
+// dinp += the input grad of the norm; gw, gb += its weight and bias grads.
+template <class T>
+void DriverT<T>::norm_backward(T* dinp, float* gw, float* gb, const T* dout, const T* in,
+                               const T* w, const float* mean, const float* rstd) {
+    const int N = B_ * T_, C = s_.C;
+    if (s_.norm == NormKind::LayerNorm)
+        kernels::layernorm_backward<T>(ex_, dinp, gw, gb, dout, in, w, mean, rstd, N, C);
+    else
+        kernels::rmsnorm_backward<T>(ex_, dinp, true, gw, dout, in, w, rstd, N, 1, C,
+                                     static_cast<size_t>(C));
+}
+
+// The SeqExchange works on host fp32 buffers: the CPU twins' buffers go straight through; CUDA
+// (or bf16) buffers are staged through host memory (correct, not fast: a device all-to-all is
+// the next step, docs/parallel.md).
+template <class T> void DriverT<T>::to_heads(const T* in, T* out, int K, int X) {
+    const size_t n = static_cast<size_t>(B_) * T_ * K * X * P_;
+    if constexpr (std::is_same_v<T, float>) {
+        if (host_mem_) {
+            seq_->to_heads(in, out, B_, T_, K, X);
+            return;
+        }
+    }
+    std::vector<T> tmp(n);
+    dev_->copy(tmp.data(), in, n * sizeof(T), device::CopyKind::DeviceToHost, *stream_);
+    dev_->synchronize(*stream_);
+    xa_.resize(n);
+    xb_.resize(n);
+    for (size_t i = 0; i < n; i++)
+        xa_[i] = core::to_f32(tmp[i]);
+    seq_->to_heads(xa_.data(), xb_.data(), B_, T_, K, X);
+    for (size_t i = 0; i < n; i++)
+        tmp[i] = core::from_f32<T>(xb_[i]);
+    dev_->copy(out, tmp.data(), n * sizeof(T), device::CopyKind::HostToDevice, *stream_);
+    dev_->synchronize(*stream_);
+}
+
+template <class T> void DriverT<T>::to_tokens(const T* in, T* out, int K, int X) {
+    const size_t n = static_cast<size_t>(B_) * T_ * K * X * P_;
+    if constexpr (std::is_same_v<T, float>) {
+        if (host_mem_) {
+            seq_->to_tokens(in, out, B_, T_, K, X);
+            return;
+        }
+    }
+    std::vector<T> tmp(n);
+    dev_->copy(tmp.data(), in, n * sizeof(T), device::CopyKind::DeviceToHost, *stream_);
+    dev_->synchronize(*stream_);
+    xa_.resize(n);
+    xb_.resize(n);
+    for (size_t i = 0; i < n; i++)
+        xa_[i] = core::to_f32(tmp[i]);
+    seq_->to_tokens(xa_.data(), xb_.data(), B_, T_, K, X);
+    for (size_t i = 0; i < n; i++)
+        tmp[i] = core::from_f32<T>(xb_[i]);
+    dev_->copy(out, tmp.data(), n * sizeof(T), device::CopyKind::HostToDevice, *stream_);
+    dev_->synchronize(*stream_);
+}
+
+// Causal attention of one block over qkv (B,T,W): on the local tokens (P = 1) or, with Ulysses,
+// all-to-all to [P*T tokens, NH/P heads], attention there, and back to [T tokens, all heads].
+template <class T> void DriverT<T>::attention_forward(int set) {
+    const int Q = s_.Q, KV = s_.KV, W = s_.W, N = B_ * T_;
+    const T* qkv = act(Act::Qkv, set);
+    if (P_ == 1) {
+        const size_t w = static_cast<size_t>(W);
+        const kernels::AttnArgs<T> a{
+            qkv, qkv + Q, qkv + Q + KV, w,      w,     w,      static_cast<size_t>(Q),
+            B_,  T_,      s_.NH,        s_.NKV, s_.hd, nullptr};
+        kernels::attention_forward<T>(ex_, act(Act::Atty, set), f32(Act::Lse, set), a);
+        return;
+    }
+    const int Xq = Q / P_, Xkv = KV / P_;
+    T* qloc = act(Act::QLoc);
+    T* kvloc = act(Act::KvLoc);
+    kernels::copy_rows<T>(ex_, qloc, Q, qkv, W, N, Q);
+    kernels::copy_rows<T>(ex_, kvloc, 2 * KV, qkv + Q, W, N, 2 * KV);
+    T* qh = act(Act::Qh, set);
+    T* kvh = act(Act::Kvh, set);
+    to_heads(qloc, qh, 1, Xq);
+    to_heads(kvloc, kvh, 2, Xkv);
+    const size_t xq = static_cast<size_t>(Xq), xkv2 = static_cast<size_t>(2 * Xkv);
+    const kernels::AttnArgs<T> a{qh, kvh,     kvh + Xkv,  xq,          xkv2,  xkv2,   xq,
+                                 B_, P_ * T_, s_.NH / P_, s_.NKV / P_, s_.hd, nullptr};
+    kernels::attention_forward<T>(ex_, act(Act::Attyh, set), f32(Act::Lse, set), a);
+    to_tokens(act(Act::Attyh, set), act(Act::Atty, set), 1, Xq);
+}
+
+// DAtty -> DQkv (grads of the post-RoPE q, k and of v).
+template <class T> void DriverT<T>::attention_backward(int set) {
+    const int Q = s_.Q, KV = s_.KV, W = s_.W, N = B_ * T_;
+    const T* qkv = act(Act::Qkv, set);
+    T* dqkv = act(Act::DQkv);
+    if (P_ == 1) {
+        const size_t w = static_cast<size_t>(W);
+        const kernels::AttnArgs<T> a{
+            qkv, qkv + Q, qkv + Q + KV, w,      w,     w,      static_cast<size_t>(Q),
+            B_,  T_,      s_.NH,        s_.NKV, s_.hd, nullptr};
+        const kernels::AttnGrads<T> d{dqkv, dqkv + Q, dqkv + Q + KV, w, w, w};
+        kernels::attention_backward<T>(ex_, d, act(Act::DAtty), act(Act::Atty, set),
+                                       f32(Act::Lse, set), f32(Act::Delta), a);
+        return;
+    }
+    const int Xq = Q / P_, Xkv = KV / P_;
+    T* dattyh = act(Act::DAttyh);
+    T* dqh = act(Act::DQh);
+    T* dkvh = act(Act::DKvh);
+    to_heads(act(Act::DAtty), dattyh, 1, Xq);
+    const T* qh = act(Act::Qh, set);
+    const T* kvh = act(Act::Kvh, set);
+    const size_t xq = static_cast<size_t>(Xq), xkv2 = static_cast<size_t>(2 * Xkv);
+    const kernels::AttnArgs<T> a{qh, kvh,     kvh + Xkv,  xq,          xkv2,  xkv2,   xq,
+                                 B_, P_ * T_, s_.NH / P_, s_.NKV / P_, s_.hd, nullptr};
+    const kernels::AttnGrads<T> d{dqh, dkvh, dkvh + Xkv, xq, xkv2, xkv2};
+    kernels::attention_backward<T>(ex_, d, dattyh, act(Act::Attyh, set), f32(Act::Lse, set),
+                                   f32(Act::Delta), a);
+    T* qloc = act(Act::QLoc);
+    T* kvloc = act(Act::KvLoc);
+    to_tokens(dqh, qloc, 1, Xq);
+    to_tokens(dkvh, kvloc, 2, Xkv);
+    kernels::copy_rows<T>(ex_, dqkv, W, qloc, Q, N, Q);
+    kernels::copy_rows<T>(ex_, dqkv + Q, W, kvloc, 2 * KV, N, 2 * KV);
+}
+
+template <class T>
+void DriverT<T>::block_forward(const T* p, int set, const T* in, T* out, bool output) {
+    const int N = B_ * T_, C = s_.C, Q = s_.Q, KV = s_.KV, W = s_.W, I = s_.I;
+    const long NC = static_cast<long>(N) * C;
+    const bool ln = s_.norm == NormKind::LayerNorm;
+    const size_t w = static_cast<size_t>(W);
+    auto opt = [p](size_t o) { return o == kNoTensor ? nullptr : p + o; };
+
+    T* ln1 = act(Act::Ln1, set);
+    norm_forward(ln1, ln ? f32(Act::Ln1Mean, set) : nullptr, f32(Act::Ln1Rstd, set), in,
+                 p + off_.ln1w, opt(off_.ln1b));
+    T* qkv = act(Act::Qkv, set);
+    if (s_.qk_norm) {
+        T* raw = act(Act::QkvRaw, set);
+        kernels::matmul_forward<T>(ex_, raw, nullptr, ln1, p + off_.wqkv, opt(off_.bqkv), N, C, W);
+        kernels::rmsnorm_forward<T>(ex_, qkv, f32(Act::QRstd, set), raw, p + off_.qnorm, N, s_.NH,
+                                    s_.hd, w, s_.norm_eps);
+        kernels::rmsnorm_forward<T>(ex_, qkv + Q, f32(Act::KRstd, set), raw + Q, p + off_.knorm, N,
+                                    s_.NKV, s_.hd, w, s_.norm_eps);
+        kernels::copy_rows<T>(ex_, qkv + Q + KV, w, raw + Q + KV, w, N, KV); // v unnormalized
+    } else {
+        kernels::matmul_forward<T>(ex_, qkv, nullptr, ln1, p + off_.wqkv, opt(off_.bqkv), N, C, W);
+    }
+    if (s_.pos == PosKind::Rope) {
+        const float* cs = f32(Act::RopeCos);
+        const float* sn = f32(Act::RopeSin);
+        const int* pos = i32(Act::Positions);
+        kernels::rope_forward<T>(ex_, qkv, cs, sn, pos, N, s_.NH, s_.hd, w);
+        kernels::rope_forward<T>(ex_, qkv + Q, cs, sn, pos, N, s_.NKV, s_.hd, w);
+    }
+    attention_forward(set);
+    T* res2 = act(Act::Res2, set);
+    kernels::matmul_forward<T>(ex_, res2, nullptr, act(Act::Atty, set), p + off_.wo, opt(off_.bo),
+                               N, Q, C);
+    kernels::residual_forward<T>(ex_, res2, in, res2, NC);
+    T* ln2 = act(Act::Ln2, set);
+    norm_forward(ln2, ln ? f32(Act::Ln2Mean, set) : nullptr, f32(Act::Ln2Rstd, set), res2,
+                 p + off_.ln2w, opt(off_.ln2b));
+    T* pre = act(Act::FcPre, set);
+    T* fca = act(Act::FcAct, set);
+    if (s_.mlp == MlpKind::Gelu) {
+        kernels::matmul_forward<T>(ex_, fca, pre, ln2, p + off_.wfc, opt(off_.bfc), N, C, I);
+    } else {
+        kernels::matmul_forward<T>(ex_, pre, nullptr, ln2, p + off_.wfc, nullptr, N, C, 2 * I);
+        kernels::swiglu_forward<T>(ex_, fca, pre, N, I);
+    }
+    if (!output) return; // recompute: the block output is already in res
+    kernels::matmul_forward<T>(ex_, out, nullptr, fca, p + off_.wproj, opt(off_.bproj), N, I, C);
+    kernels::residual_forward<T>(ex_, out, res2, out, NC);
+}
+
+// DRes holds d(block output) on entry and d(block input) on exit. Grads are added into g.
+template <class T> void DriverT<T>::block_backward(const T* p, float* g, int set, const T* in) {
+    const int N = B_ * T_, C = s_.C, Q = s_.Q, W = s_.W, I = s_.I, F = s_.fc_rows();
+    const bool ln = s_.norm == NormKind::LayerNorm;
+    const size_t w = static_cast<size_t>(W);
+    T* d = act(Act::DRes);
+    T* dln = act(Act::DLn);
+    T* dact = act(Act::DAct);
+    T* dfc = act(Act::DFc);
+    // MLP
+    kernels::matmul_backward<T>(ex_, dact, g + off_.wproj, d, act(Act::FcAct, set), p + off_.wproj,
+                                N, I, C);
+    if (off_.bproj != kNoTensor) kernels::bias_grad<T>(ex_, g + off_.bproj, d, N, C);
+    if (s_.mlp == MlpKind::Gelu)
+        kernels::gelu_backward<T>(ex_, dfc, act(Act::FcPre, set), dact, static_cast<long>(N) * I);
+    else
+        kernels::swiglu_backward<T>(ex_, dfc, dact, act(Act::FcPre, set), N, I);
+    kernels::matmul_backward<T>(ex_, dln, g + off_.wfc, dfc, act(Act::Ln2, set), p + off_.wfc, N, C,
+                                F);
+    if (off_.bfc != kNoTensor) kernels::bias_grad<T>(ex_, g + off_.bfc, dfc, N, F);
+    norm_backward(d, g + off_.ln2w, off_.ln2b != kNoTensor ? g + off_.ln2b : nullptr, dln,
+                  act(Act::Res2, set), p + off_.ln2w, ln ? f32(Act::Ln2Mean, set) : nullptr,
+                  f32(Act::Ln2Rstd, set));
+    // attention
+    kernels::matmul_backward<T>(ex_, act(Act::DAtty), g + off_.wo, d, act(Act::Atty, set),
+                                p + off_.wo, N, Q, C);
+    if (off_.bo != kNoTensor) kernels::bias_grad<T>(ex_, g + off_.bo, d, N, C);
+    attention_backward(set);
+    T* dqkv = act(Act::DQkv);
+    if (s_.pos == PosKind::Rope) {
+        const float* cs = f32(Act::RopeCos);
+        const float* sn = f32(Act::RopeSin);
+        const int* pos = i32(Act::Positions);
+        kernels::rope_backward<T>(ex_, dqkv, cs, sn, pos, N, s_.NH, s_.hd, w);
+        kernels::rope_backward<T>(ex_, dqkv + Q, cs, sn, pos, N, s_.NKV, s_.hd, w);
+    }
+    if (s_.qk_norm) { // in place: grads of the normed q, k -> grads of the raw projections
+        const T* raw = act(Act::QkvRaw, set);
+        kernels::rmsnorm_backward<T>(ex_, dqkv, false, g + off_.qnorm, dqkv, raw, p + off_.qnorm,
+                                     f32(Act::QRstd, set), N, s_.NH, s_.hd, w);
+        kernels::rmsnorm_backward<T>(ex_, dqkv + Q, false, g + off_.knorm, dqkv + Q, raw + Q,
+                                     p + off_.knorm, f32(Act::KRstd, set), N, s_.NKV, s_.hd, w);
+    }
+    kernels::matmul_backward<T>(ex_, dln, g + off_.wqkv, dqkv, act(Act::Ln1, set), p + off_.wqkv, N,
+                                C, W);
+    if (off_.bqkv != kNoTensor) kernels::bias_grad<T>(ex_, g + off_.bqkv, dqkv, N, W);
+    norm_backward(d, g + off_.ln1w, off_.ln1b != kNoTensor ? g + off_.ln1b : nullptr, dln, in,
+                  p + off_.ln1w, ln ? f32(Act::Ln1Mean, set) : nullptr, f32(Act::Ln1Rstd, set));
+}
+
+template class DriverT<float>;
+template class DriverT<core::bf16>;
+
+} // namespace sof::model

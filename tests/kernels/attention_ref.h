@@ -1,0 +1,210 @@
+// Attention test problems (a fused qkv row as the models lay it out, packed-document segments) and
+// the naive reference: the old T x T algorithm (scores and probabilities of a whole head) in
+// double.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.h"
+
+namespace sof::test {
+
+struct AttnShape {
+    int B, T, NH, NKV, hd;
+    bool segments;
+    unsigned seed;
+};
+
+// Deliberate reference bugs: a test whose reference has one must fail (the checks can fail).
+enum class AttnMutation { None, CausalPlusOne, SegmentStartMinusOne };
+
+// q, k, v inside one fused row (B,T,W), W = (NH + 2*NKV)*hd + 5 (5 spare columns, as a view
+// into a wider buffer); out and dout (B,T,ldo) with ldo = NH*hd + 3. Values uniform in [-1,1]
+// (scores q.k/sqrt(hd) of order 1, as after the models' norms).
+struct AttnProblem {
+    AttnShape s;
+    size_t W, ldo;
+    std::vector<float> qkv;  // (B,T,W)
+    std::vector<float> dout; // (B,T,ldo)
+    std::vector<int> seg;    // (B,T) run ids (empty without segments)
+
+    explicit AttnProblem(const AttnShape& shape) : s(shape) {
+        W = static_cast<size_t>(s.NH + 2 * s.NKV) * s.hd + 5;
+        ldo = static_cast<size_t>(s.NH) * s.hd + 3;
+        const size_t rows = static_cast<size_t>(s.B) * s.T;
+        std::mt19937 gen(s.seed);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        qkv.resize(rows * W);
+        for (float& x : qkv)
+            x = u(gen);
+        dout.resize(rows * ldo);
+        for (float& x : dout)
+            x = u(gen);
+        if (s.segments) {
+            // documents of 1 .. T/3+1 tokens; ids cycle over 3 values, so an id comes back after
+            // other documents (a run of equal ids is one document, attention.h)
+            seg.resize(rows);
+            std::uniform_int_distribution<int> len(1, std::max(1, s.T / 3) + 1);
+            for (int b = 0; b < s.B; b++) {
+                int t = 0, doc = 0;
+                while (t < s.T) {
+                    const int n = std::min(len(gen), s.T - t);
+                    for (int i = 0; i < n; i++)
+                        seg[static_cast<size_t>(b) * s.T + t + i] = doc % 3;
+                    t += n;
+                    doc++;
+                }
+            }
+        }
+    }
+    size_t koff() const { return static_cast<size_t>(s.NH) * s.hd; }
+    size_t voff() const { return static_cast<size_t>(s.NH + s.NKV) * s.hd; }
+    template <class E> kernels::AttnArgs<E> args(const E* fused) const {
+        return kernels::AttnArgs<E>{fused,
+                                    fused + koff(),
+                                    fused + voff(),
+                                    W,
+                                    W,
+                                    W,
+                                    ldo,
+                                    s.B,
+                                    s.T,
+                                    s.NH,
+                                    s.NKV,
+                                    s.hd,
+                                    seg.empty() ? nullptr : seg.data()};
+    }
+    template <class E> kernels::AttnGrads<E> grads(E* dfused) const {
+        return kernels::AttnGrads<E>{dfused, dfused + koff(), dfused + voff(), W, W, W};
+    }
+    size_t out_size() const { return static_cast<size_t>(s.B) * s.T * ldo; }
+    size_t stat_size() const { return static_cast<size_t>(s.B) * s.NH * s.T; }
+};
+
+// Reference results in double, laid out as the op's: out (B,T,ldo), lse (B,NH,T), dqkv (B,T,W)
+// (spare columns 0).
+struct AttnRef {
+    std::vector<double> out, lse, dqkv;
+};
+
+// First key each query t of batch row b sees (segments: the start of the run of equal ids that
+// holds t); query t sees key t2 iff start[t] <= t2 <= t.
+inline std::vector<int> attn_starts(const AttnProblem& p, int b, AttnMutation mut) {
+    std::vector<int> start(static_cast<size_t>(p.s.T), 0);
+    if (p.seg.empty()) return start;
+    const int* seg = p.seg.data() + static_cast<size_t>(b) * p.s.T;
+    for (int t = 1; t < p.s.T; t++)
+        start[t] = seg[t] == seg[t - 1] ? start[t - 1] : t;
+    if (mut == AttnMutation::SegmentStartMinusOne)
+        for (int& x : start)
+            x = std::max(x - 1, 0);
+    return start;
+}
+
+// The old algorithm: per (b, h) the whole T x T probability matrix, then out = P V and the
+// softmax backward through it; double throughout.
+inline AttnRef attn_reference(const AttnProblem& p, AttnMutation mut = AttnMutation::None) {
+    const int B = p.s.B, T = p.s.T, NH = p.s.NH, hd = p.s.hd, group = p.s.NH / p.s.NKV;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    AttnRef r;
+    r.out.assign(p.out_size(), 0.0);
+    r.lse.assign(p.stat_size(), 0.0);
+    r.dqkv.assign(p.qkv.size(), 0.0);
+    std::vector<double> P(static_cast<size_t>(T) * T), dP(P.size());
+    std::vector<char> vis(P.size());
+    for (int b = 0; b < B; b++) {
+        const std::vector<int> start = attn_starts(p, b, mut);
+        for (int t = 0; t < T; t++) {
+            const int lim = mut == AttnMutation::CausalPlusOne ? std::min(t + 1, T - 1) : t;
+            for (int t2 = 0; t2 < T; t2++)
+                vis[static_cast<size_t>(t) * T + t2] = t2 >= start[t] && t2 <= lim ? 1 : 0;
+        }
+        for (int h = 0; h < NH; h++) {
+            const int kh = h / group;
+            auto row = [&](int t) { return (static_cast<size_t>(b) * T + t) * p.W; };
+            auto q = [&](int t) { return p.qkv.data() + row(t) + static_cast<size_t>(h) * hd; };
+            auto k = [&](int t) {
+                return p.qkv.data() + row(t) + p.koff() + static_cast<size_t>(kh) * hd;
+            };
+            auto v = [&](int t) {
+                return p.qkv.data() + row(t) + p.voff() + static_cast<size_t>(kh) * hd;
+            };
+            auto orow = [&](int t) {
+                return (static_cast<size_t>(b) * T + t) * p.ldo + static_cast<size_t>(h) * hd;
+            };
+            for (int t = 0; t < T; t++) {
+                double* pr = P.data() + static_cast<size_t>(t) * T;
+                double mx = -INFINITY;
+                for (int t2 = 0; t2 < T; t2++) {
+                    if (!vis[static_cast<size_t>(t) * T + t2]) continue;
+                    double s = 0;
+                    for (int i = 0; i < hd; i++)
+                        s += static_cast<double>(q(t)[i]) * k(t2)[i];
+                    pr[t2] = s * scale;
+                    mx = std::max(mx, pr[t2]);
+                }
+                double sum = 0;
+                for (int t2 = 0; t2 < T; t2++) {
+                    pr[t2] = vis[static_cast<size_t>(t) * T + t2] ? std::exp(pr[t2] - mx) : 0.0;
+                    sum += pr[t2];
+                }
+                for (int t2 = 0; t2 < T; t2++)
+                    pr[t2] /= sum;
+                r.lse[(static_cast<size_t>(b) * NH + h) * T + t] = mx + std::log(sum);
+                for (int t2 = 0; t2 < T; t2++)
+                    if (pr[t2] != 0.0)
+                        for (int i = 0; i < hd; i++)
+                            r.out[orow(t) + i] += pr[t2] * v(t2)[i];
+            }
+            // backward: dv = P^T dout; dP = dout V^T; dS = P (dP - rowsum(P dP)); dq = dS K s;
+            // dk = dS^T Q s
+            for (int t = 0; t < T; t++) {
+                const float* dd = p.dout.data() + orow(t);
+                const double* pr = P.data() + static_cast<size_t>(t) * T;
+                double* dpr = dP.data() + static_cast<size_t>(t) * T;
+                double rs = 0;
+                for (int t2 = 0; t2 < T; t2++) {
+                    if (pr[t2] == 0.0) continue;
+                    double s = 0;
+                    for (int i = 0; i < hd; i++)
+                        s += static_cast<double>(dd[i]) * v(t2)[i];
+                    dpr[t2] = s;
+                    rs += pr[t2] * s;
+                }
+                for (int t2 = 0; t2 < T; t2++) {
+                    if (pr[t2] == 0.0) continue;
+                    const double ds = pr[t2] * (dpr[t2] - rs) * scale;
+                    double* dq = r.dqkv.data() + row(t) + static_cast<size_t>(h) * hd;
+                    double* dk = r.dqkv.data() + row(t2) + p.koff() + static_cast<size_t>(kh) * hd;
+                    double* dv = r.dqkv.data() + row(t2) + p.voff() + static_cast<size_t>(kh) * hd;
+                    for (int i = 0; i < hd; i++) {
+                        dq[i] += ds * k(t2)[i];
+                        dk[i] += ds * q(t)[i];
+                        dv[i] += pr[t2] * dd[i];
+                    }
+                }
+            }
+        }
+    }
+    return r;
+}
+
+// max |got - want| / max |want| over the positions where mask is true (all when mask is empty):
+// the error relative to the tensor's scale.
+template <class G>
+double attn_norm_err(const std::vector<G>& got, const std::vector<double>& want,
+                     const std::vector<char>& mask = {}) {
+    double e = 0, m = 0;
+    for (size_t i = 0; i < want.size(); i++) {
+        if (!mask.empty() && !mask[i]) continue;
+        e = std::max(e, std::fabs(static_cast<double>(got[i]) - want[i]));
+        m = std::max(m, std::fabs(want[i]));
+    }
+    return e / std::max(m, 1e-30);
+}
+
+} // namespace sof::test

@@ -1,0 +1,182 @@
+// Op driver cases of attention.h, CPU twin (tiled FlashAttention-2): against the naive T x T
+// reference in double over the shape classes, thread-count independence, mutations that must fail.
+#include "harness.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/attention_ref.h"
+
+using namespace sof;
+using test::AttnMutation;
+using test::AttnProblem;
+using test::AttnShape;
+
+namespace {
+
+// Thresholds (normalized max error, attn_norm_err), fp32 against double: the measured worst over
+// the cases below is 1.7e-7 (out), 1.8e-7 (lse) and 4.1e-7 (grads), a few fp32 ulps (6e-8) from
+// the sums over up to 1000 keys and 128 dims; the thresholds sit ~10x above that, well under the
+// worst-case bound sqrt(T*hd)*eps ~ 2e-5. A mutated reference (one key of the causal mask or one
+// document start off) moves the results by 0.5 or more.
+constexpr double kTolOut = 2e-6, kTolLse = 2e-6, kTolGrad = 5e-6;
+
+struct Run {
+    std::vector<float> out, lse, dqkv;
+};
+
+// Forward and backward of the CPU twin; out and dqkv start as NaN so a row or column the op
+// fails to write shows up.
+Run run_cpu(const AttnProblem& p) {
+    Run r;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    r.out.assign(p.out_size(), nan);
+    r.lse.assign(p.stat_size(), nan);
+    r.dqkv.assign(p.qkv.size(), nan);
+    std::vector<float> delta(p.stat_size());
+    const auto a = p.args(p.qkv.data());
+    const kernels::Exec ex = kernels::cpu_exec();
+    kernels::attention_forward(ex, r.out.data(), r.lse.data(), a);
+    kernels::attention_backward(ex, p.grads(r.dqkv.data()), p.dout.data(), r.out.data(),
+                                r.lse.data(), delta.data(), a);
+    return r;
+}
+
+// The positions of a fused (B,T,W) buffer or an out (B,T,ldo) buffer that the op owns.
+std::vector<char> qkv_mask(const AttnProblem& p) {
+    std::vector<char> m(p.qkv.size(), 0);
+    const size_t used = static_cast<size_t>(p.s.NH + 2 * p.s.NKV) * p.s.hd;
+    for (size_t r = 0; r < static_cast<size_t>(p.s.B) * p.s.T; r++)
+        std::fill(m.begin() + r * p.W, m.begin() + r * p.W + used, 1);
+    return m;
+}
+std::vector<char> out_mask(const AttnProblem& p) {
+    std::vector<char> m(p.out_size(), 0);
+    const size_t used = static_cast<size_t>(p.s.NH) * p.s.hd;
+    for (size_t r = 0; r < static_cast<size_t>(p.s.B) * p.s.T; r++)
+        std::fill(m.begin() + r * p.ldo, m.begin() + r * p.ldo + used, 1);
+    return m;
+}
+
+std::string name(const AttnShape& s) {
+    return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
+           " NH=" + std::to_string(s.NH) + " NKV=" + std::to_string(s.NKV) +
+           " hd=" + std::to_string(s.hd) + (s.segments ? " segments" : "");
+}
+
+// Every shape class at least once: T = 1, 7, 64, 129, 1000 (one tile, tile edges, many tiles);
+// B = 1, 2; MHA and GQA 4:1, 8:2; hd 32, 64, 128, 80; with and without segments.
+const AttnShape kShapes[] = {
+    {2, 1, 2, 2, 32, false, 1},    {1, 1, 4, 1, 80, true, 2},      {2, 7, 4, 1, 64, true, 3},
+    {1, 7, 8, 2, 128, false, 4},   {2, 64, 4, 4, 64, false, 5},    {1, 64, 8, 2, 80, true, 6},
+    {1, 129, 4, 1, 128, true, 7},  {2, 129, 8, 2, 32, false, 8},   {1, 129, 4, 4, 64, true, 9},
+    {1, 129, 2, 2, 48, false, 10}, {1, 1000, 4, 1, 64, false, 11}, {2, 1000, 8, 2, 32, true, 12},
+};
+
+} // namespace
+
+SOF_OP_CPU("attention", "equals the naive T x T reference (forward and backward)") {
+    kernels::cpu::use_single_threaded_blas();
+    for (const AttnShape& s : kShapes) {
+        CAPTURE(name(s));
+        const AttnProblem p(s);
+        const test::AttnRef ref = test::attn_reference(p);
+        const Run r = run_cpu(p);
+        const std::vector<char> om = out_mask(p), qm = qkv_mask(p);
+        CHECK(test::attn_norm_err(r.out, ref.out, om) < kTolOut);
+        CHECK(test::attn_norm_err(r.lse, ref.lse) < kTolLse);
+        CHECK(test::attn_norm_err(r.dqkv, ref.dqkv, qm) < kTolGrad);
+        // every owned element written (no NaN left), the spare columns untouched
+        size_t nan_owned = 0, written_spare = 0;
+        for (size_t i = 0; i < r.dqkv.size(); i++) {
+            if (qm[i] && std::isnan(r.dqkv[i])) nan_owned++;
+            if (!qm[i] && !std::isnan(r.dqkv[i])) written_spare++;
+        }
+        for (size_t i = 0; i < r.out.size(); i++) {
+            if (om[i] && std::isnan(r.out[i])) nan_owned++;
+            if (!om[i] && !std::isnan(r.out[i])) written_spare++;
+        }
+        CHECK(nan_owned == 0);
+        CHECK(written_spare == 0);
+    }
+}
+
+SOF_OP_CPU("attention", "a mutated reference fails the same thresholds") {
+    kernels::cpu::use_single_threaded_blas();
+    const AttnProblem p({1, 129, 4, 1, 64, true, 21});
+    const Run r = run_cpu(p);
+    const std::vector<char> om = out_mask(p), qm = qkv_mask(p);
+    const test::AttnRef causal = test::attn_reference(p, AttnMutation::CausalPlusOne);
+    CHECK(test::attn_norm_err(r.out, causal.out, om) > 100 * kTolOut);
+    CHECK(test::attn_norm_err(r.dqkv, causal.dqkv, qm) > 100 * kTolGrad);
+    const test::AttnRef segs = test::attn_reference(p, AttnMutation::SegmentStartMinusOne);
+    CHECK(test::attn_norm_err(r.out, segs.out, om) > 100 * kTolOut);
+    CHECK(test::attn_norm_err(r.dqkv, segs.dqkv, qm) > 100 * kTolGrad);
+}
+
+SOF_OP_CPU("attention", "bitwise the same for 1 and 2 OpenMP threads") {
+    kernels::cpu::use_single_threaded_blas();
+    const int saved = omp_get_max_threads();
+    for (const AttnShape& s :
+         {AttnShape{2, 300, 8, 2, 64, true, 31}, AttnShape{1, 257, 4, 4, 80, false, 32}}) {
+        CAPTURE(name(s));
+        const AttnProblem p(s);
+        omp_set_num_threads(1);
+        const Run one = run_cpu(p);
+        omp_set_num_threads(2);
+        const Run two = run_cpu(p);
+        CHECK(std::memcmp(one.out.data(), two.out.data(), one.out.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(one.lse.data(), two.lse.data(), one.lse.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(one.dqkv.data(), two.dqkv.data(), one.dqkv.size() * sizeof(float)) == 0);
+    }
+    omp_set_num_threads(saved);
+}
+
+// T = 2^17: its T x T fp32 scores would be 64 GiB, more than this machine has. Documents of at most
+// 128 tokens keep the work small; each checked document equals the reference run on it alone.
+SOF_OP_CPU("attention", "a sequence whose T x T scores would not fit in memory") {
+    kernels::cpu::use_single_threaded_blas();
+    const int T = 1 << 17, NH = 2, hd = 32, doc = 128;
+    AttnProblem p({1, T, NH, NH, hd, false, 41});
+    p.seg.resize(T);
+    for (int t = 0; t < T; t++)
+        p.seg[t] = (t / doc) % 2; // runs of 128 tokens
+    const Run r = run_cpu(p);
+    for (int d : {0, 1, T / doc / 2, T / doc - 1}) {
+        CAPTURE(d);
+        // the same document as a problem of its own (no segments)
+        AttnProblem one({1, doc, NH, NH, hd, false, 0});
+        const size_t r0 = static_cast<size_t>(d) * doc;
+        std::copy(p.qkv.begin() + r0 * p.W, p.qkv.begin() + (r0 + doc) * p.W, one.qkv.begin());
+        std::copy(p.dout.begin() + r0 * p.ldo, p.dout.begin() + (r0 + doc) * p.ldo,
+                  one.dout.begin());
+        const test::AttnRef ref = test::attn_reference(one);
+        const std::vector<float> out(r.out.begin() + r0 * p.ldo,
+                                     r.out.begin() + (r0 + doc) * p.ldo);
+        const std::vector<float> dqkv(r.dqkv.begin() + r0 * p.W, r.dqkv.begin() + (r0 + doc) * p.W);
+        CHECK(test::attn_norm_err(out, ref.out, out_mask(one)) < kTolOut);
+        CHECK(test::attn_norm_err(dqkv, ref.dqkv, qkv_mask(one)) < kTolGrad);
+    }
+}
+
+SOF_OP_CPU("attention", "shapes it cannot run are refused by name") {
+    const AttnProblem p({1, 8, 4, 3, 32, false, 51});
+    std::vector<float> out(p.out_size()), lse(p.stat_size());
+    try {
+        kernels::attention_forward(kernels::cpu_exec(), out.data(), lse.data(),
+                                   p.args(p.qkv.data()));
+        FAIL("no error for num_heads=4, num_kv_heads=3");
+    } catch (const core::Error& e) {
+        const std::string msg = e.what();
+        CHECK(msg.find("num_heads=4") != std::string::npos);
+        CHECK(msg.find("num_kv_heads=3") != std::string::npos);
+    }
+}
