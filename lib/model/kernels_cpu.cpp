@@ -352,8 +352,12 @@ void softmax_crossentropy_forward(float* probs, float* losses, const float* logi
             p[i] *= inv;
         for (int i = V; i < Vp; i++)
             p[i] = 0.0f;
-        if (targets) // log-sum-exp form: exact even where the probability underflows
-            losses[n] = static_cast<float>(std::log(sum) - (lg[targets[n]] - maxv));
+        // log-sum-exp form: exact even where the probability underflows. Target -1: an ignored
+        // (masked) position, loss 0 (issue 19; keep when porting to lib/kernels/)
+        if (targets)
+            losses[n] = targets[n] == -1
+                            ? 0.0f
+                            : static_cast<float>(std::log(sum) - (lg[targets[n]] - maxv));
     }
 }
 
@@ -364,6 +368,10 @@ void softmax_crossentropy_backward(float* dlogits, const float* probs, const int
         const float* p = probs + static_cast<size_t>(n) * Vp;
         float* d = dlogits + static_cast<size_t>(n) * Vp;
         const int tgt = targets[n];
+        if (tgt == -1) { // an ignored (masked) position: no gradient (issue 19; keep when porting)
+            std::fill(d, d + Vp, 0.0f);
+            continue;
+        }
         for (int i = 0; i < V; i++)
             d[i] = (p[i] - (i == tgt ? 1.0f : 0.0f)) * dloss;
         for (int i = V; i < Vp; i++)

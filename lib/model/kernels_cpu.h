@@ -72,11 +72,12 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, long N);
 void residual_forward(float* out, const float* a, const float* b, long N);
 
 // probs (N,Vp): softmax over the first V logits, probs[V..Vp) = 0. losses (N) = -log probs[target]
-// when targets is non-null.
+// when targets is non-null; 0 where the target is -1 (ignored: a masked position, see
+// model/unit_loop.h; keep this when the kernel moves to lib/kernels/).
 void softmax_crossentropy_forward(float* probs, float* losses, const float* logits,
                                   const int* targets, int N, int V, int Vp);
-// dlogits (N,Vp) = (probs - onehot(target)) * dloss for the first V columns, 0 for the padding.
-// dlogits may alias probs.
+// dlogits (N,Vp) = (probs - onehot(target)) * dloss for the first V columns, 0 for the padding;
+// the whole row 0 where the target is -1 (ignored). dlogits may alias probs.
 void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets,
                                    float dloss, int N, int V, int Vp);
 

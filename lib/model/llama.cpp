@@ -427,7 +427,7 @@ float Llama::forward(WeightSource& w, const int* inputs, const int* targets, int
     cpu::softmax_crossentropy_forward(m.probs.data(), m.losses.data(), m.logits.data(),
                                       targets ? m.targets.data() : nullptr, N, V, Vp);
     if (!targets) return 0.0f;
-    return detail::mean_loss(m.losses.data(), N);
+    return detail::mean_loss(m.losses.data(), m.targets.data(), N);
 }
 
 void Llama::backward(WeightSource& w, GradSink& sink, float dloss) {

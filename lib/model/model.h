@@ -89,9 +89,11 @@ class Model {
     virtual const ArchConfig& config() const = 0;
     virtual const ParamLayout& layout() const = 0;
 
-    // inputs, targets: (B, T) token ids; targets may be null (then no loss, returns 0).
-    // Returns the mean cross-entropy over B*T positions. With a SeqExchange of degree P, T is the
-    // local slice Tl (positions index*Tl ..) and the loss is the mean over the local positions.
+    // inputs, targets: (B, T) token ids; targets may be null (then no loss, returns 0). A target
+    // of -1 is ignored (a masked position: loss 0, gradient 0; see unit_loop.h).
+    // Returns the mean cross-entropy over the B*T positions whose target is not -1 (0 if none).
+    // With a SeqExchange of degree P, T is the local slice Tl (positions index*Tl ..) and the loss
+    // is the mean over the local positions.
     virtual float forward(WeightSource& w, const int* inputs, const int* targets, int B, int T) = 0;
 
     // After forward with targets. Every position's dloss is `dloss` (1/(B*T) for a mean loss,
