@@ -1,6 +1,7 @@
 // `superoffload eval`: validation loss and perplexity of a checkpoint or a Hugging Face directory
 // on token shards, at any rank count (the trainer's model, ZeRO-3 and Ulysses; forward only).
 #include <mpi.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -23,8 +24,8 @@ namespace sof::app {
 namespace {
 
 const char* kEvalUsage =
-    "usage: superoffload eval [DECK] [--checkpoint DIR | --hf DIR] [--data GLOB] [--batches N]\n"
-    "                         [--set key=value ...]\n"
+    "usage: superoffload eval [DECK] [--checkpoint DIR | --hf DIR] [--data GLOB | --text FILE]\n"
+    "                         [--tokenizer HF_DIR] [--batches N] [--set key=value ...]\n"
     "  Loss (mean cross-entropy, nats/token) and perplexity of a model on token shards, at any\n"
     "  rank count (mpirun -n N ...); loss masks (<shard>.mask) are honoured.\n"
     "  --checkpoint DIR  a step directory or a checkpoint root (its newest step); without DECK\n"
@@ -34,13 +35,17 @@ const char* kEvalUsage =
     "                    its model.init_from is the model when neither option is given\n"
     "  --data GLOB       token shards to evaluate on (sets data.val); default: the deck's "
     "data.val\n"
+    "  --text FILE       text, JSONL or chat JSONL, tokenized now by scripts/prepare_data.py with\n"
+    "                    the tokenizer of --tokenizer (default: --hf, or the run's "
+    "model.init_from)\n"
+    "                    into ./eval-tokens-<pid> (removed afterwards; repeat --text for more)\n"
     "  --batches N       global validation batches to read (default 0: all of them, once); more\n"
     "                    than the data holds is clamped to it with a warning\n"
-    "  Prints 'eval: loss L ppl P | ...' (rank 0). To evaluate text, tokenize it first:\n"
-    "  scripts/prepare_data.py --tokenizer HF_DIR --out DIR --val-fraction 1 FILE ...\n";
+    "  Prints 'eval: loss L ppl P | ...' (rank 0).\n";
 
 struct EvalArgs {
-    std::string deck, checkpoint, hf, data;
+    std::string deck, checkpoint, hf, data, tokenizer;
+    std::vector<std::string> texts;
     int batches = 0;
     bool help = false;
     std::vector<std::string> overrides;
@@ -73,6 +78,10 @@ EvalArgs parse(int argc, char** argv) {
             a.hf = value();
         } else if (s == "--data") {
             a.data = value();
+        } else if (s == "--text") {
+            a.texts.push_back(value());
+        } else if (s == "--tokenizer") {
+            a.tokenizer = value();
         } else if (s == "--set") {
             a.overrides.push_back(value());
         } else if (s == "--batches") {
@@ -94,6 +103,7 @@ EvalArgs parse(int argc, char** argv) {
         usage_fail("give at most one of --checkpoint and --hf");
     if (a.deck.empty() && a.checkpoint.empty() && a.hf.empty())
         usage_fail("give a deck, --checkpoint DIR or --hf DIR");
+    if (!a.texts.empty() && !a.data.empty()) usage_fail("give at most one of --data and --text");
     return a;
 }
 
@@ -120,6 +130,51 @@ void set_model_keys(config::ModelConfig& c, const model::ArchConfig& m) {
     c.rope_scaling_low_freq_factor = m.rope_scaling.low_freq_factor;
     c.rope_scaling_high_freq_factor = m.rope_scaling.high_freq_factor;
     c.rope_scaling_original_max_position = m.rope_scaling.original_max_position;
+}
+
+// Single-quoted for /bin/sh.
+std::string sh_quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s)
+        q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+// scripts/prepare_data.py of the source tree this program was built from (build/bin/..), or
+// $SOF_SCRIPTS/prepare_data.py.
+std::string prepare_script() {
+    namespace fs = std::filesystem;
+    if (const char* d = std::getenv("SOF_SCRIPTS")) return std::string(d) + "/prepare_data.py";
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
+        if (fs::exists(p / "scripts" / "prepare_data.py", ec))
+            return (p / "scripts" / "prepare_data.py").string();
+    return "scripts/prepare_data.py";
+}
+
+// Rank 0 tokenizes the text files into `out` (all of them as validation data); every rank
+// learns whether it worked. collective: all ranks of MPI_COMM_WORLD
+void tokenize_texts(const EvalArgs& a, const std::string& tokenizer, const std::string& out) {
+    int rank = 0, rc = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::string cmd;
+    if (rank == 0) {
+        cmd = sh_quote(prepare_script()) + " --tokenizer " + sh_quote(tokenizer) + " --out " +
+              sh_quote(out) + " --val-fraction 1 --quiet";
+        for (const std::string& t : a.texts) {
+            cmd += ' ';
+            cmd += sh_quote(t);
+        }
+        std::fflush(stdout);
+        rc = std::system(cmd.c_str());
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rc != 0)
+        SOF_FAIL(Config,
+                 "eval --text: tokenizing with scripts/prepare_data.py failed (exit status %d; its "
+                 "message is above): %s",
+                 rc, rank == 0 ? cmd.c_str() : "see rank 0");
 }
 
 } // namespace
@@ -165,6 +220,22 @@ int cmd_eval(int argc, char** argv) {
     base.runtime.out_dir.clear();
     base.runtime.trace.clear();
     if (!a.data.empty()) base.data.val = a.data;
+    std::string token_dir;
+    if (!a.texts.empty()) {
+        std::string tokenizer = a.tokenizer;
+        if (tokenizer.empty()) tokenizer = !a.hf.empty() ? a.hf : base.model.init_from;
+        if (tokenizer.empty() && !step_dir.empty())
+            tokenizer = config::parse_deck_text(ckpt::load_manifest(step_dir).deck_yaml, step_dir)
+                            .model.init_from;
+        if (tokenizer.empty() || !ckpt::is_hf_dir(tokenizer))
+            usage_fail("--text needs a tokenizer: give --tokenizer HF_DIR (the model's Hugging "
+                       "Face directory)");
+        long pid = static_cast<long>(::getpid());
+        MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+        token_dir = (fs::current_path() / ("eval-tokens-" + std::to_string(pid))).string();
+        tokenize_texts(a, tokenizer, token_dir);
+        base.data.val = token_dir + "/val_*.bin";
+    }
     base.data.train = base.data.val; // the trainer builds a training loader too: same files
     std::vector<std::string> overrides = a.overrides;
     // --set data.val=... also moves the training loader along
@@ -193,6 +264,13 @@ int cmd_eval(int argc, char** argv) {
                     cfg.train.batch_size, cfg.train.seq_len, world.size(), r.tokens_per_s,
                     r.seconds);
         std::fflush(stdout);
+    }
+    if (!token_dir.empty()) {
+        MPI_Barrier(MPI_COMM_WORLD); // every rank is done with the files
+        int rank = 0;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        std::error_code ec;
+        if (rank == 0) fs::remove_all(token_dir, ec);
     }
     return 0;
 }

@@ -30,6 +30,8 @@ def load(path):
                 steps[int(r["step"])] = r
             elif r.get("kind") == "eval":
                 evals[int(r["step"])] = r["val_loss"]
+            elif r.get("kind") == "summary":  # the final evaluation
+                evals[int(r["steps"])] = r["last_val_loss"]
     if not steps:
         sys.exit(f"plot_metrics.py: {path} has no step records (is it a superoffload metrics "
                  "file? train.metrics / runtime.out_dir/metrics.jsonl)")

@@ -217,8 +217,11 @@ void Trainer::Impl::setup() {
 
     // Data: DP ranks stride over the global batch; SP ranks of one DP rank read the same
     // sequences and keep their slice of positions.
-    train_data = std::make_unique<data::DataLoader>(cfg.data, data::Split::Train, mcfg.vocab_size,
-                                                    B, T, g.dp_rank, g.dp, cfg.train.grad_accum);
+    // with train.global_batch the unit of order is the optimizer step (the same sequences per
+    // step at any rank count); without it llm.c's order of micro-batches (docs/data.md)
+    train_data = std::make_unique<data::DataLoader>(
+        cfg.data, data::Split::Train, mcfg.vocab_size, B, T, g.dp_rank, g.dp,
+        cfg.train.global_batch > 0 ? cfg.train.grad_accum : 1);
     val_data = std::make_unique<data::DataLoader>(cfg.data, data::Split::Val, mcfg.vocab_size, B, T,
                                                   g.dp_rank, g.dp);
     inputs.resize(static_cast<size_t>(B) * T);

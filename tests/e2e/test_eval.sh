@@ -34,8 +34,7 @@ close "$got1" "$want" 1e-4 || fail "eval at 1 rank: loss $got1, the trainer's $w
 mpi "$bin" eval --checkpoint ckpt --batches 2 --set train.batch_size=2 > eval2.log 2>&1 ||
   { cat eval2.log; fail "eval at 2 ranks"; }
 got2=$(grep -oP '^eval: loss \K[0-9.]+' eval2.log)
-# 2 ranks x 2 sequences x 2 batches = the 8 sequences of 4 batches of 2... the first 2 global
-# batches of 4 sequences: the same tokens as 1 rank's first 2 batches of 4
+# 2 global batches of 2 ranks x 2 sequences: the same 8 sequences as 1 rank's 2 batches of 4
 "$bin" eval --checkpoint ckpt --batches 2 > eval1b.log 2>&1 || { cat eval1b.log; fail "eval"; }
 got1b=$(grep -oP '^eval: loss \K[0-9.]+' eval1b.log)
 close "$got2" "$got1b" 1e-4 || fail "eval at 2 ranks: loss $got2, at 1 rank $got1b"
