@@ -58,7 +58,7 @@ struct DataConfig {
     bool shuffle = true;  // false: sequential llm.c order from the first shard
     uint64_t seed = 1337; // shuffle order seed
     // loss masks (<shard>.mask, docs/data.md): auto = used when every shard of a split has one,
-    // on = required, off = ignored (every target counts)
+    // require = must be there, ignore = not used (every target counts)
     std::string loss_mask = "auto";
 };
 

@@ -240,7 +240,7 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("data.val", &d.val));
     v.push_back(make("data.shuffle", &d.shuffle));
     v.push_back(make("data.seed", &d.seed));
-    v.push_back(choice("data.loss_mask", &d.loss_mask, {"auto", "on", "off"}));
+    v.push_back(choice("data.loss_mask", &d.loss_mask, {"auto", "require", "ignore"}));
     v.push_back(make("data.builtin.seed", &d.builtin.seed));
     v.push_back(make("data.builtin.train_tokens", &d.builtin.train_tokens, at_least(1)));
     v.push_back(make("data.builtin.val_tokens", &d.builtin.val_tokens, at_least(1)));

@@ -185,21 +185,22 @@ DataLoader::DataLoader(const config::DataConfig& cfg, Split split, int vocab_siz
             (std::filesystem::exists(mask_path(path), ec) ? with_mask : without_mask)
                 .push_back(path);
         }
-        if (cfg.loss_mask == "on" && !without_mask.empty())
+        if (cfg.loss_mask == "require" && !without_mask.empty())
             SOF_FAIL(Config,
-                     "data.loss_mask = on but token shard %s (%s) has no loss mask %s (%zu of "
+                     "data.loss_mask = require but token shard %s (%s) has no loss mask %s (%zu of "
                      "%zu shards have none); write shards with masks (scripts/prepare_data.py "
-                     "--chat) or set data.loss_mask: off",
+                     "--chat) or set data.loss_mask: ignore",
                      without_mask[0].c_str(), key_.c_str(), mask_path(without_mask[0]).c_str(),
                      without_mask.size(), paths.size());
         if (cfg.loss_mask == "auto" && !with_mask.empty() && !without_mask.empty())
-            SOF_FAIL(Config,
-                     "%s: %zu token shard(s) have a loss mask (e.g. %s) and %zu have none (e.g. "
-                     "%s): with data.loss_mask = auto either all shards of a split have one or "
-                     "none; re-create the data, or set data.loss_mask: off to ignore the masks",
-                     key_.c_str(), with_mask.size(), mask_path(with_mask[0]).c_str(),
-                     without_mask.size(), without_mask[0].c_str());
-        masked_ = cfg.loss_mask != "off" && !with_mask.empty();
+            SOF_FAIL(
+                Config,
+                "%s: %zu token shard(s) have a loss mask (e.g. %s) and %zu have none (e.g. "
+                "%s): with data.loss_mask = auto either all shards of a split have one or "
+                "none; re-create the data, or set data.loss_mask: ignore to train on every target",
+                key_.c_str(), with_mask.size(), mask_path(with_mask[0]).c_str(),
+                without_mask.size(), without_mask[0].c_str());
+        masked_ = cfg.loss_mask != "ignore" && !with_mask.empty();
         for (const std::string& path : paths) {
             const int64_t n = read_shard(path, vocab_size, nullptr).num_tokens;
             if (n < stride + 1)

@@ -72,8 +72,8 @@ TEST_CASE("loss masks: a target whose mask byte is 0 is -1; the input stays") {
                   (m[static_cast<size_t>(p + 1)] ? toks[static_cast<size_t>(p + 1)] : -1));
         }
     }
-    // off: every target counts
-    data::DataLoader off(cfg_for(d + "/s_*", "off"), data::Split::Train, 1000, B, T, 0, 1);
+    // ignore: every target counts
+    data::DataLoader off(cfg_for(d + "/s_*", "ignore"), data::Split::Train, 1000, B, T, 0, 1);
     CHECK_FALSE(off.has_masks());
     off.next(in.data(), tg.data());
     CHECK(tg[0] == toks[1]);
@@ -89,17 +89,17 @@ TEST_CASE("loss masks: modes and file errors name the file and the fix") {
         data::DataLoader dl(cfg_for(d + "/a_*", mode), data::Split::Train, 100, B, T, 0, 1);
     };
     CHECK(error_of([&] { make("auto"); }).find("have none") != std::string::npos);
-    CHECK(error_of([&] { make("on"); }).find("a_001.bin.mask") != std::string::npos);
-    CHECK(error_of([&] { make("off"); }).empty());
+    CHECK(error_of([&] { make("require"); }).find("a_001.bin.mask") != std::string::npos);
+    CHECK(error_of([&] { make("ignore"); }).empty());
     write_mask(d + "/a_001.bin.mask", std::vector<uint8_t>(n - 1, 1)); // wrong length
-    CHECK(error_of([&] { make("on"); }).find("declares 8 tokens but its token shard has 9") !=
+    CHECK(error_of([&] { make("require"); }).find("declares 8 tokens but its token shard has 9") !=
           std::string::npos);
     std::vector<uint8_t> bad(n, 1);
     bad[5] = 2;
     write_mask(d + "/a_001.bin.mask", bad);
-    CHECK(error_of([&] { make("on"); }).find("byte 2 at token 5") != std::string::npos);
+    CHECK(error_of([&] { make("require"); }).find("byte 2 at token 5") != std::string::npos);
     write_mask(d + "/a_001.bin.mask", std::vector<uint8_t>(n, 1), 12345);
-    CHECK(error_of([&] { make("on"); }).find("not a loss-mask file") != std::string::npos);
+    CHECK(error_of([&] { make("require"); }).find("not a loss-mask file") != std::string::npos);
 }
 
 TEST_CASE("accumulation: a step reads the same sequences at any ranks x accum, resumable") {

@@ -87,7 +87,7 @@ def run_case(args, work, name, hf_dir, shard, ranks, sp):
     deck = os.path.join(d, "deck.yaml")
     with open(deck, "w") as f:
         f.write(f"""model: {{init_from: {hf_dir}}}
-data: {{train: {shard}, val: {shard}, shuffle: false, loss_mask: on}}
+data: {{train: {shard}, val: {shard}, shuffle: false, loss_mask: require}}
 train: {{batch_size: 2, global_batch: {G}, seq_len: {T}, steps: {STEPS}, lr: {LR},
   warmup_steps: 0, schedule: constant, grad_clip: {CLIP}, eval_batches: 1, log_every: 0,
   metrics: {d}/metrics.jsonl}}
