@@ -9,12 +9,13 @@ Prints one line per method (tokens, seconds, tokens/s) and the ratios; docs/perf
 records the numbers. Runs in the project's venv (scripts/python_env.sh tools).
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
 import time
 
-VENV = os.environ.get("SOF_PYENV", os.path.expanduser("~/.cache/superoffload/pyenv"))
+VENV = os.environ.get("SOF_PYENV", os.path.expanduser("~/.cache/superoffload/pyenv-tools"))
 try:
     import numpy as np
     import tokenizers
@@ -59,7 +60,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=int, default=64)
     ap.add_argument("--vocab", type=int, default=128000)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                    help="prepare_data.py is measured with 1 worker and with this many")
     ap.add_argument("--work", default="/tmp/sof-bench-prepare")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
@@ -91,17 +93,17 @@ def main():
     res = {}
     # 1. prepare_data.py end to end (reads, tokenizes in --workers processes, writes shards)
     out = os.path.join(a.work, "out")
-    t0 = time.time()
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "prepare_data.py"),
-                        "--tokenizer", hf, "--out", out, "--workers", str(a.workers),
-                        "--quiet", corpus], capture_output=True, text=True)
-    secs = time.time() - t0
-    if r.returncode != 0:
-        sys.exit(r.stderr)
-    import json
-    info = json.load(open(os.path.join(out, "prepare.json")))
-    ntok = info["train"]["tokens"] + info["val"]["tokens"]
-    res["prepare_data.py"] = (ntok, secs)
+    for w in sorted({1, a.workers}):
+        t0 = time.time()
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "prepare_data.py"),
+                            "--tokenizer", hf, "--out", out, "--workers", str(w),
+                            "--quiet", corpus], capture_output=True, text=True)
+        secs = time.time() - t0
+        if r.returncode != 0:
+            sys.exit(r.stderr)
+        info = json.load(open(os.path.join(out, "prepare.json")))
+        ntok = info["train"]["tokens"] + info["val"]["tokens"]
+        res[f"prepare_data.py --workers {w}"] = (ntok, secs)
     # 2. tokenizers' batch encoder over every document (Rust threads), no I/O: the floor
     back = at.backend_tokenizer
     t0 = time.time()

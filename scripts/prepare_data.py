@@ -22,7 +22,7 @@ import time
 
 def _reexec_in_venv():
     """tokenizers/transformers live in the project's venv (scripts/python_env.sh tools)."""
-    venv = os.environ.get("SOF_PYENV", os.path.expanduser("~/.cache/superoffload/pyenv"))
+    venv = os.environ.get("SOF_PYENV", os.path.expanduser("~/.cache/superoffload/pyenv-tools"))
     py = os.path.join(venv, "bin", "python")
     if os.path.realpath(sys.prefix) != os.path.realpath(venv) and os.path.exists(py):
         os.execv(py, [py] + sys.argv)
@@ -30,6 +30,7 @@ def _reexec_in_venv():
              "scripts/python_env.sh tools (scripts/setup.sh does) and try again")
 
 
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no "PyTorch was not found" banner
 try:
     import numpy as np
     import transformers
@@ -358,7 +359,9 @@ def main():
         bar.update(nbytes)
 
     if workers == 1:
-        _init_worker(a.tokenizer, True)
+        global _TOK
+        _TOK = tok  # in this process: the tokenizer loaded above, with Rust's threads
+        os.environ["TOKENIZERS_PARALLELISM"] = "true"
         for t in tasks:
             consume(encode_task(t))
     else:

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The project's Python venv with pinned packages (idempotent: installs only when the requirement
-# file changed), outside the work tree so CI clones and worktrees share it. Prints its python.
+# The project's Python venvs with pinned packages (idempotent: installs only when the requirement
+# file changed), outside the work tree so CI clones and worktrees share them. Prints its python.
 # Usage: scripts/python_env.sh [tools|test]   (tools: scripts/prepare_data.py; test: + torch)
-# SOF_PYENV overrides the location (default ~/.cache/superoffload/pyenv).
+# Two venvs, ~/.cache/superoffload/pyenv-tools and pyenv-test: transformers imports torch when it
+# is installed (seconds per process), so the tools' venv has none. SOF_PYENV overrides the path.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WHAT=${1:-tools}
 case "$WHAT" in tools|test) ;; *) echo "usage: $0 [tools|test]" >&2; exit 2;; esac
-VENV=${SOF_PYENV:-$HOME/.cache/superoffload/pyenv}
+VENV=${SOF_PYENV:-$HOME/.cache/superoffload/pyenv-$WHAT}
 REQ="$ROOT/scripts/requirements-$WHAT.txt"
 if [ ! -x "$VENV/bin/python" ]; then
   if ! /usr/bin/python3 -c "import ensurepip" 2>/dev/null; then

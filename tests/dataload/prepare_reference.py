@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-VENV = os.environ.get("SOF_PYENV", os.path.expanduser("~/.cache/superoffload/pyenv"))
+VENV = os.environ.get("SOF_PYENV", os.path.expanduser("~/.cache/superoffload/pyenv-tools"))
 try:
     import numpy as np
     import tokenizers
