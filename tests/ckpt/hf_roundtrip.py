@@ -105,6 +105,32 @@ def rel(a, b):
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
 
 
+def check_eval_text(args, src, model, work, check):
+    """`superoffload eval --hf SRC --text FILE` against transformers' loss on the same text: the
+    tokenizer's ids + EOS per document, read as the sequential validation batches."""
+    rng = np.random.default_rng(8)
+    docs = prepare_reference.corpus(rng, 30, 10, 30)
+    txt = os.path.join(work, "eval.txt")
+    with open(txt, "w") as f:
+        f.write("\n\n".join(docs) + "\n")
+    out = run([args.superoffload, "eval", "--hf", src, "--text", txt, "--set", f"train.seq_len={T}",
+               "--set", f"train.batch_size={B}", "--set", "device.type=host"], cwd=work)
+    got = float(out.split("eval: loss ")[1].split()[0])
+    tk = transformers.AutoTokenizer.from_pretrained(src)
+    ids = np.concatenate([tk(d)["input_ids"] + [tk.eos_token_id] for d in docs]).astype(np.int64)
+    nb = (len(ids) - 1) // (B * T)
+    losses = []
+    with torch.no_grad():
+        for b in range(nb):
+            chunk = torch.tensor(ids[b * B * T: (b + 1) * B * T + 1])
+            logits = model(chunk[:-1].view(B, T)).logits
+            losses.append(torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB),
+                                                            chunk[1:]).item())
+    want = float(np.mean(losses))
+    check(abs(got - want) <= 1e-4 * want, f"eval --text: loss {got} vs transformers {want}")
+    print(f"  eval --text: loss {got:.6f}, transformers {want:.6f} ({nb} batches)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--superoffload", required=True)
@@ -185,6 +211,8 @@ runtime: {{out_dir: {work}/out, threads: 1, log_level: quiet}}
             tk = transformers.AutoTokenizer.from_pretrained(out)
             check(tk.eos_token_id == 0, f"{name} {edt}: the exported tokenizer does not load")
             print(f"  {name} -> export {edt}: logits rel diff {e:.2e} (import {e0:.2e})")
+        if name == CASES[-1][0]:
+            check_eval_text(args, src, ref_model, work, check)
     if fails:
         print("FAILED:\n  " + "\n  ".join(fails))
         return 1
