@@ -219,6 +219,8 @@ int cmd_eval(int argc, char** argv) {
     base.train.metrics.clear();
     base.runtime.out_dir.clear();
     base.runtime.trace.clear();
+    base.train.global_batch = 0; // batch_size is what eval reads per rank; no accumulation
+    base.train.grad_accum = 1;
     if (!a.data.empty()) base.data.val = a.data;
     std::string token_dir;
     if (!a.texts.empty()) {
