@@ -57,23 +57,30 @@ struct DataConfig {
     BuiltinDataConfig builtin;
     bool shuffle = true;  // false: sequential llm.c order from the first shard
     uint64_t seed = 1337; // shuffle order seed
+    // loss masks (<shard>.mask, docs/data.md): auto = used when every shard of a split has one,
+    // require = must be there, ignore = not used (every target counts)
+    std::string loss_mask = "auto";
 };
 
-enum class LrSchedule { Constant, Cosine };
+enum class LrSchedule { Constant, Linear, Cosine, Wsd };
 enum class Precision { FP32, BF16 }; // working precision of weights/grads on the device
 
 struct TrainConfig {
-    int batch_size = 4; // B, micro-batch sequences per rank
-    int seq_len = 64;   // T
-    int grad_accum = 1; // micro-batches per optimizer step
-    int steps = 100;    // optimizer steps in total (the LR schedule spans these)
-    int stop_after = 0; // end this run once this many steps are done in total; 0 = steps
+    int batch_size = 4;   // B, micro-batch sequences per rank
+    int seq_len = 64;     // T
+    int grad_accum = 1;   // micro-batches per optimizer step
+    int global_batch = 0; // sequences per optimizer step over all ranks; 0 = not stated (then
+                          // batch_size x grad_accum x data-parallel ranks); when stated,
+                          // grad_accum (and if needed batch_size) are derived at run time
+    int steps = 100;      // optimizer steps in total (the LR schedule spans these)
+    int stop_after = 0;   // end this run once this many steps are done in total; 0 = steps
     float lr = 1e-3f;
-    float min_lr = 0.0f; // cosine floor
+    float min_lr = 0.0f; // floor of the linear, cosine and wsd decays
     int warmup_steps = 0;
     LrSchedule schedule = LrSchedule::Constant;
-    float grad_clip = 1.0f; // global-norm clip threshold; 0 = off
-    int eval_every = 0;     // 0 = only at start and end
+    float decay_fraction = 0.2f; // wsd: the last fraction of train.steps spent decaying
+    float grad_clip = 1.0f;      // global-norm clip threshold; 0 = off
+    int eval_every = 0;          // 0 = only at start and end
     int eval_batches = 4;
     int log_every = 1;
     uint64_t seed = 42;         // parameter init seed

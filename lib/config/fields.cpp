@@ -240,6 +240,7 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("data.val", &d.val));
     v.push_back(make("data.shuffle", &d.shuffle));
     v.push_back(make("data.seed", &d.seed));
+    v.push_back(choice("data.loss_mask", &d.loss_mask, {"auto", "require", "ignore"}));
     v.push_back(make("data.builtin.seed", &d.builtin.seed));
     v.push_back(make("data.builtin.train_tokens", &d.builtin.train_tokens, at_least(1)));
     v.push_back(make("data.builtin.val_tokens", &d.builtin.val_tokens, at_least(1)));
@@ -247,12 +248,15 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("train.batch_size", &t.batch_size, at_least(1)));
     v.push_back(make("train.seq_len", &t.seq_len, at_least(1)));
     v.push_back(make("train.grad_accum", &t.grad_accum, at_least(1)));
+    v.push_back(make("train.global_batch", &t.global_batch, at_least(0)));
     v.push_back(make("train.steps", &t.steps, at_least(1)));
     v.push_back(make("train.stop_after", &t.stop_after, at_least(0)));
     v.push_back(make("train.lr", &t.lr, at_least(0)));
     v.push_back(make("train.min_lr", &t.min_lr, at_least(0)));
     v.push_back(make("train.warmup_steps", &t.warmup_steps, at_least(0)));
-    v.push_back(choice("train.schedule", enum_ref(&t.schedule), {"constant", "cosine"}));
+    v.push_back(
+        choice("train.schedule", enum_ref(&t.schedule), {"constant", "linear", "cosine", "wsd"}));
+    v.push_back(make("train.decay_fraction", &t.decay_fraction, closed(0, 1)));
     v.push_back(make("train.grad_clip", &t.grad_clip, at_least(0)));
     v.push_back(make("train.eval_every", &t.eval_every, at_least(0)));
     v.push_back(make("train.eval_batches", &t.eval_batches, at_least(1)));

@@ -228,6 +228,7 @@ data:
   val: "D/w1.bin"
   shuffle: false
   seed: 18446744073709551615
+  loss_mask: require
   builtin:
     seed: 99
     train_tokens: 123457
@@ -236,12 +237,14 @@ train:
   batch_size: 3
   seq_len: 96
   grad_accum: 5
+  global_batch: 15
   steps: 17
   stop_after: 9
   lr: 0.1
   min_lr: 1.17549435e-38
   warmup_steps: 2
   schedule: cosine
+  decay_fraction: 0.125
   grad_clip: 0.3333333
   eval_every: 7
   eval_batches: 2
