@@ -296,6 +296,7 @@ debug:
   inject_rank: 1
   fail_rank: 2
   fail_step: 5
+  hold_for_stop: 3
   fail_hard: true
   fp32_gathers: true
 )";
