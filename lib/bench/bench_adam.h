@@ -8,7 +8,7 @@
 
 #include "optim/optimizer.h"
 
-namespace sof::optim {
+namespace sof::bench {
 
 struct BenchAdamOptions {
     int64_t params = 0; // number of fp32 parameters
@@ -50,7 +50,7 @@ struct BenchModeResult {
 };
 
 struct BenchAdamReport {
-    PluginInfo plugin;
+    optim::PluginInfo plugin;
     int64_t params = 0;
     int threads = 0;
     bool lowp_copy = true;
@@ -73,4 +73,4 @@ BenchAdamReport bench_adam(const BenchAdamOptions& opt);
 std::string bench_adam_text(const BenchAdamReport& r);
 std::string bench_adam_json(const BenchAdamReport& r);
 
-} // namespace sof::optim
+} // namespace sof::bench

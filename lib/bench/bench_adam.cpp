@@ -1,8 +1,8 @@
 // Adam kernel benchmark: memory ceiling (best access strategy for Adam's streams, trivial
 // arithmetic) and the plugin step, in place and separate outputs, paired on the same buffers.
-#include "optim/bench_adam.h"
+#include "bench/bench_adam.h"
 
-#include "optim/bench_ceiling.h"
+#include "bench/bench_ceiling.h"
 
 #include <omp.h>
 #include <sys/mman.h>
@@ -18,7 +18,11 @@
 #include "core/strfmt.h"
 #include "core/timer.h"
 
-namespace sof::optim {
+namespace sof::bench {
+
+using optim::make_hparams;
+using optim::make_slice;
+using optim::Optimizer;
 
 namespace {
 
@@ -357,4 +361,4 @@ std::string bench_adam_json(const BenchAdamReport& r) {
     return s;
 }
 
-} // namespace sof::optim
+} // namespace sof::bench
