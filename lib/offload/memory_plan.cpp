@@ -26,6 +26,13 @@ size_t MemoryPlan::total(MemSide side, MemKind kind) const {
     return s;
 }
 
+size_t fetch_chunk(const MemoryPlanInputs& in) {
+    size_t m = 1;
+    for (size_t k : in.bucket_numel)
+        m = std::max(m, k);
+    return std::max<size_t>(1, std::min(m, in.max_unit));
+}
+
 int stream_slot_count(int nstream) {
     return std::min(nstream, 2);
 }
@@ -55,8 +62,10 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
             break;
         }
     }
-    const bool device_lowp = in.bf16 && (!in.flow || in.cast_host);
+    // weight flow builds the device's weights from the master at every fetch: no bf16 copy
+    const bool device_lowp = in.bf16 && !in.flow;
     const bool bf16_grads = in.bf16 && in.cast_host; // grads cross the link as bf16
+    const size_t es = in.state_bf16 ? 2 : 4;         // bytes per moment
 
     // Device memory (weight flow: the model's grads live in pinned host memory).
     add(Buf::DevGrads, 0, in.flow ? MemSide::Pinned : MemSide::Device, MemKind::Grads, n * 4,
@@ -86,16 +95,16 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
         std::string w = core::strfmt("bucket %d", b);
         add(Buf::DevStateP, b, MemSide::Device, MemKind::State, k * 4,
             w + " fp32 master params (device-resident)");
-        add(Buf::DevStateM, b, MemSide::Device, MemKind::State, k * 4,
+        add(Buf::DevStateM, b, MemSide::Device, MemKind::State, k * es,
             w + " exp_avg (device-resident)");
-        add(Buf::DevStateV, b, MemSide::Device, MemKind::State, k * 4,
+        add(Buf::DevStateV, b, MemSide::Device, MemKind::State, k * es,
             w + " exp_avg_sq (device-resident)");
     }
     for (int s = 0; s < stream_slot_count(nstream); s++) {
         std::string w = core::strfmt("streaming slot %d", s);
         add(Buf::SlotP, s, MemSide::Device, MemKind::State, max_stream * 4, w + " fp32 params");
-        add(Buf::SlotM, s, MemSide::Device, MemKind::State, max_stream * 4, w + " exp_avg");
-        add(Buf::SlotV, s, MemSide::Device, MemKind::State, max_stream * 4, w + " exp_avg_sq");
+        add(Buf::SlotM, s, MemSide::Device, MemKind::State, max_stream * es, w + " exp_avg");
+        add(Buf::SlotV, s, MemSide::Device, MemKind::State, max_stream * es, w + " exp_avg_sq");
     }
     if (in.flow) {
         int nslots = in.prefetch_layers + 3; // unit 0 held + current + prefetched
@@ -112,26 +121,30 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
         }
     }
 
-    // Pinned host memory: the master state (two sets with exact rollback), offloaded grads, ...
+    // Pinned host memory: the master state (two sets with exact rollback), the offloaded grads
+    // (stationary; in weight flow the host step reads the model's pinned grads), statistics and
+    // the bf16 rings of the casts on the host (never a whole-model bf16 copy).
     int nsets = in.exact ? 2 : 1;
     for (int s = 0; s < nsets; s++) {
         std::string w = nsets > 1 ? core::strfmt(" (state set %d)", s) : std::string();
         add(Buf::HostParams, s, MemSide::Pinned, MemKind::State, n * 4, "fp32 master params" + w);
-        add(Buf::HostExpAvg, s, MemSide::Pinned, MemKind::State, n * 4, "exp_avg" + w);
-        add(Buf::HostExpAvgSq, s, MemSide::Pinned, MemKind::State, n * 4, "exp_avg_sq" + w);
+        add(Buf::HostExpAvg, s, MemSide::Pinned, MemKind::State, n * es, "exp_avg" + w);
+        add(Buf::HostExpAvgSq, s, MemSide::Pinned, MemKind::State, n * es, "exp_avg_sq" + w);
     }
-    if (bf16_grads)
+    if (!in.flow && bf16_grads)
         add(Buf::HostGrads16, 0, MemSide::Pinned, MemKind::Grads, n * 2, "offloaded grads (bf16)");
-    else
+    else if (!in.flow)
         add(Buf::HostGrads, 0, MemSide::Pinned, MemKind::Grads, n * 4, "offloaded grads");
     add(Buf::HostStats, 0, MemSide::Pinned, MemKind::Staging,
         in.npieces * sizeof(device::GradStats), "grad statistics");
     if (!in.flow && in.bf16 && in.cast_host)
-        add(Buf::HostLowp, 0, MemSide::Pinned, MemKind::Staging, n * 2, "bf16 params for H2D");
+        for (int r = 0; r < 2; r++)
+            add(Buf::HostPub16, r, MemSide::Pinned, MemKind::Staging, max_host * 2,
+                core::strfmt("bf16 params H2D ring %d", r));
     if (in.flow && in.bf16 && in.cast_host)
-        add(Buf::HostWork16, 0, MemSide::Pinned, MemKind::Weights, n * 2, "bf16 working weights");
-    else if (in.flow)
-        add(Buf::HostWork32, 0, MemSide::Pinned, MemKind::Weights, n * 4, "fp32 working weights");
+        for (int r = 0; r < 2; r++)
+            add(Buf::HostFetch16, r, MemSide::Pinned, MemKind::Staging, fetch_chunk(in) * 2,
+                core::strfmt("weight-flow bf16 fetch ring %d", r));
     if (in.staging && !in.flow)
         add(Buf::HostModelGrads, 0, MemSide::Pinned, MemKind::Grads, n * 4,
             "model grads (host staging)");
@@ -164,7 +177,8 @@ static void set_modes(MemoryPlanInputs& in, const config::Config& cfg, bool stag
     in.bf16 = cfg.train.dtype == config::Precision::BF16;
     in.flow = cfg.offload.weights == config::WeightsPolicy::Flow;
     in.cast_host = cfg.offload.cast == config::CastAt::Host;
-    in.exact = cfg.offload.rollback == config::Rollback::Exact;
+    in.exact = cfg.offload.rollback != config::Rollback::Inverse; // auto unresolved: exact
+    in.state_bf16 = cfg.optimizer.state_dtype == config::StateDtype::BF16;
     in.staging = staging;
     in.prefetch_layers = std::max(0, cfg.offload.prefetch_layers);
 }

@@ -28,25 +28,26 @@ enum class Buf {
     DevStage32,     // (max host bucket) H2D staging fp32 (bf16, cast on the device)
     DevStage16,     // (max host bucket) H2D staging bf16
     DevGradStage16, // (max bucket) bf16 grads written by grad_prep (bf16, cast on the host)
-    DevLowp,        // (max device/stream bucket) bf16 copy written by the device step
+    DevLowp,        // (max device/stream bucket) bf16 copy written by the device step (stationary)
     DevStateP,      // (bucket) fp32 master params of device-resident bucket `index`
-    DevStateM,      // (bucket) exp_avg of device-resident bucket `index`
-    DevStateV,      // (bucket) exp_avg_sq of device-resident bucket `index`
+    DevStateM,      // (bucket) exp_avg of device-resident bucket `index` (state dtype)
+    DevStateV,      // (bucket) exp_avg_sq of device-resident bucket `index` (state dtype)
     SlotP,          // (max stream bucket) streaming slot `index`: fp32 params (interleaved)
-    SlotM,          // (max stream bucket) streaming slot `index`: exp_avg
-    SlotV,          // (max stream bucket) streaming slot `index`: exp_avg_sq
+    SlotM,          // (max stream bucket) streaming slot `index`: exp_avg (state dtype)
+    SlotV,          // (max stream bucket) streaming slot `index`: exp_avg_sq (state dtype)
     FlowSlot32,     // (max unit) weight-flow slot `index`: fp32 weights the model reads
     FlowSlot16,     // (max unit) weight-flow slot `index`: bf16 staging
     FlowSlotHost,   // (max unit) weight-flow slot `index`: pinned host copy (staging mode)
     HostParams,     // (num_params) fp32 master params, state set `index`
-    HostExpAvg,     // (num_params) exp_avg, state set `index`
-    HostExpAvgSq,   // (num_params) exp_avg_sq, state set `index`
-    HostGrads,      // (num_params) fp32 grads offloaded D2H
-    HostGrads16,    // (num_params) bf16 grads offloaded D2H (bf16, cast on the host)
+    HostExpAvg,     // (num_params) exp_avg, state set `index` (state dtype: fp32 or bf16)
+    HostExpAvgSq,   // (num_params) exp_avg_sq, state set `index` (state dtype)
+    HostGrads,      // (num_params) fp32 grads offloaded D2H (stationary)
+    HostGrads16,    // (num_params) bf16 grads offloaded D2H (stationary, bf16, cast on the host)
     HostStats,      // (npieces) grad statistics
-    HostLowp,       // (num_params) bf16 params written by the host step (stationary, cast host)
-    HostWork16,     // (num_params) weight flow: bf16 working weights
-    HostWork32,     // (num_params) weight flow: fp32 working weights
+    HostPub16,      // (max host bucket) stationary, cast host: bf16 params of a host step on
+                    // their way H2D, ring slot `index` (0, 1)
+    HostFetch16,    // (fetch chunk) weight flow, cast host: bf16 weights cast from the master on
+                    // their way H2D, ring slot `index` (0, 1)
     HostModelGrads, // (num_params) staging: the grads the model adds into
     HostModelWork,  // (num_params) staging, stationary: host copy of the working weights
     HostNaN,        // (1) NaN for the debug injection
@@ -85,6 +86,7 @@ struct MemoryPlanInputs {
     bool flow = false;                   // weight flow (else stationary)
     bool cast_host = false;              // bf16 cast on the host
     bool exact = true;                   // exact rollback: two host state sets
+    bool state_bf16 = false;             // optimizer.state_dtype bf16: m, v of 2 bytes
     bool staging = false;                // model grads/weights staged through pinned host mirrors
     int prefetch_layers = 1;
     int shard_ranks = 1;    // ZeRO-3 ranks the state is sharded over (sizes above are per rank)
@@ -113,6 +115,10 @@ constexpr int kZeroGradSlots = 3;
 // gather16: weights are all-gathered as bf16 (train.dtype bf16: the working weights are bf16
 // values, so the gather is exact at half the bytes) through one send and one receive buffer.
 MemoryPlan zero3_memory_plan(int shards, size_t slice, MemSide side, bool gather16);
+
+// Elements of one weight-flow fetch chunk (cast on the host into a HostFetch16 ring slot, then
+// H2D): the largest bucket, at most the largest unit.
+size_t fetch_chunk(const MemoryPlanInputs& in);
 
 // Streaming slots of the interleaved schedule for `nstream` streamed buckets: double-buffered
 // (one updating on the device while the next is prefetched), at most nstream.

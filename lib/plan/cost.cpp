@@ -120,7 +120,7 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
     bool host_cast = cfg.offload.cast == config::CastAt::Host;
     c.grad_move_bytes = host_cast ? c.weight_bytes : 4.0;
     c.param_move_bytes = host_cast ? c.weight_bytes : 4.0;
-    c.stv = cfg.offload.stv;
+    c.stv = cfg.offload.stv != config::Stv::Off;
     c.prefetch_layers = std::max(1, cfg.offload.prefetch_layers);
 
     // forward FLOPs of one micro-batch: 2*tokens*matmul params (blocks + LM head) + attention

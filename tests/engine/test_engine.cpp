@@ -71,7 +71,8 @@ void check_config(const config::Config& cfg, int accum = 1, bool staging = false
     int nhost = 0;
     for (const offload::Bucket& b : e->buckets())
         nhost += b.place == offload::Placement::Host;
-    bool spec = cfg.offload.stv && cfg.offload.schedule != config::Schedule::Synchronous;
+    bool spec = cfg.offload.stv != config::Stv::Off &&
+                cfg.offload.schedule != config::Schedule::Synchronous;
     if (spec && nhost > 0) {
         CHECK(reps[1].rolled_back);
         CHECK(reps[2].rolled_back);
@@ -194,7 +195,7 @@ TEST_CASE("engine == plain bitwise: schedules synchronous, interleaved, STV off;
         c.offload.interleave_k = 1;
     }
     SUBCASE("stv off") {
-        c.offload.stv = false;
+        c.offload.stv = config::Stv::Off;
     }
     SUBCASE("accumulation 2") {
         c.offload.gpu_tail_buckets = 1;

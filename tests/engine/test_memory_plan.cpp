@@ -182,7 +182,7 @@ TEST_CASE("interleaved: static residents + streamed stride, bf16 cast host/devic
                 c.offload.interleave_k = 3;
                 c.offload.gpu_tail_buckets = 1;
                 c.offload.bucket_mb = 0.05;
-                c.offload.stv = stv;
+                c.offload.stv = stv ? config::Stv::On : config::Stv::Off;
                 c.offload.cast = cast;
                 c.offload.rollback = rb;
                 Pair p = make_pair(c, l);
