@@ -81,7 +81,8 @@ struct TrainConfig {
     std::string checkpoint_dir; // empty = no checkpoints
     int keep_checkpoints = 2;   // newest N kept; 0 = keep all
     std::string resume;         // checkpoint directory, "auto" (newest in checkpoint_dir) or empty
-    std::string metrics;        // JSONL metrics file or empty ("" = <out_dir>/metrics.jsonl)
+    bool resume_convert_state = false; // resume may change optimizer.state_dtype (converting m, v)
+    std::string metrics;               // JSONL metrics file or empty ("" = <out_dir>/metrics.jsonl)
     Precision dtype =
         Precision::FP32; // bf16: forward/backward see bf16-rounded weights, fp32 master
 };
@@ -113,6 +114,10 @@ enum class CastAt { Device, Host, Auto }; // auto: the planner picks (unresolved
 // speculation-then-validation: off, on, or auto (on, paused while clipping is frequent).
 enum class Stv { Off, On, Auto };
 enum class WeightsPolicy { Stationary, Flow, Auto };
+// weight flow without accumulation: the model's fp32 grads in a device ring of units (device), or
+// one whole-model pinned host buffer (host; always with accumulation); auto: the planner picks
+// device when it fits (unresolved = device).
+enum class FlowGrads { Device, Host, Auto };
 
 struct OffloadConfig {
     bool enabled = false; // false: plain path (params, grads, state on the device)
@@ -123,6 +128,7 @@ struct OffloadConfig {
     int gpu_tail_buckets = 0; // -1 = auto (planner)
     CastAt cast = CastAt::Device;
     WeightsPolicy weights = WeightsPolicy::Stationary;
+    FlowGrads flow_grads = FlowGrads::Auto;
     int prefetch_layers = 1;
     int interleave_k = -1; // -1 = auto (Deep Optimizer States Eq. 1)
     std::string hardware;  // planner hardware profile (YAML) for `auto`; "" = built-in

@@ -262,6 +262,7 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("train.checkpoint_dir", &t.checkpoint_dir));
     v.push_back(make("train.keep_checkpoints", &t.keep_checkpoints, at_least(0)));
     v.push_back(make("train.resume", &t.resume));
+    v.push_back(make("train.resume_convert_state", &t.resume_convert_state));
     v.push_back(make("train.metrics", &t.metrics));
     v.push_back(choice("train.dtype", enum_ref(&t.dtype), {"fp32", "bf16"}));
 
@@ -286,6 +287,7 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(int_or_auto("offload.gpu_tail_buckets", &f.gpu_tail_buckets, at_least(0)));
     v.push_back(choice("offload.cast", enum_ref(&f.cast), {"device", "host", "auto"}));
     v.push_back(choice("offload.weights", enum_ref(&f.weights), {"stationary", "flow", "auto"}));
+    v.push_back(choice("offload.flow_grads", enum_ref(&f.flow_grads), {"device", "host", "auto"}));
     v.push_back(make("offload.prefetch_layers", &f.prefetch_layers, at_least(0)));
     v.push_back(int_or_auto("offload.interleave_k", &f.interleave_k, at_least(1)));
     v.push_back(make("offload.hardware", &f.hardware));

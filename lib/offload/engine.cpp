@@ -19,29 +19,42 @@ class Engine::Sink : public model::GradSink {
   public:
     explicit Sink(Engine& e) : e_(e) {}
     float* grads(int unit) override {
+        if (e_.ring_) {
+            int r = e_.ring_slot(unit);
+            return e_.staging_ ? e_.ring_host_[static_cast<size_t>(r)]
+                               : e_.ring_dev_[static_cast<size_t>(r)];
+        }
         if (e_.grads_pinned_) e_.zero_unit_grads(unit);
         return (e_.grad_mirror() ? e_.hmgrads_ : e_.dgrads_) +
                e_.layout_.unit_begin[static_cast<size_t>(unit)];
     }
     void unit_done(int unit) override {
-        if (e_.grads_pinned_) e_.zero_unit_grads(unit); // a unit the model wrote nothing into
+        // a unit the model wrote nothing into: zeros
+        if (e_.ring_) e_.ring_slot(unit);
+        if (e_.grads_pinned_) e_.zero_unit_grads(unit);
+        const size_t o = e_.layout_.unit_begin[static_cast<size_t>(unit)];
+        const size_t n = e_.layout_.unit_begin[static_cast<size_t>(unit) + 1] - o;
+        // where the model wrote this unit's grads on the host side (staging), if not the device
+        float* host = nullptr;
+        if (e_.ring_ && e_.staging_)
+            host = e_.ring_host_[static_cast<size_t>(e_.unit_ring_[static_cast<size_t>(unit)])];
+        else if (e_.grad_mirror())
+            host = e_.hmgrads_ + o;
         if (e_.hp_.inject_nonfinite && unit == e_.layout_.num_units() - 1) {
-            if (e_.grad_mirror()) {
-                e_.hmgrads_[inject_offset(e_.layout_)] = *e_.hnan_;
+            size_t at = inject_offset(e_.layout_);
+            if (host) {
+                host[at - o] = *e_.hnan_;
             } else if (e_.grads_pinned_) {
-                e_.dgrads_[inject_offset(e_.layout_)] = *e_.hnan_;
+                e_.dgrads_[at] = *e_.hnan_;
             } else {
-                e_.dev_->copy(e_.dgrads_ + inject_offset(e_.layout_), e_.hnan_, sizeof(float),
-                              device::CopyKind::HostToDevice, *e_.compute_);
+                e_.dev_->copy(e_.dgrad(at), e_.hnan_, sizeof(float), device::CopyKind::HostToDevice,
+                              *e_.compute_);
                 e_.dev_->synchronize(*e_.compute_);
             }
         }
-        if (e_.grad_mirror() && e_.last_micro_) { // the unit's final grads to the device
-            size_t o = e_.layout_.unit_begin[static_cast<size_t>(unit)];
-            size_t n = e_.layout_.unit_begin[static_cast<size_t>(unit) + 1] - o;
-            e_.dev_->copy(e_.dgrads_ + o, e_.hmgrads_ + o, n * 4, device::CopyKind::HostToDevice,
-                          *e_.compute_);
-        }
+        if (host && e_.last_micro_) // the unit's final grads to the device
+            e_.dev_->copy(e_.dgrad(o), host, n * 4, device::CopyKind::HostToDevice, *e_.compute_);
+        if (e_.last_micro_) e_.done_lo_ = std::min(e_.done_lo_, unit);
         if (unit == 0 && e_.trace_) { // the model's backward of this micro-batch is over
             double now = e_.trace_->now_us();
             e_.trace_->span(e_.lane_main_, "backward", e_.t_mark_, now, "model");
@@ -77,8 +90,11 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     cast_host_ = oc.cast == config::CastAt::Host; // auto unresolved: on the device
     bf16_grads_ = bf16_ && cast_host_;
     speculate_ = oc.schedule != config::Schedule::Synchronous && oc.stv != config::Stv::Off;
+    stv_auto_ = speculate_ && oc.stv == config::Stv::Auto;
+    spec_step_ = speculate_;
+    stv_hist_.assign(kStvWindow, 0);
     exact_ = oc.rollback != config::Rollback::Inverse; // auto unresolved: exact
-    nsets_ = exact_ ? 2 : 1;
+    nsets_ = exact_ && speculate_ ? 2 : 1; // without speculation nothing is ever rolled back
     sd_ = cfg.optimizer.state_dtype == config::StateDtype::BF16 ? SOF_DTYPE_BF16 : SOF_DTYPE_F32;
     es_ = sd_ == SOF_DTYPE_F32 ? 4 : 2;
     if (!(oc.bucket_mb > 0.0))
@@ -105,7 +121,6 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
 
     dev_ = &ds.device();
     staging_ = force_staging || !dev_->host_accessible();
-    grads_pinned_ = flow_;
     compute_ = &ds.compute();
     d2h_ = &ds.d2h();
     h2d_ = &ds.h2d();
@@ -145,8 +160,7 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     // Every buffer from the memory plan (the list `superoffload plan` sums). Weight flow keeps the
     // device for the layers in flight: the model's fp32 grads are written to pinned host memory
     // (over C2C on a Superchip) and the device streams read them there.
-    const MemoryPlanInputs plan_inputs = memory_plan_inputs(cfg, layout, buckets_, staging_);
-    plan_ = make_memory_plan(plan_inputs);
+    plan_ = make_memory_plan(memory_plan_inputs(cfg, layout, buckets_, staging_));
     for (const BufferSpec& b : plan_.buffers) {
         void* p = nullptr;
         if (b.side == MemSide::Device) {
@@ -164,6 +178,32 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
         if (b.side != MemSide::Device) std::memset(p, 0, b.bytes);
     }
     dgrads_ = static_cast<float*>(buf(Buf::DevGrads));
+    for (int r = 0;; r++) {
+        float* d = static_cast<float*>(buf(Buf::DevGradRing, r));
+        if (!d) break;
+        ring_dev_.push_back(d);
+        ring_host_.push_back(static_cast<float*>(buf(Buf::HostGradRing, r)));
+    }
+    ring_ = !ring_dev_.empty();
+    grads_pinned_ = flow_ && !ring_;
+    if (ring_) {
+        const size_t U = static_cast<size_t>(layout.num_units());
+        ring_unit_.assign(ring_dev_.size(), -1);
+        unit_ring_.assign(U, -1);
+        unit_dev_.assign(U, 0);
+        unit_all_buckets_.resize(U);
+        unit_min_ready_.resize(U);
+        for (size_t u = 0; u < U; u++) {
+            unit_min_ready_[u] = static_cast<int>(u);
+            for (const Bucket& b : buckets_) {
+                if (b.begin >= layout.unit_begin[u + 1] || b.end <= layout.unit_begin[u]) continue;
+                unit_all_buckets_[u].push_back(b.index);
+                unit_min_ready_[u] = std::min(unit_min_ready_[u], b.ready_unit);
+                if (b.place == Placement::Device) unit_dev_[u] = 1;
+            }
+        }
+        done_lo_ = layout.num_units();
+    }
     dwork_ = static_cast<float*>(buf(Buf::DevWork));
     dstats_ = static_cast<device::GradStats*>(buf(Buf::DevStats));
     dstage32_ = static_cast<float*>(buf(Buf::DevStage32));
@@ -180,11 +220,9 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     hstats_ = static_cast<device::GradStats*>(buf(Buf::HostStats));
     for (int r = 0; r < 2; r++) {
         hpub16_[r] = static_cast<uint16_t*>(buf(Buf::HostPub16, r));
-        hfetch16_[r] = static_cast<uint16_t*>(buf(Buf::HostFetch16, r));
         pub_ev_[r] = dev_->create_event();
     }
-    fetch_chunk_ = fetch_chunk(plan_inputs);
-    if (flow_) gzeroed_.assign(static_cast<size_t>(layout.num_units()), 0);
+    if (grads_pinned_) gzeroed_.assign(static_cast<size_t>(layout.num_units()), 0);
     hmgrads_ = static_cast<float*>(buf(Buf::HostModelGrads));
     hmwork_ = static_cast<float*>(buf(Buf::HostModelWork));
     if (staging_ && !flow_) mirror_valid_.assign(static_cast<size_t>(layout.num_units()), 0);
@@ -213,7 +251,7 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
               staging_ ? " (model grads and weights staged through pinned host memory)" : "");
     log_.info("engine: schedule %s, STV %s (%s rollback), %s weights, cast on %s, %s moments, %s",
               sched, speculate_ ? (oc.stv == config::Stv::Auto ? "auto" : "on") : "off",
-              exact_ ? "exact" : "inverse", flow_ ? "flow" : "stationary",
+              nsets_ == 2 ? "exact" : (exact_ ? "no" : "inverse"), flow_ ? "flow" : "stationary",
               cast_host_ ? "host" : "device", sd_ == SOF_DTYPE_BF16 ? "bf16" : "fp32",
               describe_buckets(buckets_).c_str());
     log_.info("engine: optimizer %s/%s on the host%s%s; device memory %s",
@@ -259,13 +297,68 @@ int64_t Engine::param_bytes(const Bucket& b) const {
 }
 
 const void* Engine::host_grad(size_t off) const {
-    if (flow_) return dgrads_ + off; // the model's pinned grads (bf16 values with cast host)
+    if (grads_pinned_) return dgrads_ + off; // the model's pinned grads (bf16 values, cast host)
     if (bf16_grads_) return hgrads16_ + off;
     return hgrads_ + off;
 }
 
 sof_dtype Engine::host_grad_dtype() const {
-    return bf16_grads_ && !flow_ ? SOF_DTYPE_BF16 : SOF_DTYPE_F32;
+    return bf16_grads_ && !grads_pinned_ ? SOF_DTYPE_BF16 : SOF_DTYPE_F32;
+}
+
+float* Engine::dgrad(size_t off) const {
+    if (!ring_) return dgrads_ + off;
+    const std::vector<size_t>& ub = layout_.unit_begin;
+    size_t u = static_cast<size_t>(std::upper_bound(ub.begin(), ub.end(), off) - ub.begin()) - 1;
+    int r = unit_ring_[u];
+    if (r < 0) SOF_FAIL(Internal, "grad ring: unit %zu holds no slot (offset %zu)", u, off);
+    return ring_dev_[static_cast<size_t>(r)] + (off - ub[u]);
+}
+
+int Engine::ring_slot(int unit) {
+    const size_t u = static_cast<size_t>(unit);
+    if (unit_ring_[u] >= 0) return unit_ring_[u];
+    int pick = -1;
+    if (unit == 0) {
+        pick = 0; // unit 0's own slot (a tied LM head adds into it first)
+    } else {
+        for (size_t r = 1; r < ring_unit_.size() && pick < 0; r++) {
+            int w = ring_unit_[r];
+            if (w < 0 || (!unit_dev_[static_cast<size_t>(w)] &&
+                          done_lo_ <= unit_min_ready_[static_cast<size_t>(w)]))
+                pick = static_cast<int>(r);
+        }
+    }
+    if (pick < 0)
+        SOF_FAIL(Internal, "grad ring: no free slot for unit %d (%zu planned)", unit,
+                 ring_unit_.size());
+    int w = ring_unit_[static_cast<size_t>(pick)];
+    if (w >= 0) { // the buckets over w are launched: their grads must be out of the slot
+        for (int b : unit_all_buckets_[static_cast<size_t>(w)])
+            ev_d2h_[static_cast<size_t>(b)]->synchronize();
+        unit_ring_[static_cast<size_t>(w)] = -1;
+    }
+    size_t n = layout_.unit_begin[u + 1] - layout_.unit_begin[u];
+    if (staging_) { // the model adds into the host mirror; the upload replaces the device slot
+        std::memset(ring_host_[static_cast<size_t>(pick)], 0, n * 4);
+    } else {
+        dev_->memset(ring_dev_[static_cast<size_t>(pick)], 0, n * 4, *compute_);
+        dev_->synchronize(*compute_);
+    }
+    ring_unit_[static_cast<size_t>(pick)] = unit;
+    unit_ring_[u] = pick;
+    return pick;
+}
+
+std::vector<Engine::Frag> Engine::fragments(const Bucket& b) const {
+    if (!ring_) return {{b.begin, b.end}};
+    std::vector<Frag> f;
+    for (int u = 0; u < layout_.num_units(); u++) {
+        size_t lo = std::max(b.begin, layout_.unit_begin[static_cast<size_t>(u)]);
+        size_t hi = std::min(b.end, layout_.unit_begin[static_cast<size_t>(u) + 1]);
+        if (lo < hi) f.push_back({lo, hi});
+    }
+    return f;
 }
 
 void Engine::zero_unit_grads(int unit) {
@@ -302,6 +395,18 @@ void Engine::begin_step(const StepHparams& hp) {
     // and the forward waits per unit in wait_unit); surface its errors, if any, here.
     worker_->rethrow_if_failed();
     hp_ = hp;
+    if (stv_auto_) { // paused while rollbacks (clips, skips) are frequent: exact either way
+        int recent = 0;
+        for (char c : stv_hist_)
+            recent += c;
+        bool on = recent < kStvPause;
+        if (on != spec_step_)
+            log_.info("engine: stv auto: %d of the last %d steps were clipped or skipped: "
+                      "speculation %s at step %lld",
+                      recent, kStvWindow, on ? "resumes" : "pauses",
+                      static_cast<long long>(hp.step));
+        spec_step_ = on;
+    }
     step_bytes_ = TransferBytes{};
     last_micro_ = true;
     next_bucket_ = 0;
@@ -310,15 +415,24 @@ void Engine::begin_step(const StepHparams& hp) {
         dev_->synchronize(*d2h_);
         dev_->synchronize(*dstep_);
         std::fill(gzeroed_.begin(), gzeroed_.end(), 0);
+    } else if (ring_) { // every slot free; a unit's slot is zeroed when it is taken
+        dev_->synchronize(*d2h_);
+        dev_->synchronize(*dstep_);
+        std::fill(ring_unit_.begin(), ring_unit_.end(), -1);
+        std::fill(unit_ring_.begin(), unit_ring_.end(), -1);
+        done_lo_ = layout_.num_units();
     } else {
         dev_->memset(dgrads_, 0, layout_.num_params * 4, *compute_);
     }
     dev_->synchronize(*compute_); // also: the last step's grad uploads from hmgrads_ are done
-    if (grad_mirror()) std::memset(hmgrads_, 0, layout_.num_params * 4);
+    if (grad_mirror() && !ring_) std::memset(hmgrads_, 0, layout_.num_params * 4);
     if (trace_) t_mark_ = trace_->now_us();
 }
 
 void Engine::begin_micro(int, bool last) {
+    if (ring_ && !last)
+        SOF_FAIL(Internal, "engine: a micro-batch that is not the step's last, but the grad ring "
+                           "was planned for train.grad_accum = 1 (no accumulation)");
     last_micro_ = last;
     if (trace_) { // forward of this micro-batch: since begin_step or the previous backward
         double now = trace_->now_us();
@@ -335,31 +449,41 @@ void Engine::launch_bucket(Bucket& b) {
     if (trace_) // a marker span naming the bucket whose transfers follow on this stream lane
         dev_->host_task(
             *d2h_, [] {}, core::strfmt("bucket %d", b.index));
-    std::vector<int64_t> bounds;
-    for (int i = b.piece_begin; i <= b.piece_end; i++)
-        bounds.push_back(pieces_[static_cast<size_t>(i)] - static_cast<int64_t>(b.begin));
     // bf16 with the cast on the host: the grads are rounded to bf16 once (grad_prep's bf16_out;
     // the statistics are of the rounded values) and cross the link as bf16; device-stepped
-    // buckets get the same rounded values back in their fp32 grads.
-    dev_->grad_prep(dgrads_ + b.begin, n, std::move(bounds), 1.0f, dstats_ + b.piece_begin,
-                    bf16_grads_ ? dgstage16_ : nullptr, *d2h_);
+    // buckets get the same rounded values back in their fp32 grads. Per unit fragment: a grad
+    // ring holds the units in separate slots (pieces never cross a unit).
+    const std::vector<Frag> frags = fragments(b);
+    int piece = b.piece_begin;
+    for (const Frag& f : frags) {
+        std::vector<int64_t> bounds;
+        int first = piece;
+        while (piece < b.piece_end &&
+               pieces_[static_cast<size_t>(piece)] < static_cast<int64_t>(f.hi))
+            bounds.push_back(pieces_[static_cast<size_t>(piece++)] - static_cast<int64_t>(f.lo));
+        bounds.push_back(static_cast<int64_t>(f.hi - f.lo));
+        dev_->grad_prep(dgrad(f.lo), f.hi - f.lo, std::move(bounds), 1.0f, dstats_ + first,
+                        bf16_grads_ ? dgstage16_ + (f.lo - b.begin) : nullptr, *d2h_);
+    }
     dev_->copy(hstats_ + b.piece_begin, dstats_ + b.piece_begin,
                static_cast<size_t>(b.piece_end - b.piece_begin) * sizeof(device::GradStats),
                device::CopyKind::DeviceToHost, *d2h_);
-    if (b.place == Placement::Host && !flow_) {
+    if (b.place == Placement::Host && !grads_pinned_) {
         if (bf16_grads_)
             dev_->copy(hgrads16_ + b.begin, dgstage16_, n * 2, device::CopyKind::DeviceToHost,
                        *d2h_);
         else
-            dev_->copy(hgrads_ + b.begin, dgrads_ + b.begin, n * 4, device::CopyKind::DeviceToHost,
-                       *d2h_);
-    } else if (bf16_grads_) { // device-stepped, or weight flow (the host step reads dgrads_)
-        dev_->cast_bf16_to_f32(dgstage16_, dgrads_ + b.begin, n, *d2h_);
+            for (const Frag& f : frags)
+                dev_->copy(hgrads_ + f.lo, dgrad(f.lo), (f.hi - f.lo) * 4,
+                           device::CopyKind::DeviceToHost, *d2h_);
+    } else if (bf16_grads_) { // device-stepped, or pinned grads (the host step reads dgrads_)
+        for (const Frag& f : frags)
+            dev_->cast_bf16_to_f32(dgstage16_ + (f.lo - b.begin), dgrad(f.lo), f.hi - f.lo, *d2h_);
     }
     if (b.place == Placement::Host) step_bytes_.grads_d2h += grad_bytes(b);
     device::Event* ev = ev_d2h_[static_cast<size_t>(b.index)].get();
     dev_->record(*ev, *d2h_);
-    if (b.place == Placement::Host && speculate_) {
+    if (b.place == Placement::Host && spec_step_) {
         int src = cur_[static_cast<size_t>(b.index)];
         int dst = exact_ ? 1 - src : src;
         int64_t step = opt_step_ + 1;
@@ -478,7 +602,7 @@ void Engine::device_step(const Bucket& b, float* p, void* m, void* v, float coef
     std::vector<sof_adam_hparams> hps;
     for (const BucketSlice& s : b.slices) {
         size_t r = s.offset - b.begin;
-        sof_adam_slice x = optim::make_slice(static_cast<int64_t>(s.n), p + r, dgrads_ + s.offset,
+        sof_adam_slice x = optim::make_slice(static_cast<int64_t>(s.n), p + r, dgrad(s.offset),
                                              SOF_DTYPE_F32, static_cast<char*>(m) + r * es_,
                                              static_cast<char*>(v) + r * es_, sd_);
         if (device_lowp()) {
@@ -629,7 +753,7 @@ StepReport Engine::finish_step() {
             size_t i = static_cast<size_t>(b.index);
             if (!spec_running_ || rerun) {
                 const Bucket* bp = &b;
-                int src = cur_[i], dst = exact_ ? 1 - src : src;
+                int src = cur_[i], dst = nsets_ == 2 ? 1 - src : src;
                 bool inverse_first = rerun && !exact_;
                 worker_->push([this, bp, src, dst, coef, step, inverse_first, lr = hp_.lr] {
                     if (inverse_first) host_rollback(*bp, step, lr, false);
@@ -638,7 +762,7 @@ StepReport Engine::finish_step() {
                 step_bytes_.params_h2d += param_bytes(b);
                 if (rerun) stats_.reruns++;
             }
-            if (exact_) cur_[i] = 1 - cur_[i];
+            if (nsets_ == 2) cur_[i] = 1 - cur_[i];
         }
         opt_step_ = step;
         stats_.commits++;
@@ -659,6 +783,8 @@ StepReport Engine::finish_step() {
         rep.exposed_transfer_ms += t.ms();
     }
     weights_changed();
+    if (stv_auto_)
+        stv_hist_[static_cast<size_t>(stv_steps_++ % kStvWindow)] = rep.clipped || rep.skipped;
     rep.bytes = step_bytes_;
     stats_.bytes += step_bytes_;
     step_bytes_ = TransferBytes{};

@@ -113,6 +113,18 @@ class Engine : public Updater {
     // Weight flow: unit u's model grads are zeroed on first use in a step (not in begin_step:
     // the previous step's deferred host steps may still read other units' grads).
     void zero_unit_grads(int unit);
+    // The model's fp32 grads (device side) at flat offset off: dgrads_ + off, or in a grad ring
+    // slot (weight flow without accumulation: the unit must hold a slot, see ring_slot).
+    float* dgrad(size_t off) const;
+    // Grad ring: the slot of `unit` in this backward, taken on first use: a slot whose unit every
+    // bucket is launched from (its D2H waited for), zeroed. Returns the slot index.
+    int ring_slot(int unit);
+    // Pieces of bucket b that lie in one unit each: flat [lo, hi) (the whole bucket without a
+    // ring: its grads are contiguous then).
+    struct Frag {
+        size_t lo, hi;
+    };
+    std::vector<Frag> fragments(const Bucket& b) const;
     void* buf(Buf id, int index = 0) const; // the plan's buffer (null when the plan has none)
     void sync_all();                        // worker drained, every stream synchronized
     // Deferred commit: blocks until every host bucket overlapping `unit` has published its new
@@ -121,8 +133,8 @@ class Engine : public Updater {
     bool wait_bucket(int b); // true when it had to wait
     bool unit_pending(int unit);
     bool device_lowp() const; // the device step writes a bf16 copy (dtail16_)
-    bool grad_mirror() const { return staging_ && !grads_pinned_; } // model adds into hmgrads_
-    std::unique_ptr<model::WeightSource> make_weights();            // engine_weights.cpp
+    bool grad_mirror() const { return staging_ && !grads_pinned_ && !ring_; } // into hmgrads_
+    std::unique_ptr<model::WeightSource> make_weights();                      // engine_weights.cpp
     void weights_changed(); // flow: drop cached units (engine_weights.cpp)
 
     config::Config cfg_;
@@ -134,13 +146,21 @@ class Engine : public Updater {
     // Modes resolved from the deck.
     bool staging_ = false;      // model grads/weights go through host mirrors (see constructor)
     bool grads_pinned_ = false; // weight flow: dgrads_ is pinned host memory (no grad mirror)
+    bool ring_ = false;         // weight flow, grad_accum 1: the model's grads in a device ring
     bool bf16_ = false;         // working precision bf16
     bool bf16_grads_ = false;   // bf16 with cast on the host: grads cross the link as bf16
     bool flow_ = false;         // weight flow (else stationary)
     bool cast_host_ = false;    // bf16 cast on the host (fused into the optimizer), else on device
-    bool speculate_ = false;    // STV: host buckets stepped during backward
-    bool exact_ = true;         // exact rollback (two state sets) vs arithmetic inverse
-    int nsets_ = 2;             // host state sets (2 exact, 1 inverse)
+    bool speculate_ = false;    // STV: host buckets stepped during backward (may happen at all)
+    bool spec_step_ = false;    // this step speculates (stv auto: not while rollbacks are frequent)
+    bool stv_auto_ = false;     // offload.stv: auto
+    // stv auto: of the last kStvWindow steps, which were clipped or skipped (a rollback under
+    // speculation); speculation pauses while kStvPause or more of them were
+    static constexpr int kStvWindow = 8, kStvPause = 4;
+    std::vector<char> stv_hist_;   // ring of the last kStvWindow steps
+    int64_t stv_steps_ = 0;        // steps recorded
+    bool exact_ = true;            // exact rollback (two state sets) vs arithmetic inverse
+    int nsets_ = 2;                // host state sets (2: exact rollback of speculative steps)
     sof_dtype sd_ = SOF_DTYPE_F32; // optimizer.state_dtype: moments fp32 or bf16
     size_t es_ = 4;                // bytes per moment
 
@@ -186,14 +206,20 @@ class Engine : public Updater {
     uint16_t* hpub16_[2] = {nullptr, nullptr};
     std::unique_ptr<device::Event> pub_ev_[2];
     int pub_next_ = 0;
-    // weight flow, cast host: ring of 2 (fetch chunk) bf16 buffers a fetch casts the master into
-    // on the fetch stream (trainer thread enqueues)
-    uint16_t* hfetch16_[2] = {nullptr, nullptr};
-    size_t fetch_chunk_ = 0;
     std::vector<char> gzeroed_; // (num_units) flow: unit grads zeroed this step
-    float* hnan_ = nullptr;     // (1) NaN for the debug injection
-    float* hmgrads_ = nullptr;  // (num_params) staging: the grads the model adds into
-    float* hmwork_ = nullptr;   // (num_params) staging, stationary: host copy of working weights
+    // grad ring (memory_plan.h grad_ring_slots): slot buffers, their units, per unit its slot
+    // this backward, the lowest ready unit of a bucket over it, whether a device bucket is over it
+    std::vector<float*> ring_dev_;                   // (slots) device, (max unit) fp32 each
+    std::vector<float*> ring_host_;                  // (slots) staging: host mirrors
+    std::vector<int> ring_unit_;                     // (slots) unit held, -1 free
+    std::vector<int> unit_ring_;                     // (num_units) slot, -1 none
+    std::vector<int> unit_min_ready_;                // (num_units)
+    std::vector<char> unit_dev_;                     // (num_units)
+    std::vector<std::vector<int>> unit_all_buckets_; // (num_units) every bucket over the unit
+    int done_lo_ = 0;       // lowest unit whose unit_done came in this backward (num_units: none)
+    float* hnan_ = nullptr; // (1) NaN for the debug injection
+    float* hmgrads_ = nullptr; // (num_params) staging: the grads the model adds into
+    float* hmwork_ = nullptr;  // (num_params) staging, stationary: host copy of working weights
     std::vector<char> mirror_valid_; // (num_units) staging, stationary: hmwork_ unit is current
 
     std::unique_ptr<model::WeightSource> weights_;

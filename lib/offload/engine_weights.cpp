@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/dtype.h"
 #include "core/error.h"
 #include "core/strfmt.h"
 #include "offload/engine.h"
@@ -36,9 +35,9 @@ class Engine::StationaryWeights : public model::WeightSource {
 
 // Weight flow: no working weights are kept for the whole model; acquire(u) builds unit u in a
 // device slot from the fp32 master of its buckets (host state set of the bucket, or the device
-// state of a device-resident bucket): fp32 copied, or bf16 made on the device (fp32 H2D, cast
-// there) or on the host (cast into a bf16 ring slot on the fetch stream, 2 bytes/param H2D),
-// then prefetches the next `prefetch_layers` units of the pass's acquire order into free slots.
+// state of a device-resident bucket): fp32 copied (4 bytes/param H2D), bf16 cast on the device,
+// whatever offload.cast says (which decides the grads' dtype on the link), then prefetches the
+// next `prefetch_layers` units of the pass's acquire order into free slots.
 class Engine::FlowWeights : public model::WeightSource {
   public:
     explicit FlowWeights(Engine& e) : e_(e) {
@@ -147,7 +146,6 @@ class Engine::FlowWeights : public model::WeightSource {
         size_t n = e_.layout_.unit_begin[static_cast<size_t>(unit) + 1] - o;
         device::Device& dev = *e_.dev_;
         device::Stream& st = *e_.fetch_;
-        const bool host_cast = e_.bf16_ && e_.cast_host_;
         for (const Seg& g : segs_[static_cast<size_t>(unit)]) {
             const Bucket& b = e_.buckets_[static_cast<size_t>(g.bucket)];
             size_t x = g.off - o;               // offset in the slot
@@ -162,34 +160,15 @@ class Engine::FlowWeights : public model::WeightSource {
                 }
                 continue;
             }
+            // fp32 master over the link (the fast H2D direction), bf16 made on the device: a
+            // cast on the host would cost CPU time at every fetch (every pass, every micro-batch)
             const float* p = e_.hparam_[e_.cur_[static_cast<size_t>(b.index)]] + g.off;
-            if (!host_cast) { // fp32 over the link (bf16: cast on the device below)
-                dev.copy(s.buf + x, p, g.n * 4, device::CopyKind::HostToDevice, st);
-                e_.step_bytes_.params_h2d += static_cast<int64_t>(g.n) * 4;
-                if (e_.bf16_) {
-                    dev.cast_f32_to_bf16(s.buf + x, s.buf16 + x, g.n, st);
-                    dev.cast_bf16_to_f32(s.buf16 + x, s.buf + x, g.n, st);
-                }
-                continue;
+            dev.copy(s.buf + x, p, g.n * 4, device::CopyKind::HostToDevice, st);
+            e_.step_bytes_.params_h2d += static_cast<int64_t>(g.n) * 4;
+            if (e_.bf16_) {
+                dev.cast_f32_to_bf16(s.buf + x, s.buf16 + x, g.n, st);
+                dev.cast_bf16_to_f32(s.buf16 + x, s.buf + x, g.n, st);
             }
-            // cast on the host, chunk by chunk through the ring (stream order: a ring slot is
-            // cast into only after the copy out of it two chunks ago)
-            for (size_t j = 0; j < g.n; j += e_.fetch_chunk_) {
-                size_t k = std::min(e_.fetch_chunk_, g.n - j);
-                uint16_t* r = e_.hfetch16_[ring_];
-                ring_ = 1 - ring_;
-                const float* src = p + j;
-                dev.host_task(
-                    st,
-                    [src, r, k] {
-                        for (size_t i = 0; i < k; i++)
-                            r[i] = core::f32_to_bf16(src[i]);
-                    },
-                    core::strfmt("cast u%d", unit));
-                dev.copy(s.buf16 + x + j, r, k * 2, device::CopyKind::HostToDevice, st);
-                e_.step_bytes_.params_h2d += static_cast<int64_t>(k) * 2;
-            }
-            dev.cast_bf16_to_f32(s.buf16 + x, s.buf + x, g.n, st);
         }
         if (e_.staging_) dev.copy(s.host, s.buf, n * 4, device::CopyKind::DeviceToHost, st);
         dev.record(*s.ev, st);
@@ -201,7 +180,6 @@ class Engine::FlowWeights : public model::WeightSource {
     Engine& e_;
     std::vector<Slot> slots_;
     std::vector<std::vector<Seg>> segs_; // (num_units) where each unit's master lives
-    int ring_ = 0;                       // next HostFetch16 ring slot
 };
 
 std::unique_ptr<model::WeightSource> Engine::make_weights() {

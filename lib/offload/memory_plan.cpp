@@ -26,11 +26,55 @@ size_t MemoryPlan::total(MemSide side, MemKind kind) const {
     return s;
 }
 
-size_t fetch_chunk(const MemoryPlanInputs& in) {
-    size_t m = 1;
-    for (size_t k : in.bucket_numel)
-        m = std::max(m, k);
-    return std::max<size_t>(1, std::min(m, in.max_unit));
+int grad_ring_slots(const MemoryPlanInputs& in) {
+    const size_t U = in.unit_numel.size();
+    if (!in.flow || !in.ring_ok || in.grad_accum != 1 || U == 0) return 0;
+    for (Placement p : in.bucket_place)
+        if (p == Placement::Stream) return 0;
+    std::vector<size_t> ub(U + 1, 0); // unit bounds
+    for (size_t u = 0; u < U; u++)
+        ub[u + 1] = ub[u] + in.unit_numel[u];
+    auto unit_of = [&](size_t off) {
+        return static_cast<size_t>(std::upper_bound(ub.begin(), ub.end(), off) - ub.begin()) - 1;
+    };
+    // per unit: the lowest ready unit of a bucket overlapping it, and a device bucket overlap
+    std::vector<size_t> min_ready(U);
+    std::vector<char> dev(U, 0);
+    for (size_t u = 0; u < U; u++)
+        min_ready[u] = u;
+    size_t end = in.num_params;
+    for (size_t i = 0; i < in.bucket_numel.size(); i++) { // backward order: descending offsets
+        size_t begin = end - in.bucket_numel[i];
+        if (in.bucket_numel[i] > 0) {
+            size_t ready = unit_of(begin), last = unit_of(end - 1);
+            for (size_t w = ready; w <= last; w++) {
+                min_ready[w] = std::min(min_ready[w], ready);
+                if (in.bucket_place[i] == Placement::Device) dev[w] = 1;
+            }
+        }
+        end = begin;
+    }
+    // unit w > 0 holds a slot while units u in [min_ready(w), w] are written (to the end when a
+    // device bucket overlaps it); unit 0 has its own slot
+    std::vector<int> delta(U + 1, 0);
+    for (size_t w = 1; w < U; w++) {
+        size_t lo = dev[w] ? 0 : min_ready[w];
+        delta[lo] += 1;
+        delta[w + 1] -= 1;
+    }
+    int best = 0, live = 0;
+    std::vector<int> at(U, 0);
+    for (size_t u = 0; u < U; u++) { // prefix sums: live units other than 0 while u is written
+        live += delta[u];
+        at[u] = live;
+    }
+    for (size_t u = 0; u < U; u++)
+        best = std::max(best, at[u]);
+    int slots = 1 + best;
+    if (static_cast<double>(slots) * static_cast<double>(in.max_unit) >=
+        static_cast<double>(in.num_params))
+        return 0; // a small model: the whole-model buffer is not larger
+    return slots;
 }
 
 int stream_slot_count(int nstream) {
@@ -67,9 +111,20 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
     const bool bf16_grads = in.bf16 && in.cast_host; // grads cross the link as bf16
     const size_t es = in.state_bf16 ? 2 : 4;         // bytes per moment
 
-    // Device memory (weight flow: the model's grads live in pinned host memory).
-    add(Buf::DevGrads, 0, in.flow ? MemSide::Pinned : MemSide::Device, MemKind::Grads, n * 4,
-        in.flow ? "fp32 grads (weight flow, pinned host)" : "fp32 grads (num_params)");
+    // Device memory (weight flow: the model's grads live in a device ring of units, or with
+    // accumulation in pinned host memory).
+    const int ring = grad_ring_slots(in);
+    const bool pinned_grads = in.flow && ring == 0; // the host step reads them there
+    if (ring == 0)
+        add(Buf::DevGrads, 0, in.flow ? MemSide::Pinned : MemSide::Device, MemKind::Grads, n * 4,
+            in.flow ? "fp32 grads (weight flow, pinned host)" : "fp32 grads (num_params)");
+    for (int r = 0; r < ring; r++) {
+        add(Buf::DevGradRing, r, MemSide::Device, MemKind::Grads, in.max_unit * 4,
+            core::strfmt("grad ring slot %d (fp32 unit)", r));
+        if (in.staging)
+            add(Buf::HostGradRing, r, MemSide::Pinned, MemKind::Grads, in.max_unit * 4,
+                core::strfmt("grad ring slot %d host mirror", r));
+    }
     if (!in.flow)
         add(Buf::DevWork, 0, MemSide::Device, MemKind::Weights, n * 4,
             "working weights (stationary)");
@@ -123,17 +178,17 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
 
     // Pinned host memory: the master state (two sets with exact rollback), the offloaded grads
     // (stationary; in weight flow the host step reads the model's pinned grads), statistics and
-    // the bf16 rings of the casts on the host (never a whole-model bf16 copy).
-    int nsets = in.exact ? 2 : 1;
+    // the bf16 ring of the host step's bf16 params (never a whole-model bf16 copy).
+    int nsets = in.exact && in.speculate ? 2 : 1; // nothing to roll back without speculation
     for (int s = 0; s < nsets; s++) {
         std::string w = nsets > 1 ? core::strfmt(" (state set %d)", s) : std::string();
         add(Buf::HostParams, s, MemSide::Pinned, MemKind::State, n * 4, "fp32 master params" + w);
         add(Buf::HostExpAvg, s, MemSide::Pinned, MemKind::State, n * es, "exp_avg" + w);
         add(Buf::HostExpAvgSq, s, MemSide::Pinned, MemKind::State, n * es, "exp_avg_sq" + w);
     }
-    if (!in.flow && bf16_grads)
+    if (!pinned_grads && bf16_grads)
         add(Buf::HostGrads16, 0, MemSide::Pinned, MemKind::Grads, n * 2, "offloaded grads (bf16)");
-    else if (!in.flow)
+    else if (!pinned_grads)
         add(Buf::HostGrads, 0, MemSide::Pinned, MemKind::Grads, n * 4, "offloaded grads");
     add(Buf::HostStats, 0, MemSide::Pinned, MemKind::Staging,
         in.npieces * sizeof(device::GradStats), "grad statistics");
@@ -141,10 +196,6 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
         for (int r = 0; r < 2; r++)
             add(Buf::HostPub16, r, MemSide::Pinned, MemKind::Staging, max_host * 2,
                 core::strfmt("bf16 params H2D ring %d", r));
-    if (in.flow && in.bf16 && in.cast_host)
-        for (int r = 0; r < 2; r++)
-            add(Buf::HostFetch16, r, MemSide::Pinned, MemKind::Staging, fetch_chunk(in) * 2,
-                core::strfmt("weight-flow bf16 fetch ring %d", r));
     if (in.staging && !in.flow)
         add(Buf::HostModelGrads, 0, MemSide::Pinned, MemKind::Grads, n * 4,
             "model grads (host staging)");
@@ -179,7 +230,11 @@ static void set_modes(MemoryPlanInputs& in, const config::Config& cfg, bool stag
     in.cast_host = cfg.offload.cast == config::CastAt::Host;
     in.exact = cfg.offload.rollback != config::Rollback::Inverse; // auto unresolved: exact
     in.state_bf16 = cfg.optimizer.state_dtype == config::StateDtype::BF16;
+    in.speculate = cfg.offload.schedule != config::Schedule::Synchronous &&
+                   cfg.offload.stv != config::Stv::Off;
+    in.ring_ok = cfg.offload.flow_grads != config::FlowGrads::Host;
     in.staging = staging;
+    in.grad_accum = std::max(1, cfg.train.grad_accum);
     in.prefetch_layers = std::max(0, cfg.offload.prefetch_layers);
 }
 
@@ -188,6 +243,9 @@ MemoryPlanInputs memory_plan_inputs(const config::Config& cfg, const model::Para
     MemoryPlanInputs in;
     in.num_params = layout.num_params;
     in.max_unit = max_unit_of(layout);
+    for (int u = 0; u < layout.num_units(); u++)
+        in.unit_numel.push_back(layout.unit_begin[static_cast<size_t>(u) + 1] -
+                                layout.unit_begin[static_cast<size_t>(u)]);
     in.npieces = 0;
     for (const model::TensorInfo& t : layout.tensors)
         in.npieces += (t.numel + device::kStatPiece - 1) / device::kStatPiece;

@@ -112,7 +112,12 @@ TEST_CASE("a tiny bench adam run: both modes, every strategy calibrated, paired 
         CHECK(m.fraction_of_ceiling > 0.0);
         CHECK(m.ceiling_best_seconds <= m.ceiling_seconds);
         CHECK(m.step_best_seconds <= m.step_seconds);
+        CHECK(m.bf16_grads_params_per_s > 0.0); // the variants ran (their speed is a benchmark's)
+        CHECK(m.bf16_state_params_per_s > 0.0);
+        CHECK(m.bf16_grads_speedup > 0.0);
     }
     CHECK(bench::bench_adam_json(r).find("\"ceiling_tries\"") != std::string::npos);
+    CHECK(bench::bench_adam_json(r).find("\"bf16_grads_speedup\"") != std::string::npos);
+    CHECK(bench::bench_adam_text(r).find("bf16 grads") != std::string::npos);
     CHECK(bench::bench_adam_text(r).find(r.modes[0].ceiling_strategy) != std::string::npos);
 }

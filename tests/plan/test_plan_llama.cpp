@@ -151,15 +151,15 @@ TEST_CASE("decks on one GH200: parameter counts, fits and placement (docs/planne
 
 TEST_CASE("what does not fit, and on which side") {
     HardwareProfile hw = gh200();
-    // Qwen3-14B with exact rollback (two host state sets): host memory, not the GPU
+    // Qwen3-14B with exact rollback (two host state sets) fits the host since the engine keeps no
+    // whole-model working-weight or second grad copy: 24 + 4 B/param (pinned fp32 grads, the
+    // deck accumulates 16 micro-batches) + staging
     config::Config q = deck("qwen3-14b-gh200.yaml");
     q.offload.rollback = config::Rollback::Exact;
     Plan p = make_plan(q, model_config_for(q.model), hw);
-    CHECK(!p.fits);
-    CHECK(p.mem.device_fits);
-    CHECK(!p.mem.host_fits);
-    CHECK(p.mem.host_total > 500e9);
-    CHECK(p.why.find("host memory") != std::string::npos);
+    CHECK(p.fits);
+    CHECK(p.mem.host_total > 28.0 * p.num_params);
+    CHECK(p.mem.host_total < 30.0 * p.num_params);
     // ... and stationary weights do not fit its GPU (fp32 working weights + grads: 8 B/param)
     config::Config qs = deck("qwen3-14b-gh200.yaml");
     qs.offload.weights = config::WeightsPolicy::Stationary;
@@ -170,7 +170,7 @@ TEST_CASE("what does not fit, and on which side") {
     config::Config l = deck("llama3-70b-gh200x4.yaml");
     Plan one = make_plan(l, model_config_for(l.model), hw, 1);
     CHECK(!one.mem.host_fits);
-    CHECK(one.mem.host_total > 3 * hw.cpu_memory_gb * 1e9);
+    CHECK(one.mem.host_total > 2 * hw.cpu_memory_gb * 1e9);
     // on four with exact rollback: host memory again
     config::Config lx = deck("llama3-70b-gh200x4.yaml");
     lx.offload.rollback = config::Rollback::Exact;
