@@ -191,6 +191,9 @@ void choose_cast(CostInputs& c, const HardwareProfile& hw, const config::Config&
     const bool bf16 = cfg.train.dtype == config::Precision::BF16;
     if (cfg.offload.cast != config::CastAt::Auto) {
         p.cast = cfg.offload.cast;
+        if (bf16)
+            p.notes.push_back(core::strfmt("cast: %s (set in the deck)",
+                                           p.cast == config::CastAt::Host ? "host" : "device"));
         return;
     }
     if (!bf16) {
@@ -278,6 +281,9 @@ void choose_host_modes(CostInputs& c, const config::Config& cfg, Plan& p) {
         if (!x.bf16 && (fp32_need == 0 || x.mem.host_total < fp32_need))
             fp32_need = x.mem.host_total;
     }
+    if (!rb_auto)
+        p.notes.push_back(
+            core::strfmt("rollback: %s (set in the deck)", ch.exact ? "exact" : "inverse"));
     if (rb_auto) {
         std::string n;
         if (!c.modes.speculate)
