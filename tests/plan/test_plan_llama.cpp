@@ -166,7 +166,24 @@ TEST_CASE("what does not fit, and on which side") {
     Plan ps = make_plan(qs, model_config_for(qs.model), hw);
     CHECK(!ps.mem.device_fits);
     CHECK(ps.why.find("device memory") != std::string::npos);
-    // Llama-3-70B on one GH200: host memory (~24 B/param even with inverse rollback)
+    // the decks say rollback: auto: exact where it fits (Qwen3-14B), inverse with its reason
+    // where it does not (Llama-70B on four)
+    config::Config qa = deck("qwen3-14b-gh200.yaml");
+    REQUIRE(qa.offload.rollback == config::Rollback::Auto);
+    CHECK(make_plan(qa, model_config_for(qa.model), hw).rollback == config::Rollback::Exact);
+    config::Config la = deck("llama3-70b-gh200x4.yaml");
+    Plan pa = make_plan(la, model_config_for(la.model), hw, 4);
+    CHECK(pa.rollback == config::Rollback::Inverse);
+    REQUIRE(!pa.auto_notes.empty());
+    bool why = false;
+    for (const std::string& n : pa.auto_notes)
+        why |= n.find("rollback: inverse") != std::string::npos &&
+               n.find("drift") != std::string::npos;
+    CHECK(why);
+    config::Config resolved = la;
+    resolve_auto(resolved, pa);
+    CHECK(resolved.offload.rollback == config::Rollback::Inverse);
+    // Llama-3-70B on one GH200: host memory (~16 B/param even with inverse rollback)
     config::Config l = deck("llama3-70b-gh200x4.yaml");
     Plan one = make_plan(l, model_config_for(l.model), hw, 1);
     CHECK(!one.mem.host_fits);
