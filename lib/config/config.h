@@ -88,12 +88,16 @@ struct TrainConfig {
     std::string checkpoint_dir; // empty = no checkpoints
     int keep_checkpoints = 2;   // newest N kept; 0 = keep all
     std::string resume;         // checkpoint directory, "auto" (newest in checkpoint_dir) or empty
-    std::string metrics;        // JSONL metrics file or empty ("" = <out_dir>/metrics.jsonl)
+    bool resume_convert_state = false; // resume may change optimizer.state_dtype (converting m, v)
+    std::string metrics;               // JSONL metrics file or empty ("" = <out_dir>/metrics.jsonl)
     Precision dtype =
         Precision::FP32; // bf16: forward/backward see bf16-rounded weights, fp32 master
 };
 
 enum class AdamMode { AdamW, Adam };
+// dtype of the Adam moments m, v in memory (computed in fp32 either way); auto: the planner picks
+// bf16 only when fp32 state does not fit.
+enum class StateDtype { FP32, BF16, Auto };
 
 struct OptimizerConfig {
     std::string plugin = "auto"; // plugin name or "auto" (highest score)
@@ -105,22 +109,33 @@ struct OptimizerConfig {
     float weight_decay = 0.0f; // applied to matrices and embeddings only
     bool bias_correction = true;
     int threads = 0; // optimizer threads; 0 = all cores of this rank
+    StateDtype state_dtype = StateDtype::FP32;
 };
 
 enum class Schedule { SuperOffload, Interleaved, Synchronous };
-enum class Rollback { Exact, Inverse };
-enum class CastAt { Device, Host };
+// exact: a second state set (bitwise); inverse: the step's arithmetic inverse (one set, drift);
+// auto: exact where it fits the host memory, else inverse (the planner decides; unresolved =
+// exact).
+enum class Rollback { Exact, Inverse, Auto };
+enum class CastAt { Device, Host, Auto }; // auto: the planner picks (unresolved = device)
+// speculation-then-validation: off, on, or auto (on, paused while clipping is frequent).
+enum class Stv { Off, On, Auto };
 enum class WeightsPolicy { Stationary, Flow, Auto };
+// weight flow without accumulation: the model's fp32 grads in a device ring of units (device), or
+// one whole-model pinned host buffer (host; always with accumulation); auto: the planner picks
+// device when it fits (unresolved = device).
+enum class FlowGrads { Device, Host, Auto };
 
 struct OffloadConfig {
     bool enabled = false; // false: plain path (params, grads, state on the device)
     Schedule schedule = Schedule::SuperOffload;
     double bucket_mb = 64.0;
-    bool stv = true; // speculation-then-validation
-    Rollback rollback = Rollback::Exact;
+    Stv stv = Stv::On; // speculation-then-validation
+    Rollback rollback = Rollback::Auto;
     int gpu_tail_buckets = 0; // -1 = auto (planner)
     CastAt cast = CastAt::Device;
     WeightsPolicy weights = WeightsPolicy::Stationary;
+    FlowGrads flow_grads = FlowGrads::Auto;
     int prefetch_layers = 1;
     int interleave_k = -1; // -1 = auto (Deep Optimizer States Eq. 1)
     std::string hardware;  // planner hardware profile (YAML) for `auto`; "" = built-in

@@ -266,6 +266,7 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("train.checkpoint_dir", &t.checkpoint_dir));
     v.push_back(make("train.keep_checkpoints", &t.keep_checkpoints, at_least(0)));
     v.push_back(make("train.resume", &t.resume));
+    v.push_back(make("train.resume_convert_state", &t.resume_convert_state));
     v.push_back(make("train.metrics", &t.metrics));
     v.push_back(choice("train.dtype", enum_ref(&t.dtype), {"fp32", "bf16"}));
 
@@ -278,16 +279,19 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("optimizer.weight_decay", &o.weight_decay, at_least(0)));
     v.push_back(make("optimizer.bias_correction", &o.bias_correction));
     v.push_back(make("optimizer.threads", &o.threads, closed(0, kMaxThreads)));
+    v.push_back(
+        choice("optimizer.state_dtype", enum_ref(&o.state_dtype), {"fp32", "bf16", "auto"}));
 
     v.push_back(make("offload.enabled", &f.enabled));
     v.push_back(choice("offload.schedule", enum_ref(&f.schedule),
                        {"superoffload", "interleaved", "synchronous"}));
     v.push_back(make("offload.bucket_mb", &f.bucket_mb, above(0)));
-    v.push_back(make("offload.stv", &f.stv));
-    v.push_back(choice("offload.rollback", enum_ref(&f.rollback), {"exact", "inverse"}));
+    v.push_back(choice("offload.stv", enum_ref(&f.stv), {"false", "true", "auto"}));
+    v.push_back(choice("offload.rollback", enum_ref(&f.rollback), {"exact", "inverse", "auto"}));
     v.push_back(int_or_auto("offload.gpu_tail_buckets", &f.gpu_tail_buckets, at_least(0)));
-    v.push_back(choice("offload.cast", enum_ref(&f.cast), {"device", "host"}));
+    v.push_back(choice("offload.cast", enum_ref(&f.cast), {"device", "host", "auto"}));
     v.push_back(choice("offload.weights", enum_ref(&f.weights), {"stationary", "flow", "auto"}));
+    v.push_back(choice("offload.flow_grads", enum_ref(&f.flow_grads), {"device", "host", "auto"}));
     v.push_back(make("offload.prefetch_layers", &f.prefetch_layers, at_least(0)));
     v.push_back(int_or_auto("offload.interleave_k", &f.interleave_k, at_least(1)));
     v.push_back(make("offload.hardware", &f.hardware));

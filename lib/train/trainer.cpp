@@ -159,6 +159,8 @@ void Trainer::Impl::setup() {
         int shard_ranks = cfg.parallel.zero_stage == 3 ? world.size() : 1;
         plan::Plan p = plan::make_plan(cfg, mcfg, hw, shard_ranks);
         plan::resolve_auto(cfg, p);
+        for (const std::string& n : p.auto_notes) // every `auto` the planner resolved, and why
+            log.info("plan: %s", n.c_str());
         if (!p.fits) log.warn("plan on %s: does not fit: %s", p.hardware.c_str(), p.why.c_str());
     }
     {
@@ -225,6 +227,7 @@ void Trainer::Impl::setup() {
     if (hf_init)
         log.info("model: imported %s (%s)", cfg.model.init_from.c_str(),
                  world.size() > 1 ? "each rank read its own shard" : "whole model");
+    std::vector<float>().swap(params); // the update path holds the master now: 4 B/param freed
 
     // Data: DP ranks stride over the global batch; SP ranks of one DP rank read the same
     // sequences and keep their slice of positions.

@@ -254,6 +254,7 @@ train:
   checkpoint_dir: "with \"quotes\" and: colon #hash"
   keep_checkpoints: 0
   resume: "D/ck/step_00000004"
+  resume_convert_state: true
   metrics: "true"
   dtype: bf16
 optimizer:
@@ -266,6 +267,7 @@ optimizer:
   weight_decay: 0.05
   bias_correction: false
   threads: 7
+  state_dtype: bf16
 offload:
   enabled: true
   schedule: interleaved
@@ -275,6 +277,7 @@ offload:
   gpu_tail_buckets: auto
   cast: host
   weights: flow
+  flow_grads: host
   prefetch_layers: 2
   interleave_k: 3
   hardware: "D/hw.yaml"

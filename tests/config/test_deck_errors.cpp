@@ -121,7 +121,7 @@ TEST_CASE("override errors name the --set") {
           "--set train.nope=1: unknown key 'train.nope' (keys of 'train': batch_size, seq_len, "
           "grad_accum, global_batch, steps, stop_after, lr, min_lr, warmup_steps, schedule, "
           "decay_fraction, grad_clip, eval_every, eval_batches, log_every, seed, checkpoint_every, "
-          "checkpoint_dir, keep_checkpoints, resume, metrics, dtype)");
+          "checkpoint_dir, keep_checkpoints, resume, resume_convert_state, metrics, dtype)");
     CHECK(deck_error("", {"train.stpes=1"}) ==
           "--set train.stpes=1: unknown key 'train.stpes' (did you mean 'train.steps'?)");
     CHECK(deck_error("", {"train.steps=abc"}) ==
