@@ -15,8 +15,7 @@
 namespace sof::app {
 
 int cmd_plan(int argc, char** argv) {
-    config::DeckArgs args =
-        config::parse_deck_args(argc, argv, "plan", {"hardware", "ranks", "model"});
+    config::DeckArgs args = config::parse_deck_args(argc, argv, "plan", {"hardware", "ranks"});
     // planning needs shapes and policies, not the data shards, checkpoints or output directories
     config::Config cfg = config::load_deck(args.deck, args.overrides, config::DeckChecks::NoFiles);
     auto it = args.options.find("hardware");
@@ -36,20 +35,8 @@ int cmd_plan(int argc, char** argv) {
                      rk->second.c_str());
         world = static_cast<int>(v);
     }
-    // --model gpu: the engine's own buffers with the model on the GPU (this build's CPU model on a
-    // CUDA device adds pinned staging mirrors and keeps the ZeRO-3 slots in pinned memory)
-    bool gpu_model = false;
-    if (auto md = args.options.find("model"); md != args.options.end()) {
-        if (md->second != "cpu" && md->second != "gpu")
-            SOF_FAIL(Usage,
-                     "plan: --model '%s' must be cpu (this build: the CPU model, staged on "
-                     "a GPU) or gpu (the model on the GPU: no staging)",
-                     md->second.c_str());
-        gpu_model = md->second == "gpu";
-    }
     int shard_ranks = cfg.parallel.zero_stage == 3 ? world : 1;
-    plan::Plan p =
-        plan::make_plan(cfg, plan::model_config_for(cfg.model), hw, shard_ranks, gpu_model);
+    plan::Plan p = plan::make_plan(cfg, plan::model_config_for(cfg.model), hw, shard_ranks);
     if (rank == 0) {
         std::printf("%s", plan::describe(p).c_str());
         if (!cfg.model.init_from.empty())

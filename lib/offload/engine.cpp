@@ -19,41 +19,24 @@ class Engine::Sink : public model::GradSink {
   public:
     explicit Sink(Engine& e) : e_(e) {}
     float* grads(int unit) override {
-        if (e_.ring_) {
-            int r = e_.ring_slot(unit);
-            return e_.staging_ ? e_.ring_host_[static_cast<size_t>(r)]
-                               : e_.ring_dev_[static_cast<size_t>(r)];
-        }
+        if (e_.ring_) return e_.ring_dev_[static_cast<size_t>(e_.ring_slot(unit))];
         if (e_.grads_pinned_) e_.zero_unit_grads(unit);
-        return (e_.grad_mirror() ? e_.hmgrads_ : e_.dgrads_) +
-               e_.layout_.unit_begin[static_cast<size_t>(unit)];
+        return e_.dgrads_ + e_.layout_.unit_begin[static_cast<size_t>(unit)];
     }
     void unit_done(int unit) override {
         // a unit the model wrote nothing into: zeros
         if (e_.ring_) e_.ring_slot(unit);
         if (e_.grads_pinned_) e_.zero_unit_grads(unit);
-        const size_t o = e_.layout_.unit_begin[static_cast<size_t>(unit)];
-        const size_t n = e_.layout_.unit_begin[static_cast<size_t>(unit) + 1] - o;
-        // where the model wrote this unit's grads on the host side (staging), if not the device
-        float* host = nullptr;
-        if (e_.ring_ && e_.staging_)
-            host = e_.ring_host_[static_cast<size_t>(e_.unit_ring_[static_cast<size_t>(unit)])];
-        else if (e_.grad_mirror())
-            host = e_.hmgrads_ + o;
         if (e_.hp_.inject_nonfinite && unit == e_.layout_.num_units() - 1) {
             size_t at = inject_offset(e_.layout_);
-            if (host) {
-                host[at - o] = *e_.hnan_;
-            } else if (e_.grads_pinned_) {
+            if (e_.grads_pinned_) {
+                e_.dev_->synchronize(*e_.compute_); // the model's writes into pinned memory
                 e_.dgrads_[at] = *e_.hnan_;
             } else {
                 e_.dev_->copy(e_.dgrad(at), e_.hnan_, sizeof(float), device::CopyKind::HostToDevice,
                               *e_.compute_);
-                e_.dev_->synchronize(*e_.compute_);
             }
         }
-        if (host && e_.last_micro_) // the unit's final grads to the device
-            e_.dev_->copy(e_.dgrad(o), host, n * 4, device::CopyKind::HostToDevice, *e_.compute_);
         if (e_.last_micro_) e_.done_lo_ = std::min(e_.done_lo_, unit);
         if (unit == 0 && e_.trace_) { // the model's backward of this micro-batch is over
             double now = e_.trace_->now_us();
@@ -71,17 +54,17 @@ class Engine::Sink : public model::GradSink {
 };
 
 Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
-               core::Trace* trace, bool force_staging)
+               core::Trace* trace, bool bf16_weights)
     : Engine(cfg, layout, log, trace, nullptr,
-             std::make_unique<rank::DeviceSet>(cfg.device, 0, trace), force_staging) {}
+             std::make_unique<rank::DeviceSet>(cfg.device, 0, trace), bf16_weights) {}
 
 Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
-               core::Trace* trace, rank::DeviceSet& devs, bool force_staging)
-    : Engine(cfg, layout, log, trace, &devs, nullptr, force_staging) {}
+               core::Trace* trace, rank::DeviceSet& devs, bool bf16_weights)
+    : Engine(cfg, layout, log, trace, &devs, nullptr, bf16_weights) {}
 
 Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
                core::Trace* trace, rank::DeviceSet* devs, std::unique_ptr<rank::DeviceSet> owned,
-               bool force_staging)
+               bool bf16_weights)
     : cfg_(cfg), layout_(layout), log_(log), trace_(trace), owned_(std::move(owned)) {
     rank::DeviceSet& ds = devs ? *devs : *owned_;
     const config::OffloadConfig& oc = cfg.offload;
@@ -97,6 +80,9 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     nsets_ = exact_ && speculate_ ? 2 : 1; // without speculation nothing is ever rolled back
     sd_ = cfg.optimizer.state_dtype == config::StateDtype::BF16 ? SOF_DTYPE_BF16 : SOF_DTYPE_F32;
     es_ = sd_ == SOF_DTYPE_F32 ? 4 : 2;
+    work16_ = bf16_weights;
+    if (work16_ && !bf16_)
+        SOF_FAIL(Internal, "engine: bf16 working weights asked for with train.dtype fp32");
     if (!(oc.bucket_mb > 0.0))
         SOF_FAIL(Config, "offload.bucket_mb = %g must be > 0 (MiB of fp32 grads per bucket)",
                  oc.bucket_mb);
@@ -120,7 +106,6 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
         SOF_FAIL(Config, "offload.prefetch_layers = %d must be >= 0", oc.prefetch_layers);
 
     dev_ = &ds.device();
-    staging_ = force_staging || !dev_->host_accessible();
     compute_ = &ds.compute();
     d2h_ = &ds.d2h();
     h2d_ = &ds.h2d();
@@ -160,7 +145,7 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     // Every buffer from the memory plan (the list `superoffload plan` sums). Weight flow keeps the
     // device for the layers in flight: the model's fp32 grads are written to pinned host memory
     // (over C2C on a Superchip) and the device streams read them there.
-    plan_ = make_memory_plan(memory_plan_inputs(cfg, layout, buckets_, staging_));
+    plan_ = make_memory_plan(memory_plan_inputs(cfg, layout, buckets_, work16_));
     for (const BufferSpec& b : plan_.buffers) {
         void* p = nullptr;
         if (b.side == MemSide::Device) {
@@ -182,7 +167,6 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
         float* d = static_cast<float*>(buf(Buf::DevGradRing, r));
         if (!d) break;
         ring_dev_.push_back(d);
-        ring_host_.push_back(static_cast<float*>(buf(Buf::HostGradRing, r)));
     }
     ring_ = !ring_dev_.empty();
     grads_pinned_ = flow_ && !ring_;
@@ -204,7 +188,10 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
         }
         done_lo_ = layout.num_units();
     }
-    dwork_ = static_cast<float*>(buf(Buf::DevWork));
+    if (work16_)
+        dwork16_ = static_cast<uint16_t*>(buf(Buf::DevWork));
+    else
+        dwork_ = static_cast<float*>(buf(Buf::DevWork));
     dstats_ = static_cast<device::GradStats*>(buf(Buf::DevStats));
     dstage32_ = static_cast<float*>(buf(Buf::DevStage32));
     dstage16_ = static_cast<uint16_t*>(buf(Buf::DevStage16));
@@ -223,9 +210,6 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
         pub_ev_[r] = dev_->create_event();
     }
     if (grads_pinned_) gzeroed_.assign(static_cast<size_t>(layout.num_units()), 0);
-    hmgrads_ = static_cast<float*>(buf(Buf::HostModelGrads));
-    hmwork_ = static_cast<float*>(buf(Buf::HostModelWork));
-    if (staging_ && !flow_) mirror_valid_.assign(static_cast<size_t>(layout.num_units()), 0);
     hnan_ = static_cast<float*>(buf(Buf::HostNaN));
     *hnan_ = std::numeric_limits<float>::quiet_NaN();
     make_stream_slots();
@@ -247,8 +231,8 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
         oc.schedule == config::Schedule::SuperOffload
             ? "superoffload"
             : (oc.schedule == config::Schedule::Interleaved ? "interleaved" : "synchronous");
-    log_.info("update path: SuperOffload engine on %s%s", dev_->describe().c_str(),
-              staging_ ? " (model grads and weights staged through pinned host memory)" : "");
+    log_.info("update path: SuperOffload engine on %s (%s working weights for the model)",
+              dev_->describe().c_str(), work16_ ? "bf16" : "fp32");
     log_.info("engine: schedule %s, STV %s (%s rollback), %s weights, cast on %s, %s moments, %s",
               sched, speculate_ ? (oc.stv == config::Stv::Auto ? "auto" : "on") : "off",
               nsets_ == 2 ? "exact" : (exact_ ? "no" : "inverse"), flow_ ? "flow" : "stationary",
@@ -339,12 +323,10 @@ int Engine::ring_slot(int unit) {
         unit_ring_[static_cast<size_t>(w)] = -1;
     }
     size_t n = layout_.unit_begin[u + 1] - layout_.unit_begin[u];
-    if (staging_) { // the model adds into the host mirror; the upload replaces the device slot
-        std::memset(ring_host_[static_cast<size_t>(pick)], 0, n * 4);
-    } else {
-        dev_->memset(ring_dev_[static_cast<size_t>(pick)], 0, n * 4, *compute_);
-        dev_->synchronize(*compute_);
-    }
+    // on the compute stream, ahead of the model's kernels that add into the slot (the CPU twins
+    // run on the calling thread: wait for it there)
+    dev_->memset(ring_dev_[static_cast<size_t>(pick)], 0, n * 4, *compute_);
+    if (dev_->host_accessible()) dev_->synchronize(*compute_);
     ring_unit_[static_cast<size_t>(pick)] = unit;
     unit_ring_[u] = pick;
     return pick;
@@ -424,8 +406,7 @@ void Engine::begin_step(const StepHparams& hp) {
     } else {
         dev_->memset(dgrads_, 0, layout_.num_params * 4, *compute_);
     }
-    dev_->synchronize(*compute_); // also: the last step's grad uploads from hmgrads_ are done
-    if (grad_mirror() && !ring_) std::memset(hmgrads_, 0, layout_.num_params * 4);
+    dev_->synchronize(*compute_);
     if (trace_) t_mark_ = trace_->now_us();
 }
 
@@ -574,13 +555,19 @@ void Engine::publish(const Bucket& b, int set, int ring) {
     } else if (cast_host_) {
         if (ring < 0)
             SOF_FAIL(Internal, "publish of bucket %d without its bf16 ring slot", b.index);
-        dev_->copy(dstage16_, hpub16_[ring], n * 2, device::CopyKind::HostToDevice, *h2d_);
+        // bf16 working weights take the host step's bf16 copy as it is
+        uint16_t* dst16 = work16_ ? dwork16_ + o : dstage16_;
+        dev_->copy(dst16, hpub16_[ring], n * 2, device::CopyKind::HostToDevice, *h2d_);
         dev_->record(*pub_ev_[ring], *h2d_); // the slot may be written again
-        dev_->cast_bf16_to_f32(dstage16_, dwork_ + o, n, *h2d_);
+        if (!work16_) dev_->cast_bf16_to_f32(dstage16_, dwork_ + o, n, *h2d_);
     } else {
         dev_->copy(dstage32_, hparam_[set] + o, n * 4, device::CopyKind::HostToDevice, *h2d_);
-        dev_->cast_f32_to_bf16(dstage32_, dstage16_, n, *h2d_);
-        dev_->cast_bf16_to_f32(dstage16_, dwork_ + o, n, *h2d_);
+        if (work16_) {
+            dev_->cast_f32_to_bf16(dstage32_, dwork16_ + o, n, *h2d_);
+        } else {
+            dev_->cast_f32_to_bf16(dstage32_, dstage16_, n, *h2d_);
+            dev_->cast_bf16_to_f32(dstage16_, dwork_ + o, n, *h2d_);
+        }
     }
 }
 
@@ -605,8 +592,8 @@ void Engine::device_step(const Bucket& b, float* p, void* m, void* v, float coef
         sof_adam_slice x = optim::make_slice(static_cast<int64_t>(s.n), p + r, dgrad(s.offset),
                                              SOF_DTYPE_F32, static_cast<char*>(m) + r * es_,
                                              static_cast<char*>(v) + r * es_, sd_);
-        if (device_lowp()) {
-            x.lowp_out = dtail16_ + r;
+        if (device_lowp()) { // bf16 working weights: straight into them
+            x.lowp_out = work16_ ? dwork16_ + b.begin + r : dtail16_ + r;
             x.lowp_dtype = SOF_DTYPE_BF16;
         }
         sl.push_back(x);
@@ -632,6 +619,10 @@ void Engine::device_step(const Bucket& b, float* p, void* m, void* v, float coef
 void Engine::device_publish(const Bucket& b, const float* p, bool have_lowp) {
     if (flow_) return; // weight flow fetches the unit from p itself
     size_t n = b.numel(), o = b.begin;
+    if (work16_) { // the bf16 working weights are the step's bf16 copy
+        if (!have_lowp) dev_->cast_f32_to_bf16(p, dwork16_ + o, n, *dstep_);
+        return;
+    }
     if (device_lowp() && !have_lowp) dev_->cast_f32_to_bf16(p, dtail16_, n, *dstep_);
     if (bf16_)
         dev_->cast_bf16_to_f32(dtail16_, dwork_ + o, n, *dstep_);

@@ -27,15 +27,16 @@ class Engine : public Updater {
   public:
     // Runs on the rank's device and streams (devs outlives the engine). layout is what this rank
     // updates: the whole model, or its ZeRO-3 shard (model/shard.h). Throws core::Error (Config)
-    // naming the deck key for combinations it cannot run. The CPU model reads weights and writes
-    // grads in host memory: on a device whose memory the host cannot dereference (CUDA) the
-    // engine stages them through pinned host mirrors; force_staging does so on the host device
-    // too (tests).
+    // naming the deck key for combinations it cannot run. The model reads the working weights and
+    // adds its grads in the device's memory (device pointers on CUDA: the model runs there).
+    // bf16_weights (train.dtype bf16 only): the model reads bf16 weights (the CUDA driver's bf16
+    // activations), so the working weights and weight-flow slots are stored as bf16; otherwise
+    // fp32 (bf16 runs: bf16 values held in fp32, what the CPU twins read).
     Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
-           core::Trace* trace, rank::DeviceSet& devs, bool force_staging = false);
+           core::Trace* trace, rank::DeviceSet& devs, bool bf16_weights = false);
     // Single-process convenience (tests, tools): builds a DeviceSet of its own from cfg.device.
     Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
-           core::Trace* trace, bool force_staging = false);
+           core::Trace* trace, bool bf16_weights = false);
     ~Engine() override;
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
@@ -46,6 +47,7 @@ class Engine : public Updater {
     void begin_micro(int micro, bool last) override;
     StepReport finish_step() override;
     const UpdaterStats& stats() const override { return stats_; }
+    bool bf16_weights() const override { return work16_; }
     void get_state(float* params, float* exp_avg, float* exp_avg_sq, int64_t* opt_step) override;
     void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq,
                    int64_t opt_step) override;
@@ -60,7 +62,7 @@ class Engine : public Updater {
   private:
     Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
            core::Trace* trace, rank::DeviceSet* devs, std::unique_ptr<rank::DeviceSet> owned,
-           bool force_staging);
+           bool bf16_weights);
     class Sink;
     class StationaryWeights;
     class FlowWeights;
@@ -132,9 +134,8 @@ class Engine : public Updater {
     void wait_unit(int unit);
     bool wait_bucket(int b); // true when it had to wait
     bool unit_pending(int unit);
-    bool device_lowp() const; // the device step writes a bf16 copy (dtail16_)
-    bool grad_mirror() const { return staging_ && !grads_pinned_ && !ring_; } // into hmgrads_
-    std::unique_ptr<model::WeightSource> make_weights();                      // engine_weights.cpp
+    bool device_lowp() const; // the device step writes a bf16 copy (dtail16_ or dwork16_)
+    std::unique_ptr<model::WeightSource> make_weights(); // engine_weights.cpp
     void weights_changed(); // flow: drop cached units (engine_weights.cpp)
 
     config::Config cfg_;
@@ -144,7 +145,7 @@ class Engine : public Updater {
     int lane_main_ = 0, lane_cpu_ = 0;
 
     // Modes resolved from the deck.
-    bool staging_ = false;      // model grads/weights go through host mirrors (see constructor)
+    bool work16_ = false;       // the model reads bf16 working weights (dwork16_, flow slots)
     bool grads_pinned_ = false; // weight flow: dgrads_ is pinned host memory (no grad mirror)
     bool ring_ = false;         // weight flow, grad_accum 1: the model's grads in a device ring
     bool bf16_ = false;         // working precision bf16
@@ -188,7 +189,8 @@ class Engine : public Updater {
     // Device memory (every pointer below is one of the plan's buffers, see memory_plan.h).
     float* dgrads_ = nullptr;             // (num_params) fp32 grads, the model adds into them;
                                           // pinned host memory in weight flow
-    float* dwork_ = nullptr;              // (num_params) working weights (stationary only)
+    float* dwork_ = nullptr;              // (num_params) fp32 working weights (stationary only)
+    uint16_t* dwork16_ = nullptr;         // (num_params) bf16 working weights (instead, work16_)
     device::GradStats* dstats_ = nullptr; // (npieces)
     float* dstage32_ = nullptr;           // (max host bucket) H2D staging fp32 (device cast)
     uint16_t* dstage16_ = nullptr;        // (max host bucket) H2D staging bf16
@@ -210,7 +212,6 @@ class Engine : public Updater {
     // grad ring (memory_plan.h grad_ring_slots): slot buffers, their units, per unit its slot
     // this backward, the lowest ready unit of a bucket over it, whether a device bucket is over it
     std::vector<float*> ring_dev_;                   // (slots) device, (max unit) fp32 each
-    std::vector<float*> ring_host_;                  // (slots) staging: host mirrors
     std::vector<int> ring_unit_;                     // (slots) unit held, -1 free
     std::vector<int> unit_ring_;                     // (num_units) slot, -1 none
     std::vector<int> unit_min_ready_;                // (num_units)
@@ -218,9 +219,6 @@ class Engine : public Updater {
     std::vector<std::vector<int>> unit_all_buckets_; // (num_units) every bucket over the unit
     int done_lo_ = 0;       // lowest unit whose unit_done came in this backward (num_units: none)
     float* hnan_ = nullptr; // (1) NaN for the debug injection
-    float* hmgrads_ = nullptr; // (num_params) staging: the grads the model adds into
-    float* hmwork_ = nullptr;  // (num_params) staging, stationary: host copy of working weights
-    std::vector<char> mirror_valid_; // (num_units) staging, stationary: hmwork_ unit is current
 
     std::unique_ptr<model::WeightSource> weights_;
     std::unique_ptr<Sink> sink_;

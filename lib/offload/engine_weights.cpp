@@ -12,21 +12,13 @@ namespace sof::offload {
 class Engine::StationaryWeights : public model::WeightSource {
   public:
     explicit StationaryWeights(Engine& e) : e_(e) {}
+    // bf16 working weights are handed out as the unit's first bf16 (the model built with bf16
+    // weights reads them so; model.h)
     const float* acquire(int unit, model::Pass) override {
         e_.wait_unit(unit);
         size_t o = e_.layout_.unit_begin[static_cast<size_t>(unit)];
-        if (e_.staging_) { // host copy of the unit, refreshed after every weight change
-            char& valid = e_.mirror_valid_[static_cast<size_t>(unit)];
-            if (!valid) {
-                size_t n = e_.layout_.unit_begin[static_cast<size_t>(unit) + 1] - o;
-                e_.dev_->copy(e_.hmwork_ + o, e_.dwork_ + o, n * 4, device::CopyKind::DeviceToHost,
-                              *e_.compute_);
-                e_.dev_->synchronize(*e_.compute_);
-                valid = 1;
-            }
-            return e_.hmwork_ + o;
-        }
-        return e_.dwork_ + e_.layout_.unit_begin[static_cast<size_t>(unit)];
+        if (e_.work16_) return reinterpret_cast<const float*>(e_.dwork16_ + o);
+        return e_.dwork_ + o;
     }
 
   private:
@@ -37,7 +29,9 @@ class Engine::StationaryWeights : public model::WeightSource {
 // device slot from the fp32 master of its buckets (host state set of the bucket, or the device
 // state of a device-resident bucket): fp32 copied (4 bytes/param H2D), bf16 cast on the device,
 // whatever offload.cast says (which decides the grads' dtype on the link), then prefetches the
-// next `prefetch_layers` units of the pass's acquire order into free slots.
+// next `prefetch_layers` units of the pass's acquire order into free slots. A slot is reloaded
+// only after the compute stream has passed the release of its unit (the `freed` event: on CUDA
+// the model's kernels run after acquire/release return).
 class Engine::FlowWeights : public model::WeightSource {
   public:
     explicit FlowWeights(Engine& e) : e_(e) {
@@ -58,8 +52,8 @@ class Engine::FlowWeights : public model::WeightSource {
             s.buf = static_cast<float*>(e_.buf(Buf::FlowSlot32, i));
             if (!s.buf) break;
             s.buf16 = static_cast<uint16_t*>(e_.buf(Buf::FlowSlot16, i));
-            s.host = static_cast<float*>(e_.buf(Buf::FlowSlotHost, i));
             s.ev = e_.dev_->create_event();
+            s.freed = e_.dev_->create_event();
             slots_.push_back(std::move(s));
         }
         if (static_cast<int>(slots_.size()) != e_.cfg_.offload.prefetch_layers + 3)
@@ -88,10 +82,14 @@ class Engine::FlowWeights : public model::WeightSource {
             if (!v) break;
             load(*v, w);
         }
-        return e_.staging_ ? s->host : s->buf;
+        if (e_.work16_) return reinterpret_cast<const float*>(s->buf16);
+        return s->buf;
     }
     void release(int unit, model::Pass) override {
-        if (Slot* s = find(unit)) s->held = false;
+        if (Slot* s = find(unit)) {
+            s->held = false;
+            e_.dev_->record(*s->freed, *e_.compute_);
+        }
     }
     // New weights were written to host memory: forget every cached unit.
     void invalidate() {
@@ -110,13 +108,13 @@ class Engine::FlowWeights : public model::WeightSource {
         int bucket = 0;
     };
     struct Slot {
-        float* buf = nullptr;      // (max unit) fp32 weights the model reads
-        uint16_t* buf16 = nullptr; // (max unit) bf16 staging (bf16 runs)
-        float* host = nullptr;     // (max unit) pinned host copy the model reads (staging mode)
+        float* buf = nullptr;      // (max unit) fp32 weights (the model reads them, or staging)
+        uint16_t* buf16 = nullptr; // (max unit) bf16 (bf16 runs; the model reads them: work16_)
         int unit = -1;
         bool held = false; // between acquire and release
         bool used = false; // acquired at least once since loaded (prefetch may reuse it)
-        std::unique_ptr<device::Event> ev;
+        std::unique_ptr<device::Event> ev;    // loaded (fetch stream)
+        std::unique_ptr<device::Event> freed; // released (compute stream)
     };
 
     // The model's acquire order: forward 0, 1, ..., L+1; backward 0, L+1, L, ..., 1.
@@ -143,9 +141,9 @@ class Engine::FlowWeights : public model::WeightSource {
     void load(Slot& s, int unit) {
         e_.wait_unit(unit);
         size_t o = e_.layout_.unit_begin[static_cast<size_t>(unit)];
-        size_t n = e_.layout_.unit_begin[static_cast<size_t>(unit) + 1] - o;
         device::Device& dev = *e_.dev_;
         device::Stream& st = *e_.fetch_;
+        dev.wait(st, *s.freed); // the model's kernels over the slot's previous unit are done
         for (const Seg& g : segs_[static_cast<size_t>(unit)]) {
             const Bucket& b = e_.buckets_[static_cast<size_t>(g.bucket)];
             size_t x = g.off - o;               // offset in the slot
@@ -154,7 +152,7 @@ class Engine::FlowWeights : public model::WeightSource {
                     static_cast<const float*>(e_.buf(Buf::DevStateP, b.index)) + (g.off - b.begin);
                 if (e_.bf16_) {
                     dev.cast_f32_to_bf16(p, s.buf16 + x, g.n, st);
-                    dev.cast_bf16_to_f32(s.buf16 + x, s.buf + x, g.n, st);
+                    if (!e_.work16_) dev.cast_bf16_to_f32(s.buf16 + x, s.buf + x, g.n, st);
                 } else {
                     dev.copy(s.buf + x, p, g.n * 4, device::CopyKind::DeviceToDevice, st);
                 }
@@ -167,10 +165,9 @@ class Engine::FlowWeights : public model::WeightSource {
             e_.step_bytes_.params_h2d += static_cast<int64_t>(g.n) * 4;
             if (e_.bf16_) {
                 dev.cast_f32_to_bf16(s.buf + x, s.buf16 + x, g.n, st);
-                dev.cast_bf16_to_f32(s.buf16 + x, s.buf + x, g.n, st);
+                if (!e_.work16_) dev.cast_bf16_to_f32(s.buf16 + x, s.buf + x, g.n, st);
             }
         }
-        if (e_.staging_) dev.copy(s.host, s.buf, n * 4, device::CopyKind::DeviceToHost, st);
         dev.record(*s.ev, st);
         s.unit = unit;
         s.held = false;
@@ -189,7 +186,6 @@ std::unique_ptr<model::WeightSource> Engine::make_weights() {
 
 void Engine::weights_changed() {
     if (flow_) static_cast<FlowWeights&>(*weights_).invalidate();
-    std::fill(mirror_valid_.begin(), mirror_valid_.end(), 0);
 }
 
 } // namespace sof::offload

@@ -106,8 +106,10 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
             break;
         }
     }
-    // weight flow builds the device's weights from the master at every fetch: no bf16 copy
-    const bool device_lowp = in.bf16 && !in.flow;
+    // weight flow builds the device's weights from the master at every fetch: no bf16 copy; bf16
+    // working weights are written by the device step itself
+    const bool work16 = in.bf16 && in.work_bf16;
+    const bool device_lowp = in.bf16 && !in.flow && !work16;
     const bool bf16_grads = in.bf16 && in.cast_host; // grads cross the link as bf16
     const size_t es = in.state_bf16 ? 2 : 4;         // bytes per moment
 
@@ -121,18 +123,16 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
     for (int r = 0; r < ring; r++) {
         add(Buf::DevGradRing, r, MemSide::Device, MemKind::Grads, in.max_unit * 4,
             core::strfmt("grad ring slot %d (fp32 unit)", r));
-        if (in.staging)
-            add(Buf::HostGradRing, r, MemSide::Pinned, MemKind::Grads, in.max_unit * 4,
-                core::strfmt("grad ring slot %d host mirror", r));
     }
     if (!in.flow)
-        add(Buf::DevWork, 0, MemSide::Device, MemKind::Weights, n * 4,
-            "working weights (stationary)");
+        add(Buf::DevWork, 0, MemSide::Device, MemKind::Weights, n * (work16 ? 2 : 4),
+            work16 ? "bf16 working weights (stationary)" : "working weights (stationary)");
     add(Buf::DevStats, 0, MemSide::Device, MemKind::Staging, in.npieces * sizeof(device::GradStats),
         "grad statistics");
-    if (!in.flow && in.bf16 && max_host > 0) {
-        add(Buf::DevStage16, 0, MemSide::Device, MemKind::Staging, max_host * 2,
-            "H2D staging bf16");
+    if (!in.flow && in.bf16 && max_host > 0) { // bf16 working weights: H2D straight into them
+        if (!work16)
+            add(Buf::DevStage16, 0, MemSide::Device, MemKind::Staging, max_host * 2,
+                "H2D staging bf16");
         if (!in.cast_host)
             add(Buf::DevStage32, 0, MemSide::Device, MemKind::Staging, max_host * 4,
                 "H2D staging fp32");
@@ -170,9 +170,6 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
             if (in.bf16)
                 add(Buf::FlowSlot16, s, MemSide::Device, MemKind::Weights, in.max_unit * 2,
                     w + " (bf16)");
-            if (in.staging)
-                add(Buf::FlowSlotHost, s, MemSide::Pinned, MemKind::Staging, in.max_unit * 4,
-                    w + " host copy");
         }
     }
 
@@ -196,12 +193,6 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
         for (int r = 0; r < 2; r++)
             add(Buf::HostPub16, r, MemSide::Pinned, MemKind::Staging, max_host * 2,
                 core::strfmt("bf16 params H2D ring %d", r));
-    if (in.staging && !in.flow)
-        add(Buf::HostModelGrads, 0, MemSide::Pinned, MemKind::Grads, n * 4,
-            "model grads (host staging)");
-    if (in.staging && !in.flow)
-        add(Buf::HostModelWork, 0, MemSide::Pinned, MemKind::Weights, n * 4,
-            "working weights (host copy)");
     add(Buf::HostNaN, 0, MemSide::Pinned, MemKind::Staging, sizeof(float), "NaN injection");
     return plan;
 }
@@ -224,7 +215,7 @@ static size_t max_unit_of(const model::ParamLayout& layout) {
     return m;
 }
 
-static void set_modes(MemoryPlanInputs& in, const config::Config& cfg, bool staging) {
+static void set_modes(MemoryPlanInputs& in, const config::Config& cfg, bool work_bf16) {
     in.bf16 = cfg.train.dtype == config::Precision::BF16;
     in.flow = cfg.offload.weights == config::WeightsPolicy::Flow;
     in.cast_host = cfg.offload.cast == config::CastAt::Host;
@@ -233,13 +224,17 @@ static void set_modes(MemoryPlanInputs& in, const config::Config& cfg, bool stag
     in.speculate = cfg.offload.schedule != config::Schedule::Synchronous &&
                    cfg.offload.stv != config::Stv::Off;
     in.ring_ok = cfg.offload.flow_grads != config::FlowGrads::Host;
-    in.staging = staging;
+    in.work_bf16 = work_bf16 && in.bf16;
     in.grad_accum = std::max(1, cfg.train.grad_accum);
     in.prefetch_layers = std::max(0, cfg.offload.prefetch_layers);
 }
 
+bool bf16_working_weights(const config::Config& cfg, bool host_device, int shard_ranks) {
+    return !host_device && cfg.train.dtype == config::Precision::BF16 && shard_ranks <= 1;
+}
+
 MemoryPlanInputs memory_plan_inputs(const config::Config& cfg, const model::ParamLayout& layout,
-                                    const std::vector<Bucket>& buckets, bool staging) {
+                                    const std::vector<Bucket>& buckets, bool work_bf16) {
     MemoryPlanInputs in;
     in.num_params = layout.num_params;
     in.max_unit = max_unit_of(layout);
@@ -253,19 +248,19 @@ MemoryPlanInputs memory_plan_inputs(const config::Config& cfg, const model::Para
         in.bucket_numel.push_back(b.numel());
         in.bucket_place.push_back(b.place);
     }
-    set_modes(in, cfg, staging);
+    set_modes(in, cfg, work_bf16);
     return in;
 }
 
 MemoryPlanInputs sharded_plan_inputs(const config::Config& cfg, const model::ParamLayout& layout,
-                                     int shard_ranks, bool staging, int rank) {
+                                     int shard_ranks, bool work_bf16, int rank) {
     if (shard_ranks <= 1)
         return memory_plan_inputs(cfg, layout, engine_buckets(cfg, layout, stat_pieces(layout)),
-                                  staging);
+                                  work_bf16);
     model::ParamLayout shard =
         model::make_shard_layout(layout, model::make_shard_map(layout, shard_ranks, rank));
     MemoryPlanInputs in =
-        memory_plan_inputs(cfg, shard, engine_buckets(cfg, shard, stat_pieces(shard)), staging);
+        memory_plan_inputs(cfg, shard, engine_buckets(cfg, shard, stat_pieces(shard)), work_bf16);
     in.shard_ranks = shard_ranks;
     const model::ShardMap map = model::make_shard_map(layout, shard_ranks, rank);
     for (size_t s : map.slice)

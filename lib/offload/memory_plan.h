@@ -26,7 +26,7 @@ enum class Buf {
                     // with accumulation)
     DevGradRing,    // (max unit) weight flow, no accumulation: grad ring slot `index` on the
                     // device, one unit's fp32 grads while backward and the bucket D2H need them
-    DevWork,        // (num_params) fp32 working weights (stationary)
+    DevWork,        // (num_params) working weights (stationary): fp32, or bf16 (work_bf16)
     DevStats,       // (npieces) grad statistics
     DevStage32,     // (max host bucket) H2D staging fp32 (bf16, cast on the device)
     DevStage16,     // (max host bucket) H2D staging bf16
@@ -39,8 +39,7 @@ enum class Buf {
     SlotM,          // (max stream bucket) streaming slot `index`: exp_avg (state dtype)
     SlotV,          // (max stream bucket) streaming slot `index`: exp_avg_sq (state dtype)
     FlowSlot32,     // (max unit) weight-flow slot `index`: fp32 weights the model reads
-    FlowSlot16,     // (max unit) weight-flow slot `index`: bf16 staging
-    FlowSlotHost,   // (max unit) weight-flow slot `index`: pinned host copy (staging mode)
+    FlowSlot16,     // (max unit) weight-flow slot `index`: bf16 (the model reads it: work_bf16)
     HostParams,     // (num_params) fp32 master params, state set `index`
     HostExpAvg,     // (num_params) exp_avg, state set `index` (state dtype: fp32 or bf16)
     HostExpAvgSq,   // (num_params) exp_avg_sq, state set `index` (state dtype)
@@ -49,9 +48,6 @@ enum class Buf {
     HostStats,      // (npieces) grad statistics
     HostPub16,      // (max host bucket) stationary, cast host: bf16 params of a host step on
                     // their way H2D, ring slot `index` (0, 1)
-    HostModelGrads, // (num_params) staging: the grads the model adds into
-    HostGradRing,   // (max unit) staging: host mirror of grad ring slot `index`
-    HostModelWork,  // (num_params) staging, stationary: host copy of the working weights
     HostNaN,        // (1) NaN for the debug injection
     // the ZeRO-3 wrapper's (lib/zero) buffers, whole units of the full model: zero3_memory_plan
     ZeroGather,    // (slot) all-gathered unit, gather slot `index`
@@ -93,7 +89,7 @@ struct MemoryPlanInputs {
     bool speculate = true;               // STV may step speculatively (not synchronous, stv on)
     bool state_bf16 = false;             // optimizer.state_dtype bf16: m, v of 2 bytes
     bool ring_ok = true;                 // offload.flow_grads not host: a grad ring may be used
-    bool staging = false;                // model grads/weights staged through pinned host mirrors
+    bool work_bf16 = false; // the model reads bf16 working weights (CUDA, train.dtype bf16)
     int prefetch_layers = 1;
     int shard_ranks = 1;    // ZeRO-3 ranks the state is sharded over (sizes above are per rank)
     size_t zero3_slice = 0; // ZeRO-3: largest unit slice of the shard (0 without ZeRO-3)
@@ -139,18 +135,24 @@ int stream_slot_count(int nstream);
 std::vector<Bucket> engine_buckets(const config::Config& cfg, const model::ParamLayout& layout,
                                    const std::vector<int64_t>& pieces);
 
+// Whether the engine keeps bf16 working weights (MemoryPlanInputs::work_bf16): the model reads bf16
+// weights when it runs on a CUDA device (host_device false) with train.dtype bf16 (the CUDA
+// driver's bf16 activations); the CPU twins read fp32, and under ZeRO-3 (shard_ranks > 1) the
+// wrapper gathers into fp32 slots (its inner engine keeps bf16 values held in fp32).
+bool bf16_working_weights(const config::Config& cfg, bool host_device, int shard_ranks);
+
 // Inputs of the engine on `layout` (one rank, its own shard) with `buckets` (engine_buckets).
 MemoryPlanInputs memory_plan_inputs(const config::Config& cfg, const model::ParamLayout& layout,
-                                    const std::vector<Bucket>& buckets, bool staging);
+                                    const std::vector<Bucket>& buckets, bool work_bf16);
 
 // Inputs for `rank` of a model of `layout` sharded over `shard_ranks` ZeRO-3 ranks: the engine on
 // that rank's shard layout (model/shard.h: every unit padded and cut 1/N), as the ZeRO-3 path
 // builds it. The slices are equal, but the tensor boundaries inside them are not: bucket cuts and
 // statistic pieces, so a few KiB of buffers, differ from rank to rank. shard_ranks 1 gives
-// memory_plan_inputs(cfg, layout, engine_buckets(...), staging). Placement uses gpu_tail_buckets /
-// interleave_k as given (resolve `auto` first). zero3_slice is set for the wrapper's own slots
+// memory_plan_inputs(cfg, layout, engine_buckets(...), work_bf16). Placement uses gpu_tail_buckets
+// / interleave_k as given (resolve `auto` first). zero3_slice is set for the wrapper's own slots
 // (zero3_memory_plan), which make_memory_plan does not include: they are not engine buffers.
 MemoryPlanInputs sharded_plan_inputs(const config::Config& cfg, const model::ParamLayout& layout,
-                                     int shard_ranks, bool staging, int rank = 0);
+                                     int shard_ranks, bool work_bf16, int rank = 0);
 
 } // namespace sof::offload

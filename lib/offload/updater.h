@@ -86,6 +86,10 @@ class Updater {
 
     virtual const UpdaterStats& stats() const = 0;
 
+    // What weights().acquire hands out: bf16 values (the model built with bf16 weights reads
+    // them so) or fp32. Fixed at construction.
+    virtual bool bf16_weights() const { return false; }
+
     // The grads this path sees are one rank's shard: finish_step combines the statistics through
     // r before validating (null: the grads are the whole model's).
     void set_stat_reducer(StatReducer* r) { stat_reducer_ = r; }

@@ -102,7 +102,7 @@ ActivationEstimate activation_estimate(const model::ArchConfig& m, double batch,
 }
 
 CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& m,
-                            const HardwareProfile& hw, int shard_ranks, bool gpu_model) {
+                            const HardwareProfile& hw, int shard_ranks) {
     CostInputs c;
     const double C = m.channels, L = m.num_layers, Vp = m.padded_vocab_size;
     // sizes from the parameter layout (GPT-2: blocks 12C^2 + 13C, unit 0 wte + wpe; LLaMA: the
@@ -146,27 +146,26 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
     c.capacity_bytes = mem * hw.gpu_usable_fraction;
     c.host_capacity_bytes = hw.cpu_memory_gb * 1e9;
     c.host_device = hw.host_device;
-    c.staged = !hw.host_device && !gpu_model;
     c.shard_ranks = std::max(1, shard_ranks);
+    c.work_bf16 = offload::bf16_working_weights(cfg, hw.host_device, c.shard_ranks);
     c.gather16 = cfg.train.dtype == config::Precision::BF16 && !cfg.debug.fp32_gathers;
     c.interleave_k =
         cfg.offload.schedule == config::Schedule::Interleaved ? cfg.offload.interleave_k : 0;
 
     // The engine's buckets over this rank's shard, as the engine cuts them (placement later).
-    // On a device the host cannot dereference (CUDA) the engine stages the CPU model's grads and
-    // weights through pinned host mirrors; the plan counts them as the engine allocates them.
     config::Config pc = cfg;
     pc.offload.gpu_tail_buckets = 0;
     pc.offload.schedule = config::Schedule::SuperOffload;
     if (pc.offload.weights == config::WeightsPolicy::Auto)
         pc.offload.weights = config::WeightsPolicy::Stationary;
-    c.mem_base = offload::sharded_plan_inputs(pc, layout, c.shard_ranks, c.staged);
+    c.mem_base = offload::sharded_plan_inputs(pc, layout, c.shard_ranks, c.work_bf16);
     const int stride = c.shard_ranks <= 64 ? 1 : c.shard_ranks / 64;
     for (int r = stride; r < c.shard_ranks; r += stride)
-        c.mem_other.push_back(offload::sharded_plan_inputs(pc, layout, c.shard_ranks, c.staged, r));
-    if (stride > 1 && (c.shard_ranks - 1) % stride != 0)
         c.mem_other.push_back(
-            offload::sharded_plan_inputs(pc, layout, c.shard_ranks, c.staged, c.shard_ranks - 1));
+            offload::sharded_plan_inputs(pc, layout, c.shard_ranks, c.work_bf16, r));
+    if (stride > 1 && (c.shard_ranks - 1) % stride != 0)
+        c.mem_other.push_back(offload::sharded_plan_inputs(pc, layout, c.shard_ranks, c.work_bf16,
+                                                           c.shard_ranks - 1));
     c.num_buckets = std::max(1, static_cast<int>(c.mem_base.bucket_numel.size()));
     EngineModes em; // the deck's; `auto` at the engine's unresolved default
     em.cast_host = cfg.offload.cast == config::CastAt::Host;
@@ -226,10 +225,9 @@ MemoryEstimate rank_memory(const CostInputs& c, const offload::MemoryPlanInputs&
     using offload::MemSide;
     offload::MemoryPlan plan =
         offload::make_memory_plan(offload_plan_inputs(base, weights, tail, interleave_k));
-    if (c.shard_ranks > 1) { // the ZeRO-3 wrapper's whole-unit slots, where the CPU model reads
-        const offload::MemoryPlan z =
-            offload::zero3_memory_plan(c.shard_ranks, base.zero3_slice,
-                                       c.staged ? MemSide::Pinned : MemSide::Device, c.gather16);
+    if (c.shard_ranks > 1) { // the ZeRO-3 wrapper's whole-unit slots, in device memory
+        const offload::MemoryPlan z = offload::zero3_memory_plan(c.shard_ranks, base.zero3_slice,
+                                                                 MemSide::Device, c.gather16);
         plan.buffers.insert(plan.buffers.end(), z.buffers.begin(), z.buffers.end());
     }
     auto dev = [&](MemKind k) { return static_cast<double>(plan.total(MemSide::Device, k)); };

@@ -48,9 +48,9 @@ struct CostInputs {
     double capacity_bytes = 0;      // usable device memory
     double host_capacity_bytes = 0; // host memory of this rank
     bool host_device = true;        // the `host` device: its "device" memory is host memory too
-    // the CPU model of this build on a device the host cannot address (CUDA): its grads and
-    // weights staged through pinned mirrors, the ZeRO-3 wrapper's unit slots in pinned memory
-    bool staged = false;
+    // the engine keeps bf16 working weights (the model on a CUDA device in bf16:
+    // offload::bf16_working_weights)
+    bool work_bf16 = false;
     int shard_ranks = 1;   // ZeRO-3 ranks the state is sharded over
     bool gather16 = false; // ZeRO-3 gathers bf16 weights (zero3_memory_plan)
     int interleave_k = 0;  // schedule interleaved: the stride used for placement
@@ -83,11 +83,10 @@ struct ActivationEstimate {
 ActivationEstimate activation_estimate(const model::ArchConfig& m, double batch, double seq_len,
                                        double sp, double eb, bool recompute);
 
-// shard_ranks: ZeRO-3 ranks the parameters, grads and optimizer state are sharded over.
-// gpu_model: plan as if the model ran on the GPU (no staging mirrors, ZeRO-3 slots on the
-// device) instead of this build's staged CPU model.
+// shard_ranks: ZeRO-3 ranks the parameters, grads and optimizer state are sharded over. On a GPU
+// profile the model runs on the GPU: the engine's buffers are what the engine allocates there.
 CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& model,
-                            const HardwareProfile& hw, int shard_ranks = 1, bool gpu_model = false);
+                            const HardwareProfile& hw, int shard_ranks = 1);
 
 // Memory of the SuperOffload engine with `weights` (Stationary or Flow), n tail buckets and, when
 // interleave_k >= 1, every k-th other bucket streamed: the sums of the engine's memory plan

@@ -45,8 +45,7 @@ std::string host_line(const char* what, const MemoryEstimate& m, Unit u) {
 std::string describe(const Plan& p) {
     std::string s;
     Unit u = unit_for(p);
-    s += core::strfmt("plan on %s%s\n", p.hardware.c_str(),
-                      p.gpu_model ? " (model on the GPU: no staging mirrors)" : "");
+    s += core::strfmt("plan on %s\n", p.hardware.c_str());
     s += core::strfmt("  model %.3f B params, %.0f tokens per step, %d buckets of %g MiB, "
                       "device memory %.2f GB usable, host memory %.2f GB\n",
                       p.num_params / 1e9, p.tokens, p.num_buckets, p.deck_bucket_mb,

@@ -369,14 +369,13 @@ model::ArchConfig model_config_for(const config::ModelConfig& m) {
 }
 
 Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const HardwareProfile& hw,
-               int shard_ranks, bool gpu_model) {
+               int shard_ranks) {
     SOF_CHECK(!hw.h2d.empty() && !hw.d2h.empty(), "hardware profile '%s' without link curves",
               hw.name.c_str());
     model::ArchConfig m = model;
     if (m.padded_vocab_size <= 0) m.padded_vocab_size = (m.vocab_size + 127) / 128 * 128;
-    CostInputs c = make_cost_inputs(cfg, m, hw, shard_ranks, gpu_model);
+    CostInputs c = make_cost_inputs(cfg, m, hw, shard_ranks);
     Plan p;
-    p.gpu_model = gpu_model && !hw.host_device;
     p.hardware = hw.name + " (" + hw.source + ")";
     p.num_params = c.params;
     p.tokens = c.batch * c.seq * c.grad_accum;
@@ -488,7 +487,7 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
             c.shard_ranks, c.shard_ranks, offload::kZeroGatherSlots, offload::kZeroGradSlots,
             g16 ? " and the bf16 gather buffers" : "",
             device::format_bytes(static_cast<double>(zb)).c_str(),
-            c.host_device ? "the host device's arena" : (c.staged ? "pinned host" : "device")));
+            c.host_device ? "the host device's arena" : "device"));
     } else
         p.notes.push_back("per rank, parameters not sharded: with ZeRO-3 over N ranks the "
                           "optimizer state, CPU step and transfers shrink by about 1/N");

@@ -149,7 +149,6 @@ struct Plan {
     double capacity_bytes = 0;               // usable device memory
     double host_capacity_bytes = 0;          // host memory of one rank
     int shard_ranks = 1;                     // ZeRO-3 ranks the state is sharded over
-    bool gpu_model = false;                  // planned as if the model ran on the GPU
     MemoryEstimate mem_stationary, mem_flow; // with the chosen tail count (superoffload)
     MemoryEstimate mem;                      // the deck's schedule with the chosen options
     bool fits = true;     // mem fits both the device and the host memory of one rank
@@ -171,10 +170,9 @@ struct Plan {
 // Builds the plan for a deck and a model on a hardware profile. Deck values that are not `auto`
 // are kept (and used for the predictions); `auto` ones are chosen by the model. shard_ranks: the
 // ZeRO-3 ranks parameters, grads and optimizer state are sharded over (memory per rank).
-// gpu_model: plan the engine's own buffers as if the model ran on the GPU (this build's CPU
-// model on a CUDA device adds pinned staging mirrors and keeps the ZeRO-3 slots in pinned memory).
+// On a GPU profile the model runs on the GPU (its activations and the engine's buffers there).
 Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const HardwareProfile& hw,
-               int shard_ranks = 1, bool gpu_model = false);
+               int shard_ranks = 1);
 
 // Adds the ZeRO-3 (+ Ulysses) collectives of shard_ranks ranks to p: bytes (comm_model.h), time
 // over hw's network, the part not hidden behind compute (to exposed_s / iteration_s), a note.

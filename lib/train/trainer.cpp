@@ -24,6 +24,7 @@
 #include "model/model.h"
 #include "model/shard.h"
 #include "device/device.h"
+#include "offload/memory_plan.h"
 #include "offload/updater_factory.h"
 #include "plan/planner.h"
 #include "rank/context.h"
@@ -185,13 +186,14 @@ void Trainer::Impl::setup() {
     model::ModelOptions mopts;
     mopts.recompute = cfg.model.recompute;
     mopts.seq = ulysses.get();
-    // The activations live in the rank device's memory (the host device's arena counts them).
-    // On a CUDA device the engine still hands the model host mirrors of weights and grads
-    // (offload/engine.h), so the model runs on the CPU twins there, in host memory, for now.
-    if (ctx->device().host_accessible()) {
-        mopts.device = &ctx->device();
-        mopts.stream = &ctx->devices().compute();
-    }
+    // The model runs on the rank's device and compute stream, its activations in the device's
+    // memory (the host device's arena counts them); on a CUDA device with train.dtype bf16 it
+    // reads the engine's bf16 working weights (offload::bf16_working_weights: ZeRO-3 gathers fp32).
+    mopts.device = &ctx->device();
+    mopts.stream = &ctx->devices().compute();
+    mopts.bf16 = offload::bf16_working_weights(
+        cfg, ctx->device().host_accessible(),
+        cfg.parallel.zero_stage == 3 && world.size() > 1 ? ctx->shard().size() : 1);
     model = model::make_model(mcfg, mopts, B, Tl);
     const model::ParamLayout& layout = model->layout();
     params.assign(layout.num_params, 0.0f);
@@ -205,6 +207,9 @@ void Trainer::Impl::setup() {
 
     updater = zero::make_parallel_updater(cfg, layout, *ctx, log, trace.get());
     shards = dynamic_cast<zero::ShardAccess*>(updater.get());
+    if (updater->bf16_weights() != mopts.bf16)
+        SOF_FAIL(Internal, "the update path hands %s weights, the model reads %s",
+                 updater->bf16_weights() ? "bf16" : "fp32", mopts.bf16 ? "bf16" : "fp32");
     {
         std::vector<float> zeros(layout.num_params, 0.0f);
         updater->set_state(params.data(), zeros.data(), zeros.data(), 0);

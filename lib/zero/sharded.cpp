@@ -55,12 +55,25 @@ int next_unit(int u, Pass pass, int num_units) {
     return u > 1 ? u - 1 : -1;
 }
 
+// The single-rank update path under the wrappers. shard_ranks: ZeRO-3 ranks (1 otherwise); the
+// engine keeps bf16 working weights where the model reads them so (bf16_working_weights).
 std::unique_ptr<offload::Updater> make_inner(const config::Config& cfg,
                                              const model::ParamLayout& layout, rank::Context& ctx,
-                                             const core::Log& log, core::Trace* trace) {
-    if (!cfg.offload.enabled)
+                                             const core::Log& log, core::Trace* trace,
+                                             int shard_ranks) {
+    const bool host = ctx.device().host_accessible();
+    if (!cfg.offload.enabled) {
+        if (!host)
+            SOF_FAIL(Config,
+                     "offload.enabled: false on %s: the plain update path keeps weights and grads "
+                     "in host memory, where the model on the GPU does not read them; set "
+                     "offload.enabled: true (with offload.gpu_tail_buckets larger than the bucket "
+                     "count every bucket's state and step stay on the GPU)",
+                     ctx.device().describe().c_str());
         return std::make_unique<offload::PlainUpdater>(cfg, layout, log, trace);
-    return std::make_unique<offload::Engine>(cfg, layout, log, trace, ctx.devices());
+    }
+    return std::make_unique<offload::Engine>(cfg, layout, log, trace, ctx.devices(),
+                                             offload::bf16_working_weights(cfg, host, shard_ranks));
 }
 
 bool injects_here(const offload::StepHparams& hp, const config::Config& cfg, int rank) {
@@ -78,7 +91,7 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
           slayout_(model::make_shard_layout(full, map_)), weights_(*this), sink_(*this) {
         for (size_t s : map_.slice)
             max_slice_ = std::max(max_slice_, s);
-        inner_ = make_inner(cfg, slayout_, ctx, log, trace);
+        inner_ = make_inner(cfg, slayout_, ctx, log, trace, ctx.shard().size());
         inner_->set_stat_reducer(this);
         // the slots as the memory plan lists them (what `superoffload plan` counts per rank)
         gather16_ = cfg.train.dtype == config::Precision::BF16 && !cfg.debug.fp32_gathers;
@@ -417,7 +430,7 @@ class Zero0 : public offload::Updater, public ShardAccess {
           const core::Log& log, core::Trace* trace)
         : cfg_(cfg), full_(full), ctx_(ctx), mem_(ctx.device()),
           map_(model::make_shard_map(full, 1, 0)), sink_(*this) {
-        inner_ = make_inner(cfg, full, ctx, log, trace);
+        inner_ = make_inner(cfg, full, ctx, log, trace, 1);
         const size_t P = static_cast<size_t>(ctx.shard().size());
         size_t max_unit = 0;
         for (int u = 0; u < full.num_units(); u++)
@@ -439,6 +452,7 @@ class Zero0 : public offload::Updater, public ShardAccess {
     }
     model::WeightSource& weights() override { return inner_->weights(); }
     model::GradSink& grads() override { return sink_; }
+    bool bf16_weights() const override { return inner_->bf16_weights(); }
     void begin_step(const offload::StepHparams& hp) override {
         hp_ = hp;
         offload::StepHparams inner = hp;
@@ -535,7 +549,7 @@ std::unique_ptr<offload::Updater> make_parallel_updater(const config::Config& cf
                                                         const model::ParamLayout& full,
                                                         rank::Context& ctx, const core::Log& log,
                                                         core::Trace* trace) {
-    if (ctx.world().size() == 1) return make_inner(cfg, full, ctx, log, trace);
+    if (ctx.world().size() == 1) return make_inner(cfg, full, ctx, log, trace, 1);
     if (cfg.parallel.zero_stage == 3) return std::make_unique<Zero3>(cfg, full, ctx, log, trace);
     return std::make_unique<Zero0>(cfg, full, ctx, log, trace);
 }

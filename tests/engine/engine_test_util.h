@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "config/config.h"
+#include "core/dtype.h"
 #include "core/log.h"
+#include "device/device.h"
 #include "model/transformer.h"
 #include "offload/updater.h"
 #include "offload/updater_factory.h"
@@ -60,30 +62,89 @@ inline float noise(uint64_t a, uint64_t b, uint64_t i) {
            1.0f;
 }
 
+// The fake model's access to what an Updater hands out: bf16 weights (bf16_weights()) widened;
+// on a device the host cannot read (dev non-null: CUDA), through copies on a stream of its own
+// after every stream of the device is idle (the engine's memsets and uploads included).
+class FakeIo {
+  public:
+    FakeIo(const offload::Updater& u, device::Device* dev)
+        : w16_(u.bf16_weights()), dev_(dev && !dev->host_accessible() ? dev : nullptr) {
+        if (dev_) st_ = dev_->create_stream("fake model");
+    }
+    // dst (n) = the unit's weights as fp32
+    void weights(float* dst, const float* src, size_t n) {
+        const size_t bytes = n * (w16_ ? 2 : 4);
+        const void* from = src;
+        if (dev_) {
+            tmp_.resize(bytes);
+            get(tmp_.data(), src, bytes);
+            from = tmp_.data();
+        }
+        if (!w16_) {
+            std::memcpy(dst, from, bytes);
+            return;
+        }
+        const uint16_t* h = static_cast<const uint16_t*>(from);
+        for (size_t i = 0; i < n; i++)
+            dst[i] = core::bf16_to_f32(h[i]);
+    }
+    // g (n) += add (n)
+    void add_grads(float* g, const float* add, size_t n) {
+        if (!dev_) {
+            for (size_t i = 0; i < n; i++)
+                g[i] += add[i];
+            return;
+        }
+        std::vector<float> h(n);
+        get(h.data(), g, n * 4);
+        for (size_t i = 0; i < n; i++)
+            h[i] += add[i];
+        dev_->copy(g, h.data(), n * 4, device::CopyKind::HostToDevice, *st_);
+        dev_->synchronize(*st_);
+    }
+
+  private:
+    void get(void* dst, const void* src, size_t bytes) {
+        dev_->synchronize();
+        dev_->copy(dst, src, bytes, device::CopyKind::DeviceToHost, *st_);
+        dev_->synchronize(*st_);
+    }
+    bool w16_;
+    device::Device* dev_;
+    std::unique_ptr<device::Stream> st_;
+    std::vector<char> tmp_;
+};
+
 // Drives one forward + backward of a fake model through an Updater's WeightSource/GradSink.
 // Grads of element i: 0.05 * w[i] + amp * noise(step, micro, i), where w is what the backward
 // acquire returned (so wrong working weights show up in the grads). `seen` gets the weights the
-// forward read (num_params).
+// forward read (num_params), as fp32. dev: the device of the updater's buffers (FakeIo).
 inline void fake_fwd_bwd(const model::ParamLayout& l, offload::Updater& u, int64_t step, int micro,
-                         float amp, std::vector<float>& seen) {
+                         float amp, std::vector<float>& seen, device::Device* dev = nullptr) {
+    FakeIo io(u, dev);
     int L = l.cfg.num_layers;
     seen.assign(l.num_params, 0.0f);
     model::WeightSource& w = u.weights();
     auto unit_n = [&](int k) { return l.unit_begin[k + 1] - l.unit_begin[k]; };
     const float* p0 = w.acquire(0, model::Pass::Forward);
-    std::memcpy(seen.data(), p0, unit_n(0) * 4);
+    io.weights(seen.data(), p0, unit_n(0));
     for (int k = 1; k <= L + 1; k++) {
         const float* p = w.acquire(k, model::Pass::Forward);
-        std::memcpy(seen.data() + l.unit_begin[k], p, unit_n(k) * 4);
+        io.weights(seen.data() + l.unit_begin[k], p, unit_n(k));
         w.release(k, model::Pass::Forward);
     }
     w.release(0, model::Pass::Forward);
     model::GradSink& g = u.grads();
+    std::vector<float> wk, add;
     auto grad_unit = [&](int k, const float* p) {
         float* gk = g.grads(k);
         size_t o = l.unit_begin[k];
+        wk.resize(unit_n(k));
+        add.resize(unit_n(k));
+        io.weights(wk.data(), p, unit_n(k));
         for (size_t i = 0; i < unit_n(k); i++)
-            gk[i] += 0.05f * p[i] + amp * noise(static_cast<uint64_t>(step), micro, o + i);
+            add[i] = 0.05f * wk[i] + amp * noise(static_cast<uint64_t>(step), micro, o + i);
+        io.add_grads(gk, add.data(), unit_n(k));
     };
     const float* b0 = w.acquire(0, model::Pass::Backward);
     for (int k = L + 1; k >= 1; k--) {
@@ -131,10 +192,11 @@ inline void init_state(offload::Updater& u, const model::ParamLayout& l) {
 
 // Runs the same steps on both updaters and requires bitwise equal weights seen by the model,
 // reports and final states. Returns the engine's reports.
-inline std::vector<offload::StepReport>
-run_compare(offload::Updater& ref, offload::Updater& eng, const model::ParamLayout& l,
-            const std::vector<StepPlan>& plan, int accum,
-            std::function<void()> before_eng_backward = {}) {
+inline std::vector<offload::StepReport> run_compare(offload::Updater& ref, offload::Updater& eng,
+                                                    const model::ParamLayout& l,
+                                                    const std::vector<StepPlan>& plan, int accum,
+                                                    std::function<void()> before_eng_backward = {},
+                                                    device::Device* eng_dev = nullptr) {
     std::vector<offload::StepReport> reps;
     std::vector<float> seen_a, seen_b;
     for (size_t s = 0; s < plan.size(); s++) {
@@ -151,7 +213,7 @@ run_compare(offload::Updater& ref, offload::Updater& eng, const model::ParamLayo
             for (int m = 0; m < accum; m++) {
                 u.begin_micro(m, m == accum - 1);
                 if (k == 1 && before_eng_backward) before_eng_backward();
-                fake_fwd_bwd(l, u, hp.step, m, plan[s].amp, seen);
+                fake_fwd_bwd(l, u, hp.step, m, plan[s].amp, seen, k == 1 ? eng_dev : nullptr);
             }
             r[k] = u.finish_step();
         }

@@ -38,15 +38,15 @@ struct Pair {
     std::unique_ptr<offload::Updater> ref, eng;
 };
 
-// staging: the engine copies model grads/weights through host mirrors (its CUDA path).
-Pair make_pair(const config::Config& eng_cfg, const model::ParamLayout& l, bool staging = false) {
+// bf16w: the engine keeps bf16 working weights (what the CUDA bf16 model reads; bf16 decks only).
+Pair make_pair(const config::Config& eng_cfg, const model::ParamLayout& l, bool bf16w = false) {
     config::Config rc = eng_cfg;
     rc.offload.enabled = false;
     config::Config ec = eng_cfg;
     ec.offload.enabled = true;
     Pair p;
     p.ref = offload::make_updater(rc, l, kQuiet, nullptr);
-    if (staging)
+    if (bf16w)
         p.eng = std::make_unique<offload::Engine>(ec, l, kQuiet, nullptr, true);
     else
         p.eng = offload::make_updater(ec, l, kQuiet, nullptr);
@@ -56,10 +56,11 @@ Pair make_pair(const config::Config& eng_cfg, const model::ParamLayout& l, bool 
 }
 
 // Runs mixed_plan on plain vs engine; checks counters.
-void check_config(const config::Config& cfg, int accum = 1, bool staging = false,
+void check_config(const config::Config& cfg, int accum = 1, bool bf16w = false,
                   const model::ArchConfig& arch = test::tiny_gpt2()) {
     model::ParamLayout l = model::make_layout(arch);
-    Pair p = make_pair(cfg, l, staging);
+    Pair p = make_pair(cfg, l, bf16w);
+    CHECK(p.eng->bf16_weights() == bf16w);
     std::vector<StepPlan> plan = mixed_plan();
     std::vector<offload::StepReport> reps = test::run_compare(*p.ref, *p.eng, l, plan, accum);
     REQUIRE(reps.size() == plan.size());
@@ -80,7 +81,7 @@ void check_config(const config::Config& cfg, int accum = 1, bool staging = false
                           ec.offload.enabled = true;
                           return ec;
                       }(),
-                      l, 1, staging)));
+                      l, 1, bf16w)));
     int nhost = 0;
     for (const offload::Bucket& b : e->buckets())
         nhost += b.place == offload::Placement::Host;
@@ -252,7 +253,8 @@ TEST_CASE("engine == plain bitwise: bf16 moments (optimizer.state_dtype bf16) in
     }
 }
 
-TEST_CASE("engine == plain bitwise: weight flow's grad ring (no accumulation), staged or not") {
+TEST_CASE("engine == plain bitwise: weight flow's grad ring (no accumulation), fp32 or bf16 "
+          "weights") {
     // 8 layers: the ring (unit 0's slot + the units buckets still need) is smaller than the
     // model, so the model's fp32 grads live in device ring slots, not a whole-model buffer
     model::ArchConfig g = test::tiny_gpt2();
@@ -264,13 +266,14 @@ TEST_CASE("engine == plain bitwise: weight flow's grad ring (no accumulation), s
         for (auto cast : {config::CastAt::Host, config::CastAt::Device})
             for (int tail : {0, 1})
                 for (double mb : {0.001, 0.3})
-                    for (bool staging : {false, true}) {
+                    for (bool w16 : {false, true}) {
                         if (dt == config::Precision::FP32 && cast == config::CastAt::Host) continue;
+                        if (dt == config::Precision::FP32 && w16) continue;
                         CAPTURE(static_cast<int>(dt));
                         CAPTURE(static_cast<int>(cast));
                         CAPTURE(tail);
                         CAPTURE(mb);
-                        CAPTURE(staging);
+                        CAPTURE(w16);
                         config::Config c = test::base_deck();
                         c.train.dtype = dt;
                         c.offload.weights = config::WeightsPolicy::Flow;
@@ -278,8 +281,7 @@ TEST_CASE("engine == plain bitwise: weight flow's grad ring (no accumulation), s
                         c.offload.gpu_tail_buckets = tail;
                         c.offload.bucket_mb = mb;
                         c.offload.enabled = true;
-                        offload::MemoryPlanInputs in =
-                            offload::sharded_plan_inputs(c, l, 1, staging);
+                        offload::MemoryPlanInputs in = offload::sharded_plan_inputs(c, l, 1, w16);
                         int slots = offload::grad_ring_slots(in);
                         CHECK(slots >= 2);
                         MESSAGE("grad ring: " << slots << " slots of " << in.max_unit
@@ -288,7 +290,7 @@ TEST_CASE("engine == plain bitwise: weight flow's grad ring (no accumulation), s
                         offload::MemoryPlan mp = offload::make_memory_plan(in);
                         for (const offload::BufferSpec& b : mp.buffers)
                             CHECK(b.id != offload::Buf::DevGrads); // no whole-model grads
-                        check_config(c, 1, staging, g);
+                        check_config(c, 1, w16, g);
                     }
     // with accumulation the model's grads accumulate in one pinned buffer: no ring
     config::Config c = test::base_deck();
@@ -450,39 +452,65 @@ TEST_CASE("engine: deferred commit, the next forward waits for slow speculative 
     }
 }
 
-TEST_CASE(
-    "engine == plain bitwise with staged model grads/weights (the non-host-accessible path)") {
+TEST_CASE("engine == plain bitwise with bf16 working weights (what the CUDA bf16 model reads)") {
+    // The engine stores the working weights as bf16 (stationary: dwork16, flow: the bf16 slots);
+    // widened they must be the plain path's bf16 values held in fp32, bit for bit.
     config::Config c = test::base_deck();
+    c.train.dtype = config::Precision::BF16;
     c.offload.bucket_mb = 0.05;
     int accum = 1;
-    SUBCASE("fp32 stationary tail 0") {}
-    SUBCASE("fp32 stationary tail 1, accumulation 2") {
+    SUBCASE("stationary cast host tail 0") {
+        c.offload.cast = config::CastAt::Host;
+    }
+    SUBCASE("stationary cast host tail 1, accumulation 2") {
+        c.offload.cast = config::CastAt::Host;
         c.offload.gpu_tail_buckets = 1;
         accum = 2;
     }
-    SUBCASE("bf16 stationary cast device tail 1") {
-        c.train.dtype = config::Precision::BF16;
+    SUBCASE("stationary cast device tail 1") {
         c.offload.cast = config::CastAt::Device;
         c.offload.gpu_tail_buckets = 1;
     }
-    SUBCASE("bf16 flow cast host tail 1") {
-        c.train.dtype = config::Precision::BF16;
+    SUBCASE("stationary cast device, interleaved k=2") {
+        c.offload.cast = config::CastAt::Device;
+        c.offload.schedule = config::Schedule::Interleaved;
+        c.offload.interleave_k = 2;
+    }
+    SUBCASE("flow cast host tail 1") {
         c.offload.cast = config::CastAt::Host;
         c.offload.weights = config::WeightsPolicy::Flow;
         c.offload.gpu_tail_buckets = 1;
     }
-    SUBCASE("fp32 flow, interleaved k=2") {
+    SUBCASE("flow cast device, interleaved k=2") {
+        c.offload.cast = config::CastAt::Device;
         c.offload.weights = config::WeightsPolicy::Flow;
         c.offload.schedule = config::Schedule::Interleaved;
         c.offload.interleave_k = 2;
     }
     check_config(c, accum, true);
+    // half the working-weight bytes of the fp32-held engine
+    config::Config ec = c;
+    ec.offload.enabled = true;
+    model::ParamLayout l = model::make_layout(test::tiny_gpt2());
+    offload::Engine e16(ec, l, kQuiet, nullptr, true), e32(ec, l, kQuiet, nullptr, false);
+    auto weight_bytes = [](const offload::Engine& e) {
+        size_t b = 0;
+        for (const offload::BufferSpec& s : e.memory_plan().buffers)
+            if (s.kind == offload::MemKind::Weights && s.side == offload::MemSide::Device &&
+                (s.id == offload::Buf::DevWork))
+                b += s.bytes;
+        return b;
+    };
+    if (c.offload.weights == config::WeightsPolicy::Stationary)
+        CHECK(2 * weight_bytes(e16) == weight_bytes(e32));
 }
 
-TEST_CASE("engine (staged): deferred commit waits before the next forward's host copies") {
+TEST_CASE("engine (bf16 weights): deferred commit waits before the next forward reads them") {
     for (auto w : {config::WeightsPolicy::Stationary, config::WeightsPolicy::Flow}) {
         CAPTURE(static_cast<int>(w));
         config::Config c = test::base_deck();
+        c.train.dtype = config::Precision::BF16;
+        c.offload.cast = config::CastAt::Host;
         c.offload.bucket_mb = 0.05;
         c.offload.gpu_tail_buckets = 1;
         c.offload.weights = w;

@@ -1,6 +1,7 @@
-// The engine on the CUDA device (staged model grads/weights, grad_prep/cast kernels, gpu_adam for
-// device-resident buckets) against the plain path: bitwise with every bucket on the CPU, within
-// gpu_adam's documented ulps with tail buckets. Exits 77 (skipped) without a visible GPU.
+// The engine on the CUDA device (model grads/weights in device memory, fp32 or bf16 working
+// weights, grad_prep/cast kernels, gpu_adam for device-resident buckets) against the plain path:
+// bitwise with every bucket on the CPU, within gpu_adam's documented ulps with tail buckets. Exits
+// 77 (skipped) without a visible GPU.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -39,24 +40,30 @@ struct Pair {
     std::unique_ptr<offload::Updater> ref, eng;
 };
 
-Pair make_pair(const config::Config& c, const model::ParamLayout& l) {
+// bf16w: bf16 working weights (what the bf16 CUDA model reads)
+Pair make_pair(const config::Config& c, const model::ParamLayout& l, bool bf16w = false) {
     config::Config rc = c;
     rc.offload.enabled = false;
+    rc.device.type = config::DeviceType::Host; // the plain path keeps host memory
     config::Config ec = c;
     ec.offload.enabled = true;
     Pair p;
     p.ref = offload::make_updater(rc, l, kQuiet, nullptr);
-    p.eng = offload::make_updater(ec, l, kQuiet, nullptr);
+    p.eng = std::make_unique<offload::Engine>(ec, l, kQuiet, nullptr, bf16w);
     test::init_state(*p.ref, l);
     test::init_state(*p.eng, l);
     return p;
+}
+
+device::Device* dev_of(offload::Updater& u) {
+    return &dynamic_cast<offload::Engine&>(u).device();
 }
 
 } // namespace
 
 TEST_CASE("CUDA engine == plain bitwise with every bucket on the CPU (fp32, bf16 flow)") {
     model::ParamLayout l = model::make_layout(test::tiny_gpt2());
-    for (int variant = 0; variant < 3; variant++) {
+    for (int variant = 0; variant < 5; variant++) {
         CAPTURE(variant);
         config::Config c = cuda_deck();
         if (variant == 1) {
@@ -64,12 +71,17 @@ TEST_CASE("CUDA engine == plain bitwise with every bucket on the CPU (fp32, bf16
             c.offload.weights = config::WeightsPolicy::Flow;
             c.offload.cast = config::CastAt::Host;
         }
-        if (variant == 2) {
+        if (variant == 2 || variant == 4) {
             c.train.dtype = config::Precision::BF16;
             c.offload.cast = config::CastAt::Device;
         }
-        Pair p = make_pair(c, l);
-        std::vector<offload::StepReport> reps = test::run_compare(*p.ref, *p.eng, l, plan6(), 1);
+        if (variant == 3) {
+            c.train.dtype = config::Precision::BF16;
+            c.offload.cast = config::CastAt::Host;
+        }
+        Pair p = make_pair(c, l, variant >= 3); // 3, 4: bf16 working weights
+        std::vector<offload::StepReport> reps =
+            test::run_compare(*p.ref, *p.eng, l, plan6(), 1, {}, dev_of(*p.eng));
         CHECK(reps[1].clipped);
         CHECK(reps[2].skipped);
         CHECK(p.eng->stats().rollbacks == 2);
@@ -94,7 +106,8 @@ TEST_CASE("CUDA engine with gpu_adam tail buckets stays within ulps of plain") {
         for (offload::Updater* u : {p.ref.get(), p.eng.get()}) {
             u->begin_step(hp);
             u->begin_micro(0, true);
-            test::fake_fwd_bwd(l, *u, hp.step, 0, sp.amp, seen);
+            test::fake_fwd_bwd(l, *u, hp.step, 0, sp.amp, seen,
+                               u == p.eng.get() ? dev_of(*u) : nullptr);
             r[k++] = u->finish_step();
         }
         CHECK(r[0].skipped == r[1].skipped);
@@ -134,7 +147,8 @@ TEST_CASE("CUDA interleaved: streamed buckets through device slots, device peak 
             for (offload::Updater* u : {p.ref.get(), p.eng.get()}) {
                 u->begin_step(hp);
                 u->begin_micro(0, true);
-                test::fake_fwd_bwd(l, *u, hp.step, 0, sp.amp, seen);
+                test::fake_fwd_bwd(l, *u, hp.step, 0, sp.amp, seen,
+                                   u == p.eng.get() ? dev_of(*u) : nullptr);
                 u->finish_step();
             }
         }

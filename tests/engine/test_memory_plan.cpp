@@ -35,14 +35,14 @@ struct Pair {
     std::unique_ptr<offload::Engine> eng;
 };
 
-Pair make_pair(const config::Config& cfg, const model::ParamLayout& l, bool staging = false) {
+Pair make_pair(const config::Config& cfg, const model::ParamLayout& l, bool bf16w = false) {
     config::Config rc = cfg;
     rc.offload.enabled = false;
     config::Config ec = cfg;
     ec.offload.enabled = true;
     Pair p;
     p.ref = offload::make_updater(rc, l, kQuiet, nullptr);
-    p.eng = std::make_unique<offload::Engine>(ec, l, kQuiet, nullptr, staging);
+    p.eng = std::make_unique<offload::Engine>(ec, l, kQuiet, nullptr, bf16w);
     test::init_state(*p.ref, l);
     test::init_state(*p.eng, l);
     return p;
@@ -157,7 +157,7 @@ TEST_CASE("memory plan: engine device peak == plan == planner, every schedule x 
     CHECK(combos == 60);
 }
 
-TEST_CASE("memory plan: staged model grads/weights (the CUDA path) allocate what the plan says") {
+TEST_CASE("memory plan: bf16 working weights (the CUDA bf16 model) allocate what the plan says") {
     model::ParamLayout l = model::make_layout(test::tiny_gpt2());
     for (auto w : {config::WeightsPolicy::Stationary, config::WeightsPolicy::Flow}) {
         config::Config c = test::base_deck();
@@ -171,6 +171,13 @@ TEST_CASE("memory plan: staged model grads/weights (the CUDA path) allocate what
         CHECK(p.eng->device().peak() == p.eng->memory_plan().total(offload::MemSide::Device));
         offload::MemoryPlan again =
             offload::make_memory_plan(offload::sharded_plan_inputs(c, l, 1, true));
+        // the planner's figure for a CUDA bf16 model (no device arena here: the engine alone)
+        offload::MemoryPlan fp32w =
+            offload::make_memory_plan(offload::sharded_plan_inputs(c, l, 1, false));
+        if (w == config::WeightsPolicy::Stationary) // bf16 working weights: 2 bytes less a param
+            CHECK(fp32w.total(offload::MemSide::Device, offload::MemKind::Weights) -
+                      again.total(offload::MemSide::Device, offload::MemKind::Weights) ==
+                  offload::mem_round(l.num_params * 4) - offload::mem_round(l.num_params * 2));
         CHECK(again.total(offload::MemSide::Device) == p.eng->device().peak());
         CHECK(again.total(offload::MemSide::Pinned) ==
               p.eng->memory_plan().total(offload::MemSide::Pinned));
