@@ -74,8 +74,7 @@ int choose_tail(const CostInputs& c, const HardwareProfile& hw, config::WeightsP
     int eq45 = tail_buckets_eq45(move_g, step, move_p, bk, c.batch * c.seq, flops,
                                  hw.gpu_adam_params_per_s);
     // largest n whose tail state still fits next to everything else (device, and host memory
-    // when it fits without tail buckets: units under device buckets keep their grad ring slot,
-    // whose staging mirror is host memory)
+    // when it fits without tail buckets)
     const bool host_ok0 = offload_memory(c, w, 0).host_fits;
     auto fits = [&](int n) {
         MemoryEstimate m = offload_memory(c, w, n);

@@ -83,7 +83,7 @@ TEST_CASE("plan command: the GH200 LLaMA/Qwen decks plan without their token sha
     // only shapes and policies
     const std::string src = SOF_SOURCE_DIR, hw = src + "/inputs/hardware/gh200.yaml";
     std::string out = run_plan({src + "/inputs/qwen3-14b-gh200.yaml", "--hardware", hw});
-    CHECK(out.find("deck values: offload.weights=flow") != std::string::npos);
+    CHECK(out.find("deck values: offload.weights=stationary") != std::string::npos);
     out = run_plan({src + "/inputs/llama3-8b-gh200.yaml", "--hardware", hw});
     CHECK(out.find("deck values: offload.weights=stationary") != std::string::npos);
     out = run_plan({src + "/inputs/llama3-70b-gh200x4.yaml", "--hardware", hw, "--ranks", "4"});
