@@ -226,10 +226,9 @@ MemoryEstimate rank_memory(const CostInputs& c, const offload::MemoryPlanInputs&
     using offload::MemSide;
     offload::MemoryPlan plan =
         offload::make_memory_plan(offload_plan_inputs(base, weights, tail, interleave_k));
-    if (c.shard_ranks > 1) { // the ZeRO-3 wrapper's whole-unit slots, where the CPU model reads
-        const offload::MemoryPlan z =
-            offload::zero3_memory_plan(c.shard_ranks, base.zero3_slice,
-                                       c.staged ? MemSide::Pinned : MemSide::Device, c.gather16);
+    if (c.shard_ranks > 1) { // the ZeRO-3 wrapper's whole-unit slots, in device memory
+        const offload::MemoryPlan z = offload::zero3_memory_plan(c.shard_ranks, base.zero3_slice,
+                                                                 MemSide::Device, c.gather16);
         plan.buffers.insert(plan.buffers.end(), z.buffers.begin(), z.buffers.end());
     }
     auto dev = [&](MemKind k) { return static_cast<double>(plan.total(MemSide::Device, k)); };

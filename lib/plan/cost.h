@@ -49,7 +49,8 @@ struct CostInputs {
     double host_capacity_bytes = 0; // host memory of this rank
     bool host_device = true;        // the `host` device: its "device" memory is host memory too
     // the CPU model of this build on a device the host cannot address (CUDA): its grads and
-    // weights staged through pinned mirrors, the ZeRO-3 wrapper's unit slots in pinned memory
+    // weights staged through pinned mirrors (the ZeRO-3 wrapper's unit slots are device memory
+    // either way)
     bool staged = false;
     int shard_ranks = 1;   // ZeRO-3 ranks the state is sharded over
     bool gather16 = false; // ZeRO-3 gathers bf16 weights (zero3_memory_plan)

@@ -479,8 +479,8 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
     if (c.shard_ranks > 1) {
         const bool g16 = c.gather16;
         const size_t zb = offload::zero3_memory_plan(c.shard_ranks, c.mem_base.zero3_slice,
-                                                     offload::MemSide::Pinned, g16)
-                              .total(offload::MemSide::Pinned);
+                                                     offload::MemSide::Device, g16)
+                              .total(offload::MemSide::Device);
         p.notes.push_back(core::strfmt(
             "memory per rank with ZeRO-3 over %d ranks: the engine on a 1/%d shard, plus the "
             "wrapper's %d gather and %d grad slots of the largest whole unit%s (%s, in %s "
@@ -488,7 +488,7 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
             c.shard_ranks, c.shard_ranks, offload::kZeroGatherSlots, offload::kZeroGradSlots,
             g16 ? " and the bf16 gather buffers" : "",
             device::format_bytes(static_cast<double>(zb)).c_str(),
-            c.host_device ? "the host device's arena" : (c.staged ? "pinned host" : "device")));
+            c.host_device ? "the host device's arena" : "device"));
     } else
         p.notes.push_back("per rank, parameters not sharded: with ZeRO-3 over N ranks the "
                           "optimizer state, CPU step and transfers shrink by about 1/N");

@@ -36,7 +36,15 @@ Context::Context(const config::Config& cfg, const comm::World& world, const core
     bind_rank(cfg, log);
     devs_ = std::make_unique<DeviceSet>(cfg.device, placement_.local_rank, trace);
     std::string why;
-    transport_ = choose_transport(*devs_, *shard_, opts.force_staged, &why);
+    const std::string& forced = cfg.debug.collectives;
+    if (forced == "cuda_aware") {
+        transport_ = Transport::CudaAware;
+        why = "forced by debug.collectives";
+    } else {
+        transport_ =
+            choose_transport(*devs_, *shard_, opts.force_staged || forced == "staged", &why);
+        if (forced == "staged") why = "forced by debug.collectives";
+    }
     shard_dc_ = std::make_unique<DeviceComm>(*devs_, *shard_, transport_);
     if (grid_.sp > 1) {
         sp_stream_ = devs_->device().create_stream("sp comm");
