@@ -94,7 +94,7 @@ CommBytes Group::bytes() const {
 }
 
 void Group::allgather_raw(const void* mine, void* all, size_t n, MPI_Datatype type,
-                          size_t elem_bytes) {
+                          size_t elem_bytes, CollKind as) {
     int c = checked_count(n, size_, "allgather");
     if (size_ == 1) {
         if (all != mine) std::memcpy(all, mine, n * elem_bytes);
@@ -102,15 +102,15 @@ void Group::allgather_raw(const void* mine, void* all, size_t n, MPI_Datatype ty
     }
     SOF_CHECK_MPI(MPI_Allgather(mine, c, type, all, c, type, comm_));
     uint64_t b = static_cast<uint64_t>(size_ - 1) * n * elem_bytes;
-    count(CollKind::Allgather, b, b);
+    count(as, b, b);
 }
 
-void Group::allgather(const float* mine, float* all, size_t n) {
-    allgather_raw(mine, all, n, MPI_FLOAT, sizeof(float));
+void Group::allgather(const float* mine, float* all, size_t n, CollKind as) {
+    allgather_raw(mine, all, n, MPI_FLOAT, sizeof(float), as);
 }
 
 void Group::allgather(const uint16_t* mine, uint16_t* all, size_t n) {
-    allgather_raw(mine, all, n, MPI_UINT16_T, sizeof(uint16_t));
+    allgather_raw(mine, all, n, MPI_UINT16_T, sizeof(uint16_t), CollKind::Allgather);
 }
 
 void Group::reduce_scatter(const float* in, float* out, size_t n, float* scratch) {
@@ -153,15 +153,24 @@ void Group::allreduce(float* buf, size_t n, float* scratch) {
     count(CollKind::Allreduce, b, b);
 }
 
-void Group::alltoall(const float* send, float* recv, size_t n) {
+void Group::alltoall_raw(const void* send, void* recv, size_t n, MPI_Datatype type,
+                         size_t elem_bytes, CollKind as) {
     int c = checked_count(n, size_, "all-to-all");
     if (size_ == 1) {
-        if (recv != send) std::memcpy(recv, send, n * sizeof(float));
+        if (recv != send) std::memcpy(recv, send, n * elem_bytes);
         return;
     }
-    SOF_CHECK_MPI(MPI_Alltoall(send, c, MPI_FLOAT, recv, c, MPI_FLOAT, comm_));
-    uint64_t b = static_cast<uint64_t>(size_ - 1) * n * sizeof(float);
-    count(CollKind::Alltoall, b, b);
+    SOF_CHECK_MPI(MPI_Alltoall(send, c, type, recv, c, type, comm_));
+    uint64_t b = static_cast<uint64_t>(size_ - 1) * n * elem_bytes;
+    count(as, b, b);
+}
+
+void Group::alltoall(const float* send, float* recv, size_t n, CollKind as) {
+    alltoall_raw(send, recv, n, MPI_FLOAT, sizeof(float), as);
+}
+
+void Group::alltoall(const uint16_t* send, uint16_t* recv, size_t n) {
+    alltoall_raw(send, recv, n, MPI_UINT16_T, sizeof(uint16_t), CollKind::Alltoall);
 }
 
 std::vector<double> Group::allgather_value(double mine) {

@@ -40,9 +40,11 @@ class Group {
     int size() const { return size_; }
     const std::string& name() const { return name_; }
 
-    // all (size*n) = the n elements of every rank, in rank order.
+    // all (size*n) = the n elements of every rank, in rank order. `as`: the kind its bytes are
+    // counted under (a device-buffer allreduce built of an alltoall and an allgather counts both
+    // as Allreduce, like the host allreduce).
     // collective: all ranks of this group
-    void allgather(const float* mine, float* all, size_t n);
+    void allgather(const float* mine, float* all, size_t n, CollKind as = CollKind::Allgather);
     // The same for 16-bit elements (bf16 weights: half the bytes).
     // collective: all ranks of this group
     void allgather(const uint16_t* mine, uint16_t* all, size_t n);
@@ -56,8 +58,13 @@ class Group {
     // collective: all ranks of this group
     void allreduce(float* buf, size_t n, float* scratch);
     // recv (size*n): chunk q = what rank q sent to this rank; send (size*n): chunk q goes to q.
+    // `as`: the kind its bytes are counted under (a device-buffer reduce-scatter is an alltoall
+    // plus a sum on the device: counted as ReduceScatter, like the host one).
     // collective: all ranks of this group
-    void alltoall(const float* send, float* recv, size_t n);
+    void alltoall(const float* send, float* recv, size_t n, CollKind as = CollKind::Alltoall);
+    // The same for 16-bit elements (bf16 activations of the Ulysses exchange).
+    // collective: all ranks of this group
+    void alltoall(const uint16_t* send, uint16_t* recv, size_t n);
     // Every rank's value, summed in rank order (bitwise the same on every rank).
     // collective: all ranks of this group
     double ordered_sum(double mine);
@@ -73,7 +80,11 @@ class Group {
 
   private:
     // collective: all ranks of this group
-    void allgather_raw(const void* mine, void* all, size_t n, MPI_Datatype type, size_t elem_bytes);
+    void allgather_raw(const void* mine, void* all, size_t n, MPI_Datatype type, size_t elem_bytes,
+                       CollKind as);
+    // collective: all ranks of this group
+    void alltoall_raw(const void* send, void* recv, size_t n, MPI_Datatype type, size_t elem_bytes,
+                      CollKind as);
     void count(CollKind k, uint64_t sent, uint64_t recv);
     MPI_Comm comm_ = MPI_COMM_NULL;
     int rank_ = 0, size_ = 1;

@@ -170,6 +170,9 @@ struct DebugConfig {
     int64_t hold_for_stop = -1; // after this step every rank waits for a stop request (tests)
     bool fail_hard = false;     // fail_rank exits the process (a crash) instead of throwing
     bool fp32_gathers = false;  // ZeRO-3 all-gathers fp32 weights even when train.dtype is bf16
+    // auto | staged | cuda_aware: the device-buffer collective path, forced (tests: the staged
+    // and CUDA-aware code paths run on the host device too)
+    std::string collectives = "auto";
 };
 
 struct Config {

@@ -318,6 +318,8 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("debug.hold_for_stop", &c.debug.hold_for_stop, at_least(-1)));
     v.push_back(make("debug.fail_hard", &c.debug.fail_hard));
     v.push_back(make("debug.fp32_gathers", &c.debug.fp32_gathers));
+    v.push_back(
+        choice("debug.collectives", &c.debug.collectives, {"auto", "staged", "cuda_aware"}));
     return v;
 }
 

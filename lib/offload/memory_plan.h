@@ -112,7 +112,7 @@ constexpr int kZeroGatherSlots = 3;
 constexpr int kZeroGradSlots = 3;
 
 // The wrapper's buffers for `shards` ranks and largest unit slice `slice` (elements), on `side`
-// (where the CPU model reads them: the host device's arena, or pinned memory next to a GPU).
+// (the wrapper allocates them in device memory: the model reads and writes them there).
 // The one place that decides what the wrapper allocates; the planner adds it to the engine's.
 // gather16: weights are all-gathered as bf16 (train.dtype bf16: the working weights are bf16
 // values, so the gather is exact at half the bytes) through one send and one receive buffer.

@@ -49,7 +49,7 @@ struct CostInputs {
     double host_capacity_bytes = 0; // host memory of this rank
     bool host_device = true;        // the `host` device: its "device" memory is host memory too
     // the engine keeps bf16 working weights (the model on a CUDA device in bf16:
-    // offload::bf16_working_weights)
+    // offload::bf16_working_weights); the ZeRO-3 wrapper's unit slots are device memory
     bool work_bf16 = false;
     int shard_ranks = 1;   // ZeRO-3 ranks the state is sharded over
     bool gather16 = false; // ZeRO-3 gathers bf16 weights (zero3_memory_plan)

@@ -477,8 +477,8 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
     if (c.shard_ranks > 1) {
         const bool g16 = c.gather16;
         const size_t zb = offload::zero3_memory_plan(c.shard_ranks, c.mem_base.zero3_slice,
-                                                     offload::MemSide::Pinned, g16)
-                              .total(offload::MemSide::Pinned);
+                                                     offload::MemSide::Device, g16)
+                              .total(offload::MemSide::Device);
         p.notes.push_back(core::strfmt(
             "memory per rank with ZeRO-3 over %d ranks: the engine on a 1/%d shard, plus the "
             "wrapper's %d gather and %d grad slots of the largest whole unit%s (%s, in %s "

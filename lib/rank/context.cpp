@@ -36,8 +36,20 @@ Context::Context(const config::Config& cfg, const comm::World& world, const core
     bind_rank(cfg, log);
     devs_ = std::make_unique<DeviceSet>(cfg.device, placement_.local_rank, trace);
     std::string why;
-    transport_ = choose_transport(*devs_, *shard_, opts.force_staged, &why);
+    const std::string& forced = cfg.debug.collectives;
+    if (forced == "cuda_aware") {
+        transport_ = Transport::CudaAware;
+        why = "forced by debug.collectives";
+    } else {
+        transport_ =
+            choose_transport(*devs_, *shard_, opts.force_staged || forced == "staged", &why);
+        if (forced == "staged") why = "forced by debug.collectives";
+    }
     shard_dc_ = std::make_unique<DeviceComm>(*devs_, *shard_, transport_);
+    if (grid_.sp > 1) {
+        sp_stream_ = devs_->device().create_stream("sp comm");
+        sp_dc_ = std::make_unique<DeviceComm>(*devs_, *sp_, transport_, 4u << 20, sp_stream_.get());
+    }
     lane_ = std::make_unique<comm::Lane>("comm lane", trace);
     log.all("rank %d/%d: dp %d/%d sp %d/%d, local rank %d/%d, %s; collectives: %s (%s)", grid_.rank,
             grid_.world, grid_.dp_rank, grid_.dp, grid_.sp_rank, grid_.sp, placement_.local_rank,
@@ -47,6 +59,8 @@ Context::Context(const config::Config& cfg, const comm::World& world, const core
 
 Context::~Context() {
     lane_.reset();
+    sp_dc_.reset();
+    sp_stream_.reset();
     shard_dc_.reset();
     devs_.reset();
 }

@@ -53,7 +53,11 @@ class Context {
     comm::Lane& lane() { return *lane_; }
     DeviceSet& devices() { return *devs_; }
     device::Device& device() { return devs_->device(); }
+    // Device-buffer collectives over shard(), used only from the comm lane (on the comm stream).
     DeviceComm& shard_device_comm() { return *shard_dc_; }
+    // Device-buffer collectives over sp() (the Ulysses all-to-alls, from the model's thread, on a
+    // stream of their own); null when parallel.sp is 1.
+    DeviceComm* sp_device_comm() { return sp_dc_.get(); }
     Transport transport() const { return transport_; }
     const topo::Placement& placement() const { return placement_; }
     bool bound() const { return bound_; }
@@ -70,6 +74,8 @@ class Context {
     std::unique_ptr<DeviceSet> devs_;
     Transport transport_ = Transport::Direct;
     std::unique_ptr<DeviceComm> shard_dc_;
+    std::unique_ptr<device::Stream> sp_stream_; // staging copies of sp_dc_
+    std::unique_ptr<DeviceComm> sp_dc_;
     std::unique_ptr<comm::Lane> lane_; // last: joined first
 };
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "core/error.h"
@@ -39,26 +40,26 @@ const char* transport_name(Transport t) {
     return "?";
 }
 
-DeviceComm::DeviceComm(DeviceSet& devs, comm::Group& group, Transport t, size_t chunk_bytes)
-    : devs_(devs), g_(group), t_(t), chunk_(std::max<size_t>(chunk_bytes / sizeof(float), 1)) {
+DeviceComm::DeviceComm(DeviceSet& devs, comm::Group& group, Transport t, size_t chunk_bytes,
+                       device::Stream* stream)
+    : devs_(devs), g_(group), t_(t), s_(stream ? stream : &devs.comm()),
+      chunk_bytes_(std::max<size_t>(chunk_bytes / sizeof(float), 1) * sizeof(float)) {
     if (t_ != Transport::Staged) return;
     device::Device& d = devs_.device();
     const size_t P = static_cast<size_t>(g_.size());
     for (int i = 0; i < 2; i++) {
-        send_[i] = static_cast<float*>(
-            d.alloc_pinned(P * chunk_ * sizeof(float), "collective staging (send)"));
-        recv_[i] = static_cast<float*>(
-            d.alloc_pinned(P * chunk_ * sizeof(float), "collective staging (receive)"));
+        send_[i] = d.alloc_pinned(P * chunk_bytes_, "collective staging (send)");
+        recv_[i] = d.alloc_pinned(P * chunk_bytes_, "collective staging (receive)");
         ev_[i] = d.create_event();
     }
-    scratch_ = static_cast<float*>(
-        d.alloc_pinned(2 * P * chunk_ * sizeof(float), "collective staging (reduction)"));
+    scratch_ =
+        static_cast<float*>(d.alloc_pinned(2 * P * chunk_bytes_, "collective staging (reduction)"));
 }
 
 DeviceComm::~DeviceComm() {
     device::Device& d = devs_.device();
     try {
-        d.synchronize(devs_.comm());
+        d.synchronize(*s_);
     } catch (...) { // an abandoned collective: nothing left to report it to
     }
     for (int i = 0; i < 2; i++) {
@@ -68,135 +69,197 @@ DeviceComm::~DeviceComm() {
     d.free_pinned(scratch_);
 }
 
-void DeviceComm::d2h(float* host, const float* dev, size_t n) {
-    devs_.device().copy(host, dev, n * sizeof(float), CopyKind::DeviceToHost, devs_.comm());
+void DeviceComm::d2h(void* host, const void* dev, size_t bytes) {
+    devs_.device().copy(host, dev, bytes, CopyKind::DeviceToHost, *s_);
 }
 
-void DeviceComm::h2d(float* dev, const float* host, size_t n) {
-    devs_.device().copy(dev, host, n * sizeof(float), CopyKind::HostToDevice, devs_.comm());
+void DeviceComm::h2d(void* dev, const void* host, size_t bytes) {
+    devs_.device().copy(dev, host, bytes, CopyKind::HostToDevice, *s_);
 }
 
-// Staged pattern for all four: chunk i's inputs are copied to send_[i%2] (recorded on ev_[i%2])
-// one chunk ahead, so the copy of chunk i+1 runs while chunk i is on the wire; results go back
-// from recv_[i%2] asynchronously (the stream is FIFO: chunk i+2's input event implies chunk i's
-// results were copied out before recv_[i%2] is reused). stage_in(off, k, send) enqueues the
-// input copies of the chunk [off, off+k); transfer(send, recv, k) runs the collective on host
-// buffers; stage_out(off, k, recv) enqueues the result copies.
-void DeviceComm::pipeline(size_t n, const std::function<void(size_t, size_t, float*)>& stage_in,
-                          const std::function<void(float*, float*, size_t)>& transfer,
-                          const std::function<void(size_t, size_t, const float*)>& stage_out) {
+bool DeviceComm::local_only(void* dst, const void* src, size_t bytes) {
+    if (g_.size() != 1 || t_ == Transport::Direct) return false;
+    if (dst != src) {
+        devs_.device().copy(dst, src, bytes, CopyKind::DeviceToDevice, *s_);
+        devs_.device().synchronize(*s_);
+    }
+    return true;
+}
+
+size_t DeviceComm::allreduce_scratch(size_t n) const {
+    const size_t P = static_cast<size_t>(g_.size());
+    return 2 * P * ((n + P - 1) / P);
+}
+
+// Staged pattern for all of them: chunk i's inputs are copied to send_[i%2] (recorded on
+// ev_[i%2]) one chunk ahead, so the copy of chunk i+1 runs while chunk i is on the wire; results
+// go back from recv_[i%2] asynchronously (the stream is FIFO: chunk i+2's input event implies
+// chunk i's results were copied out before recv_[i%2] is reused). stage_in(off, k, send)
+// enqueues the input copies of the elements [off, off+k); transfer(send, recv, k) runs the
+// collective on host buffers; stage_out(off, k, recv) enqueues the result copies.
+void DeviceComm::pipeline(size_t n, size_t chunk,
+                          const std::function<void(size_t, size_t, void*)>& stage_in,
+                          const std::function<void(void*, void*, size_t)>& transfer,
+                          const std::function<void(size_t, size_t, const void*)>& stage_out) {
     device::Device& d = devs_.device();
     auto enqueue = [&](size_t off, int b) {
-        stage_in(off, std::min(chunk_, n - off), send_[b]);
-        d.record(*ev_[b], devs_.comm());
+        stage_in(off, std::min(chunk, n - off), send_[b]);
+        d.record(*ev_[b], *s_);
     };
     if (n > 0) enqueue(0, 0);
-    for (size_t off = 0, i = 0; off < n; off += chunk_, i++) {
+    for (size_t off = 0, i = 0; off < n; off += chunk, i++) {
         int b = static_cast<int>(i % 2);
-        size_t k = std::min(chunk_, n - off);
+        size_t k = std::min(chunk, n - off);
         ev_[b]->synchronize();
-        if (off + chunk_ < n) enqueue(off + chunk_, 1 - b);
+        if (off + chunk < n) enqueue(off + chunk, 1 - b);
         transfer(send_[b], recv_[b], k);
         stage_out(off, k, recv_[b]);
     }
-    d.synchronize(devs_.comm());
+    d.synchronize(*s_);
 }
 
-void DeviceComm::allgather(const float* mine, float* all, size_t n, device::Event* after) {
+template <class T>
+void DeviceComm::allgather_t(const T* mine, T* all, size_t n, device::Event* after) {
     if (after) after->synchronize();
+    if (local_only(all, mine, n * sizeof(T))) return;
     if (t_ != Transport::Staged) {
         g_.allgather(mine, all, n);
         return;
     }
-    const size_t P = static_cast<size_t>(g_.size());
+    const size_t P = static_cast<size_t>(g_.size()), e = sizeof(T);
     pipeline(
-        n, [&](size_t off, size_t k, float* send) { d2h(send, mine + off, k); },
-        [&](float* send, float* recv, size_t k) { g_.allgather(send, recv, k); },
-        [&](size_t off, size_t k, const float* recv) {
+        n, chunk_bytes_ / e,
+        [&](size_t off, size_t k, void* send) { d2h(send, mine + off, k * e); },
+        [&](void* send, void* recv, size_t k) {
+            g_.allgather(static_cast<const T*>(send), static_cast<T*>(recv), k);
+        },
+        [&](size_t off, size_t k, const void* recv) {
             for (size_t q = 0; q < P; q++)
-                h2d(all + q * n + off, recv + q * k, k);
+                h2d(all + q * n + off, static_cast<const T*>(recv) + q * k, k * e);
         });
 }
 
-void DeviceComm::reduce_scatter(const float* in, float* out, size_t n, device::Event* after) {
+void DeviceComm::allgather(const float* mine, float* all, size_t n, device::Event* after) {
+    allgather_t(mine, all, n, after);
+}
+
+void DeviceComm::allgather(const uint16_t* mine, uint16_t* all, size_t n, device::Event* after) {
+    allgather_t(mine, all, n, after);
+}
+
+void DeviceComm::reduce_scatter(const float* in, float* out, size_t n, device::Event* after,
+                                float* scratch) {
     if (after) after->synchronize();
+    if (local_only(out, in, n * sizeof(float))) return;
     device::Device& d = devs_.device();
     const size_t P = static_cast<size_t>(g_.size());
     if (t_ == Transport::Direct) {
-        std::vector<float> scratch(P * n);
-        g_.reduce_scatter(in, out, n, scratch.data());
+        std::vector<float> own;
+        if (!scratch) {
+            own.resize(P * n);
+            scratch = own.data();
+        }
+        g_.reduce_scatter(in, out, n, scratch);
         return;
     }
     if (t_ == Transport::CudaAware) { // all-to-all on device pointers, rank-order sum on device
-        DeviceScratch tmp(d, P * n, "reduce-scatter scratch");
-        g_.alltoall(in, tmp.p, n);
-        d.sum_chunks(tmp.p, g_.size(), n, out, devs_.comm());
-        d.synchronize(devs_.comm());
+        std::unique_ptr<DeviceScratch> own;
+        if (!scratch) {
+            own = std::make_unique<DeviceScratch>(d, P * n, "reduce-scatter scratch");
+            scratch = own->p;
+        }
+        g_.alltoall(in, scratch, n, comm::CollKind::ReduceScatter);
+        d.sum_chunks(scratch, g_.size(), n, out, *s_);
+        d.synchronize(*s_);
         return;
     }
     pipeline(
-        n,
-        [&](size_t off, size_t k, float* send) {
+        n, chunk_bytes_ / sizeof(float),
+        [&](size_t off, size_t k, void* send) {
             for (size_t q = 0; q < P; q++)
-                d2h(send + q * k, in + q * n + off, k);
+                d2h(static_cast<float*>(send) + q * k, in + q * n + off, k * sizeof(float));
         },
-        [&](float* send, float* recv, size_t k) { g_.reduce_scatter(send, recv, k, scratch_); },
-        [&](size_t off, size_t k, const float* recv) { h2d(out + off, recv, k); });
+        [&](void* send, void* recv, size_t k) {
+            g_.reduce_scatter(static_cast<const float*>(send), static_cast<float*>(recv), k,
+                              scratch_);
+        },
+        [&](size_t off, size_t k, const void* recv) { h2d(out + off, recv, k * sizeof(float)); });
 }
 
-void DeviceComm::allreduce(float* buf, size_t n, device::Event* after) {
+void DeviceComm::allreduce(float* buf, size_t n, device::Event* after, float* scratch) {
     if (after) after->synchronize();
+    if (g_.size() == 1) return;
     device::Device& d = devs_.device();
     const size_t P = static_cast<size_t>(g_.size());
     if (t_ == Transport::Direct) {
-        std::vector<float> scratch(2 * P * ((n + P - 1) / P));
-        g_.allreduce(buf, n, scratch.data());
+        std::vector<float> own;
+        if (!scratch) {
+            own.resize(allreduce_scratch(n));
+            scratch = own.data();
+        }
+        g_.allreduce(buf, n, scratch);
         return;
     }
     if (t_ == Transport::CudaAware) { // reduce-scatter on device, then allgather
-        size_t c = (n + P - 1) / P;
-        DeviceScratch tmp(d, 3 * P * c, "allreduce scratch");
-        float* padded = tmp.p;
-        float* recv = tmp.p + P * c;
-        float* gathered = tmp.p + 2 * P * c;
-        d.copy(padded, buf, n * sizeof(float), CopyKind::DeviceToDevice, devs_.comm());
-        d.memset(padded + n, 0, (P * c - n) * sizeof(float), devs_.comm());
-        d.synchronize(devs_.comm());
-        g_.alltoall(padded, recv, c);
-        d.sum_chunks(recv, g_.size(), c, padded, devs_.comm());
-        d.synchronize(devs_.comm());
-        g_.allgather(padded, gathered, c);
-        d.copy(buf, gathered, n * sizeof(float), CopyKind::DeviceToDevice, devs_.comm());
-        d.synchronize(devs_.comm());
+        std::unique_ptr<DeviceScratch> own;
+        if (!scratch) {
+            own = std::make_unique<DeviceScratch>(d, allreduce_scratch(n), "allreduce scratch");
+            scratch = own->p;
+        }
+        const size_t c = (n + P - 1) / P;
+        float* padded = scratch;       // (P*c) the input, zero-padded; then the reduced chunk
+        float* recv = scratch + P * c; // (P*c) the chunks of every rank; then the gathered sums
+        d.copy(padded, buf, n * sizeof(float), CopyKind::DeviceToDevice, *s_);
+        d.memset(padded + n, 0, (P * c - n) * sizeof(float), *s_);
+        d.synchronize(*s_);
+        g_.alltoall(padded, recv, c, comm::CollKind::Allreduce);
+        d.sum_chunks(recv, g_.size(), c, padded, *s_);
+        d.synchronize(*s_);
+        g_.allgather(padded, recv, c, comm::CollKind::Allreduce);
+        d.copy(buf, recv, n * sizeof(float), CopyKind::DeviceToDevice, *s_);
+        d.synchronize(*s_);
         return;
     }
     pipeline(
-        n, [&](size_t off, size_t k, float* send) { d2h(send, buf + off, k); },
-        [&](float* send, float* recv, size_t k) {
+        n, chunk_bytes_ / sizeof(float),
+        [&](size_t off, size_t k, void* send) { d2h(send, buf + off, k * sizeof(float)); },
+        [&](void* send, void* recv, size_t k) {
             std::memcpy(recv, send, k * sizeof(float));
-            g_.allreduce(recv, k, scratch_);
+            g_.allreduce(static_cast<float*>(recv), k, scratch_);
         },
-        [&](size_t off, size_t k, const float* recv) { h2d(buf + off, recv, k); });
+        [&](size_t off, size_t k, const void* recv) { h2d(buf + off, recv, k * sizeof(float)); });
 }
 
-void DeviceComm::alltoall(const float* send, float* recv, size_t n, device::Event* after) {
+template <class T>
+void DeviceComm::alltoall_t(const T* send, T* recv, size_t n, device::Event* after) {
     if (after) after->synchronize();
+    if (local_only(recv, send, n * sizeof(T))) return;
     if (t_ != Transport::Staged) {
         g_.alltoall(send, recv, n);
         return;
     }
-    const size_t P = static_cast<size_t>(g_.size());
+    const size_t P = static_cast<size_t>(g_.size()), e = sizeof(T);
     pipeline(
-        n,
-        [&](size_t off, size_t k, float* dst) {
+        n, chunk_bytes_ / e,
+        [&](size_t off, size_t k, void* dst) {
             for (size_t q = 0; q < P; q++)
-                d2h(dst + q * k, send + q * n + off, k);
+                d2h(static_cast<T*>(dst) + q * k, send + q * n + off, k * e);
         },
-        [&](float* s, float* r, size_t k) { g_.alltoall(s, r, k); },
-        [&](size_t off, size_t k, const float* r) {
+        [&](void* s, void* r, size_t k) {
+            g_.alltoall(static_cast<const T*>(s), static_cast<T*>(r), k);
+        },
+        [&](size_t off, size_t k, const void* r) {
             for (size_t q = 0; q < P; q++)
-                h2d(recv + q * n + off, r + q * k, k);
+                h2d(recv + q * n + off, static_cast<const T*>(r) + q * k, k * e);
         });
+}
+
+void DeviceComm::alltoall(const float* send, float* recv, size_t n, device::Event* after) {
+    alltoall_t(send, recv, n, after);
+}
+
+void DeviceComm::alltoall(const uint16_t* send, uint16_t* recv, size_t n, device::Event* after) {
+    alltoall_t(send, recv, n, after);
 }
 
 Transport choose_transport(DeviceSet& devs, comm::Group& group, bool force_staged,

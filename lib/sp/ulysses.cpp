@@ -1,14 +1,116 @@
-// Ulysses all-to-alls (see ulysses.h): pack per destination rank, one MPI_Alltoall, unpack.
-// Layouts: tokens side (B, Tl, K, P, X), heads side (B, P*Tl, K, X).
+// Ulysses all-to-alls (see ulysses.h): pack per destination rank, one all-to-all, unpack. On
+// device buffers the packing is strided row copies on the model's stream (kernels/copy.h) around a
+// rank::DeviceComm all-to-all. Layouts: tokens side (B, Tl, K, P, X), heads side (B, P*Tl, K, X).
 #include "sp/ulysses.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.h"
+#include "kernels/copy.h"
 
 namespace sof::sp {
 
+namespace {
+const char* at(const void* p, size_t elems, size_t elem) {
+    return static_cast<const char*>(p) + elems * elem;
+}
+char* at(void* p, size_t elems, size_t elem) {
+    return static_cast<char*>(p) + elems * elem;
+}
+} // namespace
+
+Ulysses::Ulysses(rank::DeviceComm& dc, device::Stream& s)
+    : dc_(dc), g_(dc.group()), d_(dc.device()), s_(s), ev_(d_.create_event()) {}
+
+Ulysses::~Ulysses() {
+    try {
+        d_.synchronize(s_); // the last unpack reads the scratch
+    } catch (...) {         // an abandoned step's error: nothing left to report it to
+    }
+    d_.free(scratch_);
+}
+
+void Ulysses::rows(void* dst, size_t ldd, const void* src, size_t lds, size_t nrows, size_t width) {
+    const size_t e = elem_;
+    d_.launch(s_, "ulysses rows", [=](const kernels::Exec& ex) {
+        if (e == sizeof(float))
+            kernels::copy_rows(ex, static_cast<float*>(dst), ldd, static_cast<const float*>(src),
+                               lds, nrows, width);
+        else
+            kernels::copy_rows(ex, static_cast<uint16_t*>(dst), ldd,
+                               static_cast<const uint16_t*>(src), lds, nrows, width);
+    });
+}
+
+void Ulysses::prepare(const void* in, const void* out, size_t elem, size_t chunk) {
+    if (elem != sizeof(float) && elem != sizeof(uint16_t))
+        SOF_FAIL(Internal, "ulysses: %zu-byte elements (fp32 or bf16 only)", elem);
+    const size_t bytes = static_cast<size_t>(g_.size()) * chunk * elem;
+    const char* i = static_cast<const char*>(in);
+    const char* o = static_cast<const char*>(out);
+    if (i < o + bytes && o < i + bytes)
+        SOF_FAIL(Internal, "ulysses: the exchange's input and output overlap");
+    elem_ = elem;
+    if (bytes > cap_) {
+        d_.synchronize(s_); // the last unpack may still read the old scratch
+        d_.free(scratch_);
+        scratch_ = nullptr;
+        cap_ = 0;
+        scratch_ = d_.alloc(bytes, "Ulysses all-to-all receive buffer");
+        cap_ = bytes;
+    }
+}
+
+void Ulysses::exchange(const void* send, size_t chunk) {
+    d_.record(*ev_, s_);
+    if (elem_ == sizeof(float))
+        dc_.alltoall(static_cast<const float*>(send), static_cast<float*>(scratch_), chunk,
+                     ev_.get());
+    else
+        dc_.alltoall(static_cast<const uint16_t*>(send), static_cast<uint16_t*>(scratch_), chunk,
+                     ev_.get());
+}
+
+void Ulysses::finish() {
+    if (d_.host_accessible()) d_.synchronize(s_);
+}
+
+// out serves as the send buffer: chunk j = channel group j of every local row; the received
+// chunk i (rank i's tokens) goes to positions i*Tl ..
+void Ulysses::to_heads_device(const void* in, void* out, size_t elem, int B, int Tl, int K, int X) {
+    const size_t P = static_cast<size_t>(g_.size()), x = static_cast<size_t>(X);
+    const size_t rows_n = static_cast<size_t>(B) * Tl * K, chunk = rows_n * x;
+    const size_t tkx = static_cast<size_t>(Tl) * K * x; // one sequence's tokens of one chunk
+    prepare(in, out, elem, chunk);
+    for (size_t j = 0; j < P; j++)
+        rows(at(out, j * chunk, elem), x, at(in, j * x, elem), P * x, rows_n, x);
+    exchange(out, chunk);
+    for (size_t i = 0; i < P; i++)
+        rows(at(out, i * tkx, elem), P * tkx, at(scratch_, i * chunk, elem), tkx,
+             static_cast<size_t>(B), tkx);
+    finish();
+}
+
+// chunk j = positions j*Tl .. of this rank's head group; the received chunk i (head group i of
+// this rank's tokens) goes to channel group i of every local row
+void Ulysses::to_tokens_device(const void* in, void* out, size_t elem, int B, int Tl, int K,
+                               int X) {
+    const size_t P = static_cast<size_t>(g_.size()), x = static_cast<size_t>(X);
+    const size_t rows_n = static_cast<size_t>(B) * Tl * K, chunk = rows_n * x;
+    const size_t tkx = static_cast<size_t>(Tl) * K * x;
+    prepare(in, out, elem, chunk);
+    for (size_t j = 0; j < P; j++)
+        rows(at(out, j * chunk, elem), tkx, at(in, j * tkx, elem), P * tkx, static_cast<size_t>(B),
+             tkx);
+    exchange(out, chunk);
+    for (size_t i = 0; i < P; i++)
+        rows(at(out, i * x, elem), P * x, at(scratch_, i * chunk, elem), x, rows_n, x);
+    finish();
+}
+
 void Ulysses::to_heads(const float* in, float* out, int B, int Tl, int K, int X) {
+    if (d_.host_accessible()) return to_heads_device(in, out, sizeof(float), B, Tl, K, X);
     const size_t P = static_cast<size_t>(g_.size());
     const size_t x = static_cast<size_t>(X), rows = static_cast<size_t>(B) * Tl * K;
     const size_t chunk = rows * x; // per destination: (B, Tl, K, X)
@@ -28,6 +130,7 @@ void Ulysses::to_heads(const float* in, float* out, int B, int Tl, int K, int X)
 }
 
 void Ulysses::to_tokens(const float* in, float* out, int B, int Tl, int K, int X) {
+    if (d_.host_accessible()) return to_tokens_device(in, out, sizeof(float), B, Tl, K, X);
     const size_t P = static_cast<size_t>(g_.size());
     const size_t x = static_cast<size_t>(X), tl = static_cast<size_t>(Tl);
     const size_t k = static_cast<size_t>(K), rows = static_cast<size_t>(B) * tl * k;

@@ -1,27 +1,65 @@
-// Ulysses sequence parallelism: the model's SeqExchange hook as all-to-alls over the SP group, and
-// the slice of each sequence that an SP rank holds.
+// Ulysses sequence parallelism: the model's SeqExchange hook as all-to-alls over the SP group on
+// device buffers (rank::DeviceComm: direct, CUDA-aware or staged), and the slice of each sequence
+// that an SP rank holds.
 #pragma once
 
+#include <cstddef>
+#include <memory>
 #include <vector>
 
-#include "comm/group.h"
+#include "device/device.h"
 #include "model/model.h"
+#include "rank/device_comm.h"
 
 namespace sof::sp {
 
 class Ulysses : public model::SeqExchange {
   public:
-    explicit Ulysses(comm::Group& sp) : g_(sp) {}
+    // The all-to-alls of dc's group (the SP group) on buffers of dc's device. `s` is the stream
+    // the model runs on: an exchange follows the work enqueued there before it and leaves `out`
+    // ready for the work enqueued after it (on a host-accessible device, whose CPU twins run on
+    // the calling thread: finished when the call returns).
+    Ulysses(rank::DeviceComm& dc, device::Stream& s);
+    ~Ulysses() override;
+    Ulysses(const Ulysses&) = delete;
+    Ulysses& operator=(const Ulysses&) = delete;
+
     int degree() const override { return g_.size(); }
     int index() const override { return g_.rank(); }
+
+    // SeqExchange, fp32 host buffers: on a host-accessible device these are its device buffers
+    // (the device path below); on a GPU the model's host staging goes through host all-to-alls.
     // collective: all ranks of the SP group
     void to_heads(const float* in, float* out, int B, int Tl, int K, int X) override;
     // collective: all ranks of the SP group
     void to_tokens(const float* in, float* out, int B, int Tl, int K, int X) override;
 
+    // Device buffers of dc's device, `elem` bytes per element (4: fp32, 2: bf16); in and out
+    // must not overlap. Layouts as SeqExchange's: to_heads in (B, Tl, K, P, X) -> out
+    // (B, P*Tl, K, X); to_tokens the inverse. One device scratch of the exchanged size is kept
+    // (grown on demand). collective: all ranks of the SP group
+    void to_heads_device(const void* in, void* out, size_t elem, int B, int Tl, int K, int X);
+    // collective: all ranks of the SP group
+    void to_tokens_device(const void* in, void* out, size_t elem, int B, int Tl, int K, int X);
+
   private:
+    // Enqueues dst[r*ldd + i] = src[r*lds + i] (elements of elem_ bytes) on s_.
+    void rows(void* dst, size_t ldd, const void* src, size_t lds, size_t nrows, size_t width);
+    // Checks the arguments, grows the scratch to P*chunk elements.
+    void prepare(const void* in, const void* out, size_t elem, size_t chunk);
+    // scratch_ (P*chunk) = the all-to-all of out (P*chunk) after the work enqueued on s_.
+    void exchange(const void* send, size_t chunk);
+    void finish();
+
+    rank::DeviceComm& dc_;
     comm::Group& g_;
-    std::vector<float> send_, recv_; // (P * B*Tl*K*X) each
+    device::Device& d_;
+    device::Stream& s_;
+    std::unique_ptr<device::Event> ev_;
+    void* scratch_ = nullptr; // device, cap_ bytes: the received chunks
+    size_t cap_ = 0;
+    size_t elem_ = 4;
+    std::vector<float> send_, recv_; // (P * B*Tl*K*X) each: the host fp32 path on a GPU
 };
 
 // Positions [index*T/P, (index+1)*T/P) of every sequence: tokens (B, T) -> local (B, T/P).

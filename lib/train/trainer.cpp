@@ -180,7 +180,8 @@ void Trainer::Impl::setup() {
     if (!cfg.runtime.trace.empty()) trace = std::make_unique<core::Trace>();
     ctx = std::make_unique<rank::Context>(cfg, world, log, trace.get());
     const rank::Grid& g = ctx->grid();
-    if (g.sp > 1) ulysses = std::make_unique<sp::Ulysses>(ctx->sp());
+    if (g.sp > 1) // on the model's stream, through the SP group's device-buffer collectives
+        ulysses = std::make_unique<sp::Ulysses>(*ctx->sp_device_comm(), ctx->devices().compute());
 
     const int B = cfg.train.batch_size, T = cfg.train.seq_len, Tl = T / g.sp;
     model::ModelOptions mopts;

@@ -1,6 +1,7 @@
 // ZeRO-3 and ZeRO-0 wrappers around the single-rank update path (see sharded.h). The model sees
-// whole units; collectives run in one order on every rank, on the rank context's comm lane, so a
-// unit's allgather (forward and backward) and reduce-scatter overlap the model's compute.
+// whole units in device memory; collectives run in one order on every rank, on the rank context's
+// comm lane through its device-buffer collectives, so a unit's allgather (forward and backward)
+// and reduce-scatter overlap the model's compute.
 #include "zero/sharded.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/strfmt.h"
+#include "kernels/residual.h"
 #include "offload/common.h"
 #include "offload/engine.h"
 #include "offload/memory_plan.h"
@@ -21,30 +23,44 @@ namespace {
 
 using model::Pass;
 
-// Host memory the CPU model reads and writes: from the device arena on the host device (so the
-// engine's accounting covers it), pinned host memory on a GPU device.
-class HostMem {
+// What the wrappers share: the rank's device, the model's compute stream, the device-buffer
+// collectives of the shard group, and a pinned NaN for debug.inject_nonfinite.
+//
+// Stream order: the model runs on the compute stream. A collective's input is marked by an event
+// recorded there (MPI is not stream-ordered: the lane blocks on it), and its results are in device
+// memory when the lane job ends, before the main thread hands them on. Work the wrappers put on
+// the compute stream for the model (grad-slot zeroing, the delivery add, the NaN) precedes the
+// model's kernels in stream order on a GPU; on a host-accessible device the model's CPU twins run
+// on the calling thread, so that work is waited for before the model goes on (ready_for_model).
+class DeviceSide {
   public:
-    explicit HostMem(device::Device& d) : d_(d), arena_(d.host_accessible()) {}
-    // where the memory plan counts these buffers
-    offload::MemSide side() const {
-        return arena_ ? offload::MemSide::Device : offload::MemSide::Pinned;
+    explicit DeviceSide(rank::Context& ctx)
+        : dev(ctx.device()), compute(ctx.devices().compute()), dc(ctx.shard_device_comm()) {
+        nan = static_cast<float*>(dev.alloc_pinned(sizeof(float), "ZeRO NaN injection"));
+        *nan = std::numeric_limits<float>::quiet_NaN();
     }
-    void* get(size_t bytes, const std::string& what) {
-        void* p = arena_ ? d_.alloc(bytes, what) : d_.alloc_pinned(bytes, what);
-        std::memset(p, 0, bytes);
-        return p;
+    ~DeviceSide() {
+        try {
+            dev.synchronize(compute);
+        } catch (...) { // an abandoned step's error: nothing left to report it to
+        }
+        dev.free_pinned(nan);
     }
-    void put(void* p) {
-        if (arena_)
-            d_.free(p);
-        else
-            d_.free_pinned(p);
+    DeviceSide(const DeviceSide&) = delete;
+    DeviceSide& operator=(const DeviceSide&) = delete;
+
+    void ready_for_model() {
+        if (dev.host_accessible()) dev.synchronize(compute);
+    }
+    // grads[at] = NaN, in compute-stream order
+    void inject_nan(float* grads, size_t at) {
+        dev.copy(grads + at, nan, sizeof(float), device::CopyKind::HostToDevice, compute);
     }
 
-  private:
-    device::Device& d_;
-    bool arena_;
+    device::Device& dev;
+    device::Stream& compute;
+    rank::DeviceComm& dc; // used only from the comm lane
+    float* nan = nullptr; // pinned
 };
 
 // The acquire order of the model (gpt2.h): forward 0, 1, ..., L+1; backward 0, L+1, L, ..., 1.
@@ -86,20 +102,22 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
   public:
     Zero3(const config::Config& cfg, const model::ParamLayout& full, rank::Context& ctx,
           const core::Log& log, core::Trace* trace)
-        : cfg_(cfg), full_(full), ctx_(ctx), mem_(ctx.device()),
+        : cfg_(cfg), full_(full), ctx_(ctx), ds_(ctx),
           map_(model::make_shard_map(full, ctx.shard().size(), ctx.shard().rank())),
           slayout_(model::make_shard_layout(full, map_)), weights_(*this), sink_(*this) {
         for (size_t s : map_.slice)
             max_slice_ = std::max(max_slice_, s);
         inner_ = make_inner(cfg, slayout_, ctx, log, trace, ctx.shard().size());
         inner_->set_stat_reducer(this);
-        // the slots as the memory plan lists them (what `superoffload plan` counts per rank)
+        // the slots as the memory plan lists them (what `superoffload plan` counts per rank), in
+        // device memory: the model reads and writes them on the compute stream
         gather16_ = cfg.train.dtype == config::Precision::BF16 && !cfg.debug.fp32_gathers;
-        const offload::MemoryPlan zp =
-            offload::zero3_memory_plan(map_.shards, max_slice_, mem_.side(), gather16_);
+        const offload::MemoryPlan zp = offload::zero3_memory_plan(
+            map_.shards, max_slice_, offload::MemSide::Device, gather16_);
         for (const offload::BufferSpec& b : zp.buffers) {
-            void* p = mem_.get(b.bytes, b.name);
+            void* p = ds_.dev.alloc(b.bytes, b.name);
             owned_.push_back(p);
+            ds_.dev.memset(p, 0, b.bytes, ds_.compute);
             float* f = static_cast<float*>(p);
             const size_t i = static_cast<size_t>(b.index);
             if (b.id == offload::Buf::ZeroGather) gslots_[i].buf = f;
@@ -109,8 +127,14 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
             if (b.id == offload::Buf::ZeroSend16) send16_ = static_cast<uint16_t*>(p);
             if (b.id == offload::Buf::ZeroRecv16) recv16_ = static_cast<uint16_t*>(p);
         }
-        for (RSlot& r : rslots_) // the lane runs one collective at a time: one receive buffer
+        ds_.dev.synchronize(ds_.compute);
+        for (RSlot& r : rslots_) { // the lane runs one collective at a time: one receive buffer
             r.scratch = rs_scratch_;
+            r.ev = ds_.dev.create_event();
+        }
+        for (GSlot& g : gslots_)
+            g.ev = ds_.dev.create_event();
+        ev16_ = ds_.dev.create_event();
         log.info("zero: stage 3 over %d ranks, per-unit padded 1/%d shards: %zu of %zu params "
                  "here (%zu padding)",
                  map_.shards, map_.shards, map_.real_size, full.num_params,
@@ -121,8 +145,12 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
             ctx_.lane().drain();
         } catch (...) { // an abandoned step's collective error: nothing left to report it to
         }
+        try {
+            ds_.dev.synchronize(ds_.compute); // the model's last reads of the slots
+        } catch (...) {
+        }
         for (void* p : owned_)
-            mem_.put(p);
+            ds_.dev.free(p);
     }
 
     model::WeightSource& weights() override { return weights_; }
@@ -208,20 +236,22 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
     static constexpr int kGradSlots = offload::kZeroGradSlots;
 
     struct GSlot {
-        float* buf = nullptr; // (N*slice) the gathered unit, padding at the end
+        float* buf = nullptr; // (N*slice) device: the gathered unit, padding at the end
         int unit = -1;
         bool held = false;
-        uint64_t ticket = 0;       // allgather on the comm lane
-        bool inner_held = false;   // the inner path's acquire(unit) not released yet
-        Pass pass = Pass::Forward; // of that inner acquire
-        uint64_t used = 0;         // LRU clock
+        uint64_t ticket = 0;               // allgather on the comm lane
+        std::unique_ptr<device::Event> ev; // compute stream at issue: the allgather waits for it
+        bool inner_held = false;           // the inner path's acquire(unit) not released yet
+        Pass pass = Pass::Forward;         // of that inner acquire
+        uint64_t used = 0;                 // LRU clock
     };
     struct RSlot {
-        float* buf = nullptr;     // (N*slice) the model's grads of one unit (padded)
-        float* scratch = nullptr; // (N*slice) the other ranks' chunks (shared: rs_scratch_)
-        float* out = nullptr;     // (slice) this rank's reduced chunk
+        float* buf = nullptr;     // (N*slice) device: the model's grads of one unit (padded)
+        float* scratch = nullptr; // (N*slice) device: the other ranks' chunks (rs_scratch_)
+        float* out = nullptr;     // (slice) device: this rank's reduced chunk
         int unit = -1;            // assigned in this micro-batch
         uint64_t ticket = 0;      // reduce-scatter in flight (0: not submitted)
+        std::unique_ptr<device::Event> ev; // compute stream at unit_done: the model's grads
     };
 
     class Weights : public model::WeightSource {
@@ -274,34 +304,43 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
         v->used = ++clock_;
         const size_t s = map_.slice[static_cast<size_t>(unit)];
         float* dst = v->buf;
+        // the inner path's unit is ready for the compute stream, and the model's reads of the
+        // slot's previous unit were enqueued there: the allgather waits for both
+        device::Event* after = v->ev.get();
+        ds_.dev.record(*after, ds_.compute);
         v->ticket = ctx_.lane().submit(
-            [this, mine, dst, s, unit] {
+            [this, mine, dst, s, unit, after] {
                 if (gather16_)
-                    allgather_bf16(mine, dst, s, unit);
+                    allgather_bf16(mine, dst, s, unit, after);
                 else
-                    ctx_.shard().allgather(mine, dst, s);
+                    ds_.dc.allgather(mine, dst, s, after);
             },
             core::strfmt("allgather u%d", unit));
         return v;
     }
-    // On the lane: dst (N*s) = every rank's s working weights, moved as bf16. A bf16 run's
-    // working weights are bf16 values held in fp32, so the top halves carry them exactly and the
-    // result is bitwise the fp32 gather's. A weight with a non-zero low half breaks that: an
-    // internal error, raised after the collective so that no rank is left waiting in it.
-    void allgather_bf16(const float* mine, float* dst, size_t s, int unit) {
+    // On the lane: dst (N*s) = every rank's s working weights, moved as bf16 (cast on the device,
+    // gathered as 16-bit elements, widened on the device, on the collectives' stream). A bf16
+    // run's working weights are bf16 values held in fp32, so the bf16 casts carry them exactly
+    // and the result is bitwise the fp32 gather's. A weight with a non-zero low half breaks that:
+    // on a host-accessible device an internal error, raised after the collective so that no rank
+    // is left waiting in it (a GPU's weights are not read by the host here: not checked there).
+    void allgather_bf16(const float* mine, float* dst, size_t s, int unit, device::Event* after) {
+        device::Stream& cs = ds_.dc.stream();
+        ds_.dev.wait(cs, *after);
         uint32_t low = 0;
-        for (size_t i = 0; i < s; i++) {
-            uint32_t u;
-            std::memcpy(&u, mine + i, sizeof(u));
-            low |= u & 0xffffu;
-            send16_[i] = static_cast<uint16_t>(u >> 16);
+        if (ds_.dev.host_accessible()) {
+            after->synchronize();
+            for (size_t i = 0; i < s; i++) {
+                uint32_t u;
+                std::memcpy(&u, mine + i, sizeof(u));
+                low |= u & 0xffffu;
+            }
         }
-        ctx_.shard().allgather(send16_, recv16_, s);
-        const size_t n = static_cast<size_t>(map_.shards) * s;
-        for (size_t i = 0; i < n; i++) {
-            const uint32_t u = static_cast<uint32_t>(recv16_[i]) << 16;
-            std::memcpy(dst + i, &u, sizeof(u));
-        }
+        ds_.dev.cast_f32_to_bf16(mine, send16_, s, cs);
+        ds_.dev.record(*ev16_, cs);
+        ds_.dc.allgather(send16_, recv16_, s, ev16_.get());
+        ds_.dev.cast_bf16_to_f32(recv16_, dst, static_cast<size_t>(map_.shards) * s, cs);
+        ds_.dev.synchronize(cs);
         if (low != 0)
             SOF_FAIL(Internal,
                      "zero: unit %d's working weights on rank %d are not bf16 values, which the "
@@ -352,7 +391,10 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
         }
         if (!f) SOF_FAIL(Internal, "zero: no grad slot free for unit %d", unit);
         f->unit = unit;
-        std::memset(f->buf, 0, map_.shards * map_.slice[static_cast<size_t>(unit)] * sizeof(float));
+        ds_.dev.memset(f->buf, 0,
+                       map_.shards * map_.slice[static_cast<size_t>(unit)] * sizeof(float),
+                       ds_.compute);
+        ds_.ready_for_model();
         return *f;
     }
     RSlot* free_rslot() {
@@ -366,28 +408,35 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
             if (x.unit == unit && x.ticket == 0) s = &x;
         if (!s) s = &grad_slot(unit); // a unit without grads (not in GPT-2): reduce zeros
         if (last_ && unit == full_.num_units() - 1 && injects_here(hp_, cfg_, ctx_.world().rank()))
-            s->buf[offload::inject_offset(full_) - full_.unit_begin[static_cast<size_t>(unit)]] =
-                std::numeric_limits<float>::quiet_NaN();
+            ds_.inject_nan(s->buf, offload::inject_offset(full_) -
+                                       full_.unit_begin[static_cast<size_t>(unit)]);
         const size_t n = map_.slice[static_cast<size_t>(unit)];
         float *in = s->buf, *out = s->out, *scratch = s->scratch;
-        s->ticket = ctx_.lane().submit(
-            [this, in, out, scratch, n] { ctx_.shard().reduce_scatter(in, out, n, scratch); },
-            core::strfmt("reduce-scatter u%d", unit));
+        device::Event* after = s->ev.get(); // the model's grads (and the delivery of `out`)
+        ds_.dev.record(*after, ds_.compute);
+        s->ticket =
+            ctx_.lane().submit([this, in, out, scratch, n,
+                                after] { ds_.dc.reduce_scatter(in, out, n, after, scratch); },
+                               core::strfmt("reduce-scatter u%d", unit));
         inflight_.push_back(static_cast<int>(s - rslots_));
         while (!inflight_.empty() && ctx_.lane().done(rslots_[inflight_.front()].ticket))
             deliver_one(); // hand finished slices to the inner path while backward goes on
         if (unit == 0) deliver_all();
     }
-    // The oldest reduce-scatter: its slice is added into the inner path's grads of the unit.
+    // The oldest reduce-scatter: its slice is added into the inner path's grads of the unit, on
+    // the compute stream (where the inner path expects the model's grads to be written).
     void deliver_one() {
         if (inflight_.empty()) return;
         RSlot& s = rslots_[inflight_.front()];
         inflight_.pop_front();
         ctx_.lane().wait(s.ticket);
-        const size_t n = map_.slice[static_cast<size_t>(s.unit)];
+        const long n = static_cast<long>(map_.slice[static_cast<size_t>(s.unit)]);
         float* g = inner_->grads().grads(s.unit);
-        for (size_t i = 0; i < n; i++)
-            g[i] += s.out[i];
+        const float* out = s.out;
+        ds_.dev.launch(
+            ds_.compute, "zero: add reduced grads",
+            [g, out, n](const kernels::Exec& ex) { kernels::add_inplace<float>(ex, g, out, n); });
+        ds_.ready_for_model(); // the inner path reads them after unit_done
         inner_->grads().unit_done(s.unit);
         s.unit = -1;
         s.ticket = 0;
@@ -400,7 +449,7 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
     config::Config cfg_;
     const model::ParamLayout& full_;
     rank::Context& ctx_;
-    HostMem mem_;
+    DeviceSide ds_;
     model::ShardMap map_;
     model::ParamLayout slayout_; // must outlive inner_ (declared before it)
     size_t max_slice_ = 0;
@@ -409,12 +458,13 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
     Sink sink_;
     GSlot gslots_[kGatherSlots];
     RSlot rslots_[kGradSlots];
-    float* rs_scratch_ = nullptr; // (N*max slice)
-    bool gather16_ = false;       // weights gathered as bf16 (train.dtype bf16)
-    uint16_t* send16_ = nullptr;  // (max slice) bf16 gathers: this rank's slice
-    uint16_t* recv16_ = nullptr;  // (N*max slice) bf16 gathers: the gathered unit
-    std::vector<void*> owned_;    // every buffer of the memory plan, freed at the end
-    std::deque<int> inflight_;    // rslots_ indexes with a reduce-scatter in flight, oldest first
+    float* rs_scratch_ = nullptr;         // (N*max slice) device
+    bool gather16_ = false;               // weights gathered as bf16 (train.dtype bf16)
+    uint16_t* send16_ = nullptr;          // (max slice) device, bf16 gathers: this rank's slice
+    uint16_t* recv16_ = nullptr;          // (N*max slice) device, bf16 gathers: the gathered unit
+    std::unique_ptr<device::Event> ev16_; // the lane: send16_ cast (bf16 gathers)
+    std::vector<void*> owned_; // every buffer of the memory plan (device), freed at the end
+    std::deque<int> inflight_; // rslots_ indexes with a reduce-scatter in flight, oldest first
     uint64_t clock_ = 0;
     Pass last_pass_ = Pass::Forward;
     offload::StepHparams hp_;
@@ -422,23 +472,24 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
 };
 
 // ---------------------------------------------------------------------------------------------
-// ZeRO-0: every rank holds everything; grads all-reduced per unit (rank-order sums) as backward
-// finishes each unit, then handed to the inner path.
+// ZeRO-0: every rank holds everything; grads all-reduced per unit (rank-order sums) in the inner
+// path's own grad buffers (device memory) as backward finishes each unit, then handed to it.
 class Zero0 : public offload::Updater, public ShardAccess {
   public:
     Zero0(const config::Config& cfg, const model::ParamLayout& full, rank::Context& ctx,
           const core::Log& log, core::Trace* trace)
-        : cfg_(cfg), full_(full), ctx_(ctx), mem_(ctx.device()),
-          map_(model::make_shard_map(full, 1, 0)), sink_(*this) {
+        : cfg_(cfg), full_(full), ctx_(ctx), ds_(ctx), map_(model::make_shard_map(full, 1, 0)),
+          sink_(*this) {
         inner_ = make_inner(cfg, full, ctx, log, trace, 1);
-        const size_t P = static_cast<size_t>(ctx.shard().size());
         size_t max_unit = 0;
         for (int u = 0; u < full.num_units(); u++)
             max_unit = std::max(max_unit, full.unit_begin[static_cast<size_t>(u) + 1] -
                                               full.unit_begin[static_cast<size_t>(u)]);
-        for (float*& s : scratch_)
-            s = static_cast<float*>(mem_.get(2 * P * ((max_unit + P - 1) / P) * sizeof(float),
-                                             "ZeRO-0 allreduce scratch"));
+        // the lane runs one allreduce at a time: one scratch serves them all
+        scratch_ = static_cast<float*>(ds_.dev.alloc(
+            ds_.dc.allreduce_scratch(max_unit) * sizeof(float), "ZeRO-0 allreduce scratch"));
+        for (auto& e : ev_)
+            e = ds_.dev.create_event();
         log.info("zero: stage 0 over %d ranks (replicated state, grads all-reduced)",
                  ctx.shard().size());
     }
@@ -447,8 +498,7 @@ class Zero0 : public offload::Updater, public ShardAccess {
             ctx_.lane().drain();
         } catch (...) { // an abandoned step's collective error: nothing left to report it to
         }
-        for (float* s : scratch_)
-            mem_.put(s);
+        ds_.dev.free(scratch_);
     }
     model::WeightSource& weights() override { return inner_->weights(); }
     model::GradSink& grads() override { return sink_; }
@@ -504,15 +554,19 @@ class Zero0 : public offload::Updater, public ShardAccess {
         }
         float* g = inner_->grads().grads(unit);
         if (unit == full_.num_units() - 1 && injects_here(hp_, cfg_, ctx_.world().rank()))
-            g[offload::inject_offset(full_) - full_.unit_begin[static_cast<size_t>(unit)]] =
-                std::numeric_limits<float>::quiet_NaN();
-        if (inflight_.size() == kScratch) deliver_one();
+            ds_.inject_nan(g, offload::inject_offset(full_) -
+                                  full_.unit_begin[static_cast<size_t>(unit)]);
+        if (inflight_.size() == kInflight) deliver_one();
         const size_t n = full_.unit_begin[static_cast<size_t>(unit) + 1] -
                          full_.unit_begin[static_cast<size_t>(unit)];
-        float* scratch = scratch_[next_scratch_++ % kScratch];
-        uint64_t t =
-            ctx_.lane().submit([this, g, n, scratch] { ctx_.shard().allreduce(g, n, scratch); },
-                               core::strfmt("allreduce u%d", unit));
+        // the model's grads, written on the compute stream (an event is reused only after the
+        // allreduce of kInflight submissions ago was delivered)
+        device::Event* after = ev_[next_ev_++ % kInflight].get();
+        ds_.dev.record(*after, ds_.compute);
+        float* scratch = scratch_;
+        uint64_t t = ctx_.lane().submit(
+            [this, g, n, after, scratch] { ds_.dc.allreduce(g, n, after, scratch); },
+            core::strfmt("allreduce u%d", unit));
         inflight_.push_back({unit, t});
         while (!inflight_.empty() && ctx_.lane().done(inflight_.front().second))
             deliver_one();
@@ -528,16 +582,17 @@ class Zero0 : public offload::Updater, public ShardAccess {
         while (!inflight_.empty())
             deliver_one();
     }
-    static constexpr size_t kScratch = 3;
+    static constexpr size_t kInflight = 3; // allreduces submitted and not yet delivered
     config::Config cfg_;
     const model::ParamLayout& full_;
     rank::Context& ctx_;
-    HostMem mem_;
+    DeviceSide ds_;
     model::ShardMap map_;
     std::unique_ptr<offload::Updater> inner_;
     Sink sink_;
-    float* scratch_[kScratch] = {nullptr, nullptr, nullptr};
-    size_t next_scratch_ = 0;
+    float* scratch_ = nullptr; // (allreduce_scratch(largest unit)) device
+    std::unique_ptr<device::Event> ev_[kInflight];
+    size_t next_ev_ = 0;
     std::deque<std::pair<int, uint64_t>> inflight_; // (unit, ticket), oldest first
     offload::StepHparams hp_;
     bool last_ = true;

@@ -302,6 +302,7 @@ debug:
   hold_for_stop: 3
   fail_hard: true
   fp32_gathers: true
+  collectives: staged
 )";
     for (size_t p; (p = deck.find("D/")) != std::string::npos;)
         deck.replace(p, 2, d + "/");

@@ -57,7 +57,8 @@ struct RunOut {
     bool stopped = false; // ended on a stop request (train::StopCheck)
     int stop_signal = 0;
     std::string last_checkpoint;
-    size_t device_peak = 0; // this rank's device accounting (bytes)
+    size_t device_peak = 0;                  // this rank's device accounting (bytes)
+    std::vector<comm::CommBytes> comm_bytes; // this rank's bytes per step
 };
 
 // collective: all ranks of comm
@@ -81,6 +82,7 @@ inline RunOut run_trainer(MPI_Comm comm, const std::vector<std::string>& overrid
     o.stop_signal = s.stop_signal;
     o.last_checkpoint = s.last_checkpoint;
     o.device_peak = s.device_peak;
+    o.comm_bytes = s.comm_bytes;
     return o;
 }
 
