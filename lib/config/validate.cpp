@@ -133,6 +133,10 @@ void check_model(const Checker& c, const Config& cfg) {
                core::strfmt("model.channels = %d is not divisible by model.num_heads = %d "
                             "(the head size is channels / num_heads%s)",
                             m.channels, m.num_heads, llama ? "; or set model.head_dim" : ""));
+    if (m.offload_checkpoints && !m.recompute)
+        c.fail({"model.offload_checkpoints", "model.recompute"},
+               "model.offload_checkpoints: true keeps the block inputs saved for recompute in "
+               "host memory: it needs model.recompute: true");
     if (llama && m.init_from.empty()) check_llama(c, cfg); // else the checkpoint decides
     if (!m.init_from.empty()) {
         std::error_code ec;

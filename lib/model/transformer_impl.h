@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "device/device.h"
 #include "kernels/exec.h"
 #include "model/activations.h"
 #include "model/block_spec.h"
@@ -40,6 +41,20 @@ template <class T> class DriverT : public Transformer::Driver {
     // block l's parameters / grads start at the unit's start; `set`: the activation set of l
     void block_forward(const T* p, int set, const T* in, T* out, bool output);
     void block_backward(const T* p, float* g, int set, const T* in);
+    // the MLP over rows [r0, r0+n) of ln2: up projection and activation into FcPre/FcAct (the
+    // tile buffers when tiled: row 0 = r0), then with `out` the down projection + residual
+    void mlp_forward(const T* p, int set, int r0, int n, T* out);
+    // the LM head + loss: forward of every tile (losses, stats), backward of every tile (dlnf
+    // rows into DLn, head grads added into ghead)
+    void head_forward(const T* head, const int* targets);
+    void head_backward(const T* head, float* ghead, float dloss);
+    // offloaded checkpoints: res[l] to host memory (forward), its slot ready again (forward:
+    // before a block writes over res[l-2]), res[l] back ahead of block l's backward
+    void save_checkpoint(int l);
+    void slot_free(int l);
+    void checkpoint_ready(int l);
+    void after_compute(device::Stream& s); // s waits for the compute work enqueued so far
+    void compute_waits(device::Event& e);  // the compute work after this waits for e
     void attention_forward(int set);
     void attention_backward(int set);
     void norm_forward(T* out, float* mean, float* rstd, const T* in, const T* w, const T* b);
@@ -55,7 +70,10 @@ template <class T> class DriverT : public Transformer::Driver {
     float* f32(Act id, int set = -1) const { return static_cast<float*>(ptr(id, set)); }
     int* i32(Act id) const { return static_cast<int*>(ptr(id, -1)); }
     void* ptr(Act id, int set) const;
-    T* res_at(int l) const { return act(Act::Res) + static_cast<size_t>(l) * max_BT_ * s_.C; }
+    T* res_at(int l) const {
+        return act(Act::Res) + static_cast<size_t>(offload_ ? l % 2 : l) * max_BT_ * s_.C;
+    }
+    T* host_at(int l) const { return act(Act::ResHost) + static_cast<size_t>(l) * max_BT_ * s_.C; }
     int set_of(int l) const { return recompute_ ? 0 : l; }
 
     BlockSpec s_;
@@ -68,6 +86,17 @@ template <class T> class DriverT : public Transformer::Driver {
     int B_ = 0, T_ = 0;
     bool have_targets_ = false;
     int scratch_layer_ = -1; // recompute: the block whose activations are in set 0 now
+    int loss_rows_ = 0;      // rows per LM head + loss tile (max_BT_: untiled)
+    int mlp_rows_ = 0;       // rows per MLP tile (max_BT_: untiled)
+    bool mlp_tiled_ = false;
+
+    // offloaded checkpoints: res[0..L-2] go to host memory on d2h_ during forward and come back
+    // on h2d_ one block ahead in backward; out_done_[l] / in_done_[l]: those copies of res[l]
+    bool offload_ = false;
+    std::unique_ptr<device::Stream> d2h_, h2d_;
+    std::vector<std::unique_ptr<device::Event>> out_done_, in_done_;
+    std::unique_ptr<device::Event> compute_ev_;
+    int ready_layer_ = -1; // backward: the block whose input checkpoint_ready() last secured
 
     std::unique_ptr<device::Device> owned_dev_; // when ModelOptions::device is null
     device::Device* dev_ = nullptr;
@@ -77,7 +106,7 @@ template <class T> class DriverT : public Transformer::Driver {
     kernels::Exec ex_;
 
     std::array<std::vector<void*>, static_cast<size_t>(Act::kCount)> bufs_; // [id][set or 0]
-    std::vector<void*> allocs_;
+    std::vector<void*> allocs_, pinned_allocs_;
     size_t act_bytes_ = 0;
     std::vector<int> h_tokens_, h_targets_, h_positions_; // (max_BT) host copies
     int* pinned_ids_ = nullptr;                           // (3*max_BT) CUDA upload staging

@@ -166,6 +166,9 @@ void Trainer::Impl::setup() {
     const int B = cfg.train.batch_size, T = cfg.train.seq_len, Tl = T / g.sp;
     model::ModelOptions mopts;
     mopts.recompute = cfg.model.recompute;
+    mopts.loss_tile = cfg.model.loss_tile;
+    mopts.mlp_tile = cfg.model.mlp_tile;
+    mopts.offload_checkpoints = cfg.model.offload_checkpoints;
     mopts.seq = ulysses.get();
     // The activations live in the rank device's memory (the host device's arena counts them).
     // On a CUDA device the engine still hands the model host mirrors of weights and grads
