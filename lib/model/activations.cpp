@@ -40,8 +40,8 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
     add(Act::Tokens, -1, "tokens", BT * 4);
     add(Act::Targets, -1, "targets", BT * 4);
     add(Act::Positions, -1, "positions", BT * 4);
-    if (s.pos == PosKind::Rope) {
-        const size_t npos = static_cast<size_t>(a.P) * a.T * static_cast<size_t>(s.hd / 2);
+    if (s.pos == PosKind::Rope) { // the rank's own positions (RoPE runs before the exchange)
+        const size_t npos = static_cast<size_t>(a.T) * static_cast<size_t>(s.hd / 2);
         add(Act::RopeCos, -1, "rope cos", npos * 4);
         add(Act::RopeSin, -1, "rope sin", npos * 4);
     }
@@ -53,7 +53,7 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
     } else {
         add(Act::Res, -1, "residual stream", (static_cast<size_t>(s.L) + 1) * BT * C * act);
     }
-    add(Act::Lnf, -1, "lnf", BT * C * act);
+    add(Act::Lnf, -1, RL < BT ? "lnf tile" : "lnf", RL * C * act);
     if (ln) add(Act::LnfMean, -1, "lnf mean", BT * 4);
     add(Act::LnfRstd, -1, "lnf rstd", BT * 4);
     add(Act::Logits, -1, RL < BT ? "logits tile" : "logits", RL * Vp * act);
@@ -70,8 +70,7 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
         add(Act::FcAct, -1, "fc act tile", RM * I * act);
     }
     add(Act::Delta, -1, "attention delta", BT * NH * 4);
-    if (sp) {
-        add(Act::QLoc, -1, "q rows", BT * Q * act);
+    if (sp) { // q rows: the datty buffer (their lifetimes do not meet)
         add(Act::KvLoc, -1, "kv rows", BT * 2 * KV * act);
         add(Act::DAttyh, -1, "datty heads", BT * Q * act);
         add(Act::DQh, -1, "dq heads", BT * Q * act);
@@ -87,7 +86,7 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
             add(Act::QRstd, l, "q rstd", BT * NH * 4);
             add(Act::KRstd, l, "k rstd", BT * NKV * 4);
         }
-        add(Act::Qkv, l, "qkv", BT * W * act);
+        if (!sp) add(Act::Qkv, l, "qkv", BT * W * act); // Ulysses: the dqkv buffer
         add(Act::Lse, l, "attention lse", BT * NH * 4);
         if (sp) {
             add(Act::Qh, l, "q heads", BT * Q * act);

@@ -18,12 +18,12 @@ enum class Act {
     Tokens,    // (BT) int32 input ids
     Targets,   // (BT) int32 target ids (< 0: ignored position)
     Positions, // (BT) int32 position of each token (RoPE angle / wpe row)
-    RopeCos,   // (P*T, hd/2) fp32 (RoPE only): every position of the whole sequence
-    RopeSin,   // (P*T, hd/2) fp32 (RoPE only)
+    RopeCos,   // (T, hd/2) fp32 (RoPE only): the rank's positions (its slice's with Ulysses)
+    RopeSin,   // (T, hd/2) fp32 (RoPE only)
     Res,       // (L+1, BT, C) act: the residual stream, res[0] = embeddings; with offloaded
                // checkpoints (2, BT, C): res[l] in slot l % 2
     ResHost,   // (L-1, BT, C) act, pinned host memory (offloaded checkpoints): res[0..L-2]
-    Lnf,       // (BT, C) act
+    Lnf,       // (RL, C) act: the final norm of one loss tile
     LnfMean,   // (BT) fp32 (LayerNorm only)
     LnfRstd,   // (BT) fp32
     Logits,    // (RL, Vp) act: logits of one tile (dlogits after backward)
@@ -36,7 +36,8 @@ enum class Act {
     DFc,       // (RM, fc_rows) act: grad of the up projection's output
     DAct,      // (RM, I) act: grad of the MLP activation
     Delta,     // (BT*NH) fp32: attention backward workspace
-    QLoc,      // (BT, Q) act, Ulysses: q rows (forward) / dq rows (backward) in token layout
+    QLoc,      // (BT, Q) act, Ulysses: q rows (forward) / dq rows (backward) in token layout;
+               // not allocated: the DAtty buffer (DAtty is dead once exchanged to heads)
     KvLoc,     // (BT, 2*KV) act, Ulysses
     DAttyh,    // (BT, Q) act, Ulysses: grad of the attention output, head layout
     DQh,       // (BT, Q) act, Ulysses
@@ -48,7 +49,9 @@ enum class Act {
     QkvRaw,  // (BT, W) act: projections before qk-norm (qk_norm only)
     QRstd,   // (BT*NH) fp32 (qk_norm only)
     KRstd,   // (BT*NKV) fp32 (qk_norm only)
-    Qkv,     // (BT, W) act: after qk-norm and RoPE, what attention reads
+    Qkv,     // (BT, W) act: after qk-norm and RoPE, what attention reads; with Ulysses not
+             // allocated: the DQkv buffer (the exchange copies it out, the backward never reads
+             // it)
     Lse,     // (BT*NH) fp32: attention row log-sum-exp
     Qh,      // (BT, Q) act, Ulysses: every token of this rank's query heads
     Kvh,     // (BT, 2*KV) act, Ulysses

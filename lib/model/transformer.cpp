@@ -125,22 +125,35 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ParamLayout& layout, const Mode
                  arch, max_B, max_T, s_.L, s_.C,
                  device::format_bytes(model::activation_bytes(s_, shape, 1)).c_str(), e.what());
     }
-    if (s_.pos == PosKind::Rope) { // cos/sin of every position this rank may see
-        const std::vector<float> inv = rope_inv_freq(cfg);
-        const size_t half = static_cast<size_t>(s_.hd / 2);
-        const size_t npos = static_cast<size_t>(max_T) * P_;
-        std::vector<float> c(npos * half), sn(npos * half);
-        for (size_t pos = 0; pos < npos; pos++) {
-            for (size_t i = 0; i < half; i++) {
-                const float angle = static_cast<float>(pos) * inv[i]; // fp32, as HF computes it
-                c[pos * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
-                sn[pos * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
-            }
-        }
-        upload(f32(Act::RopeCos), c.data(), c.size() * 4);
-        upload(f32(Act::RopeSin), sn.data(), sn.size() * 4);
-        sync();
+    if (P_ > 1) { // buffers whose lifetimes do not meet share memory (activations.h)
+        for (void*& q : bufs_[static_cast<size_t>(Act::Qkv)])
+            q = bufs_[static_cast<size_t>(Act::DQkv)][0];
+        bufs_[static_cast<size_t>(Act::QLoc)][0] = bufs_[static_cast<size_t>(Act::DAtty)][0];
     }
+    if (s_.pos == PosKind::Rope) {
+        rope_inv_ = rope_inv_freq(cfg);
+        rope_tables(sp_index_ * max_T);
+    }
+}
+
+// cos/sin of the positions base .. base + max_T - 1 (this rank's slice of the sequence: RoPE runs
+// on the local tokens before the exchange); the positions buffer holds the offsets from base.
+template <class T> void DriverT<T>::rope_tables(int base) {
+    const size_t half = static_cast<size_t>(s_.hd / 2);
+    const size_t npos = static_cast<size_t>(max_T_);
+    std::vector<float> c(npos * half), sn(npos * half);
+    for (size_t j = 0; j < npos; j++) {
+        const float pos = static_cast<float>(static_cast<size_t>(base) + j);
+        for (size_t i = 0; i < half; i++) {
+            const float angle = pos * rope_inv_[i]; // fp32, as HF computes it
+            c[j * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+            sn[j * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+        }
+    }
+    upload(f32(Act::RopeCos), c.data(), c.size() * 4);
+    upload(f32(Act::RopeSin), sn.data(), sn.size() * 4);
+    sync();
+    rope_base_ = base;
 }
 
 template <class T> DriverT<T>::~DriverT() {
@@ -189,8 +202,11 @@ float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets
     have_targets_ = targets != nullptr;
     std::copy(inputs, inputs + N, h_tokens_.begin());
     if (targets) std::copy(targets, targets + N, h_targets_.begin());
-    for (int n = 0; n < N; n++) // this rank's slice of the sequence starts at sp_index*T
-        h_positions_[static_cast<size_t>(n)] = sp_index_ * Tl + n % Tl;
+    // this rank's slice of the sequence starts at sp_index*T; RoPE's tables start there too
+    const bool rope = s_.pos == PosKind::Rope;
+    if (rope && rope_base_ != sp_index_ * Tl) rope_tables(sp_index_ * Tl);
+    for (int n = 0; n < N; n++)
+        h_positions_[static_cast<size_t>(n)] = (rope ? 0 : sp_index_ * Tl) + n % Tl;
     if (host_mem_) {
         upload(i32(Act::Tokens), h_tokens_.data(), static_cast<size_t>(N) * 4);
         upload(i32(Act::Positions), h_positions_.data(), static_cast<size_t>(N) * 4);
@@ -218,10 +234,7 @@ float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets
     });
     scratch_layer_ = recompute_ ? L - 1 : -1;
     const T* pf = reinterpret_cast<const T*>(w.acquire(L + 1, Pass::Forward));
-    norm_forward(act(Act::Lnf), s_.norm == NormKind::LayerNorm ? f32(Act::LnfMean) : nullptr,
-                 f32(Act::LnfRstd), res_at(L), pf + off_.lnfw,
-                 off_.lnfb != kNoTensor ? pf + off_.lnfb : nullptr);
-    head_forward(tied ? p0 + off_.wte : pf + off_.head, targets ? i32(Act::Targets) : nullptr);
+    head_forward(pf, tied ? p0 + off_.wte : pf + off_.head, targets ? i32(Act::Targets) : nullptr);
     w.release(L + 1, Pass::Forward);
     if (tied) w.release(0, Pass::Forward);
     if (!targets) {
@@ -248,14 +261,10 @@ template <class T> void DriverT<T>::backward(WeightSource& w, GradSink& sink, fl
     const T* p0 = tied ? reinterpret_cast<const T*>(w.acquire(0, Pass::Backward)) : nullptr;
     const T* pf = reinterpret_cast<const T*>(w.acquire(L + 1, Pass::Backward));
     float* gf = sink.grads(L + 1);
-    head_backward(tied ? p0 + off_.wte : pf + off_.head,
-                  tied ? sink.grads(0) + off_.wte : gf + off_.head, dloss);
-
-    // final norm: dres = its input grad (the residual stream's grad from here down)
+    // dres = the final norm's input grad (the residual stream's grad from here down)
     kernels::zero(ex_, act(Act::DRes), static_cast<size_t>(N) * C * sizeof(T));
-    norm_backward(act(Act::DRes), gf + off_.lnfw, off_.lnfb != kNoTensor ? gf + off_.lnfb : nullptr,
-                  act(Act::DLn), res_at(L), pf + off_.lnfw,
-                  s_.norm == NormKind::LayerNorm ? f32(Act::LnfMean) : nullptr, f32(Act::LnfRstd));
+    head_backward(pf, gf, tied ? p0 + off_.wte : pf + off_.head,
+                  tied ? sink.grads(0) + off_.wte : gf + off_.head, dloss);
     w.release(L + 1, Pass::Backward);
     sink.unit_done(L + 1);
 
@@ -282,36 +291,55 @@ template <class T> void DriverT<T>::backward(WeightSource& w, GradSink& sink, fl
     have_targets_ = false; // dlogits replaced the logits: a second backward needs a new forward
 }
 
-// Forward of the LM head and the loss over tiles of loss_rows_ rows: the logits of a tile, its
-// losses and softmax statistics; nothing of size B*T x Vp. The last tile's logits stay.
-template <class T> void DriverT<T>::head_forward(const T* head, const int* targets) {
+// Forward of the final norm, the LM head and the loss over tiles of loss_rows_ rows: the tile's
+// normed rows and logits, its losses and softmax statistics (the norm's mean/rstd of every row
+// are kept); nothing of size B*T x Vp. The last tile's lnf and logits stay.
+template <class T> void DriverT<T>::head_forward(const T* pf, const T* head, const int* targets) {
     const int N = B_ * T_, C = s_.C, V = s_.V, Vp = s_.Vp;
     for (int r0 = 0; r0 < N; r0 += loss_rows_) {
         const int n = std::min(loss_rows_, N - r0);
         const size_t r = static_cast<size_t>(r0);
-        kernels::matmul_forward<T>(ex_, act(Act::Logits), nullptr, act(Act::Lnf) + r * C, head,
-                                   nullptr, n, C, Vp);
+        final_norm(pf, r0, n);
+        kernels::matmul_forward<T>(ex_, act(Act::Logits), nullptr, act(Act::Lnf), head, nullptr, n,
+                                   C, Vp);
         kernels::xent_forward<T>(ex_, f32(Act::Losses) + r, f32(Act::XentStats) + 2 * r,
                                  act(Act::Logits), targets ? targets + r : nullptr, n, V, Vp);
     }
 }
 
-// Backward of the head and the loss, last tile first: the tile's logits again (the last tile's
-// are still there from the forward), dlogits over them from the saved statistics, the tile's
-// rows of dlnf and its share of the head grads (added). Untiled: exactly the one-shot backward.
-template <class T> void DriverT<T>::head_backward(const T* head, float* ghead, float dloss) {
+template <class T> void DriverT<T>::final_norm(const T* pf, int r0, int n) {
+    const size_t r = static_cast<size_t>(r0);
+    norm_forward(act(Act::Lnf), s_.norm == NormKind::LayerNorm ? f32(Act::LnfMean) + r : nullptr,
+                 f32(Act::LnfRstd) + r, res_at(s_.L) + r * s_.C, pf + off_.lnfw,
+                 off_.lnfb != kNoTensor ? pf + off_.lnfb : nullptr, n);
+}
+
+// Backward of the loss, the head and the final norm, last tile first: the tile's normed rows and
+// logits again (the last tile's are still there from the forward), dlogits over them from the
+// saved statistics, the tile's dlnf rows (DLn) and share of the head grads, then the norm's
+// backward of those rows into DRes and the norm grads (gf). Untiled: the one-shot backward.
+template <class T>
+void DriverT<T>::head_backward(const T* pf, float* gf, const T* head, float* ghead, float dloss) {
     const int N = B_ * T_, C = s_.C, V = s_.V, Vp = s_.Vp;
     const int tiles = (N + loss_rows_ - 1) / loss_rows_;
+    const bool ln = s_.norm == NormKind::LayerNorm;
     T* lg = act(Act::Logits);
+    T* lnf = act(Act::Lnf);
     for (int t = tiles - 1; t >= 0; t--) {
         const int r0 = t * loss_rows_, n = std::min(loss_rows_, N - r0);
         const size_t r = static_cast<size_t>(r0);
-        const T* lnf = act(Act::Lnf) + r * C;
-        if (t != tiles - 1)
+        if (t != tiles - 1) {
+            final_norm(pf, r0, n);
             kernels::matmul_forward<T>(ex_, lg, nullptr, lnf, head, nullptr, n, C, Vp);
+        }
         kernels::xent_backward<T>(ex_, lg, lg, f32(Act::XentStats) + 2 * r, i32(Act::Targets) + r,
                                   dloss, n, V, Vp);
-        kernels::matmul_backward<T>(ex_, act(Act::DLn) + r * C, ghead, lg, lnf, head, n, C, Vp);
+        T* dln = act(Act::DLn) + r * C;
+        kernels::matmul_backward<T>(ex_, dln, ghead, lg, lnf, head, n, C, Vp);
+        norm_backward(act(Act::DRes) + r * C, gf + off_.lnfw,
+                      off_.lnfb != kNoTensor ? gf + off_.lnfb : nullptr, dln, res_at(s_.L) + r * C,
+                      pf + off_.lnfw, ln ? f32(Act::LnfMean) + r : nullptr, f32(Act::LnfRstd) + r,
+                      n);
     }
 }
 

@@ -20,9 +20,9 @@
 namespace sof::model {
 
 template <class T>
-void DriverT<T>::norm_forward(T* out, float* mean, float* rstd, const T* in, const T* w,
-                              const T* b) {
-    const int N = B_ * T_, C = s_.C;
+void DriverT<T>::norm_forward(T* out, float* mean, float* rstd, const T* in, const T* w, const T* b,
+                              int n) {
+    const int N = n < 0 ? B_ * T_ : n, C = s_.C;
     if (s_.norm == NormKind::LayerNorm)
         kernels::layernorm_forward<T>(ex_, out, mean, rstd, in, w, b, N, C);
     else
@@ -33,8 +33,8 @@ void DriverT<T>::norm_forward(T* out, float* mean, float* rstd, const T* in, con
 // dinp += the input grad of the norm; gw, gb += its weight and bias grads.
 template <class T>
 void DriverT<T>::norm_backward(T* dinp, float* gw, float* gb, const T* dout, const T* in,
-                               const T* w, const float* mean, const float* rstd) {
-    const int N = B_ * T_, C = s_.C;
+                               const T* w, const float* mean, const float* rstd, int n) {
+    const int N = n < 0 ? B_ * T_ : n, C = s_.C;
     if (s_.norm == NormKind::LayerNorm)
         kernels::layernorm_backward<T>(ex_, dinp, gw, gb, dout, in, w, mean, rstd, N, C);
     else

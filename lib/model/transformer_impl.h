@@ -46,8 +46,10 @@ template <class T> class DriverT : public Transformer::Driver {
     void mlp_forward(const T* p, int set, int r0, int n, T* out);
     // the LM head + loss: forward of every tile (losses, stats), backward of every tile (dlnf
     // rows into DLn, head grads added into ghead)
-    void head_forward(const T* head, const int* targets);
-    void head_backward(const T* head, float* ghead, float dloss);
+    void head_forward(const T* pf, const T* head, const int* targets);
+    void head_backward(const T* pf, float* gf, const T* head, float* ghead, float dloss);
+    void final_norm(const T* pf, int r0, int n); // rows [r0, r0+n) of res[L] into Lnf (row 0)
+    void rope_tables(int base);
     // offloaded checkpoints: res[l] to host memory (forward), its slot ready again (forward:
     // before a block writes over res[l-2]), res[l] back ahead of block l's backward
     void save_checkpoint(int l);
@@ -57,9 +59,11 @@ template <class T> class DriverT : public Transformer::Driver {
     void compute_waits(device::Event& e);  // the compute work after this waits for e
     void attention_forward(int set);
     void attention_backward(int set);
-    void norm_forward(T* out, float* mean, float* rstd, const T* in, const T* w, const T* b);
+    // n rows (-1: all B*T)
+    void norm_forward(T* out, float* mean, float* rstd, const T* in, const T* w, const T* b,
+                      int n = -1);
     void norm_backward(T* dinp, float* gw, float* gb, const T* dout, const T* in, const T* w,
-                       const float* mean, const float* rstd);
+                       const float* mean, const float* rstd, int n = -1);
     // Ulysses exchange of act buffers (host float buffers passed through; otherwise staged)
     void to_heads(const T* in, T* out, int K, int X);
     void to_tokens(const T* in, T* out, int K, int X);
@@ -96,7 +100,9 @@ template <class T> class DriverT : public Transformer::Driver {
     std::unique_ptr<device::Stream> d2h_, h2d_;
     std::vector<std::unique_ptr<device::Event>> out_done_, in_done_;
     std::unique_ptr<device::Event> compute_ev_;
-    int ready_layer_ = -1; // backward: the block whose input checkpoint_ready() last secured
+    int ready_layer_ = -1;        // backward: the block whose input checkpoint_ready() last secured
+    std::vector<float> rope_inv_; // (hd/2) RoPE inverse frequencies
+    int rope_base_ = -1;          // the position of the RoPE tables' first row
 
     std::unique_ptr<device::Device> owned_dev_; // when ModelOptions::device is null
     device::Device* dev_ = nullptr;

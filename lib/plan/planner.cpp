@@ -9,6 +9,7 @@
 #include "device/device.h"
 #include "plan/comm_model.h"
 #include "plan/cost.h"
+#include "plan/long_seq.h"
 #include "plan/planner.h"
 
 namespace sof::plan {
@@ -287,6 +288,9 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
     p.iteration_s = mine->iteration;
     p.efficiency = mine->efficiency;
     add_collectives(p, cfg, model, hw, c.shard_ranks);
+    p.model_flops = 3.0 * c.fwd_s * flops * c.grad_accum;
+    p.mfu = p.iteration_s > 0 ? p.model_flops / (p.iteration_s * hw.gpu_peak_tflops * 1e12) : 0;
+    if (const std::string n = long_seq_note(c, cfg, m); !n.empty()) p.notes.push_back(n);
     return p;
 }
 
