@@ -48,6 +48,7 @@ struct ModelConfig {
     int loss_tile = -1;
     int mlp_tile = -1;
     bool offload_checkpoints = false;
+    int device_checkpoints = 0; // with offload_checkpoints: the first N stay in device memory
 };
 
 struct BuiltinDataConfig {

@@ -45,11 +45,11 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
         add(Act::RopeCos, -1, "rope cos", npos * 4);
         add(Act::RopeSin, -1, "rope sin", npos * 4);
     }
-    if (offload) { // two device slots; the L-1 inputs the backward reloads wait in host memory
-        add(Act::Res, -1, "residual stream slots", 2 * BT * C * act);
-        if (s.L > 1)
-            add(Act::ResHost, -1, "checkpoints (host)", static_cast<size_t>(s.L - 1) * BT * C * act,
-                true);
+    if (offload) { // K kept + two rotating device slots; the other inputs wait in host memory
+        const size_t kept = static_cast<size_t>(kept_checkpoints(a, s.L));
+        const size_t host = static_cast<size_t>(std::max(0, s.L - 1)) - kept;
+        add(Act::Res, -1, "residual stream slots", (kept + 2) * BT * C * act);
+        if (host > 0) add(Act::ResHost, -1, "checkpoints (host)", host * BT * C * act, true);
     } else {
         add(Act::Res, -1, "residual stream", (static_cast<size_t>(s.L) + 1) * BT * C * act);
     }

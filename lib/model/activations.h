@@ -21,8 +21,9 @@ enum class Act {
     RopeCos,   // (T, hd/2) fp32 (RoPE only): the rank's positions (its slice's with Ulysses)
     RopeSin,   // (T, hd/2) fp32 (RoPE only)
     Res,       // (L+1, BT, C) act: the residual stream, res[0] = embeddings; with offloaded
-               // checkpoints (2, BT, C): res[l] in slot l % 2
-    ResHost,   // (L-1, BT, C) act, pinned host memory (offloaded checkpoints): res[0..L-2]
+               // checkpoints (K+2, BT, C): res[l] in slot l for l < K (kept on the device),
+               // else in slot K + (l - K) % 2
+    ResHost,   // (L-1-K, BT, C) act, pinned host memory (offloaded checkpoints): res[K..L-2]
     Lnf,       // (RL, C) act: the final norm of one loss tile
     LnfMean,   // (BT) fp32 (LayerNorm only)
     LnfRstd,   // (BT) fp32
@@ -82,7 +83,13 @@ struct ActShape {
     int loss_tile = kTileAuto; // LM head + loss rows per tile (request)
     int mlp_tile = kTileAuto;  // MLP rows per tile (request)
     bool offload = false;      // block inputs (checkpoints) in pinned host memory (recompute)
+    int device_ckpt = 0;       // with offload: the first K block inputs stay on the device
 };
+
+// K: block inputs kept in device memory with offloaded checkpoints (0..L-1)
+inline int kept_checkpoints(const ActShape& a, int L) {
+    return a.device_ckpt < 0 ? 0 : (a.device_ckpt > L - 1 ? L - 1 : a.device_ckpt);
+}
 
 // Rows of one LM head + loss tile (1..B*T; B*T = untiled) and of one MLP tile (1..B*T; B*T =
 // untiled) for the shape's requests.

@@ -92,6 +92,7 @@ struct ModelOptions {
     int loss_tile = -1;
     int mlp_tile = -1;
     bool offload_checkpoints = false;
+    int device_checkpoints = 0; // with offload_checkpoints: the first N block inputs stay here
 };
 
 // One architecture's forward/backward state for micro-batches up to (max_B, max_T). Activations

@@ -80,6 +80,8 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ParamLayout& layout, const Mode
     shape.loss_tile = opts.loss_tile;
     shape.mlp_tile = opts.mlp_tile;
     shape.offload = offload_;
+    shape.device_ckpt = opts.device_checkpoints;
+    kept_ = kept_checkpoints(shape, s_.L);
     loss_rows_ = loss_rows(shape);
     mlp_rows_ = mlp_rows(shape);
     mlp_tiled_ = mlp_tiled(shape);
@@ -349,7 +351,7 @@ void DriverT<T>::head_backward(const T* pf, float* gf, const T* head, float* ghe
 // back (in_done_[l]); then res[l-1] is fetched into the slot of res[l+1], which no later work
 // reads, so the copy runs while block l recomputes and runs its backward.
 template <class T> void DriverT<T>::save_checkpoint(int l) {
-    if (!offload_ || l > s_.L - 2) return;
+    if (!offload_ || l < kept_ || l > s_.L - 2) return;
     after_compute(*d2h_);
     const size_t bytes = static_cast<size_t>(B_) * T_ * s_.C * sizeof(T);
     dev_->copy(host_at(l), res_at(l), bytes, device::CopyKind::DeviceToHost, *d2h_);
@@ -357,14 +359,14 @@ template <class T> void DriverT<T>::save_checkpoint(int l) {
 }
 
 template <class T> void DriverT<T>::slot_free(int l) {
-    if (offload_ && l >= 2) compute_waits(*out_done_[static_cast<size_t>(l - 2)]);
+    if (offload_ && l - 2 >= kept_) compute_waits(*out_done_[static_cast<size_t>(l - 2)]);
 }
 
 template <class T> void DriverT<T>::checkpoint_ready(int l) {
     if (!offload_ || ready_layer_ == l) return;
     ready_layer_ = l;
-    if (l <= s_.L - 2) compute_waits(*in_done_[static_cast<size_t>(l)]);
-    if (l == 0) return;
+    if (l >= kept_ && l <= s_.L - 2) compute_waits(*in_done_[static_cast<size_t>(l)]);
+    if (l - 1 < kept_) return;
     const int k = l - 1; // fetched now, needed by the next block
     after_compute(*h2d_);
     dev_->wait(*h2d_, *out_done_[static_cast<size_t>(k)]);

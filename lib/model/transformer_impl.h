@@ -75,9 +75,12 @@ template <class T> class DriverT : public Transformer::Driver {
     int* i32(Act id) const { return static_cast<int*>(ptr(id, -1)); }
     void* ptr(Act id, int set) const;
     T* res_at(int l) const {
-        return act(Act::Res) + static_cast<size_t>(offload_ ? l % 2 : l) * max_BT_ * s_.C;
+        const int slot = !offload_ || l < kept_ ? l : kept_ + (l - kept_) % 2;
+        return act(Act::Res) + static_cast<size_t>(slot) * max_BT_ * s_.C;
     }
-    T* host_at(int l) const { return act(Act::ResHost) + static_cast<size_t>(l) * max_BT_ * s_.C; }
+    T* host_at(int l) const {
+        return act(Act::ResHost) + static_cast<size_t>(l - kept_) * max_BT_ * s_.C;
+    }
     int set_of(int l) const { return recompute_ ? 0 : l; }
 
     BlockSpec s_;
@@ -94,9 +97,11 @@ template <class T> class DriverT : public Transformer::Driver {
     int mlp_rows_ = 0;       // rows per MLP tile (max_BT_: untiled)
     bool mlp_tiled_ = false;
 
-    // offloaded checkpoints: res[0..L-2] go to host memory on d2h_ during forward and come back
-    // on h2d_ one block ahead in backward; out_done_[l] / in_done_[l]: those copies of res[l]
+    // offloaded checkpoints: res[K..L-2] go to host memory on d2h_ during forward and come back
+    // on h2d_ one block ahead in backward; out_done_[l] / in_done_[l]: those copies of res[l];
+    // res[0..K-1] stay in device slots of their own
     bool offload_ = false;
+    int kept_ = 0; // K
     std::unique_ptr<device::Stream> d2h_, h2d_;
     std::vector<std::unique_ptr<device::Event>> out_done_, in_done_;
     std::unique_ptr<device::Event> compute_ev_;

@@ -24,6 +24,7 @@ model::ActShape activation_shape(const config::Config& cfg, double act_bytes) {
     a.loss_tile = cfg.model.loss_tile;
     a.mlp_tile = cfg.model.mlp_tile;
     a.offload = cfg.model.offload_checkpoints && cfg.model.recompute;
+    a.device_ckpt = cfg.model.device_checkpoints;
     return a;
 }
 
@@ -53,8 +54,9 @@ LongSeqCost long_seq_cost(const model::ArchConfig& m, const model::ActShape& a,
     const model::BlockSpec s = model::block_spec(m);
     const double BT = static_cast<double>(a.B) * a.T;
     c.host_bytes = model::activation_bytes(s, a, offload::kMemAlign, true);
-    if (a.offload && a.recompute && s.L > 1) {
-        const double one = BT * s.C * a.act_bytes, n = s.L - 1;
+    const int moved = a.offload && a.recompute ? s.L - 1 - model::kept_checkpoints(a, s.L) : 0;
+    if (moved > 0) {
+        const double one = BT * s.C * a.act_bytes, n = moved;
         const double out = transfer_seconds(hw.d2h, one), back = transfer_seconds(hw.h2d, one);
         c.ckpt_bytes = 2 * n * one;
         c.ckpt_link_s = n * (out + back);
@@ -68,6 +70,10 @@ LongSeqCost long_seq_cost(const model::ArchConfig& m, const model::ActShape& a,
     }
     if (model::mlp_tiled(a) && !a.recompute)
         c.extra_bwd_flops += 2.0 * BT * static_cast<double>(s.fc_rows()) * s.C * s.L;
+    // FlashAttention's backward computes the scores again: five T x T products against the
+    // forward's two, half a forward more than the 2x-forward rule of the other matrices
+    const double T = static_cast<double>(a.T) * a.P;
+    c.extra_bwd_flops += 0.5 * 4.0 * s.L * a.B * (T * (T + 1) / 2) * s.Q / a.P;
     return c;
 }
 
@@ -78,10 +84,11 @@ std::string long_seq_note(const CostInputs& c, const config::Config& cfg,
     std::string s;
     if (rl < BT) s += core::strfmt("LM head + loss in tiles of %d of the %d tokens", rl, BT);
     if (rm < BT) s += core::strfmt("%sMLP in tiles of %d tokens", s.empty() ? "" : ", ", rm);
-    if (a.offload && m.num_layers > 1)
+    const int moved = a.offload ? m.num_layers - 1 - model::kept_checkpoints(a, m.num_layers) : 0;
+    if (moved > 0)
         s += core::strfmt("%s%d block inputs offloaded to host memory (%s pinned), %.3f s over "
                           "the CPU-GPU link per step, %.3f s of it not hidden behind the blocks",
-                          s.empty() ? "" : "; ", m.num_layers - 1,
+                          s.empty() ? "" : "; ", moved,
                           device::format_bytes(c.activation_host_bytes).c_str(),
                           c.grad_accum * c.ckpt_link_s,
                           c.grad_accum * (c.ckpt_fwd_exposed_s + c.ckpt_bwd_exposed_s));

@@ -23,9 +23,11 @@ struct LongSeqCost {
     double ckpt_link_s = 0; // their link time
     double ckpt_fwd_exposed_s = 0; // link time not hidden behind the block that overlaps it
     double ckpt_bwd_exposed_s = 0;
-    double extra_bwd_flops = 0; // recomputed in backward by tiling: the LM head's forward of
-                                // every tile but the last; the MLP's up projection per tile
-                                // without recompute (with recompute it is recomputed anyway)
+    double extra_bwd_flops = 0; // backward work beyond 2x the forward: the LM head's forward
+                                // of every loss tile but the last; the MLP's up projection per
+                                // tile without recompute (with recompute it is recomputed
+                                // anyway); FlashAttention's recomputed scores (attention's
+                                // backward is 2.5x its forward)
 };
 
 // fwd_s, bwd_s: one micro-batch's forward and backward compute (the checkpoint copies overlap

@@ -236,11 +236,13 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
     if (!p.mem.host_fits)
         p.why += core::strfmt(
             "%shost memory: needs %s per rank (master+moments %s, grads %s, weights %s, "
-            "staging %s) > %s: use offload.rollback: inverse (one state set), offload.cast: "
-            "host with bf16 (bf16 grads), or shard over more ranks (ZeRO-3)",
+            "staging %s, activation checkpoints %s) > %s: use offload.rollback: inverse (one "
+            "state set), offload.cast: host with bf16 (bf16 grads), shard over more ranks "
+            "(ZeRO-3), or keep checkpoints on the device (model.device_checkpoints)",
             p.why.empty() ? "" : "; ", gb(p.mem.host_total).c_str(), gb(p.mem.host_state).c_str(),
             gb(p.mem.host_grads).c_str(), gb(p.mem.host_weights).c_str(),
-            gb(p.mem.host_staging).c_str(), gb(c.host_capacity_bytes).c_str());
+            gb(p.mem.host_staging).c_str(), gb(p.mem.host_activations).c_str(),
+            gb(c.host_capacity_bytes).c_str());
     if (!p.fits) p.notes.push_back("does not fit: " + p.why);
 
     IterationTimes so = superoffload_times(c, hw, p.weights, p.tail_buckets, c.stv);

@@ -169,6 +169,7 @@ void Trainer::Impl::setup() {
     mopts.loss_tile = cfg.model.loss_tile;
     mopts.mlp_tile = cfg.model.mlp_tile;
     mopts.offload_checkpoints = cfg.model.offload_checkpoints;
+    mopts.device_checkpoints = cfg.model.device_checkpoints;
     mopts.seq = ulysses.get();
     // The activations live in the rank device's memory (the host device's arena counts them).
     // On a CUDA device the engine still hands the model host mirrors of weights and grads

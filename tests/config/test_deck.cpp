@@ -226,6 +226,7 @@ TEST_CASE("effective deck round trip is exact with every key changed") {
   loss_tile: 2048
   mlp_tile: 0
   offload_checkpoints: true
+  device_checkpoints: 2
 data:
   train: "D/w*.bin"
   val: "D/w1.bin"

@@ -77,8 +77,10 @@ TEST_CASE("activations: the arena peak of a forward + backward equals the planne
     struct Long {
         int loss_tile, mlp_tile;
         bool offload;
+        int kept; // offloaded checkpoints kept on the device
     };
-    const Long longs[] = {{0, 0, false}, {-1, -1, false}, {5, 7, false}, {5, 7, true}};
+    const Long longs[] = {
+        {0, 0, false, 0}, {-1, -1, false, 0}, {5, 7, false, 0}, {5, 7, true, 0}, {0, 0, true, 1}};
     int runs = 0;
     for (model::Arch arch : {model::Arch::Gpt2, model::Arch::Llama, model::Arch::Qwen3})
         for (int B : {1, 3})
@@ -109,10 +111,12 @@ TEST_CASE("activations: the arena peak of a forward + backward equals the planne
                             o.loss_tile = lg.loss_tile;
                             o.mlp_tile = lg.mlp_tile;
                             o.offload_checkpoints = lg.offload;
+                            o.device_checkpoints = lg.kept;
                             model::ActShape shape;
                             shape.B = B, shape.T = T, shape.P = P, shape.recompute = rec;
                             shape.loss_tile = lg.loss_tile, shape.mlp_tile = lg.mlp_tile;
                             shape.offload = lg.offload;
+                            shape.device_ckpt = lg.kept;
                             const plan::ActivationEstimate e = plan::activation_estimate(a, shape);
                             {
                                 model::Transformer m(a, o, B, T);
@@ -137,7 +141,7 @@ TEST_CASE("activations: the arena peak of a forward + backward equals the planne
                             CHECK(dev.pinned_used() == 0);
                             runs++;
                         }
-    CHECK(runs == 3 * 2 * 2 * (2 * 3 + 2 * 4));
+    CHECK(runs == 3 * 2 * 2 * (2 * 3 + 2 * 5));
 }
 
 TEST_CASE("memory plan: engine device peak == plan == planner, every schedule x placement") {

@@ -81,12 +81,14 @@ Result run(const model::ArchConfig& cfg, const model::ModelOptions& base) {
     return r;
 }
 
-model::ModelOptions opts(bool recompute, int loss_tile, int mlp_tile, bool offload = false) {
+model::ModelOptions opts(bool recompute, int loss_tile, int mlp_tile, bool offload = false,
+                         int kept = 0) {
     model::ModelOptions o;
     o.recompute = recompute;
     o.loss_tile = loss_tile;
     o.mlp_tile = mlp_tile;
     o.offload_checkpoints = offload;
+    o.device_checkpoints = kept;
     return o;
 }
 
@@ -165,6 +167,20 @@ TEST_CASE("offloaded checkpoints: bitwise equal to recompute without offload") {
             const size_t slot = static_cast<size_t>(kB) * kT * cfg.channels * 4;
             CHECK(rec.arena - off.arena == (cfg.num_layers + 1 - 2) * slot);
         }
+}
+
+TEST_CASE("offloaded checkpoints with the first K kept on the device: bitwise, K slots more") {
+    model::ArchConfig cfg = arch_config(model::Arch::Qwen3);
+    cfg.num_layers = 5; // 4 checkpoints: K = 1, 2 leave an odd and an even count to rotate
+    const Result rec = run(cfg, opts(true, 24, 16));
+    const size_t slot = static_cast<size_t>(kB) * kT * cfg.channels * 4;
+    for (int k : {1, 2, 4}) {
+        CAPTURE(k);
+        const Result off = run(cfg, opts(true, 24, 16, true, k));
+        CHECK(off.loss == rec.loss);
+        CHECK(bitwise(off.grads, rec.grads));
+        CHECK(rec.arena - off.arena == (cfg.num_layers + 1 - 2 - k) * slot);
+    }
 }
 
 TEST_CASE("offloaded checkpoints at 1 and 2 layers (no or one host checkpoint)") {
