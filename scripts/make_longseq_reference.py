@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # Writes tests/data/longseq_ref.safetensors: the PyTorch (float64) oracle of the long-sequence
-# tests (tests/mpi/test_longseq.cpp): a tiny GPT-2 and a tiny Llama trained 3 AdamW steps on one
+# tests (tests/mpi/test_longseq.cpp): a tiny GPT-2 and a tiny Llama trained 2 AdamW steps on one
 # 4096-token sequence per step, with the full T x T attention of the textbook formula (the C++ model
 # never forms it). Needs python3-torch (Debian's 1.13) and numpy; about a minute and 6 GB.
 #
@@ -10,7 +10,7 @@
 #   m.meta    [T, steps, lr, beta1, beta2, eps, weight_decay, grad_clip]
 #   m.tokens  (steps*T + 1): the training stream; step s reads tokens [s*T, s*T + T + 1)
 #   m.init    (num_params): initial parameters in superoffload's flat layout order
-#   m.final   (num_params): after the 3 steps
+#   m.final   (num_params): after the 2 steps
 #   m.losses  (steps): the loss before each step; m.norms (steps): the grad norm before clipping
 # The configs below must match the test's decks (the test checks the parameter count and meta).
 # Optimizer: torch.optim.AdamW with decay on the 2-D tensors only, clip_grad_norm_ each step.
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-T, STEPS = 4096, 3
+T, STEPS = 4096, 2
 LR, BETA1, BETA2, EPS, WD, CLIP = 3e-3, 0.9, 0.95, 1e-5, 0.1, 1.0
 GPT2 = dict(L=2, NH=4, C=32, V=100, Vp=128, maxT=T)
 LLAMA = dict(L=2, NH=8, NKV=4, C=64, I=96, V=128, theta=10000.0, eps=1e-5, maxT=T)

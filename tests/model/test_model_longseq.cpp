@@ -245,3 +245,31 @@ TEST_CASE("tiled logits are not kept whole; offload without recompute is refused
     CHECK_THROWS_WITH_AS(model::Transformer(cfg, opts(false, 0, 0, true), kB, kT),
                          doctest::Contains("needs model.recompute: true"), core::Error);
 }
+
+namespace {
+class DegreeOnly : public model::SeqExchange { // what the constructor checks: the degree
+  public:
+    explicit DegreeOnly(int p) : p_(p) {}
+    int degree() const override { return p_; }
+    int index() const override { return 0; }
+    void to_heads(const float*, float*, int, int, int, int) override {}
+    void to_tokens(const float*, float*, int, int, int, int) override {}
+
+  private:
+    int p_;
+};
+} // namespace
+
+TEST_CASE("the driver refuses heads that do not divide by the Ulysses degree, naming both") {
+    const model::ArchConfig llama = arch_config(model::Arch::Llama); // 4 heads, 2 kv heads
+    DegreeOnly three(3), four(4);
+    model::ModelOptions o;
+    o.seq = &three;
+    CHECK_THROWS_WITH_AS(model::Transformer(llama, o, 1, 8),
+                         doctest::Contains("model.num_heads = 4 and model.num_kv_heads = 2 must "
+                                           "both be divisible by parallel.sp = 3"),
+                         core::Error);
+    o.seq = &four; // the query heads divide, the kv heads do not
+    CHECK_THROWS_WITH_AS(model::Transformer(llama, o, 1, 8), doctest::Contains("parallel.sp = 4"),
+                         core::Error);
+}
