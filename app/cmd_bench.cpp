@@ -9,7 +9,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "model/bench_model.h"
-#include "optim/bench_adam.h"
+#include "bench/bench_adam.h"
 
 namespace sof::app {
 
@@ -21,9 +21,9 @@ int cmd_bench(int argc, char** argv) {
         std::fputs(model::bench_model(model::parse_bench_model_args(argc, argv)).c_str(), stdout);
         return 0;
     }
-    optim::BenchAdamOptions o = optim::parse_bench_adam_args(argc, argv);
-    optim::BenchAdamReport r = optim::bench_adam(o);
-    std::fputs(o.json ? optim::bench_adam_json(r).c_str() : optim::bench_adam_text(r).c_str(),
+    bench::BenchAdamOptions o = bench::parse_bench_adam_args(argc, argv);
+    bench::BenchAdamReport r = bench::bench_adam(o);
+    std::fputs(o.json ? bench::bench_adam_json(r).c_str() : bench::bench_adam_text(r).c_str(),
                stdout);
     return 0;
 }

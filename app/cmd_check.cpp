@@ -19,6 +19,8 @@ int cmd_check(int argc, char** argv) {
     if (rank == 0) {
         std::printf("# effective deck (every key; defaults included)\n%s",
                     config::effective_yaml(cfg).c_str());
+        for (const std::string& w : config::deck_warnings(cfg))
+            std::printf("warning: %s\n", w.c_str());
         std::printf("deck OK: %s\n", args.deck.c_str());
         std::fflush(stdout);
     }

@@ -14,6 +14,7 @@
 #include "ckpt/hf.h"
 #include "ckpt/llmc.h"
 #include "commands.h"
+#include "config/deck.h"
 #include "core/error.h"
 
 namespace sof::app {
@@ -23,9 +24,13 @@ namespace {
 const char* kExportUsage =
     "usage: superoffload export --llmc OUT.bin CHECKPOINT\n"
     "       superoffload export --hf OUT_DIR CHECKPOINT [--dtype bf16|fp32] [--shard-size 5GB]\n"
+    "                           [--source HF_DIR | --no-source]\n"
     "  --hf writes a Hugging Face model directory (config.json, safetensors shards and their\n"
     "  index) of a LLaMA-family checkpoint, loadable by transformers' from_pretrained and by\n"
-    "  model.init_from; written into a temporary directory, then renamed.\n"
+    "  model.init_from; written into a temporary directory, then renamed. The tokenizer files\n"
+    "  and generation_config.json of the source directory are copied and config.json keeps its\n"
+    "  bos/eos/pad token ids; the source is the run's model.init_from (when it is a Hugging\n"
+    "  Face directory) unless --source names another or --no-source asks for none.\n"
     "  Writes the parameters of a superoffload checkpoint as an llm.c GPT-2 fp32 model file\n"
     "  (header magic 20240326, version 3), loadable by llm.c and by model.init_from.\n"
     "  CHECKPOINT  a step directory (e.g. ckpt/step_00000100) or a checkpoint root\n"
@@ -92,6 +97,7 @@ uint64_t parse_size(const std::string& s) {
 int cmd_export(int argc, char** argv) {
     std::string out, src, hf_out;
     ckpt::HfExportOptions hopt;
+    bool no_source = false;
     auto usage_fail = [](const std::string& what) {
         core::throw_error(core::ErrorKind::Usage, what + "\n" + kExportUsage);
     };
@@ -106,13 +112,17 @@ int cmd_export(int argc, char** argv) {
             out = argv[++i];
         } else if (a.rfind("--llmc=", 0) == 0) {
             out = a.substr(7);
-        } else if (a == "--hf" || a == "--dtype" || a == "--shard-size") {
+        } else if (a == "--no-source") {
+            no_source = true;
+        } else if (a == "--hf" || a == "--dtype" || a == "--shard-size" || a == "--source") {
             if (i + 1 >= argc) usage_fail("export: " + a + " needs a value after it");
             const std::string v = argv[++i];
             if (a == "--hf")
                 hf_out = v;
             else if (a == "--dtype")
                 hopt.dtype = v;
+            else if (a == "--source")
+                hopt.source_dir = v;
             else
                 hopt.shard_bytes = parse_size(v);
         } else if (a.rfind("-", 0) == 0) {
@@ -160,11 +170,27 @@ int cmd_export(int argc, char** argv) {
         SOF_FAIL(Format, "checkpoint %s holds %zu params but its model needs %zu", dir.c_str(),
                  params.size(), layout.num_params);
     if (hf) {
+        if (no_source && !hopt.source_dir.empty())
+            usage_fail("export: give at most one of --source and --no-source");
+        if (!no_source && hopt.source_dir.empty()) {
+            // the run's model.init_from, from the checkpoint's deck
+            const config::Config run = config::parse_deck_text(m.deck_yaml, dir + "/deck.yaml");
+            const std::string& from = run.model.init_from;
+            if (!from.empty() && ckpt::is_hf_dir(from))
+                hopt.source_dir = from;
+            else if (!from.empty() && !fs::exists(from, ec))
+                std::fprintf(stderr,
+                             "export: warning: the run's model.init_from '%s' is gone: no "
+                             "tokenizer files copied and no token ids kept (give --source DIR)\n",
+                             from.c_str());
+        }
         ckpt::export_hf(out, layout, params.data(), hopt);
-        std::printf("exported %s (step %lld, %zu params, %s L=%d C=%d V=%d) to %s (%s)\n",
+        std::printf("exported %s (step %lld, %zu params, %s L=%d C=%d V=%d) to %s (%s%s%s)\n",
                     dir.c_str(), static_cast<long long>(m.step), layout.num_params,
                     model::arch_name(m.model.arch), m.model.num_layers, m.model.channels,
-                    m.model.vocab_size, out.c_str(), hopt.dtype.c_str());
+                    m.model.vocab_size, out.c_str(), hopt.dtype.c_str(),
+                    hopt.source_dir.empty() ? "" : ", tokenizer files from ",
+                    hopt.source_dir.c_str());
         std::fflush(stdout);
         return 0;
     }

@@ -55,6 +55,11 @@ Config parse_deck_text(const std::string& yaml, const std::string& name);
 // load_deck_from_string accepts back, giving the same Config (round trip is exact).
 std::string effective_yaml(const Config& cfg);
 
+// Things in a valid deck that are probably not what the user meant (warmup_steps >= steps: the
+// run never leaves warmup; keys of a schedule that is not selected). One sentence each, naming the
+// keys and the fix; empty when there is nothing to say. `check` and `train` print them.
+std::vector<std::string> deck_warnings(const Config& cfg);
+
 // Every key the deck understands, dotted ("train.lr", "data.builtin.seed", ...), in deck order.
 std::vector<std::string> all_keys();
 

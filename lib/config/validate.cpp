@@ -2,10 +2,13 @@
 // set (file:line or --set) and what would make the deck valid.
 #include "config/validate.h"
 
+#include "config/deck.h"
+
 #include <glob.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include <filesystem>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/strfmt.h"
 
 namespace sof::config {
 
@@ -304,6 +308,28 @@ void validate(const Config& cfg, const Origins& origins, const std::string& deck
     check_train(c, cfg);
     check_runtime(c, cfg);
     if (files) check_paths(c, cfg);
+}
+
+std::vector<std::string> deck_warnings(const Config& cfg) {
+    std::vector<std::string> out;
+    const TrainConfig& t = cfg.train;
+    if (t.warmup_steps > 0 && t.warmup_steps >= t.steps)
+        out.push_back(core::strfmt(
+            "train.warmup_steps = %d >= train.steps = %d: the whole run is warmup (the lr only "
+            "reaches train.lr = %g at step %d%s); lower train.warmup_steps (a few percent of "
+            "train.steps is usual) or raise train.steps",
+            t.warmup_steps, t.steps, t.lr, t.warmup_steps,
+            t.schedule != LrSchedule::Constant ? ", and the decay never starts" : ""));
+    if (t.schedule == LrSchedule::Constant && t.min_lr > 0)
+        out.push_back(core::strfmt("train.min_lr = %g has no effect with train.schedule = "
+                                   "constant; choose linear, cosine or wsd to decay to it",
+                                   t.min_lr));
+    if (t.schedule == LrSchedule::Wsd && t.decay_fraction > 0 &&
+        std::lround(static_cast<double>(t.decay_fraction) * t.steps) < 1)
+        out.push_back(core::strfmt("train.decay_fraction = %g of train.steps = %d is less than one "
+                                   "step: the wsd schedule never decays; raise it",
+                                   t.decay_fraction, t.steps));
+    return out;
 }
 
 } // namespace sof::config

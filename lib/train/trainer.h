@@ -44,6 +44,16 @@ struct RunSummary {
     int stop_signal = 0;  // the signal this rank got (0: another rank's, or none)
 };
 
+// One pass of `superoffload eval` (Trainer::evaluate).
+struct EvalResult {
+    double loss = 0.0;         // mean cross-entropy over the counted targets (nats/token)
+    double perplexity = 0.0;   // exp(loss)
+    int64_t batches = 0;       // global validation batches read (each once)
+    double tokens = 0.0;       // counted targets over all ranks (masked ones left out)
+    double seconds = 0.0;      // wall time of the pass (forward passes and the loss reduction)
+    double tokens_per_s = 0.0; // input tokens of all ranks per second (B*T*batches*dp / seconds)
+};
+
 class Trainer {
   public:
     // cfg must come from config::load_deck (validated, padded vocab resolved).
@@ -61,6 +71,16 @@ class Trainer {
 
     // collective: all ranks of world
     RunSummary run();
+
+    // Replaces the params with those of a checkpoint step directory (any shard count; optimizer
+    // state and data position are not read): `superoffload eval` of a checkpoint.
+    // collective: all ranks of world
+    void load_weights(const std::string& step_dir);
+
+    // The validation loss of the current weights over `batches` validation batches from the
+    // first (0: every batch of the split once). More than the split holds is clamped to it with
+    // a warning (no wrap-around). collective: all ranks of world
+    EvalResult evaluate(int batches);
 
     // The fp32 master params (num_params, flat layout order) as they are now.
     // collective: all ranks of world (ZeRO-3 gathers the shards)

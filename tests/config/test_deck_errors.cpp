@@ -46,8 +46,8 @@ TEST_CASE("wrong types name file:line:key, what was expected and what was given"
     CHECK(deck_error("data:\n  seed: -1\n") ==
           "deck.yaml:2: data.seed: expected a non-negative integer, got '-1'");
     CHECK(deck_error("train:\n  schedule: cosin\n") ==
-          "deck.yaml:2: train.schedule: expected one of constant|cosine, got 'cosin' (did you "
-          "mean 'cosine'?)");
+          "deck.yaml:2: train.schedule: expected one of constant|linear|cosine|wsd, got 'cosin' "
+          "(did you mean 'cosine'?)");
     CHECK(deck_error("offload:\n  weights: streaming\n") ==
           "deck.yaml:2: offload.weights: expected one of stationary|flow|auto, got 'streaming'");
     CHECK(deck_error("runtime:\n  log_level: verbose\n") ==
@@ -117,20 +117,20 @@ TEST_CASE("duplicate keys are errors naming both lines") {
 }
 
 TEST_CASE("override errors name the --set") {
-    CHECK(
-        deck_error("", {"train.nope=1"}) ==
-        "--set train.nope=1: unknown key 'train.nope' (keys of 'train': batch_size, seq_len, "
-        "grad_accum, steps, stop_after, lr, min_lr, warmup_steps, schedule, grad_clip, eval_every, "
-        "eval_batches, log_every, seed, checkpoint_every, checkpoint_dir, keep_checkpoints, "
-        "resume, metrics, dtype)");
+    CHECK(deck_error("", {"train.nope=1"}) ==
+          "--set train.nope=1: unknown key 'train.nope' (keys of 'train': batch_size, seq_len, "
+          "grad_accum, global_batch, steps, stop_after, lr, min_lr, warmup_steps, schedule, "
+          "decay_fraction, grad_clip, eval_every, eval_batches, log_every, seed, checkpoint_every, "
+          "checkpoint_dir, keep_checkpoints, resume, resume_convert_state, metrics, dtype)");
     CHECK(deck_error("", {"train.stpes=1"}) ==
           "--set train.stpes=1: unknown key 'train.stpes' (did you mean 'train.steps'?)");
     CHECK(deck_error("", {"train.steps=abc"}) ==
           "--set train.steps=abc: expected an integer, got 'abc'");
     CHECK(deck_error("", {"optimizer.beta1=1.5"}) ==
           "--set optimizer.beta1=1.5: optimizer.beta1 = 1.5 is out of range [0, 1)");
-    CHECK(deck_error("", {"train.schedule=linear"}) ==
-          "--set train.schedule=linear: expected one of constant|cosine, got 'linear'");
+    CHECK(deck_error("", {"train.schedule=linar"}) ==
+          "--set train.schedule=linar: expected one of constant|linear|cosine|wsd, got 'linar' "
+          "(did you mean 'linear'?)");
     CHECK(deck_error("", {"train.lr"}) ==
           "--set train.lr: expected key=value (e.g. --set train.lr=3e-4)");
     CHECK(contains(deck_error("", {"train=1"}),
