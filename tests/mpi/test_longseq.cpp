@@ -147,7 +147,8 @@ Files write_files(const std::string& m, const Ref& r, const config::Config& shap
     return f;
 }
 
-config::Config deck(const std::string& m, const Ref& r, const Files* f, int sp) {
+config::Config deck(const std::string& m, const Ref& r, const Files* f, int sp,
+                    const std::vector<std::string>& more = {}) {
     auto num = [](double v) {
         char b[32];
         std::snprintf(b, sizeof b, "%.9g", v);
@@ -171,6 +172,7 @@ config::Config deck(const std::string& m, const Ref& r, const Files* f, int sp) 
         "runtime.threads=" + std::to_string(std::max(1, 2 / sp)), "runtime.log_level=quiet",
         "runtime.out_dir="};
     o.insert(o.end(), rest.begin(), rest.end());
+    o.insert(o.end(), more.begin(), more.end());
     if (f) {
         o.push_back("model.init_from=" + f->init);
         o.push_back("data.train=" + f->shard);
@@ -266,4 +268,41 @@ TEST_CASE("long sequences: gpt2 at T = 4096 on 1 rank, sp = 2 and sp = 4 against
 TEST_CASE("long sequences: llama (GQA, RoPE) at T = 4096 on 1 rank, sp = 2 and sp = 4") {
     for (int ranks : {1, 2, 4})
         if (ranks <= world_size()) run_case("llama", ranks);
+}
+
+// Issue 18's target: the arena peak of a 2-rank sp = 2 run at T = 8192 against the plan (the
+// Llama oracle's 2 x 4096 + 1 tokens are one 8192-token sequence; one step, no oracle values).
+TEST_CASE("long sequences: arena peak of a Llama at T = 8192, sp = 2 equals the plan") {
+    constexpr int kRanks = 2, kLong = 2 * kT;
+    if (world_size() < kRanks) return;
+    const Ref r = load_ref("llama");
+    const std::vector<std::string> more = {
+        "model.max_seq_len=" + std::to_string(kLong), "train.seq_len=" + std::to_string(kLong),
+        "train.steps=1"}; // the same 48 MiB arena: a quarter of one head's T x T scores
+    const config::Config shape = deck("llama", r, nullptr, kRanks, more);
+    const Files f = write_files("llama", r, shape);
+    MPI_Comm comm;
+    MPI_Comm_split(MPI_COMM_WORLD, world_rank() < kRanks ? 0 : MPI_UNDEFINED, world_rank(), &comm);
+    if (comm != MPI_COMM_NULL) {
+        const config::Config cfg = deck("llama", r, &f, kRanks, more);
+        comm::World world(comm);
+        core::Log log(world.rank(), core::LogLevel::Quiet);
+        train::Trainer t(cfg, world, log);
+        const train::RunSummary s = t.run();
+        const plan::Plan p =
+            plan::make_plan(cfg, t.model_config(), plan::hardware_for(cfg), kRanks);
+        unsigned long long peak = s.device_peak, largest = 0;
+        MPI_Allreduce(&peak, &largest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm);
+        CHECK(p.fits);
+        CHECK(static_cast<double>(largest) == p.mem.total);
+        CHECK(std::isfinite(s.train_losses.at(0)));
+        if (world.rank() == 0)
+            std::printf("  llama T = %d, sp = %d: arena peak %llu B, plan %.0f B (%.4f%% apart); "
+                        "T x T scores of one head: %.0f MiB\n",
+                        kLong, kRanks, largest, p.mem.total,
+                        100.0 * std::fabs(static_cast<double>(largest) - p.mem.total) / p.mem.total,
+                        4.0 * kLong * kLong / 1048576.0);
+        MPI_Comm_free(&comm);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
 }
