@@ -43,6 +43,12 @@ struct ModelConfig {
                                  // directory (config.json + safetensors), or empty
     float init_std = 0.02f;      // N(0, init_std) init; residual projections scaled by 1/sqrt(2L)
     bool recompute = false;      // per-layer activation recomputation in backward
+    // Long sequences (docs/model.md "Long sequences"): tokens per LM head + loss tile and per MLP
+    // tile (-1 = auto, 0 = untiled), and the recompute checkpoints in pinned host memory
+    int loss_tile = -1;
+    int mlp_tile = -1;
+    bool offload_checkpoints = false;
+    int device_checkpoints = 0; // with offload_checkpoints: the first N stay in device memory
 };
 
 struct BuiltinDataConfig {

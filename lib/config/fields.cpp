@@ -235,6 +235,10 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("model.init_from", &m.init_from));
     v.push_back(make("model.init_std", &m.init_std, at_least(0)));
     v.push_back(make("model.recompute", &m.recompute));
+    v.push_back(int_or_auto("model.loss_tile", &m.loss_tile, at_least(0)));
+    v.push_back(int_or_auto("model.mlp_tile", &m.mlp_tile, at_least(0)));
+    v.push_back(make("model.offload_checkpoints", &m.offload_checkpoints));
+    v.push_back(make("model.device_checkpoints", &m.device_checkpoints, at_least(0)));
 
     v.push_back(make("data.train", &d.train));
     v.push_back(make("data.val", &d.val));

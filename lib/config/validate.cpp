@@ -137,6 +137,21 @@ void check_model(const Checker& c, const Config& cfg) {
                core::strfmt("model.channels = %d is not divisible by model.num_heads = %d "
                             "(the head size is channels / num_heads%s)",
                             m.channels, m.num_heads, llama ? "; or set model.head_dim" : ""));
+    if (m.offload_checkpoints && !m.recompute)
+        c.fail({"model.offload_checkpoints", "model.recompute"},
+               "model.offload_checkpoints: true keeps the block inputs saved for recompute in "
+               "host memory: it needs model.recompute: true");
+    if (m.device_checkpoints > 0 && !m.offload_checkpoints)
+        c.fail({"model.device_checkpoints", "model.offload_checkpoints"},
+               core::strfmt("model.device_checkpoints = %d keeps that many of the offloaded "
+                            "checkpoints in device memory: it needs model.offload_checkpoints: "
+                            "true",
+                            m.device_checkpoints));
+    if (m.device_checkpoints > 0 && m.device_checkpoints > m.num_layers - 1 && m.init_from.empty())
+        c.fail({"model.device_checkpoints", "model.num_layers"},
+               core::strfmt("model.device_checkpoints = %d exceeds the %d block inputs saved "
+                            "for recompute (model.num_layers - 1)",
+                            m.device_checkpoints, m.num_layers - 1));
     if (llama && m.init_from.empty()) check_llama(c, cfg); // else the checkpoint decides
     if (!m.init_from.empty()) {
         std::error_code ec;

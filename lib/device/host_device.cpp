@@ -260,6 +260,14 @@ void* HostDevice::alloc_pinned(size_t bytes, const std::string& what) {
     return p;
 }
 
+size_t HostDevice::pinned_used() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    size_t n = 0;
+    for (const auto& kv : pinned_allocs_)
+        n += kv.second;
+    return n;
+}
+
 void HostDevice::free_pinned(void* p) noexcept {
     if (!p) return;
     std::lock_guard<std::mutex> lk(mu_);

@@ -29,6 +29,7 @@ class HostDevice : public Device {
     size_t peak() const override;
     void* alloc_pinned(size_t bytes, const std::string& what) override;
     void free_pinned(void* p) noexcept override;
+    size_t pinned_used() const; // bytes of pinned host memory allocated now (rounded)
 
     std::unique_ptr<Stream> create_stream(const std::string& name) override;
     std::unique_ptr<Event> create_event() override;

@@ -2,9 +2,29 @@
 // spec and the micro-batch shape. The driver and the planner both read it.
 #include "model/activations.h"
 
+#include <algorithm>
+
 #include "core/strfmt.h"
 
 namespace sof::model {
+
+namespace {
+
+int tile_rows(int request, int BT, bool auto_tiles) {
+    if (request > 0) return std::min(request, BT);
+    if (request == kTileAuto && auto_tiles && BT > kAutoTileRows) return kAutoTileRows;
+    return BT; // off, or auto at a short B*T
+}
+
+} // namespace
+
+int loss_rows(const ActShape& a) {
+    return tile_rows(a.loss_tile, a.B * a.T, true);
+}
+
+int mlp_rows(const ActShape& a) {
+    return tile_rows(a.mlp_tile, a.B * a.T, a.recompute);
+}
 
 std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a) {
     std::vector<ActBuffer> v;
@@ -12,33 +32,45 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
     const size_t C = s.C, Q = s.Q, KV = s.KV, W = s.W, I = s.I, Vp = s.Vp;
     const size_t F = s.fc_rows(), NH = s.NH, NKV = s.NKV;
     const bool ln = s.norm == NormKind::LayerNorm, sp = a.P > 1;
-    auto add = [&v](Act id, int set, const char* name, size_t bytes) {
-        v.push_back({id, set, set < 0 ? name : core::strfmt("%s[%d]", name, set), bytes});
+    const size_t RL = static_cast<size_t>(loss_rows(a)), RM = static_cast<size_t>(mlp_rows(a));
+    const bool tiled_mlp = RM < BT, offload = a.offload && a.recompute;
+    auto add = [&v](Act id, int set, const char* name, size_t bytes, bool host = false) {
+        v.push_back({id, set, set < 0 ? name : core::strfmt("%s[%d]", name, set), bytes, host});
     };
     add(Act::Tokens, -1, "tokens", BT * 4);
     add(Act::Targets, -1, "targets", BT * 4);
     add(Act::Positions, -1, "positions", BT * 4);
-    if (s.pos == PosKind::Rope) {
-        const size_t npos = static_cast<size_t>(a.P) * a.T * static_cast<size_t>(s.hd / 2);
+    if (s.pos == PosKind::Rope) { // the rank's own positions (RoPE runs before the exchange)
+        const size_t npos = static_cast<size_t>(a.T) * static_cast<size_t>(s.hd / 2);
         add(Act::RopeCos, -1, "rope cos", npos * 4);
         add(Act::RopeSin, -1, "rope sin", npos * 4);
     }
-    add(Act::Res, -1, "residual stream", (static_cast<size_t>(s.L) + 1) * BT * C * act);
-    add(Act::Lnf, -1, "lnf", BT * C * act);
+    if (offload) { // K kept + two rotating device slots; the other inputs wait in host memory
+        const size_t kept = static_cast<size_t>(kept_checkpoints(a, s.L));
+        const size_t host = static_cast<size_t>(std::max(0, s.L - 1)) - kept;
+        add(Act::Res, -1, "residual stream slots", (kept + 2) * BT * C * act);
+        if (host > 0) add(Act::ResHost, -1, "checkpoints (host)", host * BT * C * act, true);
+    } else {
+        add(Act::Res, -1, "residual stream", (static_cast<size_t>(s.L) + 1) * BT * C * act);
+    }
+    add(Act::Lnf, -1, RL < BT ? "lnf tile" : "lnf", RL * C * act);
     if (ln) add(Act::LnfMean, -1, "lnf mean", BT * 4);
     add(Act::LnfRstd, -1, "lnf rstd", BT * 4);
-    add(Act::Logits, -1, "logits", BT * Vp * act);
+    add(Act::Logits, -1, RL < BT ? "logits tile" : "logits", RL * Vp * act);
     add(Act::XentStats, -1, "xent stats", BT * 2 * 4);
     add(Act::Losses, -1, "losses", BT * 4);
     add(Act::DRes, -1, "dres", BT * C * act);
     add(Act::DLn, -1, "dln", BT * C * act);
     add(Act::DAtty, -1, "datty", BT * Q * act);
     add(Act::DQkv, -1, "dqkv", BT * W * act);
-    add(Act::DFc, -1, "dfc", BT * F * act);
-    add(Act::DAct, -1, "dact", BT * I * act);
+    add(Act::DFc, -1, "dfc", RM * F * act);
+    add(Act::DAct, -1, "dact", RM * I * act);
+    if (tiled_mlp) { // one tile's MLP buffers, recomputed per tile in backward
+        add(Act::FcPre, -1, "fc pre tile", RM * F * act);
+        add(Act::FcAct, -1, "fc act tile", RM * I * act);
+    }
     add(Act::Delta, -1, "attention delta", BT * NH * 4);
-    if (sp) {
-        add(Act::QLoc, -1, "q rows", BT * Q * act);
+    if (sp) { // q rows: the datty buffer (their lifetimes do not meet)
         add(Act::KvLoc, -1, "kv rows", BT * 2 * KV * act);
         add(Act::DAttyh, -1, "datty heads", BT * Q * act);
         add(Act::DQh, -1, "dq heads", BT * Q * act);
@@ -54,7 +86,7 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
             add(Act::QRstd, l, "q rstd", BT * NH * 4);
             add(Act::KRstd, l, "k rstd", BT * NKV * 4);
         }
-        add(Act::Qkv, l, "qkv", BT * W * act);
+        if (!sp) add(Act::Qkv, l, "qkv", BT * W * act); // Ulysses: the dqkv buffer
         add(Act::Lse, l, "attention lse", BT * NH * 4);
         if (sp) {
             add(Act::Qh, l, "q heads", BT * Q * act);
@@ -66,15 +98,18 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
         add(Act::Ln2, l, "ln2", BT * C * act);
         if (ln) add(Act::Ln2Mean, l, "ln2 mean", BT * 4);
         add(Act::Ln2Rstd, l, "ln2 rstd", BT * 4);
-        add(Act::FcPre, l, "fc pre", BT * F * act);
-        add(Act::FcAct, l, "fc act", BT * I * act);
+        if (!tiled_mlp) {
+            add(Act::FcPre, l, "fc pre", BT * F * act);
+            add(Act::FcAct, l, "fc act", BT * I * act);
+        }
     }
     return v;
 }
 
-double activation_bytes(const BlockSpec& s, const ActShape& a, size_t round_to) {
+double activation_bytes(const BlockSpec& s, const ActShape& a, size_t round_to, bool host) {
     double sum = 0.0;
     for (const ActBuffer& b : activation_buffers(s, a)) {
+        if (b.host != host) continue;
         const size_t r = b.bytes == 0 ? round_to : (b.bytes + round_to - 1) / round_to * round_to;
         sum += static_cast<double>(r);
     }

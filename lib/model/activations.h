@@ -11,29 +11,34 @@
 namespace sof::model {
 
 // What a buffer holds. Per-block buffers come in `sets` copies (L, or 1 with recompute); the rest
-// once. Shapes with BT = B*T local positions, P the Ulysses degree (act: the activation dtype).
+// once. Shapes with BT = B*T local positions, P the Ulysses degree (act: the activation dtype),
+// RL = loss_rows (the LM head + loss tile), RM = mlp_rows (the MLP tile; BT when untiled).
 enum class Act {
     // once
     Tokens,    // (BT) int32 input ids
     Targets,   // (BT) int32 target ids (< 0: ignored position)
     Positions, // (BT) int32 position of each token (RoPE angle / wpe row)
-    RopeCos,   // (P*T, hd/2) fp32 (RoPE only): every position of the whole sequence
-    RopeSin,   // (P*T, hd/2) fp32 (RoPE only)
-    Res,       // (L+1, BT, C) act: the residual stream, res[0] = embeddings
-    Lnf,       // (BT, C) act
+    RopeCos,   // (T, hd/2) fp32 (RoPE only): the rank's positions (its slice's with Ulysses)
+    RopeSin,   // (T, hd/2) fp32 (RoPE only)
+    Res,       // (L+1, BT, C) act: the residual stream, res[0] = embeddings; with offloaded
+               // checkpoints (K+2, BT, C): res[l] in slot l for l < K (kept on the device),
+               // else in slot K + (l - K) % 2
+    ResHost,   // (L-1-K, BT, C) act, pinned host memory (offloaded checkpoints): res[K..L-2]
+    Lnf,       // (RL, C) act: the final norm of one loss tile
     LnfMean,   // (BT) fp32 (LayerNorm only)
     LnfRstd,   // (BT) fp32
-    Logits,    // (BT, Vp) act; dlogits after backward
+    Logits,    // (RL, Vp) act: logits of one tile (dlogits after backward)
     XentStats, // (BT, 2) fp32: row max, 1/sum
     Losses,    // (BT) fp32
     DRes,      // (BT, C) act: grad of the residual stream
     DLn,       // (BT, C) act: grad of a norm's output
     DAtty,     // (BT, Q) act
     DQkv,      // (BT, W) act
-    DFc,       // (BT, fc_rows) act: grad of the up projection's output
-    DAct,      // (BT, I) act: grad of the MLP activation
+    DFc,       // (RM, fc_rows) act: grad of the up projection's output
+    DAct,      // (RM, I) act: grad of the MLP activation
     Delta,     // (BT*NH) fp32: attention backward workspace
-    QLoc,      // (BT, Q) act, Ulysses: q rows (forward) / dq rows (backward) in token layout
+    QLoc,      // (BT, Q) act, Ulysses: q rows (forward) / dq rows (backward) in token layout;
+               // not allocated: the DAtty buffer (DAtty is dead once exchanged to heads)
     KvLoc,     // (BT, 2*KV) act, Ulysses
     DAttyh,    // (BT, Q) act, Ulysses: grad of the attention output, head layout
     DQh,       // (BT, Q) act, Ulysses
@@ -45,7 +50,9 @@ enum class Act {
     QkvRaw,  // (BT, W) act: projections before qk-norm (qk_norm only)
     QRstd,   // (BT*NH) fp32 (qk_norm only)
     KRstd,   // (BT*NKV) fp32 (qk_norm only)
-    Qkv,     // (BT, W) act: after qk-norm and RoPE, what attention reads
+    Qkv,     // (BT, W) act: after qk-norm and RoPE, what attention reads; with Ulysses not
+             // allocated: the DQkv buffer (the exchange copies it out, the backward never reads
+             // it)
     Lse,     // (BT*NH) fp32: attention row log-sum-exp
     Qh,      // (BT, Q) act, Ulysses: every token of this rank's query heads
     Kvh,     // (BT, 2*KV) act, Ulysses
@@ -55,30 +62,58 @@ enum class Act {
     Ln2,     // (BT, C) act
     Ln2Mean, // (BT) fp32 (LayerNorm only)
     Ln2Rstd, // (BT) fp32
-    FcPre,   // (BT, fc_rows) act: up projection output (GELU: pre-activation; SwiGLU: [gate|up])
-    FcAct,   // (BT, I) act: MLP activation (GELU output / silu(gate)*up)
+    FcPre,   // (RM, fc_rows) act: up projection output (GELU: pre-activation; SwiGLU: [gate|up]);
+             // held once (not per set) when the MLP is tiled
+    FcAct,   // (RM, I) act: MLP activation (GELU output / silu(gate)*up); once when tiled
     kCount
 };
 
+// Tile requests (model.loss_tile / model.mlp_tile): kTileAuto, kTileOff (untiled) or N > 0
+// tokens per tile. Auto tiles by kAutoTileRows when the rank's B*T exceeds it (the MLP only with
+// recompute: without it the MLP's buffers are per block, recomputing them per tile is the cost of
+// recompute without its saving). docs/model.md "Long sequences".
+constexpr int kTileAuto = -1, kTileOff = 0;
+constexpr int kAutoTileRows = 4096;
+
 struct ActShape {
-    int B = 1, T = 1;       // local micro-batch (T: this rank's positions)
-    int P = 1;              // Ulysses degree
-    bool recompute = false; // one block set, recomputed in backward
-    int act_bytes = 4;      // 4 (fp32) or 2 (bf16)
+    int B = 1, T = 1;          // local micro-batch (T: this rank's positions)
+    int P = 1;                 // Ulysses degree
+    bool recompute = false;    // one block set, recomputed in backward
+    int act_bytes = 4;         // 4 (fp32) or 2 (bf16)
+    int loss_tile = kTileAuto; // LM head + loss rows per tile (request)
+    int mlp_tile = kTileAuto;  // MLP rows per tile (request)
+    bool offload = false;      // block inputs (checkpoints) in pinned host memory (recompute)
+    int device_ckpt = 0;       // with offload: the first K block inputs stay on the device
 };
+
+// K: block inputs kept in device memory with offloaded checkpoints (0..L-1)
+inline int kept_checkpoints(const ActShape& a, int L) {
+    return a.device_ckpt < 0 ? 0 : (a.device_ckpt > L - 1 ? L - 1 : a.device_ckpt);
+}
+
+// Rows of one LM head + loss tile (1..B*T; B*T = untiled) and of one MLP tile (1..B*T; B*T =
+// untiled) for the shape's requests.
+int loss_rows(const ActShape& a);
+int mlp_rows(const ActShape& a);
+inline bool mlp_tiled(const ActShape& a) {
+    return mlp_rows(a) < a.B * a.T;
+}
 
 struct ActBuffer {
     Act id;
     int set;          // block set (0..sets-1), -1 for buffers held once
     std::string name; // "ln1[3]", "logits"
     size_t bytes;
+    bool host = false; // pinned host memory (Device::alloc_pinned), not device memory
 };
 
 // Every buffer, in allocation order. Buffers a model does not use (LayerNorm means for RMSNorm,
 // Ulysses staging at P = 1, qk-norm inputs without qk_norm) are not in the list.
 std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a);
 
-// Sum of the list's bytes, each rounded up as a device allocation is (round_to bytes).
-double activation_bytes(const BlockSpec& s, const ActShape& a, size_t round_to = 256);
+// Sum of the list's device bytes (host = false) or pinned host bytes (host = true), each rounded
+// up as an allocation is (round_to bytes).
+double activation_bytes(const BlockSpec& s, const ActShape& a, size_t round_to = 256,
+                        bool host = false);
 
 } // namespace sof::model

@@ -86,6 +86,13 @@ struct ModelOptions {
     device::Device* device = nullptr;
     device::Stream* stream = nullptr;
     bool bf16 = false; // bf16 activations (CUDA devices; the CPU twins keep fp32 activations)
+    // Long sequences (docs/model.md "Long sequences"): rows per LM head + loss tile and per MLP
+    // tile (-1 auto, 0 untiled, N tokens; activations.h), and the block inputs saved for
+    // recompute kept in pinned host memory (needs recompute).
+    int loss_tile = -1;
+    int mlp_tile = -1;
+    bool offload_checkpoints = false;
+    int device_checkpoints = 0; // with offload_checkpoints: the first N block inputs stay here
 };
 
 // One architecture's forward/backward state for micro-batches up to (max_B, max_T). Activations
@@ -111,7 +118,7 @@ class Model {
     virtual void backward(WeightSource& w, GradSink& sink, float dloss) = 0;
 
     // (B, T, Vp) logits of the last forward, copied to host memory as fp32 (after a backward:
-    // the dlogits).
+    // the dlogits). Throws when the LM head runs in tiles (only the last tile is kept).
     virtual std::vector<float> logits() const = 0;
     // Bytes of device memory the activation buffers take (activations.h's list, allocated).
     virtual size_t activation_bytes() const = 0;

@@ -65,16 +65,45 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ParamLayout& layout, const Mode
         ex_ = kernels::cpu_exec();
     }
 
-    ActShape shape{max_B, max_T, P_, recompute_, static_cast<int>(sizeof(T))};
+    if (opts.offload_checkpoints && !recompute_)
+        SOF_FAIL(Config,
+                 "%s: model.offload_checkpoints keeps the block inputs saved for "
+                 "recompute in host memory: it needs model.recompute: true",
+                 arch);
+    offload_ = opts.offload_checkpoints;
+    ActShape shape;
+    shape.B = max_B;
+    shape.T = max_T;
+    shape.P = P_;
+    shape.recompute = recompute_;
+    shape.act_bytes = static_cast<int>(sizeof(T));
+    shape.loss_tile = opts.loss_tile;
+    shape.mlp_tile = opts.mlp_tile;
+    shape.offload = offload_;
+    shape.device_ckpt = opts.device_checkpoints;
+    kept_ = kept_checkpoints(shape, s_.L);
+    loss_rows_ = loss_rows(shape);
+    mlp_rows_ = mlp_rows(shape);
+    mlp_tiled_ = mlp_tiled(shape);
     const std::vector<ActBuffer> list = activation_buffers(s_, shape);
     for (auto& v : bufs_)
         v.assign(static_cast<size_t>(recompute_ ? 1 : std::max(1, s_.L)), nullptr);
     try {
         for (const ActBuffer& b : list) {
-            void* p = dev_->alloc(b.bytes, core::strfmt("activation %s", b.name.c_str()));
-            allocs_.push_back(p);
+            const std::string what = core::strfmt("activation %s", b.name.c_str());
+            void* p = b.host ? dev_->alloc_pinned(b.bytes, what) : dev_->alloc(b.bytes, what);
+            (b.host ? pinned_allocs_ : allocs_).push_back(p);
             bufs_[static_cast<size_t>(b.id)][static_cast<size_t>(std::max(0, b.set))] = p;
-            act_bytes_ += b.bytes;
+            if (!b.host) act_bytes_ += b.bytes;
+        }
+        if (offload_) {
+            d2h_ = dev_->create_stream("checkpoints d2h");
+            h2d_ = dev_->create_stream("checkpoints h2d");
+            compute_ev_ = dev_->create_event();
+            for (int l = 0; l < s_.L; l++) {
+                out_done_.push_back(dev_->create_event());
+                in_done_.push_back(dev_->create_event());
+            }
         }
         h_tokens_.assign(max_BT_, 0);
         h_targets_.assign(max_BT_, 0);
@@ -86,35 +115,57 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ParamLayout& layout, const Mode
     } catch (const core::Error& e) {
         for (void* p : allocs_)
             dev_->free(p);
+        for (void* p : pinned_allocs_)
+            dev_->free_pinned(p);
         allocs_.clear();
+        pinned_allocs_.clear();
         SOF_FAIL(Runtime,
                  "%s: the activations (B=%d, T=%d, L=%d, C=%d: %s in all) do not fit: %s; lower "
-                 "train.batch_size / train.seq_len or set model.recompute: true",
+                 "train.batch_size / train.seq_len, set model.recompute: true (and "
+                 "model.offload_checkpoints: true), or tile the MLP (model.mlp_tile) and the "
+                 "loss (model.loss_tile)",
                  arch, max_B, max_T, s_.L, s_.C,
                  device::format_bytes(model::activation_bytes(s_, shape, 1)).c_str(), e.what());
     }
-    if (s_.pos == PosKind::Rope) { // cos/sin of every position this rank may see
-        const std::vector<float> inv = rope_inv_freq(cfg);
-        const size_t half = static_cast<size_t>(s_.hd / 2);
-        const size_t npos = static_cast<size_t>(max_T) * P_;
-        std::vector<float> c(npos * half), sn(npos * half);
-        for (size_t pos = 0; pos < npos; pos++) {
-            for (size_t i = 0; i < half; i++) {
-                const float angle = static_cast<float>(pos) * inv[i]; // fp32, as HF computes it
-                c[pos * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
-                sn[pos * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
-            }
-        }
-        upload(f32(Act::RopeCos), c.data(), c.size() * 4);
-        upload(f32(Act::RopeSin), sn.data(), sn.size() * 4);
-        sync();
+    if (P_ > 1) { // buffers whose lifetimes do not meet share memory (activations.h)
+        for (void*& q : bufs_[static_cast<size_t>(Act::Qkv)])
+            q = bufs_[static_cast<size_t>(Act::DQkv)][0];
+        bufs_[static_cast<size_t>(Act::QLoc)][0] = bufs_[static_cast<size_t>(Act::DAtty)][0];
     }
+    if (s_.pos == PosKind::Rope) {
+        rope_inv_ = rope_inv_freq(cfg);
+        rope_tables(sp_index_ * max_T);
+    }
+}
+
+// cos/sin of the positions base .. base + max_T - 1 (this rank's slice of the sequence: RoPE runs
+// on the local tokens before the exchange); the positions buffer holds the offsets from base.
+template <class T> void DriverT<T>::rope_tables(int base) {
+    const size_t half = static_cast<size_t>(s_.hd / 2);
+    const size_t npos = static_cast<size_t>(max_T_);
+    std::vector<float> c(npos * half), sn(npos * half);
+    for (size_t j = 0; j < npos; j++) {
+        const float pos = static_cast<float>(static_cast<size_t>(base) + j);
+        for (size_t i = 0; i < half; i++) {
+            const float angle = pos * rope_inv_[i]; // fp32, as HF computes it
+            c[j * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+            sn[j * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+        }
+    }
+    upload(f32(Act::RopeCos), c.data(), c.size() * 4);
+    upload(f32(Act::RopeSin), sn.data(), sn.size() * 4);
+    sync();
+    rope_base_ = base;
 }
 
 template <class T> DriverT<T>::~DriverT() {
     if (!host_mem_ && stream_) dev_->synchronize(*stream_);
+    if (d2h_) dev_->synchronize(*d2h_);
+    if (h2d_) dev_->synchronize(*h2d_);
     for (void* p : allocs_)
         dev_->free(p);
+    for (void* p : pinned_allocs_)
+        dev_->free_pinned(p);
     if (pinned_ids_) dev_->free_pinned(pinned_ids_);
     if (pinned_losses_) dev_->free_pinned(pinned_losses_);
 }
@@ -146,15 +197,18 @@ float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets
                  "transformer forward: batch (B=%d, T=%d) outside the allocated (1..%d, "
                  "1..%d)",
                  B, Tl, max_B_, max_T_);
-    const int L = s_.L, C = s_.C, V = s_.V, Vp = s_.Vp, N = B * Tl;
+    const int L = s_.L, C = s_.C, V = s_.V, N = B * Tl;
     detail::check_tokens("transformer", inputs, targets, N, V);
     B_ = B;
     T_ = Tl;
     have_targets_ = targets != nullptr;
     std::copy(inputs, inputs + N, h_tokens_.begin());
     if (targets) std::copy(targets, targets + N, h_targets_.begin());
-    for (int n = 0; n < N; n++) // this rank's slice of the sequence starts at sp_index*T
-        h_positions_[static_cast<size_t>(n)] = sp_index_ * Tl + n % Tl;
+    // this rank's slice of the sequence starts at sp_index*T; RoPE's tables start there too
+    const bool rope = s_.pos == PosKind::Rope;
+    if (rope && rope_base_ != sp_index_ * Tl) rope_tables(sp_index_ * Tl);
+    for (int n = 0; n < N; n++)
+        h_positions_[static_cast<size_t>(n)] = (rope ? 0 : sp_index_ * Tl) + n % Tl;
     if (host_mem_) {
         upload(i32(Act::Tokens), h_tokens_.data(), static_cast<size_t>(N) * 4);
         upload(i32(Act::Positions), h_positions_.data(), static_cast<size_t>(N) * 4);
@@ -174,21 +228,17 @@ float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets
     kernels::embedding_forward(ex_, res_at(0), i32(Act::Tokens), i32(Act::Positions), p0 + off_.wte,
                                s_.pos == PosKind::Learned ? p0 + off_.wpe : nullptr, N, C);
     if (!tied) w.release(0, Pass::Forward);
+    save_checkpoint(0);
     detail::forward_blocks(w, L, [this](int l, const float* p) {
+        slot_free(l + 1);
         block_forward(reinterpret_cast<const T*>(p), set_of(l), res_at(l), res_at(l + 1), true);
+        save_checkpoint(l + 1);
     });
     scratch_layer_ = recompute_ ? L - 1 : -1;
     const T* pf = reinterpret_cast<const T*>(w.acquire(L + 1, Pass::Forward));
-    norm_forward(act(Act::Lnf), s_.norm == NormKind::LayerNorm ? f32(Act::LnfMean) : nullptr,
-                 f32(Act::LnfRstd), res_at(L), pf + off_.lnfw,
-                 off_.lnfb != kNoTensor ? pf + off_.lnfb : nullptr);
-    const T* head = tied ? p0 + off_.wte : pf + off_.head;
-    kernels::matmul_forward<T>(ex_, act(Act::Logits), nullptr, act(Act::Lnf), head, nullptr, N, C,
-                               Vp);
+    head_forward(pf, tied ? p0 + off_.wte : pf + off_.head, targets ? i32(Act::Targets) : nullptr);
     w.release(L + 1, Pass::Forward);
     if (tied) w.release(0, Pass::Forward);
-    kernels::xent_forward<T>(ex_, f32(Act::Losses), f32(Act::XentStats), act(Act::Logits),
-                             targets ? i32(Act::Targets) : nullptr, N, V, Vp);
     if (!targets) {
         sync();
         return 0.0f;
@@ -206,35 +256,30 @@ float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets
 template <class T> void DriverT<T>::backward(WeightSource& w, GradSink& sink, float dloss) {
     if (!have_targets_)
         SOF_FAIL(Internal, "transformer backward called without a forward with targets before it");
-    const int L = s_.L, C = s_.C, V = s_.V, Vp = s_.Vp, N = B_ * T_;
+    const int L = s_.L, C = s_.C, N = B_ * T_;
     const bool tied = s_.tied_head;
 
-    // LM head: dlogits overwrite the logits
+    // LM head + loss, tile by tile: dlnf into DLn, head grads added
     const T* p0 = tied ? reinterpret_cast<const T*>(w.acquire(0, Pass::Backward)) : nullptr;
     const T* pf = reinterpret_cast<const T*>(w.acquire(L + 1, Pass::Backward));
     float* gf = sink.grads(L + 1);
-    T* dlogits = act(Act::Logits);
-    kernels::xent_backward<T>(ex_, dlogits, dlogits, f32(Act::XentStats), i32(Act::Targets), dloss,
-                              N, V, Vp);
-    const T* head = tied ? p0 + off_.wte : pf + off_.head;
-    float* ghead = tied ? sink.grads(0) + off_.wte : gf + off_.head;
-    kernels::matmul_backward<T>(ex_, act(Act::DLn), ghead, dlogits, act(Act::Lnf), head, N, C, Vp);
-
-    // final norm: dres = its input grad (the residual stream's grad from here down)
+    // dres = the final norm's input grad (the residual stream's grad from here down)
     kernels::zero(ex_, act(Act::DRes), static_cast<size_t>(N) * C * sizeof(T));
-    norm_backward(act(Act::DRes), gf + off_.lnfw, off_.lnfb != kNoTensor ? gf + off_.lnfb : nullptr,
-                  act(Act::DLn), res_at(L), pf + off_.lnfw,
-                  s_.norm == NormKind::LayerNorm ? f32(Act::LnfMean) : nullptr, f32(Act::LnfRstd));
+    head_backward(pf, gf, tied ? p0 + off_.wte : pf + off_.head,
+                  tied ? sink.grads(0) + off_.wte : gf + off_.head, dloss);
     w.release(L + 1, Pass::Backward);
     sink.unit_done(L + 1);
 
+    ready_layer_ = -1;
     detail::backward_blocks(
         w, sink, L, [this](int l) { return recompute_ && scratch_layer_ != l; },
         [this](int l, const float* p) {
+            checkpoint_ready(l);
             block_forward(reinterpret_cast<const T*>(p), 0, res_at(l), nullptr, false);
             scratch_layer_ = l;
         },
         [this](int l, const float* p, float* g) {
+            checkpoint_ready(l);
             block_backward(reinterpret_cast<const T*>(p), g, set_of(l), res_at(l));
         });
 
@@ -248,7 +293,109 @@ template <class T> void DriverT<T>::backward(WeightSource& w, GradSink& sink, fl
     have_targets_ = false; // dlogits replaced the logits: a second backward needs a new forward
 }
 
+// Forward of the final norm, the LM head and the loss over tiles of loss_rows_ rows: the tile's
+// normed rows and logits, its losses and softmax statistics (the norm's mean/rstd of every row
+// are kept); nothing of size B*T x Vp. The last tile's lnf and logits stay.
+template <class T> void DriverT<T>::head_forward(const T* pf, const T* head, const int* targets) {
+    const int N = B_ * T_, C = s_.C, V = s_.V, Vp = s_.Vp;
+    for (int r0 = 0; r0 < N; r0 += loss_rows_) {
+        const int n = std::min(loss_rows_, N - r0);
+        const size_t r = static_cast<size_t>(r0);
+        final_norm(pf, r0, n);
+        kernels::matmul_forward<T>(ex_, act(Act::Logits), nullptr, act(Act::Lnf), head, nullptr, n,
+                                   C, Vp);
+        kernels::xent_forward<T>(ex_, f32(Act::Losses) + r, f32(Act::XentStats) + 2 * r,
+                                 act(Act::Logits), targets ? targets + r : nullptr, n, V, Vp);
+    }
+}
+
+template <class T> void DriverT<T>::final_norm(const T* pf, int r0, int n) {
+    const size_t r = static_cast<size_t>(r0);
+    norm_forward(act(Act::Lnf), s_.norm == NormKind::LayerNorm ? f32(Act::LnfMean) + r : nullptr,
+                 f32(Act::LnfRstd) + r, res_at(s_.L) + r * s_.C, pf + off_.lnfw,
+                 off_.lnfb != kNoTensor ? pf + off_.lnfb : nullptr, n);
+}
+
+// Backward of the loss, the head and the final norm, last tile first: the tile's normed rows and
+// logits again (the last tile's are still there from the forward), dlogits over them from the
+// saved statistics, the tile's dlnf rows (DLn) and share of the head grads, then the norm's
+// backward of those rows into DRes and the norm grads (gf). Untiled: the one-shot backward.
+template <class T>
+void DriverT<T>::head_backward(const T* pf, float* gf, const T* head, float* ghead, float dloss) {
+    const int N = B_ * T_, C = s_.C, V = s_.V, Vp = s_.Vp;
+    const int tiles = (N + loss_rows_ - 1) / loss_rows_;
+    const bool ln = s_.norm == NormKind::LayerNorm;
+    T* lg = act(Act::Logits);
+    T* lnf = act(Act::Lnf);
+    for (int t = tiles - 1; t >= 0; t--) {
+        const int r0 = t * loss_rows_, n = std::min(loss_rows_, N - r0);
+        const size_t r = static_cast<size_t>(r0);
+        if (t != tiles - 1) {
+            final_norm(pf, r0, n);
+            kernels::matmul_forward<T>(ex_, lg, nullptr, lnf, head, nullptr, n, C, Vp);
+        }
+        kernels::xent_backward<T>(ex_, lg, lg, f32(Act::XentStats) + 2 * r, i32(Act::Targets) + r,
+                                  dloss, n, V, Vp);
+        T* dln = act(Act::DLn) + r * C;
+        kernels::matmul_backward<T>(ex_, dln, ghead, lg, lnf, head, n, C, Vp);
+        norm_backward(act(Act::DRes) + r * C, gf + off_.lnfw,
+                      off_.lnfb != kNoTensor ? gf + off_.lnfb : nullptr, dln, res_at(s_.L) + r * C,
+                      pf + off_.lnfw, ln ? f32(Act::LnfMean) + r : nullptr, f32(Act::LnfRstd) + r,
+                      n);
+    }
+}
+
+// Offloaded checkpoints. Forward: res[l] (l <= L-2) goes to host memory on d2h_ once written;
+// block l writes res[l+1] into the slot of res[l-1], so it first waits for that copy. res[L-1]
+// and res[L] stay in their slots for the backward's start. Backward: block l's input must be
+// back (in_done_[l]); then res[l-1] is fetched into the slot of res[l+1], which no later work
+// reads, so the copy runs while block l recomputes and runs its backward.
+template <class T> void DriverT<T>::save_checkpoint(int l) {
+    if (!offload_ || l < kept_ || l > s_.L - 2) return;
+    after_compute(*d2h_);
+    const size_t bytes = static_cast<size_t>(B_) * T_ * s_.C * sizeof(T);
+    dev_->copy(host_at(l), res_at(l), bytes, device::CopyKind::DeviceToHost, *d2h_);
+    dev_->record(*out_done_[static_cast<size_t>(l)], *d2h_);
+}
+
+template <class T> void DriverT<T>::slot_free(int l) {
+    if (offload_ && l - 2 >= kept_) compute_waits(*out_done_[static_cast<size_t>(l - 2)]);
+}
+
+template <class T> void DriverT<T>::checkpoint_ready(int l) {
+    if (!offload_ || ready_layer_ == l) return;
+    ready_layer_ = l;
+    if (l >= kept_ && l <= s_.L - 2) compute_waits(*in_done_[static_cast<size_t>(l)]);
+    if (l - 1 < kept_) return;
+    const int k = l - 1; // fetched now, needed by the next block
+    after_compute(*h2d_);
+    dev_->wait(*h2d_, *out_done_[static_cast<size_t>(k)]);
+    const size_t bytes = static_cast<size_t>(B_) * T_ * s_.C * sizeof(T);
+    dev_->copy(res_at(k), host_at(k), bytes, device::CopyKind::HostToDevice, *h2d_);
+    dev_->record(*in_done_[static_cast<size_t>(k)], *h2d_);
+}
+
+// The CPU twins run on the calling thread: their work is done when they return, and the compute
+// side waits for an event on the host. The CUDA twins run on stream_: streams wait on events.
+template <class T> void DriverT<T>::after_compute(device::Stream& s) {
+    if (host_mem_) return;
+    dev_->record(*compute_ev_, *stream_);
+    dev_->wait(s, *compute_ev_);
+}
+
+template <class T> void DriverT<T>::compute_waits(device::Event& e) {
+    if (host_mem_)
+        e.synchronize();
+    else
+        dev_->wait(*stream_, e);
+}
+
 template <class T> std::vector<float> DriverT<T>::logits() const {
+    if (loss_rows_ < B_ * T_)
+        SOF_FAIL(Runtime,
+                 "transformer: the logits of all %d positions are not kept: the LM head runs in "
+                 "tiles of %d rows (model.loss_tile = 0 keeps them whole)",
+                 B_ * T_, loss_rows_);
     const size_t n = static_cast<size_t>(B_) * T_ * s_.Vp;
     std::vector<float> out(n);
     const T* lg = act(Act::Logits);

@@ -20,9 +20,9 @@
 namespace sof::model {
 
 template <class T>
-void DriverT<T>::norm_forward(T* out, float* mean, float* rstd, const T* in, const T* w,
-                              const T* b) {
-    const int N = B_ * T_, C = s_.C;
+void DriverT<T>::norm_forward(T* out, float* mean, float* rstd, const T* in, const T* w, const T* b,
+                              int n) {
+    const int N = n < 0 ? B_ * T_ : n, C = s_.C;
     if (s_.norm == NormKind::LayerNorm)
         kernels::layernorm_forward<T>(ex_, out, mean, rstd, in, w, b, N, C);
     else
@@ -33,8 +33,8 @@ void DriverT<T>::norm_forward(T* out, float* mean, float* rstd, const T* in, con
 // dinp += the input grad of the norm; gw, gb += its weight and bias grads.
 template <class T>
 void DriverT<T>::norm_backward(T* dinp, float* gw, float* gb, const T* dout, const T* in,
-                               const T* w, const float* mean, const float* rstd) {
-    const int N = B_ * T_, C = s_.C;
+                               const T* w, const float* mean, const float* rstd, int n) {
+    const int N = n < 0 ? B_ * T_ : n, C = s_.C;
     if (s_.norm == NormKind::LayerNorm)
         kernels::layernorm_backward<T>(ex_, dinp, gw, gb, dout, in, w, mean, rstd, N, C);
     else
@@ -156,7 +156,7 @@ template <class T> void DriverT<T>::attention_backward(int set) {
 
 template <class T>
 void DriverT<T>::block_forward(const T* p, int set, const T* in, T* out, bool output) {
-    const int N = B_ * T_, C = s_.C, Q = s_.Q, KV = s_.KV, W = s_.W, I = s_.I;
+    const int N = B_ * T_, C = s_.C, Q = s_.Q, KV = s_.KV, W = s_.W;
     const long NC = static_cast<long>(N) * C;
     const bool ln = s_.norm == NormKind::LayerNorm;
     const size_t w = static_cast<size_t>(W);
@@ -192,17 +192,35 @@ void DriverT<T>::block_forward(const T* p, int set, const T* in, T* out, bool ou
     T* ln2 = act(Act::Ln2, set);
     norm_forward(ln2, ln ? f32(Act::Ln2Mean, set) : nullptr, f32(Act::Ln2Rstd, set), res2,
                  p + off_.ln2w, opt(off_.ln2b));
-    T* pre = act(Act::FcPre, set);
-    T* fca = act(Act::FcAct, set);
-    if (s_.mlp == MlpKind::Gelu) {
-        kernels::matmul_forward<T>(ex_, fca, pre, ln2, p + off_.wfc, opt(off_.bfc), N, C, I);
-    } else {
-        kernels::matmul_forward<T>(ex_, pre, nullptr, ln2, p + off_.wfc, nullptr, N, C, 2 * I);
-        kernels::swiglu_forward<T>(ex_, fca, pre, N, I);
+    if (!mlp_tiled_) {
+        mlp_forward(p, set, 0, N, output ? out : nullptr);
+        return;
     }
-    if (!output) return; // recompute: the block output is already in res
-    kernels::matmul_forward<T>(ex_, out, nullptr, fca, p + off_.wproj, opt(off_.bproj), N, I, C);
-    kernels::residual_forward<T>(ex_, out, res2, out, NC);
+    // TiledMLP: one tile's up projection at a time; the recompute needs none of it here (the
+    // backward recomputes each tile right before its gradient)
+    if (!output) return;
+    for (int r0 = 0; r0 < N; r0 += mlp_rows_)
+        mlp_forward(p, set, r0, std::min(mlp_rows_, N - r0), out);
+}
+
+template <class T> void DriverT<T>::mlp_forward(const T* p, int set, int r0, int n, T* out) {
+    const int C = s_.C, I = s_.I;
+    const size_t r = static_cast<size_t>(r0);
+    auto opt = [p](size_t o) { return o == kNoTensor ? nullptr : p + o; };
+    const int fs = mlp_tiled_ ? -1 : set; // tiled: the one tile's buffers
+    const T* ln2 = act(Act::Ln2, set) + r * C;
+    T* pre = act(Act::FcPre, fs);
+    T* fca = act(Act::FcAct, fs);
+    if (s_.mlp == MlpKind::Gelu) {
+        kernels::matmul_forward<T>(ex_, fca, pre, ln2, p + off_.wfc, opt(off_.bfc), n, C, I);
+    } else {
+        kernels::matmul_forward<T>(ex_, pre, nullptr, ln2, p + off_.wfc, nullptr, n, C, 2 * I);
+        kernels::swiglu_forward<T>(ex_, fca, pre, n, I);
+    }
+    if (!out) return; // recompute: the block output is already in res
+    T* o = out + r * C;
+    kernels::matmul_forward<T>(ex_, o, nullptr, fca, p + off_.wproj, opt(off_.bproj), n, I, C);
+    kernels::residual_forward<T>(ex_, o, act(Act::Res2, set) + r * C, o, static_cast<long>(n) * C);
 }
 
 // DRes holds d(block output) on entry and d(block input) on exit. Grads are added into g.
@@ -214,17 +232,25 @@ template <class T> void DriverT<T>::block_backward(const T* p, float* g, int set
     T* dln = act(Act::DLn);
     T* dact = act(Act::DAct);
     T* dfc = act(Act::DFc);
-    // MLP
-    kernels::matmul_backward<T>(ex_, dact, g + off_.wproj, d, act(Act::FcAct, set), p + off_.wproj,
-                                N, I, C);
-    if (off_.bproj != kNoTensor) kernels::bias_grad<T>(ex_, g + off_.bproj, d, N, C);
-    if (s_.mlp == MlpKind::Gelu)
-        kernels::gelu_backward<T>(ex_, dfc, act(Act::FcPre, set), dact, static_cast<long>(N) * I);
-    else
-        kernels::swiglu_backward<T>(ex_, dfc, dact, act(Act::FcPre, set), N, I);
-    kernels::matmul_backward<T>(ex_, dln, g + off_.wfc, dfc, act(Act::Ln2, set), p + off_.wfc, N, C,
-                                F);
-    if (off_.bfc != kNoTensor) kernels::bias_grad<T>(ex_, g + off_.bfc, dfc, N, F);
+    // MLP, in tiles of mlp_rows_ (TiledMLP: each tile's up projection recomputed first)
+    const int fs = mlp_tiled_ ? -1 : set;
+    for (int r0 = 0; r0 < N; r0 += mlp_rows_) {
+        const int n = std::min(mlp_rows_, N - r0);
+        const size_t r = static_cast<size_t>(r0);
+        if (mlp_tiled_) mlp_forward(p, set, r0, n, nullptr);
+        const T* dr = d + r * C;
+        const T* pre = act(Act::FcPre, fs);
+        kernels::matmul_backward<T>(ex_, dact, g + off_.wproj, dr, act(Act::FcAct, fs),
+                                    p + off_.wproj, n, I, C);
+        if (off_.bproj != kNoTensor) kernels::bias_grad<T>(ex_, g + off_.bproj, dr, n, C);
+        if (s_.mlp == MlpKind::Gelu)
+            kernels::gelu_backward<T>(ex_, dfc, pre, dact, static_cast<long>(n) * I);
+        else
+            kernels::swiglu_backward<T>(ex_, dfc, dact, pre, n, I);
+        kernels::matmul_backward<T>(ex_, dln + r * C, g + off_.wfc, dfc, act(Act::Ln2, set) + r * C,
+                                    p + off_.wfc, n, C, F);
+        if (off_.bfc != kNoTensor) kernels::bias_grad<T>(ex_, g + off_.bfc, dfc, n, F);
+    }
     norm_backward(d, g + off_.ln2w, off_.ln2b != kNoTensor ? g + off_.ln2b : nullptr, dln,
                   act(Act::Res2, set), p + off_.ln2w, ln ? f32(Act::Ln2Mean, set) : nullptr,
                   f32(Act::Ln2Rstd, set));

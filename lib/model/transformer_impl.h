@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "device/device.h"
 #include "kernels/exec.h"
 #include "model/activations.h"
 #include "model/block_spec.h"
@@ -40,11 +41,29 @@ template <class T> class DriverT : public Transformer::Driver {
     // block l's parameters / grads start at the unit's start; `set`: the activation set of l
     void block_forward(const T* p, int set, const T* in, T* out, bool output);
     void block_backward(const T* p, float* g, int set, const T* in);
+    // the MLP over rows [r0, r0+n) of ln2: up projection and activation into FcPre/FcAct (the
+    // tile buffers when tiled: row 0 = r0), then with `out` the down projection + residual
+    void mlp_forward(const T* p, int set, int r0, int n, T* out);
+    // the LM head + loss: forward of every tile (losses, stats), backward of every tile (dlnf
+    // rows into DLn, head grads added into ghead)
+    void head_forward(const T* pf, const T* head, const int* targets);
+    void head_backward(const T* pf, float* gf, const T* head, float* ghead, float dloss);
+    void final_norm(const T* pf, int r0, int n); // rows [r0, r0+n) of res[L] into Lnf (row 0)
+    void rope_tables(int base);
+    // offloaded checkpoints: res[l] to host memory (forward), its slot ready again (forward:
+    // before a block writes over res[l-2]), res[l] back ahead of block l's backward
+    void save_checkpoint(int l);
+    void slot_free(int l);
+    void checkpoint_ready(int l);
+    void after_compute(device::Stream& s); // s waits for the compute work enqueued so far
+    void compute_waits(device::Event& e);  // the compute work after this waits for e
     void attention_forward(int set);
     void attention_backward(int set);
-    void norm_forward(T* out, float* mean, float* rstd, const T* in, const T* w, const T* b);
+    // n rows (-1: all B*T)
+    void norm_forward(T* out, float* mean, float* rstd, const T* in, const T* w, const T* b,
+                      int n = -1);
     void norm_backward(T* dinp, float* gw, float* gb, const T* dout, const T* in, const T* w,
-                       const float* mean, const float* rstd);
+                       const float* mean, const float* rstd, int n = -1);
     // Ulysses exchange of act buffers (host float buffers passed through; otherwise staged)
     void to_heads(const T* in, T* out, int K, int X);
     void to_tokens(const T* in, T* out, int K, int X);
@@ -55,7 +74,13 @@ template <class T> class DriverT : public Transformer::Driver {
     float* f32(Act id, int set = -1) const { return static_cast<float*>(ptr(id, set)); }
     int* i32(Act id) const { return static_cast<int*>(ptr(id, -1)); }
     void* ptr(Act id, int set) const;
-    T* res_at(int l) const { return act(Act::Res) + static_cast<size_t>(l) * max_BT_ * s_.C; }
+    T* res_at(int l) const {
+        const int slot = !offload_ || l < kept_ ? l : kept_ + (l - kept_) % 2;
+        return act(Act::Res) + static_cast<size_t>(slot) * max_BT_ * s_.C;
+    }
+    T* host_at(int l) const {
+        return act(Act::ResHost) + static_cast<size_t>(l - kept_) * max_BT_ * s_.C;
+    }
     int set_of(int l) const { return recompute_ ? 0 : l; }
 
     BlockSpec s_;
@@ -68,6 +93,21 @@ template <class T> class DriverT : public Transformer::Driver {
     int B_ = 0, T_ = 0;
     bool have_targets_ = false;
     int scratch_layer_ = -1; // recompute: the block whose activations are in set 0 now
+    int loss_rows_ = 0;      // rows per LM head + loss tile (max_BT_: untiled)
+    int mlp_rows_ = 0;       // rows per MLP tile (max_BT_: untiled)
+    bool mlp_tiled_ = false;
+
+    // offloaded checkpoints: res[K..L-2] go to host memory on d2h_ during forward and come back
+    // on h2d_ one block ahead in backward; out_done_[l] / in_done_[l]: those copies of res[l];
+    // res[0..K-1] stay in device slots of their own
+    bool offload_ = false;
+    int kept_ = 0; // K
+    std::unique_ptr<device::Stream> d2h_, h2d_;
+    std::vector<std::unique_ptr<device::Event>> out_done_, in_done_;
+    std::unique_ptr<device::Event> compute_ev_;
+    int ready_layer_ = -1;        // backward: the block whose input checkpoint_ready() last secured
+    std::vector<float> rope_inv_; // (hd/2) RoPE inverse frequencies
+    int rope_base_ = -1;          // the position of the RoPE tables' first row
 
     std::unique_ptr<device::Device> owned_dev_; // when ModelOptions::device is null
     device::Device* dev_ = nullptr;
@@ -77,7 +117,7 @@ template <class T> class DriverT : public Transformer::Driver {
     kernels::Exec ex_;
 
     std::array<std::vector<void*>, static_cast<size_t>(Act::kCount)> bufs_; // [id][set or 0]
-    std::vector<void*> allocs_;
+    std::vector<void*> allocs_, pinned_allocs_;
     size_t act_bytes_ = 0;
     std::vector<int> h_tokens_, h_targets_, h_positions_; // (max_BT) host copies
     int* pinned_ids_ = nullptr;                           // (3*max_BT) CUDA upload staging

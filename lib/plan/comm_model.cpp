@@ -37,7 +37,9 @@ CommVolume comm_per_step(const model::ParamLayout& layout, int world, int sp, in
         const double P = sp, L = layout.cfg.num_layers;
         const double W = 2.0 * layout.cfg.q_dim() + 2.0 * layout.cfg.kv_dim();
         const double per_layer = (P - 1) * B * (T / P) * (W / P) * f; // one direction
-        v.alltoall = per_layer * L * (recompute ? 3.0 : 2.0) * grad_accum;
+        // forward and backward of every block; recompute runs the forward of all blocks but the
+        // last again (the last block's activations are still there when backward starts)
+        v.alltoall = per_layer * (2.0 * L + (recompute ? L - 1.0 : 0.0)) * grad_accum;
     }
     return v;
 }

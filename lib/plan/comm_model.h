@@ -25,7 +25,7 @@ struct CommVolume {
 //  ZeRO-0: one all-reduce per unit per step, 2 (N-1) x ceil(n_u / N) (reduce-scatter + gather).
 //  Ulysses over P = sp: per layer and micro-batch 4 all-to-alls (q, k, v, attention output) of
 //    B*T*C/P elements each, times (P-1)/P, in forward and the same in backward (recompute adds
-//    the forward ones again).
+//    the forward ones again for every block but the last, whose activations backward finds).
 // B: sequences per data-parallel rank; T: the whole sequence.
 CommVolume comm_per_step(const model::ParamLayout& layout, int world, int sp, int zero_stage, int B,
                          int T, int grad_accum, bool recompute, int gather_bytes = 4);

@@ -9,6 +9,7 @@
 #include "model/activations.h"
 #include "model/layout.h"
 #include "offload/memory_plan.h"
+#include "plan/long_seq.h"
 
 namespace sof::plan {
 
@@ -80,31 +81,18 @@ void finish_times(IterationTimes& t) {
 
 ActivationEstimate activation_estimate(const model::ArchConfig& m, double batch, double seq_len,
                                        double sp, double eb, bool recompute) {
-    // the driver's own buffer list (model/activations.h), each rounded as the device rounds it
-    const model::BlockSpec spec = model::block_spec(m);
     model::ActShape shape;
     shape.B = static_cast<int>(batch);
     shape.T = static_cast<int>(seq_len / sp);
     shape.P = static_cast<int>(sp);
     shape.recompute = recompute;
     shape.act_bytes = static_cast<int>(eb);
-    ActivationEstimate a;
-    for (const model::ActBuffer& b : model::activation_buffers(spec, shape)) {
-        const double r = static_cast<double>(offload::mem_round(b.bytes));
-        a.total += r;
-        if (b.set == 0) a.per_layer += r;
-        if (b.set >= 0) a.blocks += r;
-        if (b.id == model::Act::Res) a.layer_inputs += r, a.blocks += r;
-        if (b.id == model::Act::Logits) a.logits += r;
-    }
-    a.head = a.total - a.blocks - a.logits;
-    return a;
+    return activation_estimate(m, shape);
 }
 
 CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& m,
                             const HardwareProfile& hw, int shard_ranks) {
     CostInputs c;
-    const double C = m.channels, L = m.num_layers, Vp = m.padded_vocab_size;
     // sizes from the parameter layout (GPT-2: blocks 12C^2 + 13C, unit 0 wte + wpe; LLaMA: the
     // block with GQA and SwiGLU, unit 0 wte, the last unit lnf + lm_head when untied)
     const model::ParamLayout layout = model::make_layout(m);
@@ -128,17 +116,18 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
 
     // forward FLOPs of one micro-batch: 2*tokens*matmul params (blocks + LM head) + attention
     // (scores and weighted sum over the query heads: 4*T*T*NH*hd per layer and sequence)
-    double tokens = c.batch * c.seq;
-    double flops =
-        2.0 * tokens * (L * c.layer_params + Vp * C) + 4.0 * L * c.batch * T * T * m.q_dim() / sp;
     double achievable = hw.gpu_peak_tflops * 1e12 * hw.gpu_achievable_fraction;
-    c.fwd_s = flops / achievable;
+    c.fwd_s = forward_flops(m, c.layer_params, c.batch, T, sp) / achievable;
     c.bwd_s = (cfg.model.recompute ? 3.0 : 2.0) * c.fwd_s;
     // the host device runs the CPU twins: fp32 activations whatever train.dtype
-    c.activation_bytes =
-        activation_estimate(m, c.batch, T, sp, hw.host_device ? 4.0 : c.weight_bytes,
-                            cfg.model.recompute)
-            .total;
+    const model::ActShape shape = activation_shape(cfg, hw.host_device ? 4.0 : c.weight_bytes);
+    c.activation_bytes = activation_estimate(m, shape).total;
+    const LongSeqCost ls = long_seq_cost(m, shape, hw, c.fwd_s, c.bwd_s);
+    c.bwd_s += ls.extra_bwd_flops / achievable;
+    c.activation_host_bytes = ls.host_bytes;
+    c.ckpt_link_s = ls.ckpt_link_s;
+    c.ckpt_fwd_exposed_s = ls.ckpt_fwd_exposed_s;
+    c.ckpt_bwd_exposed_s = ls.ckpt_bwd_exposed_s;
 
     c.bucket_params = std::max(1.0, cfg.offload.bucket_mb * kMiB / 4.0);
     double mem = hw.host_device && cfg.device.memory_gb > 0 ? cfg.device.memory_gb * kGiB
@@ -247,7 +236,9 @@ MemoryEstimate rank_memory(const CostInputs& c, const offload::MemoryPlanInputs&
     m.host_grads = host(MemKind::Grads);
     m.host_state = host(MemKind::State);
     m.host_staging = host(MemKind::Staging);
-    m.host_total = m.host_weights + m.host_grads + m.host_state + m.host_staging;
+    m.host_activations = c.activation_host_bytes;
+    m.host_total =
+        m.host_weights + m.host_grads + m.host_state + m.host_staging + m.host_activations;
     // the host device's "device" memory is an arena in host memory
     if (c.host_device) m.host_total += m.engine_device + m.activations;
     m.device_fits = m.total <= c.capacity_bytes;
@@ -283,10 +274,10 @@ double gpu_only_memory(const CostInputs& c) {
 void pass_times(const CostInputs& c, const HardwareProfile& hw, config::WeightsPolicy weights,
                 double* forward, double* backward, double* weight_transfer) {
     double ga = c.grad_accum;
-    if (weights != config::WeightsPolicy::Flow) {
-        *forward = ga * c.fwd_s;
-        *backward = ga * c.bwd_s;
-        *weight_transfer = 0;
+    if (weights != config::WeightsPolicy::Flow) { // (+ offloaded checkpoints not hidden)
+        *forward = ga * (c.fwd_s + c.ckpt_fwd_exposed_s);
+        *backward = ga * (c.bwd_s + c.ckpt_bwd_exposed_s);
+        *weight_transfer = ga * c.ckpt_link_s;
         return;
     }
     // per block: fetch its weights (the fp32 master, cast on the device) while the previous
@@ -298,9 +289,9 @@ void pass_times(const CostInputs& c, const HardwareProfile& hw, config::WeightsP
     double f_layer = c.fwd_s / c.layers, b_layer = c.bwd_s / c.layers;
     double f = c.fwd_s + embed_fetch + c.layers * std::max(0.0, fetch - f_layer);
     double b = c.bwd_s + embed_fetch + c.layers * std::max(0.0, fetch - b_layer);
-    *forward = ga * f;
-    *backward = ga * b;
-    *weight_transfer = ga * 2.0 * (c.layers * fetch + embed_fetch);
+    *forward = ga * (f + c.ckpt_fwd_exposed_s);
+    *backward = ga * (b + c.ckpt_bwd_exposed_s);
+    *weight_transfer = ga * (2.0 * (c.layers * fetch + embed_fetch) + c.ckpt_link_s);
 }
 
 IterationTimes superoffload_times(const CostInputs& c, const HardwareProfile& hw,

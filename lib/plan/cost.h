@@ -3,6 +3,7 @@
 #pragma once
 
 #include "config/config.h"
+#include "model/activations.h"
 #include "model/layout.h"
 #include "offload/memory_plan.h"
 #include "plan/planner.h"
@@ -42,6 +43,10 @@ struct CostInputs {
     double fwd_s = 0;            // forward (GEMMs + attention) at the achievable peak
     double bwd_s = 0;            // backward (2x forward, +1x forward with recompute)
     double activation_bytes = 0; // saved activations + logits of one micro-batch
+    // long sequences (long_seq.h): offloaded checkpoints in pinned host memory, their link time
+    // per micro-batch in all and not hidden behind compute (forward, backward)
+    double activation_host_bytes = 0;
+    double ckpt_link_s = 0, ckpt_fwd_exposed_s = 0, ckpt_bwd_exposed_s = 0;
     // buckets
     double bucket_params = 0; // deck bucket size in fp32 params
     int num_buckets = 1;
@@ -71,8 +76,9 @@ struct ActivationEstimate {
     double layer_inputs = 0; // recompute only: the L block inputs kept for the re-run
     double blocks = 0;       // all blocks: L * per_layer, or per_layer + layer_inputs
     double head = 0;         // embedding output, final norm output (+ its rstd)
-    double logits = 0;       // fp32 logits and their grads (B, T, Vp) x 2
-    double total = 0;        // blocks + head + logits
+    double logits = 0;       // the logits buffer (B*T or one tile of rows, Vp)
+    double total = 0;        // blocks + head + logits: device memory
+    double host = 0;         // offloaded checkpoints in pinned host memory
 };
 // B sequences of T tokens, Ulysses degree sp (T/sp tokens per rank outside attention, NH/sp heads
 // inside), `eb` bytes per saved element (2 = bf16), per-layer recomputation on or off.
@@ -82,6 +88,9 @@ struct ActivationEstimate {
 // attention and the block output 2C, SwiGLU gate and up 2I and their product I.
 ActivationEstimate activation_estimate(const model::ArchConfig& m, double batch, double seq_len,
                                        double sp, double eb, bool recompute);
+// The same for any driver shape (tiles, offloaded checkpoints: long_seq.h), defined in
+// long_seq.cpp.
+ActivationEstimate activation_estimate(const model::ArchConfig& m, const model::ActShape& shape);
 
 // shard_ranks: ZeRO-3 ranks the parameters, grads and optimizer state are sharded over. On a GPU
 // profile the model runs on the GPU: the engine's buffers are what the engine allocates there.

@@ -89,9 +89,9 @@ std::string describe(const Plan& p) {
                           1e3 * t.backward, 1e3 * t.transfer, 1e3 * t.optimizer, 1e3 * t.exposed,
                           1e3 * t.iteration, 100.0 * t.efficiency);
     s += core::strfmt("deck's schedule: %.2f ms per step (compute %.2f, exposed %.2f), "
-                      "%.1f%% efficiency\n",
+                      "%.1f%% efficiency, MFU %.1f%%\n",
                       1e3 * p.iteration_s, 1e3 * p.compute_s, 1e3 * p.exposed_s,
-                      100.0 * p.efficiency);
+                      100.0 * p.efficiency, 100.0 * p.mfu);
     return s;
 }
 

@@ -9,6 +9,7 @@
 #include "device/device.h"
 #include "plan/comm_model.h"
 #include "plan/cost.h"
+#include "plan/long_seq.h"
 #include "plan/planner.h"
 
 namespace sof::plan {
@@ -373,6 +374,7 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
               hw.name.c_str());
     model::ArchConfig m = model;
     if (m.padded_vocab_size <= 0) m.padded_vocab_size = (m.vocab_size + 127) / 128 * 128;
+    check_sequence_parallel(cfg, m);
     CostInputs c = make_cost_inputs(cfg, m, hw, shard_ranks);
     Plan p;
     p.hardware = hw.name + " (" + hw.source + ")";
@@ -452,12 +454,14 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
     if (!p.mem.host_fits)
         p.why += core::strfmt(
             "%shost memory: needs %s per rank (master+moments %s, grads %s, weights %s, "
-            "staging %s) > %s: use offload.rollback: inverse or auto (one state set), "
-            "optimizer.state_dtype: bf16 or auto (2-byte moments), offload.cast: host with bf16 "
-            "(bf16 grads), or shard over more ranks (ZeRO-3)",
+            "staging %s, activation checkpoints %s) > %s: use offload.rollback: inverse or auto "
+            "(one state set), optimizer.state_dtype: bf16 or auto (2-byte moments), "
+            "offload.cast: host with bf16 (bf16 grads), shard over more ranks (ZeRO-3), or keep "
+            "checkpoints on the device (model.device_checkpoints)",
             p.why.empty() ? "" : "; ", gb(p.mem.host_total).c_str(), gb(p.mem.host_state).c_str(),
             gb(p.mem.host_grads).c_str(), gb(p.mem.host_weights).c_str(),
-            gb(p.mem.host_staging).c_str(), gb(c.host_capacity_bytes).c_str());
+            gb(p.mem.host_staging).c_str(), gb(p.mem.host_activations).c_str(),
+            gb(c.host_capacity_bytes).c_str());
     if (!p.fits) p.notes.push_back("does not fit: " + p.why);
 
     IterationTimes so = superoffload_times(c, hw, p.weights, p.tail_buckets, c.stv);
@@ -505,6 +509,9 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
     p.iteration_s = mine->iteration;
     p.efficiency = mine->efficiency;
     add_collectives(p, cfg, model, hw, c.shard_ranks);
+    p.model_flops = 3.0 * c.fwd_s * flops * c.grad_accum;
+    p.mfu = p.iteration_s > 0 ? p.model_flops / (p.iteration_s * hw.gpu_peak_tflops * 1e12) : 0;
+    if (const std::string n = long_seq_note(c, cfg, m); !n.empty()) p.notes.push_back(n);
     return p;
 }
 

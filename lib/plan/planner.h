@@ -120,10 +120,11 @@ struct MemoryEstimate {
     bool activations_on_device = true; // false on the `host` device (CPU model: host memory)
     double total = 0;                  // engine_device + activations (when on the device)
     // host (pinned and pageable)
-    double host_state = 0;   // fp32 master params and moments (two sets with exact rollback)
-    double host_grads = 0;   // offloaded grads (bf16 with cast host), flow's pinned model grads
-    double host_weights = 0; // weight flow's host working weights, staging mirrors
-    double host_staging = 0; // bf16 params for H2D, statistics, slot host copies
+    double host_state = 0;       // fp32 master params and moments (two sets with exact rollback)
+    double host_grads = 0;       // offloaded grads (bf16 with cast host), flow's pinned model grads
+    double host_weights = 0;     // weight flow's host working weights, staging mirrors
+    double host_staging = 0;     // bf16 params for H2D, statistics, slot host copies
+    double host_activations = 0; // offloaded activation checkpoints (pinned)
     double host_total = 0;   // all of the above (+ the arena and activations on the `host` device)
     bool device_fits = true; // total <= usable device memory
     bool host_fits = true;   // host_total <= host memory
@@ -158,6 +159,9 @@ struct Plan {
     // Predicted per-iteration times of the deck's schedule with the chosen options (seconds).
     double compute_s = 0, transfer_s = 0, optimizer_s = 0, exposed_s = 0, iteration_s = 0;
     double efficiency = 0;
+    // Model FLOPs per step on this rank (3 x the forward: matrices and causal attention, no
+    // recompute) and the predicted MFU: model FLOPs / (iteration_s x the profile's peak)
+    double model_flops = 0, mfu = 0;
     // Collectives per step on this rank (ZeRO-3 over shard_ranks, Ulysses): bytes sent, their
     // time over the profile's network, and the part not hidden behind compute (added to
     // exposed_s and iteration_s; the lane overlaps them with forward and backward).

@@ -186,6 +186,10 @@ void Trainer::Impl::setup() {
     const int B = cfg.train.batch_size, T = cfg.train.seq_len, Tl = T / g.sp;
     model::ModelOptions mopts;
     mopts.recompute = cfg.model.recompute;
+    mopts.loss_tile = cfg.model.loss_tile;
+    mopts.mlp_tile = cfg.model.mlp_tile;
+    mopts.offload_checkpoints = cfg.model.offload_checkpoints;
+    mopts.device_checkpoints = cfg.model.device_checkpoints;
     mopts.seq = ulysses.get();
     // The model runs on the rank's device and compute stream, its activations in the device's
     // memory (the host device's arena counts them); on a CUDA device with train.dtype bf16 it

@@ -223,6 +223,10 @@ TEST_CASE("effective deck round trip is exact with every key changed") {
   init_from: "D/init.bin"
   init_std: 0.0123456789
   recompute: true
+  loss_tile: 2048
+  mlp_tile: 0
+  offload_checkpoints: true
+  device_checkpoints: 2
 data:
   train: "D/w*.bin"
   val: "D/w1.bin"

@@ -164,6 +164,18 @@ TEST_CASE("cross-field checks name the keys and where they were set") {
     CHECK(deck_error("model:\n  num_heads: 8\nparallel:\n  sp: 8\ntrain:\n  seq_len: 60\n") ==
           "deck.yaml:4: train.seq_len = 60 is not divisible by parallel.sp = 8 (Ulysses splits "
           "the sequence across the sequence-parallel group)");
+    CHECK(deck_error("model:\n  offload_checkpoints: true\n") ==
+          "deck.yaml:2: model.offload_checkpoints: true keeps the block inputs saved for "
+          "recompute in host memory: it needs model.recompute: true");
+    CHECK_NOTHROW(load_deck_from_string("model:\n  offload_checkpoints: true\n  recompute: true\n",
+                                        "ok", {}));
+    CHECK(deck_error("model:\n  device_checkpoints: 2\n") ==
+          "deck.yaml:2: model.device_checkpoints = 2 keeps that many of the offloaded "
+          "checkpoints in device memory: it needs model.offload_checkpoints: true");
+    CHECK(deck_error("model:\n  num_layers: 4\n  recompute: true\n  offload_checkpoints: true\n"
+                     "  device_checkpoints: 4\n") ==
+          "deck.yaml:5: model.device_checkpoints = 4 exceeds the 3 block inputs saved for "
+          "recompute (model.num_layers - 1)");
     CHECK(contains(deck_error("data:\n  builtin:\n    val_tokens: 100\n"),
                    "deck.yaml:3: data.builtin.val_tokens = 100 is less than one batch "
                    "(train.batch_size * train.seq_len + 1 = 257)"));

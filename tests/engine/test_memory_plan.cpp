@@ -69,37 +69,79 @@ class FakeExchange : public model::SeqExchange {
 
 } // namespace
 
-TEST_CASE("activations: the driver allocates exactly the planner's figure from the device") {
+TEST_CASE("activations: the arena peak of a forward + backward equals the planner's figure") {
+    // every (B, T, recompute, sp) with the loss and MLP untiled, tiled (a partial last tile) and
+    // with offloaded checkpoints: the driver allocates its list once from the device, the
+    // planner sums the same list (device side; the checkpoints on the host side), and a real
+    // forward + backward allocates nothing more
+    struct Long {
+        int loss_tile, mlp_tile;
+        bool offload;
+        int kept; // offloaded checkpoints kept on the device
+    };
+    const Long longs[] = {
+        {0, 0, false, 0}, {-1, -1, false, 0}, {5, 7, false, 0}, {5, 7, true, 0}, {0, 0, true, 1}};
+    int runs = 0;
     for (model::Arch arch : {model::Arch::Gpt2, model::Arch::Llama, model::Arch::Qwen3})
         for (int B : {1, 3})
             for (int T : {8, 16})
                 for (bool rec : {false, true})
-                    for (int P : {1, 2}) {
-                        model::ArchConfig a = test::tiny_gpt2();
-                        a.arch = arch;
-                        if (arch != model::Arch::Gpt2) {
-                            model::apply_arch_defaults(&a);
-                            a.num_kv_heads = 2;
-                            a.intermediate_size = 40;
+                    for (int P : {1, 2})
+                        for (const Long& lg : longs) {
+                            if (lg.offload && !rec) continue;
+                            model::ArchConfig a = test::tiny_gpt2();
+                            a.arch = arch;
+                            if (arch != model::Arch::Gpt2) {
+                                model::apply_arch_defaults(&a);
+                                a.num_kv_heads = 2;
+                                a.intermediate_size = 40;
+                            }
+                            a.num_layers = 3;
+                            a.max_seq_len = 32;
+                            INFO(model::arch_name(arch)
+                                 << " B=" << B << " T=" << T << " recompute=" << rec << " sp=" << P
+                                 << " loss tile " << lg.loss_tile << " mlp tile " << lg.mlp_tile
+                                 << " offload " << lg.offload);
+                            device::HostDevice dev(size_t{1} << 30, nullptr);
+                            FakeExchange ex(P);
+                            model::ModelOptions o;
+                            o.recompute = rec;
+                            o.seq = &ex;
+                            o.device = &dev;
+                            o.loss_tile = lg.loss_tile;
+                            o.mlp_tile = lg.mlp_tile;
+                            o.offload_checkpoints = lg.offload;
+                            o.device_checkpoints = lg.kept;
+                            model::ActShape shape;
+                            shape.B = B, shape.T = T, shape.P = P, shape.recompute = rec;
+                            shape.loss_tile = lg.loss_tile, shape.mlp_tile = lg.mlp_tile;
+                            shape.offload = lg.offload;
+                            shape.device_ckpt = lg.kept;
+                            const plan::ActivationEstimate e = plan::activation_estimate(a, shape);
+                            {
+                                model::Transformer m(a, o, B, T);
+                                std::vector<float> params(m.layout().num_params, 0.01f);
+                                std::vector<float> grads(params.size(), 0.0f);
+                                std::vector<int> tok(static_cast<size_t>(B * T), 1);
+                                model::FlatWeights w(m.layout(), params.data());
+                                model::FlatGrads g(m.layout(), grads.data());
+                                m.forward(w, tok.data(), tok.data(), B, T);
+                                m.backward(w, g, 1.0f);
+                                CHECK(static_cast<double>(dev.peak()) == e.total);
+                                CHECK(static_cast<double>(dev.used()) == e.total);
+                                CHECK(static_cast<double>(dev.pinned_used()) == e.host);
+                                CHECK((e.host > 0) == lg.offload);
+                                CHECK(static_cast<double>(m.activation_bytes()) <= e.total);
+                                if (!lg.offload && lg.loss_tile < 0) // the deck-shaped wrapper
+                                    CHECK(
+                                        plan::activation_estimate(a, B, T * P, P, 4.0, rec).total ==
+                                        e.total);
+                            }
+                            CHECK(dev.used() == 0); // all freed with the model
+                            CHECK(dev.pinned_used() == 0);
+                            runs++;
                         }
-                        a.max_seq_len = 32;
-                        INFO(model::arch_name(arch)
-                             << " B=" << B << " T=" << T << " recompute=" << rec << " sp=" << P);
-                        device::HostDevice dev(size_t{1} << 30, nullptr);
-                        FakeExchange ex(P);
-                        model::ModelOptions o;
-                        o.recompute = rec;
-                        o.seq = &ex;
-                        o.device = &dev;
-                        {
-                            model::Transformer m(a, o, B, T);
-                            const plan::ActivationEstimate e =
-                                plan::activation_estimate(a, B, T * P, P, 4.0, rec);
-                            CHECK(static_cast<double>(dev.peak()) == e.total);
-                            CHECK(static_cast<double>(m.activation_bytes()) <= e.total);
-                        }
-                        CHECK(dev.used() == 0); // all freed with the model
-                    }
+    CHECK(runs == 3 * 2 * 2 * (2 * 3 + 2 * 5));
 }
 
 TEST_CASE("memory plan: engine device peak == plan == planner, every schedule x placement") {

@@ -1,0 +1,56 @@
+// Long sequences in the planner: the driver's activation shape for a deck (tiled loss and MLP,
+// offloaded checkpoints), the checkpoints' link traffic and what tiling recomputes in backward.
+#pragma once
+
+#include <string>
+
+#include "config/config.h"
+#include "model/activations.h"
+#include "model/layout.h"
+#include "plan/planner.h"
+
+namespace sof::plan {
+
+// The activation shape the trainer builds for a deck: B, T/sp local tokens, sp, recompute, the
+// tile requests and offloaded checkpoints; act_bytes per element (4 on the host device's CPU
+// twins, the working precision on a GPU).
+model::ActShape activation_shape(const config::Config& cfg, double act_bytes);
+
+// Per micro-batch on one rank, beyond the activations on the device.
+struct LongSeqCost {
+    double host_bytes = 0;  // offloaded checkpoints: pinned host memory (the driver's list)
+    double ckpt_bytes = 0;  // checkpoint bytes over the CPU<->GPU link (out in forward + back)
+    double ckpt_link_s = 0; // their link time
+    double ckpt_fwd_exposed_s = 0; // link time not hidden behind the block that overlaps it
+    double ckpt_bwd_exposed_s = 0;
+    double extra_bwd_flops = 0; // backward work beyond 2x the forward: the LM head's forward
+                                // of every loss tile but the last; the MLP's up projection per
+                                // tile without recompute (with recompute it is recomputed
+                                // anyway); FlashAttention's recomputed scores (attention's
+                                // backward is 2.5x its forward)
+};
+
+// fwd_s, bwd_s: one micro-batch's forward and backward compute (the checkpoint copies overlap
+// one block each: the forward copy of res[l] with block l+1, the backward fetch of res[l-1] with
+// block l's recompute and backward).
+LongSeqCost long_seq_cost(const model::ArchConfig& m, const model::ActShape& a,
+                          const HardwareProfile& hw, double fwd_s, double bwd_s);
+
+// Forward FLOPs of one micro-batch on one rank: 2 x tokens x (block matrices + LM head) and the
+// causal attention the tiled kernels compute (the T(T+1)/2 query-key pairs of each sequence, for
+// this rank's NH/sp heads: 4 x pairs x NH*hd / sp per layer).
+double forward_flops(const model::ArchConfig& m, double layer_params, double batch, double seq_len,
+                     double sp);
+
+// Ulysses degree checks of a plan (the deck check, the trainer and the driver make the same):
+// query and key/value heads and the sequence length divisible by parallel.sp; a Config error
+// naming both numbers otherwise.
+void check_sequence_parallel(const config::Config& cfg, const model::ArchConfig& m);
+
+struct CostInputs;
+// One line for the plan's notes when the deck tiles the loss or the MLP or offloads checkpoints
+// (tile sizes, host bytes, link time per step and the part not hidden); "" otherwise.
+std::string long_seq_note(const CostInputs& c, const config::Config& cfg,
+                          const model::ArchConfig& m);
+
+} // namespace sof::plan
