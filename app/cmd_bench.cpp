@@ -22,6 +22,17 @@ int cmd_bench(int argc, char** argv) {
     optim::BenchAdamReport r = optim::bench_adam(o);
     std::fputs(o.json ? optim::bench_adam_json(r).c_str() : optim::bench_adam_text(r).c_str(),
                stdout);
+    bool above = false;
+    for (const optim::BenchModeResult& m : r.modes)
+        above = above || m.fraction_of_ceiling > 1.0 || m.fraction_max > 1.0;
+    if (above && !o.json)
+        std::fputs(
+            "note: a fraction above 100% means the plugin's step ran faster than the measured "
+            "ceiling. The ceiling is the fastest of the plain access strategies this benchmark "
+            "times on the same buffers (a yardstick, not the hardware's peak bandwidth): a "
+            "plugin may beat it with a better access pattern (tiling, non-temporal stores). "
+            "Within a pair, above 100% by a few percent is timing noise (see min..max).\n",
+            stdout);
     return 0;
 }
 

@@ -2,29 +2,12 @@
 // file:line:key messages (and the nearest valid key for typos), and the effective-deck echo.
 #pragma once
 
-#include <map>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
 
 namespace sof::config {
-
-// The command line of a deck-driven subcommand: "DECK [--set key=value ...]".
-struct DeckArgs {
-    std::string deck;                           // path of the deck file
-    std::vector<std::string> overrides;         // "key=value", in command-line order (later wins)
-    std::map<std::string, std::string> options; // extra "--name VALUE" options a command allows
-};
-
-// Parses "DECK [--set key=value ...]" (also "--set=key=value"). Throws a Usage error naming
-// `command` for anything else (no deck, two decks, unknown option, --set without key=value).
-DeckArgs parse_deck_args(int argc, char** argv, const char* command);
-
-// Same, and also accepts "--<name> VALUE" / "--<name>=VALUE" for each name in value_options
-// (e.g. {"hardware"} for `plan`); their values land in DeckArgs::options keyed by name.
-DeckArgs parse_deck_args(int argc, char** argv, const char* command,
-                         const std::vector<std::string>& value_options);
 
 enum class DeckChecks {
     All,     // everything, including the run's files (data shards, init_from, output dirs)
@@ -54,6 +37,11 @@ Config parse_deck_text(const std::string& yaml, const std::string& name);
 // The full effective deck: every key (defaults included), grouped by section. Valid YAML that
 // load_deck_from_string accepts back, giving the same Config (round trip is exact).
 std::string effective_yaml(const Config& cfg);
+
+// Values that load but lie far outside any sane range (train.lr = 2e9, weight_decay = 5, ...):
+// one line each naming where the key was set, the value and the usual range. The program prints
+// them as warnings (values that cannot work are refused by load_deck instead).
+std::vector<std::string> warnings(const Config& cfg);
 
 // Every key the deck understands, dotted ("train.lr", "data.builtin.seed", ...), in deck order.
 std::vector<std::string> all_keys();

@@ -280,14 +280,19 @@ TEST_CASE("multi-rank: per-rank shard files, rank 0 manifest, world-size mismatc
     expect_error([&] { ckpt::commit(root, m, 0); }, core::ErrorKind::Io, {"shard.rank00001.json"});
     CHECK(ckpt::find_latest(root) == dir);
 
-    // the barrier form of save: a no-op barrier is fine when ranks run one after another
-    int calls = 0;
-    auto barrier = [&] { calls++; };
+    // the synchronized form of save: one agreement per phase (prepare, write, commit)
+    int agreements = 0, barriers = 0;
+    ckpt::SaveSync sync{[&] { barriers++; },
+                        [&](bool failed) {
+                            agreements++;
+                            return failed;
+                        }};
     m.step = 14;
     m.world_size = 1;
     ckpt::State one = full;
-    ckpt::save(root, m, one, 0, 0, 1, barrier);
-    CHECK(calls == 3);
+    CHECK(ckpt::save(root, m, &one, 0, 0, 1, sync) == root + "/step_00000014");
+    CHECK(agreements == 3);
+    CHECK(barriers == 0);
     CHECK(ckpt::find_latest(root) == root + "/step_00000014");
 }
 

@@ -190,6 +190,19 @@ TEST_CASE("train, checkpoint, export to llm.c, re-import, corrupt checkpoint") {
                          4, {"notllmc.bin"});
 }
 
+TEST_CASE("a run whose every step is skipped exits non-zero; a run with one skip exits 0") {
+    std::string d = scratch_dir("cli_all_skipped");
+    write_text(d + "/deck.yaml", kSmallDeck);
+    // before: "skips 3" in the last line and exit 0, as if the run had trained
+    expect_clean_failure(
+        run_superoffload("train deck.yaml --set 'debug.inject_nonfinite_steps=[0,1,2]'", d), 1,
+        {"commits 0, skips 3", "every step of this run was skipped"});
+    RunResult r = run_superoffload("train deck.yaml --set 'debug.inject_nonfinite_steps=[1]'", d);
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.find("commits 2, skips 1") != std::string::npos);
+}
+
 TEST_CASE("a named optimizer plugin that does not exist") {
     std::string d = scratch_dir("cli_plugin");
     write_text(d + "/deck.yaml", kSmallDeck);

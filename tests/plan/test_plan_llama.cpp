@@ -9,6 +9,7 @@
 #include "model/layout.h"
 #include "plan/comm_model.h"
 #include "plan/cost.h"
+#include "model/model_config.h"
 #include "plan/planner.h"
 
 using namespace sof;
@@ -105,7 +106,7 @@ TEST_CASE("GPT-2 activations: the driver's buffers, by hand") {
 
 TEST_CASE("cost inputs of a LLaMA deck: sizes from the layout, GQA attention FLOPs") {
     config::Config c = deck("llama3-8b-gh200.yaml");
-    model::ArchConfig m = model_config_for(c.model);
+    model::ArchConfig m = model::config_for(c.model);
     HardwareProfile hw = gh200();
     CostInputs ci = make_cost_inputs(c, m, hw);
     const double C = 4096, I = 14336, Vp = 128256, KV = 1024;
@@ -145,7 +146,7 @@ TEST_CASE("decks on one GH200: parameter counts, fits and placement (docs/planne
           Case{"llama3-70b-gh200x4.yaml", 70.6e9, 4, config::WeightsPolicy::Flow}}) {
         INFO(k.deck);
         config::Config c = deck(k.deck);
-        model::ArchConfig m = model_config_for(c.model);
+        model::ArchConfig m = model::config_for(c.model);
         CHECK(m.llama_family());
         CHECK(!m.tie_embeddings);
         double n = static_cast<double>(model::make_layout(m).num_params);
@@ -166,7 +167,7 @@ TEST_CASE("what does not fit, and on which side") {
     // Qwen3-14B with exact rollback (two host state sets): host memory, not the GPU
     config::Config q = deck("qwen3-14b-gh200.yaml");
     q.offload.rollback = config::Rollback::Exact;
-    Plan p = make_plan(q, model_config_for(q.model), hw);
+    Plan p = make_plan(q, model::config_for(q.model), hw);
     CHECK(!p.fits);
     CHECK(p.mem.device_fits);
     CHECK(!p.mem.host_fits);
@@ -175,18 +176,18 @@ TEST_CASE("what does not fit, and on which side") {
     // ... and stationary weights do not fit its GPU (fp32 working weights + grads: 8 B/param)
     config::Config qs = deck("qwen3-14b-gh200.yaml");
     qs.offload.weights = config::WeightsPolicy::Stationary;
-    Plan ps = make_plan(qs, model_config_for(qs.model), hw);
+    Plan ps = make_plan(qs, model::config_for(qs.model), hw);
     CHECK(!ps.mem.device_fits);
     CHECK(ps.why.find("device memory") != std::string::npos);
     // Llama-3-70B on one GH200: host memory (~24 B/param even with inverse rollback)
     config::Config l = deck("llama3-70b-gh200x4.yaml");
-    Plan one = make_plan(l, model_config_for(l.model), hw, 1);
+    Plan one = make_plan(l, model::config_for(l.model), hw, 1);
     CHECK(!one.mem.host_fits);
     CHECK(one.mem.host_total > 3 * hw.cpu_memory_gb * 1e9);
     // on four with exact rollback: host memory again
     config::Config lx = deck("llama3-70b-gh200x4.yaml");
     lx.offload.rollback = config::Rollback::Exact;
-    Plan four = make_plan(lx, model_config_for(lx.model), hw, 4);
+    Plan four = make_plan(lx, model::config_for(lx.model), hw, 4);
     CHECK(four.mem.device_fits);
     CHECK(!four.mem.host_fits);
 }
@@ -195,7 +196,7 @@ TEST_CASE("ZeRO-3 collectives: hidden behind compute in one node, exposed across
     // Llama-70B on GH200s: 4 ranks = one node (NVLink, 150 GB/s), 8 ranks = two nodes
     // (Slingshot-11, 25 GB/s per Superchip); the bytes are comm_model.h's, bf16 gathers
     config::Config c = deck("llama3-70b-gh200x4.yaml");
-    const model::ArchConfig m = model_config_for(c.model);
+    const model::ArchConfig m = model::config_for(c.model);
     const HardwareProfile hw = gh200();
     for (int ranks : {4, 8}) {
         CAPTURE(ranks);
