@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "bench_model.h"
 #include "commands.h"
 #include "core/error.h"
-#include "model/bench_model.h"
 #include "optim/bench_adam.h"
 
 namespace sof::app {
@@ -15,7 +15,7 @@ int cmd_bench(int argc, char** argv) {
     if (argc >= 1 && std::strcmp(argv[0], "import") == 0) return cmd_bench_import(argc, argv);
     if (argc >= 1 && std::strcmp(argv[0], "attention") == 0) return cmd_bench_attention(argc, argv);
     if (argc >= 1 && std::strcmp(argv[0], "model") == 0) {
-        std::fputs(model::bench_model(model::parse_bench_model_args(argc, argv)).c_str(), stdout);
+        std::fputs(bench_model(parse_bench_model_args(argc, argv)).c_str(), stdout);
         return 0;
     }
     optim::BenchAdamOptions o = optim::parse_bench_adam_args(argc, argv);

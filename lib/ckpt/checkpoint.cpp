@@ -370,7 +370,7 @@ void load(const std::string& dir, Manifest* m, State* s, int rank, int world) {
 }
 
 void load_resharded(const std::string& dir, const model::ParamLayout& layout,
-                    const model::ShardMap& want, Manifest* m, State* s, bool with_moments) {
+                    const zero::ShardMap& want, Manifest* m, State* s, bool with_moments) {
     std::vector<ShardRecord> shards = read_manifest(dir, m);
     if (m->num_params != static_cast<int64_t>(layout.num_params))
         SOF_FAIL(Config, "checkpoint %s holds %lld params but the deck's model has %zu",
@@ -382,7 +382,7 @@ void load_resharded(const std::string& dir, const model::ParamLayout& layout,
     s->exp_avg_sq.assign(with_moments ? want.real_size : 0, 0.0f);
     std::vector<float> part;
     for (int q = 0; q < S; q++) {
-        const model::ShardMap have = model::make_shard_map(layout, S, q);
+        const zero::ShardMap have = zero::make_shard_map(layout, S, q);
         // which units of old shard q overlap what this rank wants
         bool needed = false;
         for (int u = 0; u < layout.num_units() && !needed; u++)
@@ -415,7 +415,7 @@ void load_params(const std::string& dir, Manifest* m, std::vector<float>* params
     Manifest head = load_manifest(dir);
     const model::ParamLayout layout = model::make_layout(head.model);
     State s;
-    load_resharded(dir, layout, model::make_shard_map(layout, 1, 0), m, &s, false);
+    load_resharded(dir, layout, zero::make_shard_map(layout, 1, 0), m, &s, false);
     *params = std::move(s.params);
 }
 

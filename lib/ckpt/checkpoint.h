@@ -9,7 +9,7 @@
 
 #include "data/loader.h"
 #include "model/layout.h"
-#include "model/shard.h"
+#include "zero/shard.h"
 
 namespace sof::ckpt {
 
@@ -28,8 +28,8 @@ struct Manifest {
 };
 
 // One shard of the flat fp32 buffers. One shard: numel = num_params, ParamLayout order. S shards
-// (ZeRO-3): shard q holds the real (non-padding) elements of model::make_shard_map(layout, S, q),
-// unit by unit (model/shard.h); the manifest's world_size is S and records each shard's numel.
+// (ZeRO-3): shard q holds the real (non-padding) elements of zero::make_shard_map(layout, S, q),
+// unit by unit (zero/shard.h); the manifest's world_size is S and records each shard's numel.
 struct State {
     std::vector<float> params;     // (numel)
     std::vector<float> exp_avg;    // (numel)
@@ -80,7 +80,7 @@ void load(const std::string& dir, Manifest* m, State* s, int rank, int world);
 // exact (the state is copied, never recomputed). Every file read is checksum-verified.
 // with_moments false: only params (exp_avg / exp_avg_sq left empty).
 void load_resharded(const std::string& dir, const model::ParamLayout& layout,
-                    const model::ShardMap& want, Manifest* m, State* s, bool with_moments = true);
+                    const zero::ShardMap& want, Manifest* m, State* s, bool with_moments = true);
 
 // Reads only the manifest (validated) of a step directory.
 Manifest load_manifest(const std::string& dir);

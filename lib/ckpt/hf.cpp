@@ -235,7 +235,7 @@ model::ArchConfig read_hf_config(const std::string& dir) {
 }
 
 ImportStats import_hf(const std::string& dir, const model::ParamLayout& full,
-                      const model::ShardMap& map, float* out, const ReadOptions& opt) {
+                      const zero::ShardMap& map, float* out, const ReadOptions& opt) {
     const model::ArchConfig& c = full.cfg;
     WeightFiles wf(dir);
     // zero only what no tensor read writes: each unit's shard padding (the padding rows of the

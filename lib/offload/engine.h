@@ -26,7 +26,7 @@ namespace sof::offload {
 class Engine : public Updater {
   public:
     // Runs on the rank's device and streams (devs outlives the engine). layout is what this rank
-    // updates: the whole model, or its ZeRO-3 shard (model/shard.h). Throws core::Error (Config)
+    // updates: the whole model, or its ZeRO-3 shard (zero/shard.h). Throws core::Error (Config)
     // naming the deck key for combinations it cannot run. The CPU model reads weights and writes
     // grads in host memory: on a device whose memory the host cannot dereference (CUDA) the
     // engine stages them through pinned host mirrors; force_staging does so on the host device

@@ -9,6 +9,7 @@
 #include "model/activations.h"
 #include "model/layout.h"
 #include "offload/memory_plan.h"
+#include "zero/memory.h"
 
 namespace sof::plan {
 
@@ -148,14 +149,14 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
     pc.offload.schedule = config::Schedule::SuperOffload;
     if (pc.offload.weights == config::WeightsPolicy::Auto)
         pc.offload.weights = config::WeightsPolicy::Stationary;
-    c.mem_base = offload::sharded_plan_inputs(pc, layout, c.shard_ranks, !hw.host_device);
+    c.mem_base = zero::sharded_plan_inputs(pc, layout, c.shard_ranks, !hw.host_device);
     const int stride = c.shard_ranks <= 64 ? 1 : c.shard_ranks / 64;
     for (int r = stride; r < c.shard_ranks; r += stride)
         c.mem_other.push_back(
-            offload::sharded_plan_inputs(pc, layout, c.shard_ranks, !hw.host_device, r));
+            zero::sharded_plan_inputs(pc, layout, c.shard_ranks, !hw.host_device, r));
     if (stride > 1 && (c.shard_ranks - 1) % stride != 0)
-        c.mem_other.push_back(offload::sharded_plan_inputs(pc, layout, c.shard_ranks,
-                                                           !hw.host_device, c.shard_ranks - 1));
+        c.mem_other.push_back(zero::sharded_plan_inputs(pc, layout, c.shard_ranks, !hw.host_device,
+                                                        c.shard_ranks - 1));
     c.num_buckets = std::max(1, static_cast<int>(c.mem_base.bucket_numel.size()));
     return c;
 }

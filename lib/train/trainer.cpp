@@ -23,7 +23,7 @@
 #include "data/loader.h"
 #include "model/model.h"
 #include "model/model_config.h"
-#include "model/shard.h"
+#include "zero/shard.h"
 #include "device/device.h"
 #include "offload/updater_factory.h"
 #include "plan/planner.h"
@@ -67,7 +67,7 @@ struct Trainer::Impl {
     void next_batch(data::DataLoader& d);
     float global_loss(double local);
     float evaluate();
-    model::ShardMap shard_map() const;
+    zero::ShardMap shard_map() const;
     std::string save_checkpoint();
     void write_trace();
     void resume_from(const std::string& dir);
@@ -169,7 +169,7 @@ void Trainer::Impl::setup() {
     const model::ParamLayout& layout = model->layout();
     params.assign(layout.num_params, 0.0f);
     if (hf_init && world.size() == 1)
-        ckpt::import_hf(cfg.model.init_from, layout, model::make_shard_map(layout, 1, 0),
+        ckpt::import_hf(cfg.model.init_from, layout, zero::make_shard_map(layout, 1, 0),
                         params.data());
     else if (!cfg.model.init_from.empty() && !hf_init)
         ckpt::import_llmc(cfg.model.init_from, layout, params.data());
@@ -192,7 +192,7 @@ void Trainer::Impl::setup() {
         std::vector<float> local(st.map.local_size);
         ckpt::import_hf(cfg.model.init_from, layout, st.map, local.data());
         st.params.resize(st.map.real_size);
-        model::shard_pack_real(layout, st.map, local.data(), st.params.data());
+        zero::shard_pack_real(layout, st.map, local.data(), st.params.data());
         st.exp_avg.assign(st.map.real_size, 0.0f);
         st.exp_avg_sq.assign(st.map.real_size, 0.0f);
         shards->set_shard(st);
@@ -237,8 +237,8 @@ void Trainer::Impl::setup() {
     if (!resume.empty()) resume_from(resume);
 }
 
-model::ShardMap Trainer::Impl::shard_map() const {
-    return shards ? shards->shard_map() : model::make_shard_map(model->layout(), 1, 0);
+zero::ShardMap Trainer::Impl::shard_map() const {
+    return shards ? shards->shard_map() : zero::make_shard_map(model->layout(), 1, 0);
 }
 
 // Every rank reads the elements of its own shard from the checkpoint's shards, whatever rank
@@ -318,7 +318,7 @@ std::string Trainer::Impl::save_checkpoint() {
     if (shards) {
         shards->get_shard(&st);
     } else {
-        st.map = model::make_shard_map(layout, 1, 0);
+        st.map = zero::make_shard_map(layout, 1, 0);
         st.params.resize(layout.num_params);
         st.exp_avg.resize(layout.num_params);
         st.exp_avg_sq.resize(layout.num_params);

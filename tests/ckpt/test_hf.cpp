@@ -161,13 +161,13 @@ TEST_CASE("HF import refuses a non-finite weight, naming the tensor and its firs
     ckpt::export_hf(d + "/m", l, p.data(), o);
     std::vector<float> got(l.num_params);
     expect_error(
-        [&] { ckpt::import_hf(d + "/m", l, model::make_shard_map(l, 1, 0), got.data()); },
+        [&] { ckpt::import_hf(d + "/m", l, zero::make_shard_map(l, 1, 0), got.data()); },
         core::ErrorKind::Format,
         {"model.safetensors", "model.layers.1.mlp.up_proj.weight", "non-finite", "[3, 7]"});
     // a rank whose slice holds no bad value imports its slice; the one holding it refuses
     int refused = 0;
     for (int rank = 0; rank < 4; rank++) {
-        const model::ShardMap m = model::make_shard_map(l, 4, rank);
+        const zero::ShardMap m = zero::make_shard_map(l, 4, rank);
         std::vector<float> mine(m.local_size);
         try {
             ckpt::import_hf(d + "/m", l, m, mine.data());
@@ -206,14 +206,14 @@ TEST_CASE("HF directories: config round trip, sharded export, slice import, erro
         CHECK(r.padded_vocab_size == 50); // HF files have no padding rows
         // buffers start as NaN: every element must be written (values or zero padding)
         std::vector<float> full(l.num_params, std::nanf(""));
-        ckpt::import_hf(d + "/out", l, model::make_shard_map(l, 1, 0), full.data());
+        ckpt::import_hf(d + "/out", l, zero::make_shard_map(l, 1, 0), full.data());
         CHECK(bit_equal(full, p));
         // 3 ZeRO-3 shards: each rank's import equals the slice of the full one
         for (int rank = 0; rank < 3; rank++) {
-            const model::ShardMap m = model::make_shard_map(l, 3, rank);
+            const zero::ShardMap m = zero::make_shard_map(l, 3, rank);
             std::vector<float> mine(m.local_size, std::nanf("")), want(m.local_size);
             ckpt::import_hf(d + "/out", l, m, mine.data());
-            model::shard_scatter(l, m, p.data(), want.data());
+            zero::shard_scatter(l, m, p.data(), want.data());
             CHECK(bit_equal(mine, want));
         }
         // a second export into the same place is refused, nothing is lost
@@ -228,14 +228,14 @@ TEST_CASE("HF directories: config round trip, sharded export, slice import, erro
     const std::string d = ckpt_scratch("hf_bf16");
     ckpt::export_hf(d + "/m", l, p.data(), ckpt::HfExportOptions{});
     CHECK(fs::exists(d + "/m/model.safetensors"));
-    ckpt::import_hf(d + "/m", l, model::make_shard_map(l, 1, 0), got.data());
+    ckpt::import_hf(d + "/m", l, zero::make_shard_map(l, 1, 0), got.data());
     for (size_t i = 0; i < p.size(); i++)
         REQUIRE(std::fabs(got[i] - p[i]) <= std::fabs(p[i]) * (1.0f / 256));
     // a config that disagrees with the files: missing and unexpected tensors, wrong shapes
     auto import_as = [&](const model::ArchConfig& cfg) {
         const model::ParamLayout lx = model::make_layout(cfg);
         std::vector<float> x(lx.num_params);
-        ckpt::import_hf(d + "/m", lx, model::make_shard_map(lx, 1, 0), x.data());
+        ckpt::import_hf(d + "/m", lx, zero::make_shard_map(lx, 1, 0), x.data());
     };
     model::ArchConfig biased = c;
     biased.qkv_bias = true;
@@ -249,7 +249,7 @@ TEST_CASE("HF directories: config round trip, sharded export, slice import, erro
     wide.intermediate_size = 64;
     const model::ParamLayout lw = model::make_layout(wide);
     std::vector<float> w(lw.num_params);
-    expect_error([&] { ckpt::import_hf(d + "/m", lw, model::make_shard_map(lw, 1, 0), w.data()); },
+    expect_error([&] { ckpt::import_hf(d + "/m", lw, zero::make_shard_map(lw, 1, 0), w.data()); },
                  core::ErrorKind::Format,
                  {"model.safetensors", "gate_proj", "[48, 32]", "[64, 32]"});
     // an architecture we do not build

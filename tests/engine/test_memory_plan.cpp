@@ -11,6 +11,7 @@
 #include "engine_test_util.h"
 #include "offload/engine.h"
 #include "offload/memory_plan.h"
+#include "zero/memory.h"
 #include "model/transformer.h"
 #include "plan/cost.h"
 #include "plan/planner.h"
@@ -142,7 +143,7 @@ TEST_CASE("memory plan: engine device peak == plan == planner, every schedule x 
                             CHECK(p.eng->device().used() == peak); // allocated once, up front
                             // the same plan from the deck alone
                             offload::MemoryPlan again = offload::make_memory_plan(
-                                offload::sharded_plan_inputs(c, l, 1, false));
+                                zero::sharded_plan_inputs(c, l, 1, false));
                             CHECK(again.total(offload::MemSide::Device) == peak);
                             CHECK(again.total(offload::MemSide::Pinned) ==
                                   mp.total(offload::MemSide::Pinned));
@@ -170,7 +171,7 @@ TEST_CASE("memory plan: staged model grads/weights (the CUDA path) allocate what
         test::run_compare(*p.ref, *p.eng, l, mixed_plan(), 1);
         CHECK(p.eng->device().peak() == p.eng->memory_plan().total(offload::MemSide::Device));
         offload::MemoryPlan again =
-            offload::make_memory_plan(offload::sharded_plan_inputs(c, l, 1, true));
+            offload::make_memory_plan(zero::sharded_plan_inputs(c, l, 1, true));
         CHECK(again.total(offload::MemSide::Device) == p.eng->device().peak());
         CHECK(again.total(offload::MemSide::Pinned) ==
               p.eng->memory_plan().total(offload::MemSide::Pinned));
@@ -188,8 +189,7 @@ TEST_CASE("interleaved: state streams through two slots, not resident; trains wh
     c.offload.schedule = config::Schedule::Interleaved;
     c.offload.interleave_k = 1; // every bucket stepped on the device
     c.offload.bucket_mb = 0.05;
-    offload::MemoryPlan mp =
-        offload::make_memory_plan(offload::sharded_plan_inputs(c, l, 1, false));
+    offload::MemoryPlan mp = offload::make_memory_plan(zero::sharded_plan_inputs(c, l, 1, false));
     double state = 12.0 * static_cast<double>(l.num_params); // fp32 params, m, v
     size_t slots = mp.total(offload::MemSide::Device, offload::MemKind::State);
     CHECK(static_cast<double>(slots) < state / 4); // two bucket-sized slots, not all the state

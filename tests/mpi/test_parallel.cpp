@@ -13,6 +13,7 @@
 #include "model/model_config.h"
 #include "plan/planner.h"
 #include "offload/memory_plan.h"
+#include "zero/memory.h"
 #include "model/layout.h"
 
 namespace fs = std::filesystem;
@@ -119,7 +120,7 @@ TEST_CASE("ZeRO-3 memory: each rank allocates what `superoffload plan --ranks N`
         const plan::Plan p = plan::make_plan(cfg, arch, plan::hardware_for(cfg), W);
         plan::resolve_auto(cfg, p);
         const offload::MemoryPlanInputs in =
-            offload::sharded_plan_inputs(cfg, model::make_layout(arch), W, false, world_rank());
+            zero::sharded_plan_inputs(cfg, model::make_layout(arch), W, false, world_rank());
         const size_t mine = offload::make_memory_plan(in).total(offload::MemSide::Device) +
                             offload::zero3_memory_plan(W, in.zero3_slice, offload::MemSide::Device,
                                                        cfg.train.dtype == config::Precision::BF16)
