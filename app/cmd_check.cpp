@@ -20,11 +20,10 @@ int cmd_check(int argc, char** argv) {
     MPI_Initialized(&initialized);
     if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0) {
-        for (const std::string& w : config::warnings(cfg))
-            std::fprintf(stderr, "superoffload: warning: %s\n", w.c_str());
-        std::fflush(stderr);
         std::printf("# effective deck (every key; defaults included)\n%s",
                     config::effective_yaml(cfg).c_str());
+        for (const std::string& w : config::deck_warnings(cfg))
+            std::printf("warning: %s\n", w.c_str());
         std::printf("deck OK: %s\n", args.deck.c_str());
         std::fflush(stdout);
     }

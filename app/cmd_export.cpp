@@ -15,6 +15,7 @@
 #include "ckpt/llmc.h"
 #include "cli.h"
 #include "commands.h"
+#include "config/deck.h"
 #include "core/error.h"
 
 namespace sof::app {
@@ -24,9 +25,13 @@ namespace {
 const char* kExportUsage =
     "usage: superoffload export --llmc OUT.bin CHECKPOINT\n"
     "       superoffload export --hf OUT_DIR CHECKPOINT [--dtype bf16|fp32] [--shard-size 5GB]\n"
+    "                           [--source HF_DIR | --no-source]\n"
     "  --hf writes a Hugging Face model directory (config.json, safetensors shards and their\n"
     "  index) of a LLaMA-family checkpoint, loadable by transformers' from_pretrained and by\n"
-    "  model.init_from; written into a temporary directory, then renamed.\n"
+    "  model.init_from; written into a temporary directory, then renamed. The tokenizer files\n"
+    "  and generation_config.json of the source directory are copied and config.json keeps its\n"
+    "  bos/eos/pad token ids; the source is the run's model.init_from (when it is a Hugging\n"
+    "  Face directory) unless --source names another or --no-source asks for none.\n"
     "  Writes the parameters of a superoffload checkpoint as an llm.c GPT-2 fp32 model file\n"
     "  (header magic 20240326, version 3), loadable by llm.c and by model.init_from.\n"
     "  CHECKPOINT  a step directory (e.g. ckpt/step_00000100) or a checkpoint root\n"
@@ -93,6 +98,7 @@ uint64_t parse_size(const std::string& s) {
 int cmd_export(int argc, char** argv) {
     std::string out, src, hf_out, dtype = "bf16", shard_size;
     ckpt::HfExportOptions hopt;
+    bool no_source = false;
     CliParser p({kExportUsage, "export: unknown option '%s'", [](const std::string& opt) {
                      return "export: " + opt +
                             (opt == "--llmc" ? " needs a file name after it"
@@ -104,6 +110,8 @@ int cmd_export(int argc, char** argv) {
     CliParser::last_wins(app.add_option("--hf", hf_out));
     CliParser::last_wins(app.add_option("--dtype", dtype));
     CliParser::last_wins(app.add_option("--shard-size", shard_size));
+    CliParser::last_wins(app.add_option("--source", hopt.source_dir));
+    app.add_flag("--no-source", no_source);
     app.add_flag("-h,--help", help);
     const std::vector<std::string> pos = p.parse(argc, argv);
     if (help) {
@@ -154,11 +162,27 @@ int cmd_export(int argc, char** argv) {
         SOF_FAIL(Format, "checkpoint %s holds %zu params but its model needs %zu", dir.c_str(),
                  params.size(), layout.num_params);
     if (hf) {
+        if (no_source && !hopt.source_dir.empty())
+            usage_fail("export: give at most one of --source and --no-source");
+        if (!no_source && hopt.source_dir.empty()) {
+            // the run's model.init_from, from the checkpoint's deck
+            const config::Config run = config::parse_deck_text(m.deck_yaml, dir + "/deck.yaml");
+            const std::string& from = run.model.init_from;
+            if (!from.empty() && ckpt::is_hf_dir(from))
+                hopt.source_dir = from;
+            else if (!from.empty() && !fs::exists(from, ec))
+                std::fprintf(stderr,
+                             "export: warning: the run's model.init_from '%s' is gone: no "
+                             "tokenizer files copied and no token ids kept (give --source DIR)\n",
+                             from.c_str());
+        }
         ckpt::export_hf(out, layout, params.data(), hopt);
-        std::printf("exported %s (step %lld, %zu params, %s L=%d C=%d V=%d) to %s (%s)\n",
+        std::printf("exported %s (step %lld, %zu params, %s L=%d C=%d V=%d) to %s (%s%s%s)\n",
                     dir.c_str(), static_cast<long long>(m.step), layout.num_params,
                     model::arch_name(m.model.arch), m.model.num_layers, m.model.channels,
-                    m.model.vocab_size, out.c_str(), hopt.dtype.c_str());
+                    m.model.vocab_size, out.c_str(), hopt.dtype.c_str(),
+                    hopt.source_dir.empty() ? "" : ", tokenizer files from ",
+                    hopt.source_dir.c_str());
         std::fflush(stdout);
         return 0;
     }

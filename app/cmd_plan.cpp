@@ -17,7 +17,7 @@
 namespace sof::app {
 
 int cmd_plan(int argc, char** argv) {
-    DeckArgs args = parse_deck_args(argc, argv, "plan", {"hardware", "ranks"});
+    DeckArgs args = parse_deck_args(argc, argv, "plan", {"hardware", "ranks", "model"});
     // planning needs shapes and policies, not the data shards, checkpoints or output directories
     config::Config cfg = config::load_deck(args.deck, args.overrides, config::DeckChecks::NoFiles);
     model::validate_deck(cfg);
@@ -38,10 +38,21 @@ int cmd_plan(int argc, char** argv) {
                      rk->second.c_str());
         world = static_cast<int>(v);
     }
+    // --model gpu: the engine's own buffers with the model on the GPU (this build's CPU model on a
+    // CUDA device adds pinned staging mirrors and keeps the ZeRO-3 slots in pinned memory)
+    bool gpu_model = false;
+    if (auto md = args.options.find("model"); md != args.options.end()) {
+        if (md->second != "cpu" && md->second != "gpu")
+            SOF_FAIL(Usage,
+                     "plan: --model '%s' must be cpu (this build: the CPU model, staged on "
+                     "a GPU) or gpu (the model on the GPU: no staging)",
+                     md->second.c_str());
+        gpu_model = md->second == "gpu";
+    }
     int shard_ranks = cfg.parallel.zero_stage == 3 ? world : 1;
-    plan::Plan p = plan::make_plan(cfg, model::config_for(cfg.model), hw, shard_ranks);
+    plan::Plan p = plan::make_plan(cfg, model::config_for(cfg.model), hw, shard_ranks, gpu_model);
     if (rank == 0) {
-        for (const std::string& w : config::warnings(cfg))
+        for (const std::string& w : config::deck_warnings(cfg))
             std::fprintf(stderr, "superoffload: warning: %s\n", w.c_str());
         std::fflush(stderr);
         std::printf("%s", plan::describe(p).c_str());
@@ -50,10 +61,16 @@ int cmd_plan(int argc, char** argv) {
                         cfg.model.init_from.c_str());
         config::Config resolved = cfg;
         plan::resolve_auto(resolved, p);
-        std::printf("deck values: offload.weights=%s offload.gpu_tail_buckets=%d "
-                    "offload.interleave_k=%d\n",
-                    resolved.offload.weights == config::WeightsPolicy::Flow ? "flow" : "stationary",
-                    resolved.offload.gpu_tail_buckets, resolved.offload.interleave_k);
+        std::printf(
+            "deck values: offload.weights=%s offload.gpu_tail_buckets=%d "
+            "offload.interleave_k=%d offload.rollback=%s offload.cast=%s offload.flow_grads=%s "
+            "optimizer.state_dtype=%s\n",
+            resolved.offload.weights == config::WeightsPolicy::Flow ? "flow" : "stationary",
+            resolved.offload.gpu_tail_buckets, resolved.offload.interleave_k,
+            resolved.offload.rollback == config::Rollback::Inverse ? "inverse" : "exact",
+            resolved.offload.cast == config::CastAt::Host ? "host" : "device",
+            resolved.offload.flow_grads == config::FlowGrads::Host ? "host" : "device",
+            resolved.optimizer.state_dtype == config::StateDtype::BF16 ? "bf16" : "fp32");
         const model::ParamLayout layout = model::make_layout(model::config_for(cfg.model));
         plan::CommVolume cv = plan::comm_per_step(
             layout, world, cfg.parallel.sp, cfg.parallel.zero_stage, cfg.train.batch_size,

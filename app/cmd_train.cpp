@@ -24,9 +24,6 @@ int cmd_train(int argc, char** argv) {
     if (args.verbose) cfg.runtime.log_level = core::LogLevel::Debug;
     comm::World world(MPI_COMM_WORLD);
     core::Log log(world.rank(), cfg.runtime.log_level);
-    if (world.rank() == 0)
-        for (const std::string& w : config::warnings(cfg))
-            log.warn("%s", w.c_str());
     log.info("superoffload train %s (%d rank%s)", args.deck.c_str(), world.size(),
              world.size() == 1 ? "" : "s");
     install_stop_handlers(); // before the (possibly long) setup: a signal then stops after step 1

@@ -6,10 +6,12 @@ namespace sof::app {
 
 int cmd_train(int argc, char** argv);           // superoffload train DECK [--set k=v ...]
 int cmd_check(int argc, char** argv);           // superoffload check DECK [--set k=v ...]
+int cmd_eval(int argc, char** argv);            // superoffload eval [DECK] [--checkpoint D|--hf D]
 int cmd_plan(int argc, char** argv);            // superoffload plan DECK [--hardware FILE]
 int cmd_bench(int argc, char** argv);           // superoffload bench adam|... [options]
 int cmd_bench_import(int argc, char** argv);    // superoffload bench import --create DIR | DIR
 int cmd_bench_attention(int argc, char** argv); // superoffload bench attention [--seq T ...]
+int cmd_bench_train(int argc, char** argv);     // superoffload bench train DECK [--steps N ...]
 int cmd_export(int argc, char** argv);          // superoffload export --llmc OUT.bin CHECKPOINT_DIR
 int cmd_topo(int argc, char** argv);            // superoffload topo
 

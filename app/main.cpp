@@ -18,13 +18,17 @@ const char* kUsage =
     "commands:\n"
     "  train DECK [--set key=value ...]     train a model from a YAML deck\n"
     "  check DECK [--set key=value ...]     validate a deck and print the effective deck\n"
+    "  eval [DECK] [--checkpoint D|--hf D] [--data GLOB]  loss and perplexity on token shards\n"
     "  plan DECK [--hardware F] [--ranks N] print the offload plan, predicted times, comm per "
     "rank\n"
+    "       [--model cpu|gpu]               (gpu: plan as if the model ran on the GPU)\n"
     "  bench adam --params N [...]          optimizer kernel benchmark vs the memory ceiling\n"
     "  bench model [--channels C ...]       LLaMA vs GPT-2 block units of equal FLOPs (CPU)\n"
     "  bench import --create DIR | DIR [--rounds N]  HF import vs dd-like read, peak memory\n"
     "  bench attention [--seq T ...]        tiled attention vs the T x T baseline (CPU), peak "
     "memory\n"
+    "  bench train DECK [--steps N]         the training step: offload, CPU step exposed, no "
+    "offload\n"
     "  export --llmc OUT.bin CHECKPOINT     export a checkpoint as an llm.c GPT-2 fp32 file\n"
     "  export --hf OUT_DIR CHECKPOINT [...] export a LLaMA/Qwen checkpoint as a Hugging Face dir\n"
     "  topo [--xml FILE] [--ranks N]        show the machine topology and rank placement\n"
@@ -42,6 +46,7 @@ int dispatch(int argc, char** argv) {
     char** sub_argv = argv + 2;
     if (cmd == "train") return app::cmd_train(sub_argc, sub_argv);
     if (cmd == "check") return app::cmd_check(sub_argc, sub_argv);
+    if (cmd == "eval") return app::cmd_eval(sub_argc, sub_argv);
     if (cmd == "plan") return app::cmd_plan(sub_argc, sub_argv);
     if (cmd == "bench") return app::cmd_bench(sub_argc, sub_argv);
     if (cmd == "export") return app::cmd_export(sub_argc, sub_argv);

@@ -16,5 +16,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
 scripts/setup.sh build
+# test-only Python packages (tests/ckpt/hf_roundtrip.py: torch + transformers for the Hugging Face
+# round trip; scripts/requirements-test.txt): the first run on a machine downloads torch (~3 GB)
+scripts/python_env.sh test >/dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ctest --test-dir build --output-on-failure -j 2 "$@"

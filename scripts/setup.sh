@@ -8,7 +8,7 @@ shift || true
 
 PKGS=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhwloc-dev libnuma-dev
       libyaml-cpp-dev doctest-dev libopenblas-dev g++-aarch64-linux-gnu qemu-user
-      clang-format nlohmann-json3-dev libcli11-dev python3-matplotlib)
+      clang-format nlohmann-json3-dev libcli11-dev python3-matplotlib python3-venv)
 missing=()
 # tests/slurm: a one-node Slurm on localhost (scripts/slurm/local_cluster.sh); PMIx for srun --mpi=pmix
 PKGS+=(munge slurmctld slurmd slurm-client libpmix-dev)
@@ -21,6 +21,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
+
+# Python tools (scripts/prepare_data.py: tokenizers, transformers) in the project's venv, pinned
+# versions (scripts/requirements-tools.txt), installed once per machine; without the package index
+# the build still goes on (scripts/run_tests.sh installs them strictly)
+scripts/python_env.sh tools >/dev/null ||
+  echo "setup: warning: could not install the Python tools (scripts/python_env.sh tools);" \
+       "scripts/prepare_data.py needs them" >&2
 
 JOBS=$(nproc)
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release "$@"

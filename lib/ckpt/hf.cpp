@@ -171,15 +171,20 @@ model::ArchConfig read_hf_config(const std::string& dir) {
     c.num_kv_heads = int_key(j, path, "num_key_value_heads", qwen ? 32 : c.num_heads, false);
     c.head_dim = int_key(j, path, "head_dim", c.arch == model::Arch::Qwen3 ? 128 : 0, false);
     c.norm_eps = static_cast<float>(num_key(j, path, "rms_norm_eps", 1e-6));
-    c.rope_theta = num_key(j, path, "rope_theta", 10000.0);
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-        const json& r = j["rope_scaling"];
+    // transformers >= 5 writes "rope_parameters" {rope_theta, rope_type, scaling fields};
+    // earlier versions a top-level rope_theta and an optional "rope_scaling" object
+    const bool v5 = j.contains("rope_parameters") && j["rope_parameters"].is_object();
+    const json& rp = v5 ? j["rope_parameters"] : j;
+    c.rope_theta = num_key(rp, path, "rope_theta", num_key(j, path, "rope_theta", 10000.0));
+    const char* scaling_key = v5 ? "rope_parameters" : "rope_scaling";
+    if (j.contains(scaling_key) && !j[scaling_key].is_null()) {
+        const json& r = j[scaling_key];
         if (!r.is_object()) // e.g. "llama3": the factors are unknown, guessing them is wrong
             SOF_FAIL(Config,
-                     "'%s': rope_scaling must be an object such as {\"rope_type\": \"llama3\", "
+                     "'%s': %s must be an object such as {\"rope_type\": \"llama3\", "
                      "\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
                      "\"original_max_position_embeddings\": 8192} or null, got %s",
-                     path.c_str(), r.dump().c_str());
+                     path.c_str(), scaling_key, r.dump().c_str());
         std::string type;
         for (const char* k : {"rope_type", "type"}) {
             if (!r.contains(k)) continue;
@@ -358,6 +363,48 @@ json config_json(const model::ArchConfig& c, const std::string& dtype) {
 
 } // namespace
 
+const char* const kHfSideFiles[] = {"tokenizer.json",
+                                    "tokenizer_config.json",
+                                    "special_tokens_map.json",
+                                    "added_tokens.json",
+                                    "tokenizer.model",
+                                    "vocab.json",
+                                    "merges.txt",
+                                    "chat_template.jinja",
+                                    "chat_template.json",
+                                    "generation_config.json"};
+const int kHfSideFileCount = static_cast<int>(sizeof(kHfSideFiles) / sizeof(kHfSideFiles[0]));
+
+namespace {
+
+// The source directory's tokenizer files into tmp, and its token ids into the config.
+void copy_side_files(const std::string& src, const std::string& tmp, json* cfg) {
+    std::error_code ec;
+    if (!fs::is_directory(src, ec))
+        SOF_FAIL(Io,
+                 "export --hf: the source directory '%s' (its tokenizer files and token ids are "
+                 "copied) does not exist; give --source DIR or --no-source",
+                 src.c_str());
+    for (int i = 0; i < kHfSideFileCount; i++) {
+        const fs::path from = fs::path(src) / kHfSideFiles[i];
+        if (!fs::is_regular_file(from, ec)) continue;
+        const std::string text = read_text(from.string(), "tokenizer file");
+        write_file_durable(tmp + "/" + kHfSideFiles[i], text.data(), text.size());
+    }
+    const fs::path scfg = fs::path(src) / "config.json";
+    if (!fs::is_regular_file(scfg, ec)) return;
+    json j;
+    try {
+        j = json::parse(read_text(scfg.string(), "config.json"));
+    } catch (const json::exception& e) {
+        SOF_FAIL(Format, "export --hf: %s is not valid JSON: %s", scfg.string().c_str(), e.what());
+    }
+    for (const char* k : {"bos_token_id", "eos_token_id", "pad_token_id"})
+        if (j.is_object() && j.contains(k)) (*cfg)[k] = j[k];
+}
+
+} // namespace
+
 void export_hf(const std::string& out_dir, const model::ParamLayout& layout, const float* params,
                const HfExportOptions& o) {
     const model::ArchConfig& c = layout.cfg;
@@ -416,7 +463,9 @@ void export_hf(const std::string& out_dir, const model::ParamLayout& layout, con
                 json{{"metadata", {{"total_size", total}}}, {"weight_map", wm}}.dump(2) + "\n";
             write_file_durable(tmp + "/model.safetensors.index.json", idx.data(), idx.size());
         }
-        const std::string cfg = config_json(c, o.dtype).dump(2) + "\n";
+        json cj = config_json(c, o.dtype);
+        if (!o.source_dir.empty()) copy_side_files(o.source_dir, tmp, &cj);
+        const std::string cfg = cj.dump(2) + "\n";
         write_file_durable(tmp + "/config.json", cfg.data(), cfg.size());
         fsync_dir(tmp);
         if (fs::exists(out, ec)) fs::remove(out, ec); // the empty directory

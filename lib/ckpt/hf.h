@@ -35,7 +35,15 @@ ImportStats import_hf(const std::string& dir, const model::ParamLayout& full,
 struct HfExportOptions {
     std::string dtype = "bf16";           // "bf16" or "fp32"
     uint64_t shard_bytes = 5000000000ull; // largest safetensors file (a tensor is never split)
+    // The Hugging Face directory the model came from (model.init_from), or "": its tokenizer
+    // files and generation_config.json are copied (kHfSideFiles, those that exist) and config.json
+    // keeps its bos/eos/pad token ids.
+    std::string source_dir;
 };
+
+// The files of a Hugging Face directory that travel with the weights on export.
+extern const char* const kHfSideFiles[];
+extern const int kHfSideFileCount;
 
 // Writes config.json, model.safetensors or model-0000N-of-0000M.safetensors + index (padding rows
 // stripped) for `layout` (full, LLaMA family) into out_dir atomically: a temporary directory

@@ -80,23 +80,30 @@ struct DataConfig {
     BuiltinDataConfig builtin;
     bool shuffle = true;  // false: sequential llm.c order from the first shard
     uint64_t seed = 1337; // shuffle order seed
+    // loss masks (<shard>.mask, docs/data.md): auto = used when every shard of a split has one,
+    // require = must be there, ignore = not used (every target counts)
+    std::string loss_mask = "auto";
 };
 
-enum class LrSchedule { Constant, Cosine };
+enum class LrSchedule { Constant, Linear, Cosine, Wsd };
 enum class Precision { FP32, BF16 }; // working precision of weights/grads on the device
 
 struct TrainConfig {
-    int batch_size = 4; // B, micro-batch sequences per rank
-    int seq_len = 64;   // T
-    int grad_accum = 1; // micro-batches per optimizer step
-    int steps = 100;    // optimizer steps in total (the LR schedule spans these)
-    int stop_after = 0; // end this run once this many steps are done in total; 0 = steps
+    int batch_size = 4;   // B, micro-batch sequences per rank
+    int seq_len = 64;     // T
+    int grad_accum = 1;   // micro-batches per optimizer step
+    int global_batch = 0; // sequences per optimizer step over all ranks; 0 = not stated (then
+                          // batch_size x grad_accum x data-parallel ranks); when stated,
+                          // grad_accum (and if needed batch_size) are derived at run time
+    int steps = 100;      // optimizer steps in total (the LR schedule spans these)
+    int stop_after = 0;   // end this run once this many steps are done in total; 0 = steps
     float lr = 1e-3f;
-    float min_lr = 0.0f; // cosine floor
+    float min_lr = 0.0f; // floor of the linear, cosine and wsd decays
     int warmup_steps = 0;
     LrSchedule schedule = LrSchedule::Constant;
-    float grad_clip = 1.0f; // global-norm clip threshold; 0 = off
-    int eval_every = 0;     // 0 = only at start and end
+    float decay_fraction = 0.2f; // wsd: the last fraction of train.steps spent decaying
+    float grad_clip = 1.0f;      // global-norm clip threshold; 0 = off
+    int eval_every = 0;          // 0 = only at start and end
     int eval_batches = 4;
     int log_every = 1;
     uint64_t seed = 42;         // parameter init seed
@@ -104,12 +111,16 @@ struct TrainConfig {
     std::string checkpoint_dir; // empty = no checkpoints
     int keep_checkpoints = 2;   // newest N kept; 0 = keep all
     std::string resume;         // checkpoint directory, "auto" (newest in checkpoint_dir) or empty
-    std::string metrics;        // JSONL metrics file or empty ("" = <out_dir>/metrics.jsonl)
+    bool resume_convert_state = false; // resume may change optimizer.state_dtype (converting m, v)
+    std::string metrics;               // JSONL metrics file or empty ("" = <out_dir>/metrics.jsonl)
     Precision dtype =
         Precision::FP32; // bf16: forward/backward see bf16-rounded weights, fp32 master
 };
 
 enum class AdamMode { AdamW, Adam };
+// dtype of the Adam moments m, v in memory (computed in fp32 either way); auto: the planner picks
+// bf16 only when fp32 state does not fit.
+enum class StateDtype { FP32, BF16, Auto };
 
 struct OptimizerConfig {
     std::string plugin = "auto"; // plugin name or "auto" (highest score)
@@ -121,22 +132,33 @@ struct OptimizerConfig {
     float weight_decay = 0.0f; // applied to matrices and embeddings only
     bool bias_correction = true;
     int threads = 0; // optimizer threads; 0 = all cores of this rank
+    StateDtype state_dtype = StateDtype::FP32;
 };
 
 enum class Schedule { SuperOffload, Interleaved, Synchronous };
-enum class Rollback { Exact, Inverse };
-enum class CastAt { Device, Host };
+// exact: a second state set (bitwise); inverse: the step's arithmetic inverse (one set, drift);
+// auto: exact where it fits the host memory, else inverse (the planner decides; unresolved =
+// exact).
+enum class Rollback { Exact, Inverse, Auto };
+enum class CastAt { Device, Host, Auto }; // auto: the planner picks (unresolved = device)
+// speculation-then-validation: off, on, or auto (on, paused while clipping is frequent).
+enum class Stv { Off, On, Auto };
 enum class WeightsPolicy { Stationary, Flow, Auto };
+// weight flow without accumulation: the model's fp32 grads in a device ring of units (device), or
+// one whole-model pinned host buffer (host; always with accumulation); auto: the planner picks
+// device when it fits (unresolved = device).
+enum class FlowGrads { Device, Host, Auto };
 
 struct OffloadConfig {
     bool enabled = false; // false: plain path (params, grads, state on the device)
     Schedule schedule = Schedule::SuperOffload;
     double bucket_mb = 64.0;
-    bool stv = true; // speculation-then-validation
-    Rollback rollback = Rollback::Exact;
+    Stv stv = Stv::On; // speculation-then-validation
+    Rollback rollback = Rollback::Auto;
     int gpu_tail_buckets = 0; // -1 = auto (planner)
     CastAt cast = CastAt::Device;
     WeightsPolicy weights = WeightsPolicy::Stationary;
+    FlowGrads flow_grads = FlowGrads::Auto;
     int prefetch_layers = 1;
     int interleave_k = -1; // -1 = auto (Deep Optimizer States Eq. 1)
     std::string hardware;  // planner hardware profile (YAML) for `auto`; "" = built-in

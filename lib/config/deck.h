@@ -38,10 +38,13 @@ Config parse_deck_text(const std::string& yaml, const std::string& name);
 // load_deck_from_string accepts back, giving the same Config (round trip is exact).
 std::string effective_yaml(const Config& cfg);
 
-// Values that load but lie far outside any sane range (train.lr = 2e9, weight_decay = 5, ...):
-// one line each naming where the key was set, the value and the usual range. The program prints
-// them as warnings (values that cannot work are refused by load_deck instead).
-std::vector<std::string> warnings(const Config& cfg);
+// Things in a valid deck that are probably not what the user meant: values that load but lie far
+// outside any sane range (train.lr = 2e9, weight_decay = 5, ...: naming where the key was set, the
+// value and the usual range), warmup_steps >= steps (the run never leaves warmup), keys of a
+// schedule that is not selected. One sentence each, naming the keys and the fix; empty when there
+// is nothing to say. `check`, `plan` and `train` print them (values that cannot work are refused
+// by load_deck instead).
+std::vector<std::string> deck_warnings(const Config& cfg);
 
 // Every key the deck understands, dotted ("train.lr", "data.builtin.seed", ...), in deck order.
 std::vector<std::string> all_keys();

@@ -256,6 +256,7 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("data.val", &d.val));
     v.push_back(with(make("data.shuffle", &d.shuffle), Resume::Match));
     v.push_back(with(make("data.seed", &d.seed), Resume::Match));
+    v.push_back(choice("data.loss_mask", &d.loss_mask, {"auto", "require", "ignore"}));
     v.push_back(with(make("data.builtin.seed", &d.builtin.seed), Resume::Match));
     v.push_back(with(make("data.builtin.train_tokens", &d.builtin.train_tokens, at_least(1)),
                      Resume::Match));
@@ -264,12 +265,15 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("train.batch_size", &t.batch_size, at_least(1)));
     v.push_back(with(make("train.seq_len", &t.seq_len, at_least(1)), Resume::Match));
     v.push_back(make("train.grad_accum", &t.grad_accum, at_least(1)));
+    v.push_back(make("train.global_batch", &t.global_batch, at_least(0)));
     v.push_back(make("train.steps", &t.steps, at_least(1)));
     v.push_back(make("train.stop_after", &t.stop_after, at_least(0)));
     v.push_back(make("train.lr", &t.lr, at_least(0)));
     v.push_back(make("train.min_lr", &t.min_lr, at_least(0)));
     v.push_back(make("train.warmup_steps", &t.warmup_steps, at_least(0)));
-    v.push_back(choice("train.schedule", enum_ref(&t.schedule), {"constant", "cosine"}));
+    v.push_back(
+        choice("train.schedule", enum_ref(&t.schedule), {"constant", "linear", "cosine", "wsd"}));
+    v.push_back(make("train.decay_fraction", &t.decay_fraction, closed(0, 1)));
     v.push_back(make("train.grad_clip", &t.grad_clip, at_least(0)));
     v.push_back(make("train.eval_every", &t.eval_every, at_least(0)));
     v.push_back(make("train.eval_batches", &t.eval_batches, at_least(1)));
@@ -279,6 +283,7 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("train.checkpoint_dir", &t.checkpoint_dir));
     v.push_back(make("train.keep_checkpoints", &t.keep_checkpoints, at_least(0)));
     v.push_back(with(make("train.resume", &t.resume), Resume::Never));
+    v.push_back(make("train.resume_convert_state", &t.resume_convert_state));
     v.push_back(make("train.metrics", &t.metrics));
     v.push_back(choice("train.dtype", enum_ref(&t.dtype), {"fp32", "bf16"}));
 
@@ -292,16 +297,20 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(with(make("optimizer.weight_decay", &o.weight_decay, at_least(0)), Resume::Match));
     v.push_back(with(make("optimizer.bias_correction", &o.bias_correction), Resume::Match));
     v.push_back(make("optimizer.threads", &o.threads, closed(0, kMaxThreads)));
+    v.push_back(
+        with(choice("optimizer.state_dtype", enum_ref(&o.state_dtype), {"fp32", "bf16", "auto"}),
+             Resume::Match));
 
     v.push_back(make("offload.enabled", &f.enabled));
     v.push_back(choice("offload.schedule", enum_ref(&f.schedule),
                        {"superoffload", "interleaved", "synchronous"}));
     v.push_back(make("offload.bucket_mb", &f.bucket_mb, above(0)));
-    v.push_back(make("offload.stv", &f.stv));
-    v.push_back(choice("offload.rollback", enum_ref(&f.rollback), {"exact", "inverse"}));
+    v.push_back(choice("offload.stv", enum_ref(&f.stv), {"false", "true", "auto"}));
+    v.push_back(choice("offload.rollback", enum_ref(&f.rollback), {"exact", "inverse", "auto"}));
     v.push_back(int_or_auto("offload.gpu_tail_buckets", &f.gpu_tail_buckets, at_least(0)));
-    v.push_back(choice("offload.cast", enum_ref(&f.cast), {"device", "host"}));
+    v.push_back(choice("offload.cast", enum_ref(&f.cast), {"device", "host", "auto"}));
     v.push_back(choice("offload.weights", enum_ref(&f.weights), {"stationary", "flow", "auto"}));
+    v.push_back(choice("offload.flow_grads", enum_ref(&f.flow_grads), {"device", "host", "auto"}));
     v.push_back(make("offload.prefetch_layers", &f.prefetch_layers, at_least(0)));
     v.push_back(int_or_auto("offload.interleave_k", &f.interleave_k, at_least(1)));
     v.push_back(make("offload.hardware", &f.hardware));

@@ -2,10 +2,13 @@
 // set (file:line or --set) and what would make the deck valid.
 #include "config/validate.h"
 
+#include "config/deck.h"
+
 #include <glob.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include <filesystem>
@@ -14,6 +17,7 @@
 
 #include "config/deck.h"
 #include "core/error.h"
+#include "core/strfmt.h"
 
 namespace sof::config {
 
@@ -265,7 +269,7 @@ void validate(const Config& cfg, const Origins& origins, const std::string& deck
     if (files) check_paths(c, cfg);
 }
 
-std::vector<std::string> warnings(const Config& cfg) {
+std::vector<std::string> deck_warnings(const Config& cfg) {
     std::vector<std::string> out;
     auto where = [&](const char* key) {
         auto it = cfg.origins.find(key);
@@ -284,11 +288,23 @@ std::vector<std::string> warnings(const Config& cfg) {
     warn(cfg.model.init_std > 1.0, "model.init_std", cfg.model.init_std, "about 0.02");
     warn(cfg.train.grad_clip > 1e6, "train.grad_clip", cfg.train.grad_clip,
          "0.5 to 10, or 0 for no clipping");
-    if (cfg.train.warmup_steps > cfg.train.steps)
-        out.push_back(core::strfmt("%strain.warmup_steps = %d is more than train.steps = %d: the "
-                                   "learning rate never reaches train.lr",
-                                   where("train.warmup_steps").c_str(), cfg.train.warmup_steps,
-                                   cfg.train.steps));
+    const TrainConfig& t = cfg.train;
+    if (t.warmup_steps > 0 && t.warmup_steps >= t.steps)
+        out.push_back(core::strfmt(
+            "%strain.warmup_steps = %d >= train.steps = %d: the whole run is warmup (the lr only "
+            "reaches train.lr = %g at step %d%s); lower train.warmup_steps (a few percent of "
+            "train.steps is usual) or raise train.steps",
+            where("train.warmup_steps").c_str(), t.warmup_steps, t.steps, t.lr, t.warmup_steps,
+            t.schedule != LrSchedule::Constant ? ", and the decay never starts" : ""));
+    if (t.schedule == LrSchedule::Constant && t.min_lr > 0)
+        out.push_back(core::strfmt("train.min_lr = %g has no effect with train.schedule = "
+                                   "constant; choose linear, cosine or wsd to decay to it",
+                                   t.min_lr));
+    if (t.schedule == LrSchedule::Wsd && t.decay_fraction > 0 &&
+        std::lround(static_cast<double>(t.decay_fraction) * t.steps) < 1)
+        out.push_back(core::strfmt("train.decay_fraction = %g of train.steps = %d is less than one "
+                                   "step: the wsd schedule never decays; raise it",
+                                   t.decay_fraction, t.steps));
     return out;
 }
 

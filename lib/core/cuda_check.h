@@ -3,7 +3,8 @@
 #pragma once
 
 // Only the macros live here: include the library's header (cuda_runtime.h, cublasLt.h, cudnn.h)
-// before using the matching macro. Header-only so core itself never links CUDA.
+// before using the matching macro. Header-only so core itself never links CUDA. SOF_CHECK_CUBLAS
+// names the status with cuBLASLt's functions: the kernels link libcublasLt only, not libcublas.
 #include "core/error.h"
 
 namespace sof::core {
@@ -34,8 +35,8 @@ namespace sof::core {
         const cublasStatus_t sof_s_ = (call);                                                      \
         if (sof_s_ != CUBLAS_STATUS_SUCCESS)                                                       \
             ::sof::core::throw_library_error("cuBLAS", __FILE__, __LINE__, #call,                  \
-                                             cublasGetStatusName(sof_s_),                          \
-                                             cublasGetStatusString(sof_s_));                       \
+                                             cublasLtGetStatusName(sof_s_),                        \
+                                             cublasLtGetStatusString(sof_s_));                     \
     } while (0)
 
 #define SOF_CHECK_CUDNN(call)                                                                      \

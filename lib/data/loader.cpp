@@ -5,11 +5,13 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <sstream>
 
 #include "core/error.h"
 #include "data/builtin.h"
+#include "data/masks.h"
 #include "data/rng.h"
 #include "data/shards.h"
 
@@ -45,16 +47,22 @@ template <typename T> void copy_batch(const T* src, int64_t n, int* inputs, int*
     }
 }
 
+// targets[i] = kIgnoreTarget where the mask of the target token (mask[i + 1]) is 0
+void apply_mask(const uint8_t* mask, int64_t n, int* targets) {
+    for (int64_t i = 0; i < n; i++)
+        if (mask[i + 1] == 0) targets[i] = kIgnoreTarget;
+}
+
 } // namespace
 
 std::string LoaderState::to_string() const {
     return core::strfmt("v1 epoch=%lld shard=%lld sample=%lld shards=%lld tokens=%lld bt=%lld "
-                        "world=%lld shuffle=%lld seed=%llu",
+                        "world=%lld shuffle=%lld seed=%llu accum=%lld",
                         static_cast<long long>(epoch), static_cast<long long>(shard),
                         static_cast<long long>(sample), static_cast<long long>(num_shards),
                         static_cast<long long>(num_tokens), static_cast<long long>(batch_tokens),
                         static_cast<long long>(world), static_cast<long long>(shuffle),
-                        static_cast<unsigned long long>(seed));
+                        static_cast<unsigned long long>(seed), static_cast<long long>(accum));
 }
 
 LoaderState LoaderState::from_string(const std::string& s) {
@@ -75,7 +83,7 @@ LoaderState LoaderState::from_string(const std::string& s) {
                       {"sample", &st.sample, false},     {"shards", &st.num_shards, false},
                       {"tokens", &st.num_tokens, false}, {"bt", &st.batch_tokens, false},
                       {"world", &st.world, false},       {"shuffle", &st.shuffle, false}};
-    bool seed_seen = false;
+    bool seed_seen = false, accum_seen = false;
     while (in >> word) {
         size_t eq = word.find('=');
         if (eq == std::string::npos)
@@ -91,6 +99,15 @@ LoaderState LoaderState::from_string(const std::string& s) {
                 SOF_FAIL(Format, "loader state '%s': seed = '%s' is not an unsigned integer",
                          s.c_str(), val.c_str());
             st.seed = v;
+            continue;
+        }
+        if (key == "accum") { // optional: states of older versions have none (= 1)
+            if (accum_seen) SOF_FAIL(Format, "loader state '%s': accum given twice", s.c_str());
+            accum_seen = true;
+            st.accum = parse_int(s, key, val);
+            if (st.accum < 0)
+                SOF_FAIL(Format, "loader state '%s': accum = %lld is negative", s.c_str(),
+                         static_cast<long long>(st.accum));
             continue;
         }
         bool known = false;
@@ -112,10 +129,10 @@ LoaderState LoaderState::from_string(const std::string& s) {
 }
 
 DataLoader::DataLoader(const config::DataConfig& cfg, Split split, int vocab_size, int B, int T,
-                       int rank, int world)
+                       int rank, int world, int accum)
     : source_(split == Split::Train ? cfg.train : cfg.val),
       key_(split == Split::Train ? "data.train" : "data.val"), vocab_(vocab_size), B_(B), T_(T),
-      rank_(rank), world_(world), shuffle_(split == Split::Train && cfg.shuffle),
+      rank_(rank), world_(world), accum_(accum), shuffle_(split == Split::Train && cfg.shuffle),
       seed_(shuffle_ ? cfg.seed : 0) {
     if (B < 1 || T < 1)
         SOF_FAIL(Config, "data loader: batch_size (%d) and seq_len (%d) must be >= 1", B, T);
@@ -123,16 +140,23 @@ DataLoader::DataLoader(const config::DataConfig& cfg, Split split, int vocab_siz
         SOF_FAIL(Internal, "data loader: rank %d is not in a world of %d ranks", rank, world);
     if (vocab_size < 1)
         SOF_FAIL(Config, "data loader: model.vocab_size = %d; it must be >= 1", vocab_size);
-    const int64_t stride = static_cast<int64_t>(world) * B * T; // tokens per global batch
+    if (accum < 1)
+        SOF_FAIL(Internal, "data loader: %d micro-batches per step; it must be >= 1", accum);
+    // tokens per global batch (one optimizer step over all ranks)
+    const int64_t stride = static_cast<int64_t>(accum) * world * B * T;
+    const std::string batch_text =
+        accum > 1 ? core::strfmt("%d micro-batch(es) x batch_size %d x seq_len %d x %d rank(s)",
+                                 accum, B, T, world)
+                  : core::strfmt("batch_size %d x seq_len %d x %d rank(s)", B, T, world);
     if (source_ == "builtin") {
         const uint64_t bseed = cfg.builtin.seed;
         const int64_t n = split == Split::Train ? cfg.builtin.train_tokens : cfg.builtin.val_tokens;
         const char* nkey = split == Split::Train ? "train_tokens" : "val_tokens";
         if (n < stride + 1)
             SOF_FAIL(Config,
-                     "data.builtin.%s = %lld is too small: one batch needs batch_size %d x "
-                     "seq_len %d x %d rank(s) + 1 = %lld tokens; raise data.builtin.%s",
-                     nkey, static_cast<long long>(n), B, T, world,
+                     "data.builtin.%s = %lld is too small: one batch needs %s + 1 = %lld tokens; "
+                     "raise data.builtin.%s",
+                     nkey, static_cast<long long>(n), batch_text.c_str(),
                      static_cast<long long>(stride + 1), nkey);
         if (vocab_size > config::kMaxBuiltinVocab)
             SOF_FAIL(Config,
@@ -148,15 +172,44 @@ DataLoader::DataLoader(const config::DataConfig& cfg, Split split, int vocab_siz
         loaded_shard_ = 0;
         shards_.push_back({"", n, (n - 1) / stride});
     } else {
-        for (const std::string& path : expand_glob(source_, key_)) {
+        std::vector<std::string> paths;
+        for (const std::string& path : expand_glob(source_, key_))
+            if (!(path.size() > 5 && path.compare(path.size() - 5, 5, ".mask") == 0))
+                paths.push_back(path); // loss masks travel with their shards
+        if (paths.empty())
+            SOF_FAIL(Config, "%s = '%s' matches only loss-mask files (*.mask), no token shard",
+                     key_.c_str(), source_.c_str());
+        std::vector<std::string> with_mask, without_mask;
+        for (const std::string& path : paths) {
+            std::error_code ec;
+            (std::filesystem::exists(mask_path(path), ec) ? with_mask : without_mask)
+                .push_back(path);
+        }
+        if (cfg.loss_mask == "require" && !without_mask.empty())
+            SOF_FAIL(Config,
+                     "data.loss_mask = require but token shard %s (%s) has no loss mask %s (%zu of "
+                     "%zu shards have none); write shards with masks (scripts/prepare_data.py "
+                     "--chat) or set data.loss_mask: ignore",
+                     without_mask[0].c_str(), key_.c_str(), mask_path(without_mask[0]).c_str(),
+                     without_mask.size(), paths.size());
+        if (cfg.loss_mask == "auto" && !with_mask.empty() && !without_mask.empty())
+            SOF_FAIL(
+                Config,
+                "%s: %zu token shard(s) have a loss mask (e.g. %s) and %zu have none (e.g. "
+                "%s): with data.loss_mask = auto either all shards of a split have one or "
+                "none; re-create the data, or set data.loss_mask: ignore to train on every target",
+                key_.c_str(), with_mask.size(), mask_path(with_mask[0]).c_str(),
+                without_mask.size(), without_mask[0].c_str());
+        masked_ = cfg.loss_mask != "ignore" && !with_mask.empty();
+        for (const std::string& path : paths) {
             const int64_t n = read_shard(path, vocab_size, nullptr).num_tokens;
             if (n < stride + 1)
                 SOF_FAIL(Config,
-                         "token shard %s (%s) has %lld tokens but one batch needs batch_size %d "
-                         "x seq_len %d x %d rank(s) + 1 = %lld; use larger shards or a smaller "
-                         "batch_size/seq_len",
-                         path.c_str(), key_.c_str(), static_cast<long long>(n), B, T, world,
+                         "token shard %s (%s) has %lld tokens but one batch needs %s + 1 = %lld; "
+                         "use larger shards or a smaller batch_size/seq_len",
+                         path.c_str(), key_.c_str(), static_cast<long long>(n), batch_text.c_str(),
                          static_cast<long long>(stride + 1));
+            if (masked_) read_mask(mask_path(path), n, nullptr);
             shards_.push_back({path, n, (n - 1) / stride});
         }
     }
@@ -168,6 +221,7 @@ DataLoader::DataLoader(const config::DataConfig& cfg, Split split, int vocab_siz
     pos_.num_tokens = num_tokens_;
     pos_.batch_tokens = static_cast<int64_t>(B) * T;
     pos_.world = world;
+    pos_.accum = accum;
     pos_.shuffle = shuffle_ ? 1 : 0;
     pos_.seed = seed_;
     prepare();
@@ -199,6 +253,7 @@ void DataLoader::prepare() {
             SOF_FAIL(Io, "token shard %s changed while training: %lld tokens, was %lld",
                      sh.path.c_str(), static_cast<long long>(n),
                      static_cast<long long>(sh.num_tokens));
+        if (masked_) read_mask(mask_path(sh.path), n, &mask_);
         loaded_shard_ = id;
     }
 }
@@ -208,11 +263,15 @@ void DataLoader::next(int* inputs, int* targets) {
     const Shard& sh = shards_[static_cast<size_t>(id)];
     const int64_t g = shuffle_ ? sample_order_[static_cast<size_t>(pos_.sample)] : pos_.sample;
     const int64_t bt = static_cast<int64_t>(B_) * T_;
-    const int64_t offset = g * world_ * bt + static_cast<int64_t>(rank_) * bt;
+    const int64_t offset =
+        g * accum_ * world_ * bt + (static_cast<int64_t>(micro_) * world_ + rank_) * bt;
     if (tokens_.token_bytes == 2)
         copy_batch(tokens_.u16.data() + offset, bt, inputs, targets);
     else
         copy_batch(tokens_.u32.data() + offset, bt, inputs, targets);
+    if (masked_) apply_mask(mask_.data() + offset, bt, targets);
+    if (++micro_ < accum_) return; // the same global batch goes on
+    micro_ = 0;
     pos_.sample++;
     if (pos_.sample >= sh.num_samples) {
         pos_.sample = 0;
@@ -227,6 +286,7 @@ void DataLoader::next(int* inputs, int* targets) {
 
 void DataLoader::reset() {
     pos_.epoch = pos_.shard = pos_.sample = 0;
+    micro_ = 0;
     prepare();
 }
 
@@ -239,14 +299,16 @@ void DataLoader::restore(const LoaderState& s) {
     auto differs = [](int64_t saved, int64_t mine) { return saved != 0 && saved != mine; };
     // the position is a global batch index: another rank count resumes it when the global batch
     // (ranks x batch_size x seq_len) is the same
-    const int64_t saved_global = s.batch_tokens * (s.world != 0 ? s.world : me.world);
+    const int64_t saved_global =
+        s.batch_tokens * (s.world != 0 ? s.world : me.world) * (s.accum != 0 ? s.accum : 1);
     if (differs(s.num_shards, me.num_shards) || differs(s.num_tokens, me.num_tokens) ||
-        differs(saved_global, me.batch_tokens * me.world) ||
+        differs(saved_global, me.batch_tokens * me.world * me.accum) ||
         (s.num_shards != 0 && (s.shuffle != me.shuffle || s.seed != me.seed)))
         SOF_FAIL(Config,
                  "%s: the saved data position (%s) was made for different data or batch "
                  "geometry than this run (%s): resume with the same data, global batch (data-"
-                 "parallel ranks x train.batch_size x train.seq_len) and data.shuffle/data.seed",
+                 "parallel ranks x train.batch_size x train.grad_accum x train.seq_len; "
+                 "train.global_batch keeps it at any rank count) and data.shuffle/data.seed",
                  key_.c_str(), s.to_string().c_str(), me.to_string().c_str());
     if (s.shard >= me.num_shards || s.sample >= shards_[static_cast<size_t>(s.shard)].num_samples)
         SOF_FAIL(Config, "%s: the saved data position (%s) is outside the data (%lld shards)",
@@ -254,6 +316,7 @@ void DataLoader::restore(const LoaderState& s) {
     pos_.epoch = s.epoch;
     pos_.shard = s.shard;
     pos_.sample = s.sample;
+    micro_ = 0;
     prepare();
 }
 
@@ -265,10 +328,11 @@ std::string DataLoader::describe() const {
     else
         src = "'" + source_ + "'";
     return core::strfmt(
-        "%s: %zu shard(s), %lld tokens, %lld batches of %dx%d per epoch "
+        "%s: %zu shard(s)%s, %lld tokens, %lld batches of %s%dx%d per epoch "
         "(rank %d of %d), %s",
-        src.c_str(), shards_.size(), static_cast<long long>(num_tokens_),
-        static_cast<long long>(batches_per_epoch_), B_, T_, rank_, world_,
+        src.c_str(), shards_.size(), masked_ ? " with loss masks" : "",
+        static_cast<long long>(num_tokens_), static_cast<long long>(batches_per_epoch_),
+        accum_ > 1 ? core::strfmt("%d x ", accum_).c_str() : "", B_, T_, rank_, world_,
         shuffle_
             ? core::strfmt("shuffled (seed %llu)", static_cast<unsigned long long>(seed_)).c_str()
             : "sequential");

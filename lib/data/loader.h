@@ -14,6 +14,9 @@ namespace sof::data {
 
 enum class Split { Train, Val };
 
+// A target the loss ignores (a masked position): loss 0, gradient 0, not counted in the mean.
+constexpr int kIgnoreTarget = -1;
+
 // Where the loader stands: the position of the NEXT batch plus the geometry that position refers
 // to. Positions are indexes, not RNG states: the shuffled orders are pure functions of
 // (seed, epoch, shard), so this is all restore() needs. Geometry fields equal to 0 mean
@@ -27,11 +30,14 @@ struct LoaderState {
     int64_t num_tokens = 0;   // all shards together
     int64_t batch_tokens = 0; // B*T per rank
     int64_t world = 0;        // ranks striding over the data
+    int64_t accum = 0;        // micro-batches per optimizer step (0 in states of older versions:
+                              // read as 1)
     int64_t shuffle = 0;      // 1 = shuffled order
     uint64_t seed = 0;        // shuffle seed (0 when not shuffled)
 
     // One line, e.g. "v1 epoch=0 shard=1 sample=17 shards=3 tokens=30000 bt=64 world=1
-    // shuffle=1 seed=1337". from_string throws core::Error (Format) naming what is wrong.
+    // shuffle=1 seed=1337 accum=2" (accum may be absent: 1). from_string throws core::Error
+    // (Format) naming what is wrong.
     std::string to_string() const;
     static LoaderState from_string(const std::string& s);
     bool operator==(const LoaderState&) const = default;
@@ -42,19 +48,25 @@ class MarkovChain;
 class DataLoader {
   public:
     // cfg.train / cfg.val: "builtin" or a glob of llm.c shards (sorted, relative to the working
-    // directory), uint16 or uint32 per shard (its header says which). Every shard is validated
-    // here (header, size, every token id < vocab_size, at least world*B*T+1 tokens). The
-    // built-in corpus needs vocab_size <= 65536. The validation split is always sequential.
+    // directory; names ending in ".mask" are loss masks, not shards), uint16 or uint32 per shard
+    // (its header says which). Every shard is validated here (header, size, every token id <
+    // vocab_size, at least accum*world*B*T+1 tokens), and its loss mask (<shard>.mask) when
+    // cfg.loss_mask says to use masks. The built-in corpus needs vocab_size <= 65536. The
+    // validation split is always sequential. accum: micro-batches per optimizer step: the unit
+    // of order (and of shuffling) is the step's global batch of accum*world*B sequences, so the
+    // same step reads the same sequences at any (world, accum) with the same product.
     DataLoader(const config::DataConfig& cfg, Split split, int vocab_size, int B, int T, int rank,
-               int world);
+               int world, int accum = 1);
     ~DataLoader();
     DataLoader(const DataLoader&) = delete;
     DataLoader& operator=(const DataLoader&) = delete;
 
-    // The next batch: inputs (B*T) and targets (B*T) = the same B*T+1 consecutive tokens shifted
-    // by one. Rank r of W reads global batch g at token offset g*W*B*T + r*B*T of its shard.
+    // The next micro-batch: inputs (B*T) and targets (B*T) = the same B*T+1 consecutive tokens
+    // shifted by one; with loss masks, a target whose mask byte is 0 is kIgnoreTarget. Micro-batch
+    // m of global batch g is read by rank r at token offset g*A*W*B*T + (m*W + r)*B*T (A = accum).
     void next(int* inputs, int* targets);
-    void reset(); // back to the first batch of epoch 0
+    bool has_masks() const { return masked_; } // targets may be kIgnoreTarget
+    void reset();                              // back to the first batch of epoch 0
     LoaderState state() const;
     void restore(const LoaderState& s); // Config error if the geometry does not match
     std::string describe() const;       // source, #shards, #tokens, batches per epoch
@@ -65,15 +77,17 @@ class DataLoader {
     struct Shard {
         std::string path;    // "" for the built-in corpus
         int64_t num_tokens;  // tokens in the shard
-        int64_t num_samples; // batches it yields per epoch: (num_tokens - 1) / (W*B*T)
+        int64_t num_samples; // batches it yields per epoch: (num_tokens - 1) / (A*W*B*T)
     };
     void prepare();                        // make orders and the token buffer match pos_
     int64_t shard_id(int64_t index) const; // shard at this position of the epoch's order
 
     std::string source_; // "builtin" or the glob
     std::string key_;    // "data.train" / "data.val"
-    int vocab_, B_, T_, rank_, world_;
+    int vocab_, B_, T_, rank_, world_, accum_;
+    int micro_ = 0; // next micro-batch of the current global batch (0..accum-1)
     bool shuffle_;
+    bool masked_ = false;
     uint64_t seed_;
     std::vector<Shard> shards_;
     int64_t num_tokens_ = 0, batches_per_epoch_ = 0;
@@ -84,7 +98,8 @@ class DataLoader {
     int64_t order_epoch_ = -1;
     std::vector<int64_t> sample_order_; // (num_samples of the current shard); empty = sequential
     int64_t sample_epoch_ = -1, sample_shard_ = -1;
-    ShardTokens tokens_; // (num_tokens) of loaded_shard_, uint16 or uint32 as stored
+    ShardTokens tokens_;        // (num_tokens) of loaded_shard_, uint16 or uint32 as stored
+    std::vector<uint8_t> mask_; // (num_tokens) of loaded_shard_ when masked_: 1 = counted target
     int64_t loaded_shard_ = -1;
 };
 

@@ -1,5 +1,5 @@
 // CUDA device (see cuda_device.h): cudaMalloc/cudaHostAlloc memory with accounting, non-blocking
-// streams, events, async copies, host tasks via cudaLaunchHostFunc, grad_prep and cast kernels.
+// streams, events, async copies, host tasks via cudaLaunchHostFunc, kernel ops via launch().
 #include "device/cuda_device.h"
 
 #include <cuda_runtime.h>
@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "config/config.h"
-#include "core/dtype.h"
 #include "core/error.h"
 #include "core/strfmt.h"
 #include "core/trace.h"
@@ -22,10 +21,6 @@ namespace sof::device {
 namespace {
 
 constexpr size_t kAlign = 256;
-constexpr int kThreads = 256;
-// Elements of one statistics piece staged in shared memory per round of grad_prep.
-constexpr int kStage = 2048;
-
 size_t round_up(size_t n) {
     return n == 0 ? kAlign : (n + kAlign - 1) / kAlign * kAlign;
 }
@@ -35,119 +30,6 @@ void check(cudaError_t e, int ordinal, const char* what) {
         cudaGetLastError(); // clear the sticky-free error state of this thread
         SOF_FAIL(Runtime, "CUDA device %d: %s failed: %s (%s)", ordinal, what, cudaGetErrorName(e),
                  cudaGetErrorString(e));
-    }
-}
-
-// ---- kernels ----
-
-// core::f32_to_bf16 / bf16_to_f32 (core/dtype.h): the tree's one rounding, on the device too.
-__device__ __forceinline__ uint16_t dev_f32_to_bf16(float f) {
-    return core::f32_to_bf16(f);
-}
-__device__ __forceinline__ float dev_bf16_to_f32(uint16_t h) {
-    return core::bf16_to_f32(h);
-}
-
-// Scales (and rounds to bf16) the stage `st` of the piece [a, b) into buf as fp64 squares; threads
-// first, first + step, ... of the block share the work. Sets *bad for a non-finite g'.
-__device__ __forceinline__ void stage_in(const float* grad, int64_t a, int64_t b, int64_t st,
-                                         float scale, uint16_t* bf16_out, double* buf, int first,
-                                         int step, int* bad) {
-    int64_t base = a + st * kStage;
-    int len = static_cast<int>(b - base < kStage ? b - base : kStage);
-    for (int j = first; j < len; j += step) {
-        float x = __fmul_rn(grad[base + j], scale);
-        if (bf16_out) {
-            uint16_t h = dev_f32_to_bf16(x);
-            bf16_out[base + j] = h;
-            x = dev_bf16_to_f32(h);
-        }
-        if (!isfinite(x)) *bad = 1;
-        double d = static_cast<double>(x);
-        buf[j] = __dmul_rn(d, d);
-    }
-}
-
-// One block per piece (grid-striding over pieces). The piece is staged kStage elements at a time
-// into two shared buffers: while threads 0..3 each add their lane (element index % 4) of one
-// stage in index order, warps 1.. scale the next stage into the other buffer. Same order and
-// rounding as device::piece_stats on the host (explicit _rn intrinsics: no FMA), so the sums are
-// bitwise equal to the host device's. The lane sums are a serial chain: a piece of 65536
-// elements takes ~16K dependent adds whatever the GPU (see docs/performance.md).
-__global__ void grad_prep_kernel(const float* grad, const int64_t* bounds, int64_t npieces,
-                                 float scale, GradStats* stats, uint16_t* bf16_out) {
-    __shared__ double sq[2][kStage]; // (2, kStage) squares of two staged stages
-    __shared__ double lanes[4];
-    __shared__ int bad;
-    const int tid = static_cast<int>(threadIdx.x);
-    for (int64_t pc = blockIdx.x; pc < npieces; pc += gridDim.x) {
-        int64_t a = bounds[pc], b = bounds[pc + 1];
-        int64_t nst = (b - a + kStage - 1) / kStage;
-        if (tid == 0) bad = 0;
-        double acc = 0.0;
-        int my_bad = 0;
-        if (nst > 0) stage_in(grad, a, b, 0, scale, bf16_out, sq[0], tid, blockDim.x, &my_bad);
-        __syncthreads();
-        for (int64_t st = 0; st < nst; st++) {
-            if (tid >= 32) {
-                if (st + 1 < nst)
-                    stage_in(grad, a, b, st + 1, scale, bf16_out, sq[(st + 1) & 1], tid - 32,
-                             static_cast<int>(blockDim.x) - 32, &my_bad);
-            } else if (tid < 4) {
-                const double* cur = sq[st & 1];
-                int64_t rest = b - (a + st * kStage);
-                int len = static_cast<int>(rest < kStage ? rest : kStage);
-                int j = tid;
-                for (; j + 28 < len; j += 32) { // 8 independent loads, then 8 ordered adds
-                    double x[8];
-#pragma unroll
-                    for (int u = 0; u < 8; u++)
-                        x[u] = cur[j + 4 * u];
-#pragma unroll
-                    for (int u = 0; u < 8; u++)
-                        acc = __dadd_rn(acc, x[u]);
-                }
-                for (; j < len; j += 4)
-                    acc = __dadd_rn(acc, cur[j]);
-            }
-            __syncthreads();
-        }
-        if (my_bad) atomicOr(&bad, 1);
-        if (tid < 4) lanes[tid] = acc;
-        __syncthreads();
-        if (tid == 0) {
-            GradStats r;
-            r.sumsq = __dadd_rn(__dadd_rn(lanes[0], lanes[1]), __dadd_rn(lanes[2], lanes[3]));
-            r.nonfinite = bad;
-            r.reserved = 0;
-            stats[pc] = r;
-        }
-        __syncthreads();
-    }
-}
-
-__global__ void cast_f32_to_bf16_kernel(const float* src, uint16_t* dst, size_t n) {
-    size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-        dst[i] = dev_f32_to_bf16(src[i]);
-}
-
-__global__ void cast_bf16_to_f32_kernel(const uint16_t* src, float* dst, size_t n) {
-    size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-        dst[i] = dev_bf16_to_f32(src[i]);
-}
-
-// Rank-order sum of nchunks chunks (see Device::sum_chunks): one thread per element, the same
-// additions in the same order as the host loop, so the result is bitwise the host's.
-__global__ void sum_chunks_kernel(const float* chunks, int nchunks, size_t n, float* out) {
-    size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-         i += stride) {
-        float a = chunks[i];
-        for (int q = 1; q < nchunks; q++)
-            a = __fadd_rn(a, chunks[static_cast<size_t>(q) * n + i]);
-        out[i] = a;
     }
 }
 
@@ -271,15 +153,6 @@ void CUDART_CB run_host_task(void* arg) {
     delete t;
 }
 
-// Keeps host data alive until the stream has consumed it (deleted by a host function).
-struct Keepalive {
-    std::vector<int64_t> bounds;
-};
-
-void CUDART_CB drop_keepalive(void* arg) {
-    delete static_cast<Keepalive*>(arg);
-}
-
 CudaStream& cuda_stream(Stream& s) {
     return static_cast<CudaStream&>(s);
 }
@@ -343,15 +216,18 @@ class CudaDevice : public Device {
     }
     void host_task(Stream& s, std::function<void()> fn, const std::string& name) override;
 
-    void grad_prep(const float* grad, size_t n, std::vector<int64_t> bounds, float scale,
-                   GradStats* stats, uint16_t* bf16_out, Stream& s) override;
-    void cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s) override;
-    void cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Stream& s) override;
-    void sum_chunks(const float* chunks, int nchunks, size_t n, float* out, Stream& s) override;
+    void launch(Stream& s, const std::string& name,
+                std::function<void(const kernels::Exec&)> op) override {
+        (void)name;
+        set_device();
+        kernels::Exec ex;
+        ex.backend = kernels::Backend::Cuda;
+        ex.stream = s.native();
+        op(ex);
+    }
 
   private:
     void set_device() const { check(cudaSetDevice(ordinal_), ordinal_, "cudaSetDevice"); }
-    int grid_for(size_t n) const;
 
     int ordinal_;
     core::Trace* trace_;
@@ -502,64 +378,6 @@ void CudaDevice::host_task(Stream& s, std::function<void()> fn, const std::strin
     cudaError_t e = cudaLaunchHostFunc(cs.handle(), run_host_task, t);
     if (e != cudaSuccess) delete t;
     check(e, ordinal_, "cudaLaunchHostFunc");
-}
-
-int CudaDevice::grid_for(size_t n) const {
-    size_t blocks = (n + kThreads - 1) / kThreads;
-    size_t cap = static_cast<size_t>(sms_) * 8;
-    return static_cast<int>(blocks < cap ? (blocks > 0 ? blocks : 1) : cap);
-}
-
-void CudaDevice::grad_prep(const float* grad, size_t n, std::vector<int64_t> bounds, float scale,
-                           GradStats* stats, uint16_t* bf16_out, Stream& s) {
-    SOF_CHECK(bounds.size() >= 2 && bounds.front() == 0 && bounds.back() == static_cast<int64_t>(n),
-              "grad_prep: piece bounds must run from 0 to n=%zu", n);
-    for (size_t i = 0; i + 1 < bounds.size(); i++)
-        SOF_CHECK(bounds[i] <= bounds[i + 1], "grad_prep: piece bounds must ascend (at %zu)", i);
-    cudaStream_t st = cuda_stream(s).handle();
-    int64_t npieces = static_cast<int64_t>(bounds.size()) - 1;
-    size_t bytes = bounds.size() * sizeof(int64_t);
-    set_device();
-    auto* keep = new Keepalive{std::move(bounds)};
-    int64_t* dbounds = nullptr;
-    cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&dbounds), bytes, st);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(dbounds, keep->bounds.data(), bytes, cudaMemcpyHostToDevice, st);
-    if (e != cudaSuccess) {
-        cudaStreamSynchronize(st);
-        delete keep;
-        if (dbounds) cudaFree(dbounds);
-        check(e, ordinal_, "grad_prep: staging the piece bounds");
-    }
-    check(cudaLaunchHostFunc(st, drop_keepalive, keep), ordinal_, "cudaLaunchHostFunc");
-    int64_t cap = static_cast<int64_t>(sms_) * 16;
-    int grid = static_cast<int>(npieces < cap ? npieces : cap);
-    if (grid > 0)
-        grad_prep_kernel<<<grid, kThreads, 0, st>>>(grad, dbounds, npieces, scale, stats, bf16_out);
-    check(cudaGetLastError(), ordinal_, "grad_prep kernel launch");
-    check(cudaFreeAsync(dbounds, st), ordinal_, "cudaFreeAsync");
-}
-
-void CudaDevice::cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s) {
-    if (n == 0) return;
-    set_device();
-    cast_f32_to_bf16_kernel<<<grid_for(n), kThreads, 0, cuda_stream(s).handle()>>>(src, dst, n);
-    check(cudaGetLastError(), ordinal_, "cast_f32_to_bf16 kernel launch");
-}
-
-void CudaDevice::cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Stream& s) {
-    if (n == 0) return;
-    set_device();
-    cast_bf16_to_f32_kernel<<<grid_for(n), kThreads, 0, cuda_stream(s).handle()>>>(src, dst, n);
-    check(cudaGetLastError(), ordinal_, "cast_bf16_to_f32 kernel launch");
-}
-
-void CudaDevice::sum_chunks(const float* chunks, int nchunks, size_t n, float* out, Stream& s) {
-    if (n == 0) return;
-    set_device();
-    sum_chunks_kernel<<<grid_for(n), kThreads, 0, cuda_stream(s).handle()>>>(chunks, nchunks, n,
-                                                                             out);
-    check(cudaGetLastError(), ordinal_, "sum_chunks kernel launch");
 }
 
 } // namespace

@@ -1,5 +1,5 @@
 // The CUDA device: device.h on an NVIDIA GPU (cudaMalloc memory with capacity accounting,
-// cudaHostAlloc pinned memory, streams, events, async copies, host tasks, grad_prep/cast kernels).
+// cudaHostAlloc pinned memory, streams, events, async copies, host tasks, kernel launches).
 #pragma once
 
 #include <memory>

@@ -1,11 +1,13 @@
-// Device factory and small helpers: picks the host or CUDA device from the deck's device section.
-// The CUDA device (cuda_device.h, written against device.h) is linked only in CUDA builds.
+// Device factory, small helpers and the device ops that run kernels through launch(): picks the
+// host or CUDA device from the deck's device section (CUDA device: linked only in CUDA builds).
 #include "device/device.h"
 
 #include "config/config.h"
 #include "core/error.h"
 #include "core/strfmt.h"
 #include "device/host_device.h"
+#include "kernels/cast.h"
+#include "kernels/grad_stats.h"
 
 #if defined(SOF_HAVE_CUDA) && __has_include("device/cuda_device.h")
 #include "device/cuda_device.h"
@@ -24,6 +26,31 @@ std::string format_bytes(double b) {
     if (b >= double(1ull << 20)) return core::strfmt("%.2f MiB", b / double(1ull << 20));
     if (b >= 1024.0) return core::strfmt("%.2f KiB", b / 1024.0);
     return core::strfmt("%.0f B", b);
+}
+
+void Device::grad_prep(const float* grad, size_t n, std::vector<int64_t> bounds, float scale,
+                       GradStats* stats, uint16_t* bf16_out, Stream& s) {
+    kernels::check_piece_bounds(bounds, n); // here, not later on the stream
+    launch(s, core::strfmt("grad prep %s", format_bytes(4.0 * static_cast<double>(n)).c_str()),
+           [grad, n, bounds = std::move(bounds), scale, stats, bf16_out](const kernels::Exec& ex) {
+               kernels::grad_prep(ex, grad, n, bounds, scale, stats, bf16_out);
+           });
+}
+
+void Device::cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s) {
+    launch(s, "cast fp32->bf16",
+           [src, dst, n](const kernels::Exec& ex) { kernels::cast_f32_to_bf16(ex, src, dst, n); });
+}
+
+void Device::cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Stream& s) {
+    launch(s, "cast bf16->fp32",
+           [src, dst, n](const kernels::Exec& ex) { kernels::cast_bf16_to_f32(ex, src, dst, n); });
+}
+
+void Device::sum_chunks(const float* chunks, int nchunks, size_t n, float* out, Stream& s) {
+    launch(s, "sum chunks", [chunks, nchunks, n, out](const kernels::Exec& ex) {
+        kernels::sum_chunks(ex, chunks, nchunks, n, out);
+    });
 }
 
 std::unique_ptr<Device> make_device(const config::DeviceConfig& cfg, int local_rank,

@@ -1,7 +1,7 @@
 // The accelerator interface, shaped after CUDA: device memory with capacity accounting, pinned
-// host memory, streams (ordered queues), events, async copies, host work on a stream, and the few
-// device ops the offload engine needs. Implementations: host (host_device.cpp), cuda
-// (cuda_device.h).
+// host memory, streams (ordered queues), events, async copies, host work on a stream, and kernel
+// launches on a stream (the ops live in lib/kernels). Implementations: host (host_device.cpp),
+// cuda (cuda_device.h).
 #pragma once
 
 #include <cstddef>
@@ -10,6 +10,9 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "kernels/exec.h"
+#include "kernels/grad_stats.h"
 
 namespace sof::config {
 struct DeviceConfig;
@@ -45,12 +48,8 @@ class Event {
 
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 
-// Result of grad_prep for one piece, written into device memory (16 bytes).
-struct GradStats {
-    double sumsq;      // sum over the piece of (scale*g)^2, fp64, fixed accumulation order
-    int32_t nonfinite; // 1 if any scale*g is NaN or +-Inf
-    int32_t reserved;
-};
+// Result of grad_prep for one piece, written into device memory (16 bytes; kernels/grad_stats.h).
+using GradStats = kernels::GradStats;
 
 class Device {
   public:
@@ -92,22 +91,31 @@ class Device {
     // by fn are kept and rethrown by the next synchronize() of that stream or of the device.
     virtual void host_task(Stream& s, std::function<void()> fn, const std::string& name) = 0;
 
-    // --- device ops (asynchronous on s) -------------------------------------------------------
+    // Runs a kernel op on the stream: op gets the Exec of this device for s. Host device: op runs
+    // on the stream's worker thread with the CPU Exec once the earlier work is done (a host task;
+    // its exceptions surface at the next synchronize, as host_task's do). CUDA device: sets the
+    // device and calls op at once on the calling thread with Exec{Cuda, s.native()} (op enqueues
+    // its kernels on the stream; errors throw here). Exec::blas is null: matmul needs the
+    // caller's kernels::cuda::Blas for the stream.
+    virtual void launch(Stream& s, const std::string& name,
+                        std::function<void(const kernels::Exec&)> op) = 0;
+
+    // --- device ops: the kernels of kernels/grad_stats.h and kernels/cast.h through launch() --
     // Fused gradient preparation over grad (n fp32, device): for each piece i covering
     // [bounds[i], bounds[i+1]) (bounds: npieces+1 ascending offsets, bounds[0] = 0,
-    // bounds.back() = n) writes stats[i] (device, npieces) = sum of squares of g' and a
-    // non-finite flag, where g' = scale*g, rounded to bf16 when bf16_out is non-null; g' is
-    // written to bf16_out (device, n) when given. Sums are fp64 in a fixed order (see
-    // grad_stats.h) so results do not depend on timing or threads.
-    virtual void grad_prep(const float* grad, size_t n, std::vector<int64_t> bounds, float scale,
-                           GradStats* stats, uint16_t* bf16_out, Stream& s) = 0;
+    // bounds.back() = n; checked here, throws Internal) writes stats[i] (device, npieces) = sum
+    // of squares of g' and a non-finite flag, where g' = scale*g, rounded to bf16 when bf16_out
+    // is non-null; g' is written to bf16_out (device, n) when given. Sums are fp64 in a fixed
+    // order (kernels::piece_stats) so results do not depend on timing, threads or the device.
+    void grad_prep(const float* grad, size_t n, std::vector<int64_t> bounds, float scale,
+                   GradStats* stats, uint16_t* bf16_out, Stream& s);
     // Round-to-nearest-even casts (NaN kept), device buffers of n elements.
-    virtual void cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s) = 0;
-    virtual void cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Stream& s) = 0;
+    void cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s);
+    void cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Stream& s);
     // out[i] = (((chunks[0][i] + chunks[1][i]) + chunks[2][i]) + ...) over `nchunks` consecutive
     // chunks of n elements (chunks: nchunks*n, device): the rank-order sum of a reduce-scatter,
     // bitwise the same as comm::Group's host sum. out may alias chunks (the first chunk).
-    virtual void sum_chunks(const float* chunks, int nchunks, size_t n, float* out, Stream& s) = 0;
+    void sum_chunks(const float* chunks, int nchunks, size_t n, float* out, Stream& s);
 };
 
 // Creates the device chosen by cfg.type (auto: cuda when built with CUDA and a GPU is visible,

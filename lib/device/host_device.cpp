@@ -14,7 +14,6 @@
 #include "core/job_queue.h"
 #include "core/strfmt.h"
 #include "core/trace.h"
-#include "device/grad_stats.h"
 
 namespace sof::device {
 
@@ -252,49 +251,10 @@ void HostDevice::host_task(Stream& s, std::function<void()> fn, const std::strin
     host_stream(s).push(std::move(fn), name);
 }
 
-void HostDevice::grad_prep(const float* grad, size_t n, std::vector<int64_t> bounds, float scale,
-                           GradStats* stats, uint16_t* bf16_out, Stream& s) {
-    SOF_CHECK(bounds.size() >= 2 && bounds.front() == 0 && bounds.back() == static_cast<int64_t>(n),
-              "grad_prep: piece bounds must run from 0 to n=%zu", n);
-    host_stream(s).push(
-        [grad, bounds = std::move(bounds), scale, stats, bf16_out] {
-            for (size_t i = 0; i + 1 < bounds.size(); i++) {
-                size_t a = static_cast<size_t>(bounds[i]), b = static_cast<size_t>(bounds[i + 1]);
-                stats[i] = piece_stats(grad + a, b - a, scale, bf16_out ? bf16_out + a : nullptr);
-            }
-        },
-        core::strfmt("grad prep %s", format_bytes(4.0 * static_cast<double>(n)).c_str()));
-}
-
-void HostDevice::cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s) {
-    host_stream(s).push(
-        [src, dst, n] {
-            for (size_t i = 0; i < n; i++)
-                dst[i] = core::f32_to_bf16(src[i]);
-        },
-        "cast fp32->bf16");
-}
-
-void HostDevice::cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Stream& s) {
-    host_stream(s).push(
-        [src, dst, n] {
-            for (size_t i = 0; i < n; i++)
-                dst[i] = core::bf16_to_f32(src[i]);
-        },
-        "cast bf16->fp32");
-}
-
-void HostDevice::sum_chunks(const float* chunks, int nchunks, size_t n, float* out, Stream& s) {
-    host_stream(s).push(
-        [chunks, nchunks, n, out] {
-            for (size_t i = 0; i < n; i++) {
-                float a = chunks[i];
-                for (int q = 1; q < nchunks; q++)
-                    a += chunks[static_cast<size_t>(q) * n + i];
-                out[i] = a;
-            }
-        },
-        "sum chunks");
+// The op runs on the stream's worker thread, in stream order, with the CPU twins' Exec.
+void HostDevice::launch(Stream& s, const std::string& name,
+                        std::function<void(const kernels::Exec&)> op) {
+    host_stream(s).push([op = std::move(op)] { op(kernels::cpu_exec()); }, name);
 }
 
 } // namespace sof::device

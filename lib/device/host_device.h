@@ -41,11 +41,8 @@ class HostDevice : public Device {
     void memset(void* dst, int value, size_t bytes, Stream& s) override;
     void host_task(Stream& s, std::function<void()> fn, const std::string& name) override;
 
-    void grad_prep(const float* grad, size_t n, std::vector<int64_t> bounds, float scale,
-                   GradStats* stats, uint16_t* bf16_out, Stream& s) override;
-    void cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s) override;
-    void cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Stream& s) override;
-    void sum_chunks(const float* chunks, int nchunks, size_t n, float* out, Stream& s) override;
+    void launch(Stream& s, const std::string& name,
+                std::function<void(const kernels::Exec&)> op) override;
 
     struct Registry; // live streams, for synchronize()
 

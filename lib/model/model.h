@@ -100,9 +100,10 @@ class Model {
     virtual const ParamLayout& layout() const = 0;
 
     // inputs, targets: (B, T) token ids in host memory; targets may be null (then no loss,
-    // returns 0); a target of -1 is an ignored position (loss 0, no gradient). Returns the mean
-    // cross-entropy over the B*T positions. With a SeqExchange of degree P, T is the local slice
-    // Tl (positions index*Tl ..) and the loss is the mean over the local positions.
+    // returns 0). A target of -1 is ignored (a masked position: loss 0, gradient 0). Returns the
+    // mean cross-entropy over the B*T positions whose target is not -1 (0 if none). With a
+    // SeqExchange of degree P, T is the local slice Tl (positions index*Tl ..) and the loss is the
+    // mean over the local positions.
     virtual float forward(WeightSource& w, const int* inputs, const int* targets, int B, int T) = 0;
 
     // After forward with targets. Every position's dloss is `dloss` (1/(B*T) for a mean loss,

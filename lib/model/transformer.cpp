@@ -200,7 +200,7 @@ float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets
         sync();
         losses = pinned_losses_;
     }
-    return detail::mean_loss(losses, N);
+    return detail::mean_loss(losses, h_targets_.data(), N);
 }
 
 template <class T> void DriverT<T>::backward(WeightSource& w, GradSink& sink, float dloss) {

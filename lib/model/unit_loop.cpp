@@ -11,10 +11,11 @@ void check_tokens(const char* who, const int* inputs, const int* targets, int N,
         if (inputs[i] < 0 || inputs[i] >= V)
             SOF_FAIL(Runtime, "%s forward: input token %d at position %d is outside [0, %d)", who,
                      inputs[i], i, V);
-        if (targets && (targets[i] < -1 || targets[i] >= V)) // -1: an ignored position
+        // -1: an ignored target (a masked position, see unit_loop.h)
+        if (targets && targets[i] != -1 && (targets[i] < 0 || targets[i] >= V))
             SOF_FAIL(Runtime,
-                     "%s forward: target token %d at position %d is outside [0, %d) (or -1 for "
-                     "an ignored position)",
+                     "%s forward: target token %d at position %d is outside [0, %d) and not -1 "
+                     "(ignored)",
                      who, targets[i], i, V);
     }
 }
@@ -40,11 +41,15 @@ void backward_blocks(WeightSource& w, GradSink& sink, int L,
     }
 }
 
-float mean_loss(const float* losses, int N) {
+float mean_loss(const float* losses, const int* targets, int N) {
     double sum = 0.0;
-    for (int i = 0; i < N; i++)
+    int counted = 0;
+    for (int i = 0; i < N; i++) {
+        if (targets && targets[i] == -1) continue; // ignored target (unit_loop.h)
         sum += losses[i];
-    return static_cast<float>(sum / N);
+        counted++;
+    }
+    return counted > 0 ? static_cast<float>(sum / counted) : 0.0f;
 }
 
 } // namespace sof::model::detail

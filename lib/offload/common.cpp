@@ -3,14 +3,14 @@
 
 #include <cmath>
 
-#include "device/grad_stats.h"
+#include "kernels/grad_stats.h"
 
 namespace sof::offload {
 
 std::vector<int64_t> stat_pieces(const model::ParamLayout& layout) {
     std::vector<int64_t> b;
     for (const model::TensorInfo& t : layout.tensors)
-        for (size_t off = 0; off < t.numel; off += device::kStatPiece)
+        for (size_t off = 0; off < t.numel; off += kernels::kStatPiece)
             b.push_back(static_cast<int64_t>(t.offset + off));
     b.push_back(static_cast<int64_t>(layout.num_params));
     return b;

@@ -15,8 +15,8 @@
 namespace sof::offload {
 
 // Piece boundaries over the flat buffer (ascending, first 0, last num_params): every tensor
-// start, plus every device::kStatPiece elements inside a tensor. The global norm is the sum of
-// per-piece fp64 sums (device::piece_stats) in ascending piece order, whatever the bucketing.
+// start, plus every kernels::kStatPiece elements inside a tensor. The global norm is the sum of
+// per-piece fp64 sums (kernels::piece_stats) in ascending piece order, whatever the bucketing.
 std::vector<int64_t> stat_pieces(const model::ParamLayout& layout);
 
 struct NormResult {

@@ -19,27 +19,42 @@ class Engine::Sink : public model::GradSink {
   public:
     explicit Sink(Engine& e) : e_(e) {}
     float* grads(int unit) override {
+        if (e_.ring_) {
+            int r = e_.ring_slot(unit);
+            return e_.staging_ ? e_.ring_host_[static_cast<size_t>(r)]
+                               : e_.ring_dev_[static_cast<size_t>(r)];
+        }
+        if (e_.grads_pinned_) e_.zero_unit_grads(unit);
         return (e_.grad_mirror() ? e_.hmgrads_ : e_.dgrads_) +
                e_.layout_.unit_begin[static_cast<size_t>(unit)];
     }
     void unit_done(int unit) override {
+        // a unit the model wrote nothing into: zeros
+        if (e_.ring_) e_.ring_slot(unit);
+        if (e_.grads_pinned_) e_.zero_unit_grads(unit);
+        const size_t o = e_.layout_.unit_begin[static_cast<size_t>(unit)];
+        const size_t n = e_.layout_.unit_begin[static_cast<size_t>(unit) + 1] - o;
+        // where the model wrote this unit's grads on the host side (staging), if not the device
+        float* host = nullptr;
+        if (e_.ring_ && e_.staging_)
+            host = e_.ring_host_[static_cast<size_t>(e_.unit_ring_[static_cast<size_t>(unit)])];
+        else if (e_.grad_mirror())
+            host = e_.hmgrads_ + o;
         if (e_.hp_.inject_nonfinite && unit == e_.layout_.num_units() - 1) {
-            if (e_.grad_mirror()) {
-                e_.hmgrads_[inject_offset(e_.layout_)] = *e_.hnan_;
+            size_t at = inject_offset(e_.layout_);
+            if (host) {
+                host[at - o] = *e_.hnan_;
             } else if (e_.grads_pinned_) {
-                e_.dgrads_[inject_offset(e_.layout_)] = *e_.hnan_;
+                e_.dgrads_[at] = *e_.hnan_;
             } else {
-                e_.dev_->copy(e_.dgrads_ + inject_offset(e_.layout_), e_.hnan_, sizeof(float),
-                              device::CopyKind::HostToDevice, *e_.compute_);
+                e_.dev_->copy(e_.dgrad(at), e_.hnan_, sizeof(float), device::CopyKind::HostToDevice,
+                              *e_.compute_);
                 e_.dev_->synchronize(*e_.compute_);
             }
         }
-        if (e_.grad_mirror() && e_.last_micro_) { // the unit's final grads to the device
-            size_t o = e_.layout_.unit_begin[static_cast<size_t>(unit)];
-            size_t n = e_.layout_.unit_begin[static_cast<size_t>(unit) + 1] - o;
-            e_.dev_->copy(e_.dgrads_ + o, e_.hmgrads_ + o, n * 4, device::CopyKind::HostToDevice,
-                          *e_.compute_);
-        }
+        if (host && e_.last_micro_) // the unit's final grads to the device
+            e_.dev_->copy(e_.dgrad(o), host, n * 4, device::CopyKind::HostToDevice, *e_.compute_);
+        if (e_.last_micro_) e_.done_lo_ = std::min(e_.done_lo_, unit);
         if (unit == 0 && e_.trace_) { // the model's backward of this micro-batch is over
             double now = e_.trace_->now_us();
             e_.trace_->span(e_.lane_main_, "backward", e_.t_mark_, now, "model");
@@ -72,11 +87,16 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     const config::OffloadConfig& oc = cfg.offload;
     bf16_ = cfg.train.dtype == config::Precision::BF16;
     flow_ = oc.weights == config::WeightsPolicy::Flow;
-    cast_host_ = oc.cast == config::CastAt::Host;
+    cast_host_ = oc.cast == config::CastAt::Host; // auto unresolved: on the device
     bf16_grads_ = bf16_ && cast_host_;
-    speculate_ = oc.schedule != config::Schedule::Synchronous && oc.stv;
-    exact_ = oc.rollback == config::Rollback::Exact;
-    nsets_ = exact_ ? 2 : 1;
+    speculate_ = oc.schedule != config::Schedule::Synchronous && oc.stv != config::Stv::Off;
+    stv_auto_ = speculate_ && oc.stv == config::Stv::Auto;
+    spec_step_ = speculate_;
+    stv_hist_.assign(kStvWindow, 0);
+    exact_ = oc.rollback != config::Rollback::Inverse; // auto unresolved: exact
+    nsets_ = exact_ && speculate_ ? 2 : 1; // without speculation nothing is ever rolled back
+    sd_ = cfg.optimizer.state_dtype == config::StateDtype::BF16 ? SOF_DTYPE_BF16 : SOF_DTYPE_F32;
+    es_ = sd_ == SOF_DTYPE_F32 ? 4 : 2;
     if (!(oc.bucket_mb > 0.0))
         SOF_FAIL(Config, "offload.bucket_mb = %g must be > 0 (MiB of fp32 grads per bucket)",
                  oc.bucket_mb);
@@ -101,7 +121,6 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
 
     dev_ = &ds.device();
     staging_ = force_staging || !dev_->host_accessible();
-    grads_pinned_ = flow_;
     compute_ = &ds.compute();
     d2h_ = &ds.d2h();
     h2d_ = &ds.h2d();
@@ -159,6 +178,32 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
         if (b.side != MemSide::Device) std::memset(p, 0, b.bytes);
     }
     dgrads_ = static_cast<float*>(buf(Buf::DevGrads));
+    for (int r = 0;; r++) {
+        float* d = static_cast<float*>(buf(Buf::DevGradRing, r));
+        if (!d) break;
+        ring_dev_.push_back(d);
+        ring_host_.push_back(static_cast<float*>(buf(Buf::HostGradRing, r)));
+    }
+    ring_ = !ring_dev_.empty();
+    grads_pinned_ = flow_ && !ring_;
+    if (ring_) {
+        const size_t U = static_cast<size_t>(layout.num_units());
+        ring_unit_.assign(ring_dev_.size(), -1);
+        unit_ring_.assign(U, -1);
+        unit_dev_.assign(U, 0);
+        unit_all_buckets_.resize(U);
+        unit_min_ready_.resize(U);
+        for (size_t u = 0; u < U; u++) {
+            unit_min_ready_[u] = static_cast<int>(u);
+            for (const Bucket& b : buckets_) {
+                if (b.begin >= layout.unit_begin[u + 1] || b.end <= layout.unit_begin[u]) continue;
+                unit_all_buckets_[u].push_back(b.index);
+                unit_min_ready_[u] = std::min(unit_min_ready_[u], b.ready_unit);
+                if (b.place == Placement::Device) unit_dev_[u] = 1;
+            }
+        }
+        done_lo_ = layout.num_units();
+    }
     dwork_ = static_cast<float*>(buf(Buf::DevWork));
     dstats_ = static_cast<device::GradStats*>(buf(Buf::DevStats));
     dstage32_ = static_cast<float*>(buf(Buf::DevStage32));
@@ -167,15 +212,17 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     dtail16_ = static_cast<uint16_t*>(buf(Buf::DevLowp));
     for (int s = 0; s < nsets_; s++) {
         hparam_[s] = static_cast<float*>(buf(Buf::HostParams, s));
-        hm_[s] = static_cast<float*>(buf(Buf::HostExpAvg, s));
-        hv_[s] = static_cast<float*>(buf(Buf::HostExpAvgSq, s));
+        hm_[s] = buf(Buf::HostExpAvg, s);
+        hv_[s] = buf(Buf::HostExpAvgSq, s);
     }
     hgrads_ = static_cast<float*>(buf(Buf::HostGrads));
     hgrads16_ = static_cast<uint16_t*>(buf(Buf::HostGrads16));
     hstats_ = static_cast<device::GradStats*>(buf(Buf::HostStats));
-    hlowp_ = static_cast<uint16_t*>(buf(Buf::HostLowp));
-    hwork16_ = static_cast<uint16_t*>(buf(Buf::HostWork16));
-    hwork32_ = static_cast<float*>(buf(Buf::HostWork32));
+    for (int r = 0; r < 2; r++) {
+        hpub16_[r] = static_cast<uint16_t*>(buf(Buf::HostPub16, r));
+        pub_ev_[r] = dev_->create_event();
+    }
+    if (grads_pinned_) gzeroed_.assign(static_cast<size_t>(layout.num_units()), 0);
     hmgrads_ = static_cast<float*>(buf(Buf::HostModelGrads));
     hmwork_ = static_cast<float*>(buf(Buf::HostModelWork));
     if (staging_ && !flow_) mirror_valid_.assign(static_cast<size_t>(layout.num_units()), 0);
@@ -202,9 +249,10 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
             : (oc.schedule == config::Schedule::Interleaved ? "interleaved" : "synchronous");
     log_.info("update path: SuperOffload engine on %s%s", dev_->describe().c_str(),
               staging_ ? " (model grads and weights staged through pinned host memory)" : "");
-    log_.info("engine: schedule %s, STV %s (%s rollback), %s weights, cast on %s, %s", sched,
-              speculate_ ? "on" : "off", exact_ ? "exact" : "inverse",
-              flow_ ? "flow" : "stationary", cast_host_ ? "host" : "device",
+    log_.info("engine: schedule %s, STV %s (%s rollback), %s weights, cast on %s, %s moments, %s",
+              sched, speculate_ ? (oc.stv == config::Stv::Auto ? "auto" : "on") : "off",
+              nsets_ == 2 ? "exact" : (exact_ ? "no" : "inverse"), flow_ ? "flow" : "stationary",
+              cast_host_ ? "host" : "device", sd_ == SOF_DTYPE_BF16 ? "bf16" : "fp32",
               describe_buckets(buckets_).c_str());
     log_.info("engine: optimizer %s/%s on the host%s%s; device memory %s",
               hopt_->info().name.c_str(), hopt_->info().variant.c_str(),
@@ -244,17 +292,83 @@ int64_t Engine::grad_bytes(const Bucket& b) const {
 }
 
 int64_t Engine::param_bytes(const Bucket& b) const {
-    if (flow_) return 0; // host steps write the host weights; the forward fetches them
+    if (flow_) return 0; // host steps update the master; the forward fetches from it
     return static_cast<int64_t>(b.numel()) * (bf16_ && cast_host_ ? 2 : 4);
 }
 
 const void* Engine::host_grad(size_t off) const {
+    if (grads_pinned_) return dgrads_ + off; // the model's pinned grads (bf16 values, cast host)
     if (bf16_grads_) return hgrads16_ + off;
     return hgrads_ + off;
 }
 
 sof_dtype Engine::host_grad_dtype() const {
-    return bf16_grads_ ? SOF_DTYPE_BF16 : SOF_DTYPE_F32;
+    return bf16_grads_ && !grads_pinned_ ? SOF_DTYPE_BF16 : SOF_DTYPE_F32;
+}
+
+float* Engine::dgrad(size_t off) const {
+    if (!ring_) return dgrads_ + off;
+    const std::vector<size_t>& ub = layout_.unit_begin;
+    size_t u = static_cast<size_t>(std::upper_bound(ub.begin(), ub.end(), off) - ub.begin()) - 1;
+    int r = unit_ring_[u];
+    if (r < 0) SOF_FAIL(Internal, "grad ring: unit %zu holds no slot (offset %zu)", u, off);
+    return ring_dev_[static_cast<size_t>(r)] + (off - ub[u]);
+}
+
+int Engine::ring_slot(int unit) {
+    const size_t u = static_cast<size_t>(unit);
+    if (unit_ring_[u] >= 0) return unit_ring_[u];
+    int pick = -1;
+    if (unit == 0) {
+        pick = 0; // unit 0's own slot (a tied LM head adds into it first)
+    } else {
+        for (size_t r = 1; r < ring_unit_.size() && pick < 0; r++) {
+            int w = ring_unit_[r];
+            if (w < 0 || (!unit_dev_[static_cast<size_t>(w)] &&
+                          done_lo_ <= unit_min_ready_[static_cast<size_t>(w)]))
+                pick = static_cast<int>(r);
+        }
+    }
+    if (pick < 0)
+        SOF_FAIL(Internal, "grad ring: no free slot for unit %d (%zu planned)", unit,
+                 ring_unit_.size());
+    int w = ring_unit_[static_cast<size_t>(pick)];
+    if (w >= 0) { // the buckets over w are launched: their grads must be out of the slot
+        for (int b : unit_all_buckets_[static_cast<size_t>(w)])
+            ev_d2h_[static_cast<size_t>(b)]->synchronize();
+        unit_ring_[static_cast<size_t>(w)] = -1;
+    }
+    size_t n = layout_.unit_begin[u + 1] - layout_.unit_begin[u];
+    if (staging_) { // the model adds into the host mirror; the upload replaces the device slot
+        std::memset(ring_host_[static_cast<size_t>(pick)], 0, n * 4);
+    } else {
+        dev_->memset(ring_dev_[static_cast<size_t>(pick)], 0, n * 4, *compute_);
+        dev_->synchronize(*compute_);
+    }
+    ring_unit_[static_cast<size_t>(pick)] = unit;
+    unit_ring_[u] = pick;
+    return pick;
+}
+
+std::vector<Engine::Frag> Engine::fragments(const Bucket& b) const {
+    if (!ring_) return {{b.begin, b.end}};
+    std::vector<Frag> f;
+    for (int u = 0; u < layout_.num_units(); u++) {
+        size_t lo = std::max(b.begin, layout_.unit_begin[static_cast<size_t>(u)]);
+        size_t hi = std::min(b.end, layout_.unit_begin[static_cast<size_t>(u) + 1]);
+        if (lo < hi) f.push_back({lo, hi});
+    }
+    return f;
+}
+
+void Engine::zero_unit_grads(int unit) {
+    char& z = gzeroed_[static_cast<size_t>(unit)];
+    if (z) return;
+    wait_unit(unit); // deferred host steps of the previous step read these grads
+    size_t o = layout_.unit_begin[static_cast<size_t>(unit)];
+    size_t n = layout_.unit_begin[static_cast<size_t>(unit) + 1] - o;
+    std::memset(dgrads_ + o, 0, n * 4);
+    z = 1;
 }
 
 model::WeightSource& Engine::weights() {
@@ -264,13 +378,16 @@ model::GradSink& Engine::grads() {
     return *sink_;
 }
 
-uint16_t* Engine::host_lowp_target(size_t off) {
-    if (!bf16_ || !cast_host_) return nullptr;
-    return flow_ ? hwork16_ + off : hlowp_ + off;
+bool Engine::device_lowp() const {
+    return bf16_ && !flow_;
 }
 
-bool Engine::device_lowp() const {
-    return bf16_ && (!flow_ || cast_host_);
+int Engine::take_pub_ring() {
+    if (!hpub16_[0]) return -1;
+    int r = pub_next_;
+    pub_next_ = 1 - pub_next_;
+    pub_ev_[r]->synchronize(); // the H2D out of this slot (two publishes ago) is done
+    return r;
 }
 
 void Engine::begin_step(const StepHparams& hp) {
@@ -278,23 +395,44 @@ void Engine::begin_step(const StepHparams& hp) {
     // and the forward waits per unit in wait_unit); surface its errors, if any, here.
     worker_->rethrow_if_failed();
     hp_ = hp;
+    if (stv_auto_) { // paused while rollbacks (clips, skips) are frequent: exact either way
+        int recent = 0;
+        for (char c : stv_hist_)
+            recent += c;
+        bool on = recent < kStvPause;
+        if (on != spec_step_)
+            log_.info("engine: stv auto: %d of the last %d steps were clipped or skipped: "
+                      "speculation %s at step %lld",
+                      recent, kStvWindow, on ? "resumes" : "pauses",
+                      static_cast<long long>(hp.step));
+        spec_step_ = on;
+    }
     step_bytes_ = TransferBytes{};
     last_micro_ = true;
     next_bucket_ = 0;
     spec_running_ = false;
-    if (grads_pinned_) { // host memory: zeroed here once no device stream reads it any more
+    if (grads_pinned_) { // host memory: each unit zeroed on first use (zero_unit_grads)
         dev_->synchronize(*d2h_);
         dev_->synchronize(*dstep_);
-        std::memset(dgrads_, 0, layout_.num_params * 4);
+        std::fill(gzeroed_.begin(), gzeroed_.end(), 0);
+    } else if (ring_) { // every slot free; a unit's slot is zeroed when it is taken
+        dev_->synchronize(*d2h_);
+        dev_->synchronize(*dstep_);
+        std::fill(ring_unit_.begin(), ring_unit_.end(), -1);
+        std::fill(unit_ring_.begin(), unit_ring_.end(), -1);
+        done_lo_ = layout_.num_units();
     } else {
         dev_->memset(dgrads_, 0, layout_.num_params * 4, *compute_);
     }
     dev_->synchronize(*compute_); // also: the last step's grad uploads from hmgrads_ are done
-    if (grad_mirror()) std::memset(hmgrads_, 0, layout_.num_params * 4);
+    if (grad_mirror() && !ring_) std::memset(hmgrads_, 0, layout_.num_params * 4);
     if (trace_) t_mark_ = trace_->now_us();
 }
 
 void Engine::begin_micro(int, bool last) {
+    if (ring_ && !last)
+        SOF_FAIL(Internal, "engine: a micro-batch that is not the step's last, but the grad ring "
+                           "was planned for train.grad_accum = 1 (no accumulation)");
     last_micro_ = last;
     if (trace_) { // forward of this micro-batch: since begin_step or the previous backward
         double now = trace_->now_us();
@@ -311,31 +449,41 @@ void Engine::launch_bucket(Bucket& b) {
     if (trace_) // a marker span naming the bucket whose transfers follow on this stream lane
         dev_->host_task(
             *d2h_, [] {}, core::strfmt("bucket %d", b.index));
-    std::vector<int64_t> bounds;
-    for (int i = b.piece_begin; i <= b.piece_end; i++)
-        bounds.push_back(pieces_[static_cast<size_t>(i)] - static_cast<int64_t>(b.begin));
     // bf16 with the cast on the host: the grads are rounded to bf16 once (grad_prep's bf16_out;
     // the statistics are of the rounded values) and cross the link as bf16; device-stepped
-    // buckets get the same rounded values back in their fp32 grads.
-    dev_->grad_prep(dgrads_ + b.begin, n, std::move(bounds), 1.0f, dstats_ + b.piece_begin,
-                    bf16_grads_ ? dgstage16_ : nullptr, *d2h_);
+    // buckets get the same rounded values back in their fp32 grads. Per unit fragment: a grad
+    // ring holds the units in separate slots (pieces never cross a unit).
+    const std::vector<Frag> frags = fragments(b);
+    int piece = b.piece_begin;
+    for (const Frag& f : frags) {
+        std::vector<int64_t> bounds;
+        int first = piece;
+        while (piece < b.piece_end &&
+               pieces_[static_cast<size_t>(piece)] < static_cast<int64_t>(f.hi))
+            bounds.push_back(pieces_[static_cast<size_t>(piece++)] - static_cast<int64_t>(f.lo));
+        bounds.push_back(static_cast<int64_t>(f.hi - f.lo));
+        dev_->grad_prep(dgrad(f.lo), f.hi - f.lo, std::move(bounds), 1.0f, dstats_ + first,
+                        bf16_grads_ ? dgstage16_ + (f.lo - b.begin) : nullptr, *d2h_);
+    }
     dev_->copy(hstats_ + b.piece_begin, dstats_ + b.piece_begin,
                static_cast<size_t>(b.piece_end - b.piece_begin) * sizeof(device::GradStats),
                device::CopyKind::DeviceToHost, *d2h_);
-    if (b.place == Placement::Host) {
+    if (b.place == Placement::Host && !grads_pinned_) {
         if (bf16_grads_)
             dev_->copy(hgrads16_ + b.begin, dgstage16_, n * 2, device::CopyKind::DeviceToHost,
                        *d2h_);
         else
-            dev_->copy(hgrads_ + b.begin, dgrads_ + b.begin, n * 4, device::CopyKind::DeviceToHost,
-                       *d2h_);
-        step_bytes_.grads_d2h += grad_bytes(b);
-    } else if (bf16_grads_) {
-        dev_->cast_bf16_to_f32(dgstage16_, dgrads_ + b.begin, n, *d2h_);
+            for (const Frag& f : frags)
+                dev_->copy(hgrads_ + f.lo, dgrad(f.lo), (f.hi - f.lo) * 4,
+                           device::CopyKind::DeviceToHost, *d2h_);
+    } else if (bf16_grads_) { // device-stepped, or pinned grads (the host step reads dgrads_)
+        for (const Frag& f : frags)
+            dev_->cast_bf16_to_f32(dgstage16_ + (f.lo - b.begin), dgrad(f.lo), f.hi - f.lo, *d2h_);
     }
+    if (b.place == Placement::Host) step_bytes_.grads_d2h += grad_bytes(b);
     device::Event* ev = ev_d2h_[static_cast<size_t>(b.index)].get();
     dev_->record(*ev, *d2h_);
-    if (b.place == Placement::Host && speculate_) {
+    if (b.place == Placement::Host && spec_step_) {
         int src = cur_[static_cast<size_t>(b.index)];
         int dst = exact_ ? 1 - src : src;
         int64_t step = opt_step_ + 1;
@@ -377,53 +525,57 @@ void Engine::host_step(const Bucket& b, int src, int dst, float coef, int64_t st
     core::Trace::Scope span(trace_, lane_cpu_,
                             core::strfmt("adam b%d%s", b.index, coef < 1.0f ? " (clipped)" : ""),
                             "optimizer");
+    // the bf16 copy on its way H2D (stationary, cast on the host): a slot of the H2D ring
+    int ring = do_publish ? take_pub_ring() : -1;
     std::vector<sof_adam_slice> sl;
     std::vector<sof_adam_hparams> hps;
     for (const BucketSlice& s : b.slices) {
         sof_adam_slice x = optim::make_slice(static_cast<int64_t>(s.n), hparam_[src] + s.offset,
                                              host_grad(s.offset), host_grad_dtype(),
-                                             hm_[src] + s.offset, hv_[src] + s.offset);
+                                             hm(src, s.offset), hv(src, s.offset), sd_);
         x.param_out = hparam_[dst] + s.offset;
-        x.exp_avg_out = hm_[dst] + s.offset;
-        x.exp_avg_sq_out = hv_[dst] + s.offset;
-        if (uint16_t* lp = host_lowp_target(s.offset)) {
-            x.lowp_out = lp;
+        x.exp_avg_out = hm(dst, s.offset);
+        x.exp_avg_sq_out = hv(dst, s.offset);
+        if (ring >= 0) {
+            x.lowp_out = hpub16_[ring] + (s.offset - b.begin);
             x.lowp_dtype = SOF_DTYPE_BF16;
         }
         sl.push_back(x);
         hps.push_back(adam_hparams(cfg_.optimizer, lr, step, s.decay, coef));
     }
     hopt_->step_multi(sl.data(), hps.data(), static_cast<int>(sl.size()));
-    if (do_publish) publish(b, dst);
+    if (do_publish) publish(b, dst, ring);
 }
 
-void Engine::host_rollback(const Bucket& b, int64_t step, float lr) {
+void Engine::host_rollback(const Bucket& b, int64_t step, float lr, bool do_publish) {
     core::Trace::Scope span(trace_, lane_cpu_, core::strfmt("inverse b%d", b.index), "rollback");
+    int ring = do_publish ? take_pub_ring() : -1;
     for (const BucketSlice& s : b.slices) {
         sof_adam_slice x =
             optim::make_slice(static_cast<int64_t>(s.n), hparam_[0] + s.offset, host_grad(s.offset),
-                              host_grad_dtype(), hm_[0] + s.offset, hv_[0] + s.offset);
-        if (uint16_t* lp = host_lowp_target(s.offset)) {
-            x.lowp_out = lp;
+                              host_grad_dtype(), hm(0, s.offset), hv(0, s.offset), sd_);
+        if (ring >= 0) {
+            x.lowp_out = hpub16_[ring] + (s.offset - b.begin);
             x.lowp_dtype = SOF_DTYPE_BF16;
         }
         hopt_->rollback(x, adam_hparams(cfg_.optimizer, lr, step, s.decay, 1.0f));
     }
+    if (do_publish) publish(b, 0, ring);
 }
 
-void Engine::publish(const Bucket& b, int set) {
+void Engine::publish(const Bucket& b, int set, int ring) {
     size_t n = b.numel(), o = b.begin;
-    if (flow_) {
-        if (!hwork16_) std::memcpy(hwork32_ + o, hparam_[set] + o, n * 4);
-        return; // bf16 flow: the step (or refresh) wrote hwork16_ directly
-    }
+    if (flow_) return; // the next forward fetches from the master
     if (trace_)
         dev_->host_task(
             *h2d_, [] {}, core::strfmt("bucket %d", b.index));
     if (!bf16_) {
         dev_->copy(dwork_ + o, hparam_[set] + o, n * 4, device::CopyKind::HostToDevice, *h2d_);
     } else if (cast_host_) {
-        dev_->copy(dstage16_, hlowp_ + o, n * 2, device::CopyKind::HostToDevice, *h2d_);
+        if (ring < 0)
+            SOF_FAIL(Internal, "publish of bucket %d without its bf16 ring slot", b.index);
+        dev_->copy(dstage16_, hpub16_[ring], n * 2, device::CopyKind::HostToDevice, *h2d_);
+        dev_->record(*pub_ev_[ring], *h2d_); // the slot may be written again
         dev_->cast_bf16_to_f32(dstage16_, dwork_ + o, n, *h2d_);
     } else {
         dev_->copy(dstage32_, hparam_[set] + o, n * 4, device::CopyKind::HostToDevice, *h2d_);
@@ -434,22 +586,25 @@ void Engine::publish(const Bucket& b, int set) {
 
 void Engine::refresh_working(const Bucket& b) {
     int set = cur_[static_cast<size_t>(b.index)];
-    if (uint16_t* lp = host_lowp_target(b.begin)) {
+    int ring = flow_ ? -1 : take_pub_ring();
+    if (ring >= 0) {
         core::Trace::Scope span(trace_, lane_cpu_, core::strfmt("cast b%d", b.index), "cast");
         const float* p = hparam_[set] + b.begin;
+        uint16_t* lp = hpub16_[ring];
         for (size_t i = 0; i < b.numel(); i++)
             lp[i] = core::f32_to_bf16(p[i]);
     }
-    publish(b, set);
+    publish(b, set, ring);
 }
 
-void Engine::device_step(const Bucket& b, float* p, float* m, float* v, float coef, int64_t step) {
+void Engine::device_step(const Bucket& b, float* p, void* m, void* v, float coef, int64_t step) {
     std::vector<sof_adam_slice> sl;
     std::vector<sof_adam_hparams> hps;
     for (const BucketSlice& s : b.slices) {
         size_t r = s.offset - b.begin;
-        sof_adam_slice x = optim::make_slice(static_cast<int64_t>(s.n), p + r, dgrads_ + s.offset,
-                                             SOF_DTYPE_F32, m + r, v + r);
+        sof_adam_slice x = optim::make_slice(static_cast<int64_t>(s.n), p + r, dgrad(s.offset),
+                                             SOF_DTYPE_F32, static_cast<char*>(m) + r * es_,
+                                             static_cast<char*>(v) + r * es_, sd_);
         if (device_lowp()) {
             x.lowp_out = dtail16_ + r;
             x.lowp_dtype = SOF_DTYPE_BF16;
@@ -475,20 +630,13 @@ void Engine::device_step(const Bucket& b, float* p, float* m, float* v, float co
 }
 
 void Engine::device_publish(const Bucket& b, const float* p, bool have_lowp) {
+    if (flow_) return; // weight flow fetches the unit from p itself
     size_t n = b.numel(), o = b.begin;
     if (device_lowp() && !have_lowp) dev_->cast_f32_to_bf16(p, dtail16_, n, *dstep_);
-    if (!flow_) {
-        if (bf16_)
-            dev_->cast_bf16_to_f32(dtail16_, dwork_ + o, n, *dstep_);
-        else
-            dev_->copy(dwork_ + o, p, n * 4, device::CopyKind::DeviceToDevice, *dstep_);
-    } else if (hwork16_) {
-        dev_->copy(hwork16_ + o, dtail16_, n * 2, device::CopyKind::DeviceToHost, *dstep_);
-        step_bytes_.params_d2h += static_cast<int64_t>(n) * 2;
-    } else {
-        dev_->copy(hwork32_ + o, p, n * 4, device::CopyKind::DeviceToHost, *dstep_);
-        step_bytes_.params_d2h += static_cast<int64_t>(n) * 4;
-    }
+    if (bf16_)
+        dev_->cast_bf16_to_f32(dtail16_, dwork_ + o, n, *dstep_);
+    else
+        dev_->copy(dwork_ + o, p, n * 4, device::CopyKind::DeviceToDevice, *dstep_);
 }
 
 void Engine::sync_all() {
@@ -570,10 +718,8 @@ StepReport Engine::finish_step() {
                     worker_->push([this, bp] { refresh_working(*bp); });
                     step_bytes_.params_h2d += param_bytes(b);
                 } else if (spec_done_[static_cast<size_t>(b.index)]) {
-                    worker_->push([this, bp, step, lr = hp_.lr] {
-                        host_rollback(*bp, step, lr);
-                        publish(*bp, 0);
-                    });
+                    worker_->push(
+                        [this, bp, step, lr = hp_.lr] { host_rollback(*bp, step, lr, true); });
                     step_bytes_.params_h2d += param_bytes(b);
                 } else { // the speculative step saw non-finite grads and published nothing
                     step_bytes_.params_h2d -= param_bytes(b);
@@ -588,8 +734,7 @@ StepReport Engine::finish_step() {
         for (const Bucket& b : buckets_)
             if (b.place == Placement::Device)
                 device_step(b, static_cast<float*>(buf(Buf::DevStateP, b.index)),
-                            static_cast<float*>(buf(Buf::DevStateM, b.index)),
-                            static_cast<float*>(buf(Buf::DevStateV, b.index)), coef, step);
+                            buf(Buf::DevStateM, b.index), buf(Buf::DevStateV, b.index), coef, step);
         bool rerun = spec_running_ && rep.clipped;
         if (rerun) {
             wait_speculation();
@@ -608,16 +753,16 @@ StepReport Engine::finish_step() {
             size_t i = static_cast<size_t>(b.index);
             if (!spec_running_ || rerun) {
                 const Bucket* bp = &b;
-                int src = cur_[i], dst = exact_ ? 1 - src : src;
+                int src = cur_[i], dst = nsets_ == 2 ? 1 - src : src;
                 bool inverse_first = rerun && !exact_;
                 worker_->push([this, bp, src, dst, coef, step, inverse_first, lr = hp_.lr] {
-                    if (inverse_first) host_rollback(*bp, step, lr);
+                    if (inverse_first) host_rollback(*bp, step, lr, false);
                     host_step(*bp, src, dst, coef, step, lr, true);
                 });
                 step_bytes_.params_h2d += param_bytes(b);
                 if (rerun) stats_.reruns++;
             }
-            if (exact_) cur_[i] = 1 - cur_[i];
+            if (nsets_ == 2) cur_[i] = 1 - cur_[i];
         }
         opt_step_ = step;
         stats_.commits++;
@@ -638,29 +783,66 @@ StepReport Engine::finish_step() {
         rep.exposed_transfer_ms += t.ms();
     }
     weights_changed();
+    if (stv_auto_)
+        stv_hist_[static_cast<size_t>(stv_steps_++ % kStvWindow)] = rep.clipped || rep.skipped;
     rep.bytes = step_bytes_;
     stats_.bytes += step_bytes_;
     step_bytes_ = TransferBytes{};
     return rep;
 }
 
+namespace {
+
+// n moments of dtype sd at src as fp32 (bf16 widened exactly), and back (bf16: nearest even).
+void widen_state(const void* src, sof_dtype sd, size_t n, float* dst) {
+    if (sd == SOF_DTYPE_F32) {
+        std::memcpy(dst, src, n * 4);
+        return;
+    }
+    const uint16_t* h = static_cast<const uint16_t*>(src);
+    for (size_t i = 0; i < n; i++)
+        dst[i] = core::bf16_to_f32(h[i]);
+}
+
+void narrow_state(const float* src, size_t n, sof_dtype sd, void* dst) {
+    if (sd == SOF_DTYPE_F32) {
+        std::memcpy(dst, src, n * 4);
+        return;
+    }
+    uint16_t* h = static_cast<uint16_t*>(dst);
+    for (size_t i = 0; i < n; i++)
+        h[i] = core::f32_to_bf16(src[i]);
+}
+
+} // namespace
+
 void Engine::get_state(float* params, float* exp_avg, float* exp_avg_sq, int64_t* opt_step) {
     sync_all();
+    std::vector<uint16_t> tmp; // bf16 moments of a device bucket
     for (const Bucket& b : buckets_) {
         size_t o = b.begin, n = b.numel();
         if (b.place != Placement::Device) {
             int s = cur_[static_cast<size_t>(b.index)];
             std::memcpy(params + o, hparam_[s] + o, n * 4);
-            std::memcpy(exp_avg + o, hm_[s] + o, n * 4);
-            std::memcpy(exp_avg_sq + o, hv_[s] + o, n * 4);
-        } else {
-            dev_->copy(params + o, buf(Buf::DevStateP, b.index), n * 4,
-                       device::CopyKind::DeviceToHost, *dstep_);
-            dev_->copy(exp_avg + o, buf(Buf::DevStateM, b.index), n * 4,
-                       device::CopyKind::DeviceToHost, *dstep_);
-            dev_->copy(exp_avg_sq + o, buf(Buf::DevStateV, b.index), n * 4,
-                       device::CopyKind::DeviceToHost, *dstep_);
+            widen_state(hm(s, o), sd_, n, exp_avg + o);
+            widen_state(hv(s, o), sd_, n, exp_avg_sq + o);
+            continue;
         }
+        dev_->copy(params + o, buf(Buf::DevStateP, b.index), n * 4, device::CopyKind::DeviceToHost,
+                   *dstep_);
+        void* md = buf(Buf::DevStateM, b.index);
+        void* vd = buf(Buf::DevStateV, b.index);
+        if (sd_ == SOF_DTYPE_F32) {
+            dev_->copy(exp_avg + o, md, n * 4, device::CopyKind::DeviceToHost, *dstep_);
+            dev_->copy(exp_avg_sq + o, vd, n * 4, device::CopyKind::DeviceToHost, *dstep_);
+            continue;
+        }
+        tmp.resize(2 * n);
+        dev_->copy(tmp.data(), md, n * 2, device::CopyKind::DeviceToHost, *dstep_);
+        dev_->copy(tmp.data() + n, vd, n * 2, device::CopyKind::DeviceToHost, *dstep_);
+        dev_->synchronize(*dstep_);
+        widen_state(tmp.data(), sd_, n, exp_avg + o);
+        widen_state(tmp.data() + n, sd_, n, exp_avg_sq + o);
     }
     dev_->synchronize(*dstep_);
     *opt_step = opt_step_;
@@ -669,13 +851,14 @@ void Engine::get_state(float* params, float* exp_avg, float* exp_avg_sq, int64_t
 void Engine::set_state(const float* params, const float* exp_avg, const float* exp_avg_sq,
                        int64_t opt_step) {
     sync_all();
+    std::vector<std::vector<uint16_t>> keep; // bf16 moments of device buckets until the copies
     for (const Bucket& b : buckets_) {
         size_t o = b.begin, n = b.numel();
         if (b.place != Placement::Device) {
             int s = cur_[static_cast<size_t>(b.index)];
             std::memcpy(hparam_[s] + o, params + o, n * 4);
-            std::memcpy(hm_[s] + o, exp_avg + o, n * 4);
-            std::memcpy(hv_[s] + o, exp_avg_sq + o, n * 4);
+            narrow_state(exp_avg + o, n, sd_, hm(s, o));
+            narrow_state(exp_avg_sq + o, n, sd_, hv(s, o));
             const Bucket* bp = &b;
             if (b.place == Placement::Host)
                 worker_->push([this, bp] { refresh_working(*bp); });
@@ -684,10 +867,19 @@ void Engine::set_state(const float* params, const float* exp_avg, const float* e
         } else {
             float* p = static_cast<float*>(buf(Buf::DevStateP, b.index));
             dev_->copy(p, params + o, n * 4, device::CopyKind::HostToDevice, *dstep_);
-            dev_->copy(buf(Buf::DevStateM, b.index), exp_avg + o, n * 4,
-                       device::CopyKind::HostToDevice, *dstep_);
-            dev_->copy(buf(Buf::DevStateV, b.index), exp_avg_sq + o, n * 4,
-                       device::CopyKind::HostToDevice, *dstep_);
+            const void* ms = exp_avg + o;
+            const void* vs = exp_avg_sq + o;
+            if (sd_ != SOF_DTYPE_F32) {
+                keep.emplace_back(2 * n);
+                narrow_state(exp_avg + o, n, sd_, keep.back().data());
+                narrow_state(exp_avg_sq + o, n, sd_, keep.back().data() + n);
+                ms = keep.back().data();
+                vs = keep.back().data() + n;
+            }
+            dev_->copy(buf(Buf::DevStateM, b.index), ms, n * es_, device::CopyKind::HostToDevice,
+                       *dstep_);
+            dev_->copy(buf(Buf::DevStateV, b.index), vs, n * es_, device::CopyKind::HostToDevice,
+                       *dstep_);
             device_publish(b, p, false);
         }
     }

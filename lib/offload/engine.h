@@ -68,8 +68,8 @@ class Engine : public Updater {
     // round-robin: a prefetch into the slot waits for the flush of the bucket it held before.
     struct StreamSlot {
         float* p = nullptr;                     // (max streamed bucket) fp32 params
-        float* m = nullptr;                     // (max streamed bucket) exp_avg
-        float* v = nullptr;                     // (max streamed bucket) exp_avg_sq
+        void* m = nullptr;                      // (max streamed bucket) exp_avg (state dtype)
+        void* v = nullptr;                      // (max streamed bucket) exp_avg_sq (state dtype)
         std::unique_ptr<device::Event> in;      // prefetch done (sin_)
         std::unique_ptr<device::Event> stepped; // device step and working weights done (dstep_)
         std::unique_ptr<device::Event> out;     // flush done: the slot is free (sout_)
@@ -79,14 +79,20 @@ class Engine : public Updater {
     // Worker-thread steps of host bucket b (lr passed by value: hp_ belongs to the caller).
     void host_step(const Bucket& b, int src, int dst, float coef, int64_t step, float lr,
                    bool publish);
-    void host_rollback(const Bucket& b, int64_t step, float lr);
-    void refresh_working(const Bucket& b);  // working weights of b from its master params
-    void publish(const Bucket& b, int set); // new working weights of b (after a host step)
+    // Inverse rollback of b's in-place speculative step; publish: new working weights after it.
+    void host_rollback(const Bucket& b, int64_t step, float lr, bool publish);
+    void refresh_working(const Bucket& b); // working weights of b from its master params
+    // New working weights of b (after a host step) from state set `set`; stationary with the
+    // cast on the host: from H2D ring slot `ring` (written by the step or refresh_working).
+    void publish(const Bucket& b, int set, int ring);
+    // Worker thread, stationary with the cast on the host: the next H2D ring slot, once the copy
+    // out of it two publishes ago is done (-1 when there is no ring).
+    int take_pub_ring();
     // Device step of bucket b on dstep_ over fp32 master p, moments m, v (device buffers of the
-    // bucket's size), then its working weights from p (device_publish).
-    void device_step(const Bucket& b, float* p, float* m, float* v, float coef, int64_t step);
+    // bucket's size, state dtype), then its working weights from p (device_publish).
+    void device_step(const Bucket& b, float* p, void* m, void* v, float coef, int64_t step);
     // Working weights of device bucket b from its device master p (have_lowp: the step already
-    // wrote the bf16 copy into dtail16_).
+    // wrote the bf16 copy into dtail16_). Nothing to do in weight flow (fetches read p).
     void device_publish(const Bucket& b, const float* p, bool have_lowp);
     // Interleaved schedule (engine_interleaved.cpp): streams b's fp32 params and moments from host
     // state set cur_[b] into a device slot, steps them there and streams them back (DOS Alg. 1).
@@ -97,9 +103,28 @@ class Engine : public Updater {
     // Bytes of one bucket's grads D2H / working weights H2D (for the transfer counters).
     int64_t grad_bytes(const Bucket& b) const;
     int64_t param_bytes(const Bucket& b) const;
-    // Host grads of flat offset `off` and their dtype (bf16 when cast on the host in bf16).
+    // Host grads of flat offset `off` and their dtype (bf16 when cast on the host in bf16;
+    // weight flow: the model's pinned fp32 grads, rounded to bf16 values in place then).
     const void* host_grad(size_t off) const;
     sof_dtype host_grad_dtype() const;
+    // Moments of host state set `set` at flat offset `off` (state dtype).
+    void* hm(int set, size_t off) const { return static_cast<char*>(hm_[set]) + off * es_; }
+    void* hv(int set, size_t off) const { return static_cast<char*>(hv_[set]) + off * es_; }
+    // Weight flow: unit u's model grads are zeroed on first use in a step (not in begin_step:
+    // the previous step's deferred host steps may still read other units' grads).
+    void zero_unit_grads(int unit);
+    // The model's fp32 grads (device side) at flat offset off: dgrads_ + off, or in a grad ring
+    // slot (weight flow without accumulation: the unit must hold a slot, see ring_slot).
+    float* dgrad(size_t off) const;
+    // Grad ring: the slot of `unit` in this backward, taken on first use: a slot whose unit every
+    // bucket is launched from (its D2H waited for), zeroed. Returns the slot index.
+    int ring_slot(int unit);
+    // Pieces of bucket b that lie in one unit each: flat [lo, hi) (the whole bucket without a
+    // ring: its grads are contiguous then).
+    struct Frag {
+        size_t lo, hi;
+    };
+    std::vector<Frag> fragments(const Bucket& b) const;
     void* buf(Buf id, int index = 0) const; // the plan's buffer (null when the plan has none)
     void sync_all();                        // worker drained, every stream synchronized
     // Deferred commit: blocks until every host bucket overlapping `unit` has published its new
@@ -107,10 +132,9 @@ class Engine : public Updater {
     void wait_unit(int unit);
     bool wait_bucket(int b); // true when it had to wait
     bool unit_pending(int unit);
-    uint16_t* host_lowp_target(size_t off); // where the host step writes its bf16 copy or null
-    bool device_lowp() const;               // the device step writes a bf16 copy (dtail16_)
-    bool grad_mirror() const { return staging_ && !grads_pinned_; } // model adds into hmgrads_
-    std::unique_ptr<model::WeightSource> make_weights();            // engine_weights.cpp
+    bool device_lowp() const; // the device step writes a bf16 copy (dtail16_)
+    bool grad_mirror() const { return staging_ && !grads_pinned_ && !ring_; } // into hmgrads_
+    std::unique_ptr<model::WeightSource> make_weights();                      // engine_weights.cpp
     void weights_changed(); // flow: drop cached units (engine_weights.cpp)
 
     config::Config cfg_;
@@ -122,13 +146,23 @@ class Engine : public Updater {
     // Modes resolved from the deck.
     bool staging_ = false;      // model grads/weights go through host mirrors (see constructor)
     bool grads_pinned_ = false; // weight flow: dgrads_ is pinned host memory (no grad mirror)
+    bool ring_ = false;         // weight flow, grad_accum 1: the model's grads in a device ring
     bool bf16_ = false;         // working precision bf16
     bool bf16_grads_ = false;   // bf16 with cast on the host: grads cross the link as bf16
     bool flow_ = false;         // weight flow (else stationary)
     bool cast_host_ = false;    // bf16 cast on the host (fused into the optimizer), else on device
-    bool speculate_ = false;    // STV: host buckets stepped during backward
-    bool exact_ = true;         // exact rollback (two state sets) vs arithmetic inverse
-    int nsets_ = 2;             // host state sets (2 exact, 1 inverse)
+    bool speculate_ = false;    // STV: host buckets stepped during backward (may happen at all)
+    bool spec_step_ = false;    // this step speculates (stv auto: not while rollbacks are frequent)
+    bool stv_auto_ = false;     // offload.stv: auto
+    // stv auto: of the last kStvWindow steps, which were clipped or skipped (a rollback under
+    // speculation); speculation pauses while kStvPause or more of them were
+    static constexpr int kStvWindow = 8, kStvPause = 4;
+    std::vector<char> stv_hist_;   // ring of the last kStvWindow steps
+    int64_t stv_steps_ = 0;        // steps recorded
+    bool exact_ = true;            // exact rollback (two state sets) vs arithmetic inverse
+    int nsets_ = 2;                // host state sets (2: exact rollback of speculative steps)
+    sof_dtype sd_ = SOF_DTYPE_F32; // optimizer.state_dtype: moments fp32 or bf16
+    size_t es_ = 4;                // bytes per moment
 
     std::unique_ptr<rank::DeviceSet> owned_; // the standalone constructor's: destroyed last
     device::Device* dev_ = nullptr;          // the rank's device
@@ -162,17 +196,30 @@ class Engine : public Updater {
     uint16_t* dgstage16_ = nullptr; // (max bucket) bf16 grads from grad_prep (cast host)
     // Pinned host memory.
     float* hparam_[2] = {nullptr, nullptr}; // (num_params) fp32 master params, state set 0/1
-    float* hm_[2] = {nullptr, nullptr};     // (num_params) exp_avg
-    float* hv_[2] = {nullptr, nullptr};     // (num_params) exp_avg_sq
-    float* hgrads_ = nullptr;               // (num_params) grads offloaded D2H
+    void* hm_[2] = {nullptr, nullptr};      // (num_params) exp_avg (state dtype)
+    void* hv_[2] = {nullptr, nullptr};      // (num_params) exp_avg_sq (state dtype)
+    float* hgrads_ = nullptr;               // (num_params) grads offloaded D2H (stationary)
     uint16_t* hgrads16_ = nullptr;          // (num_params) bf16 grads offloaded D2H (cast host)
     device::GradStats* hstats_ = nullptr;   // (npieces)
-    uint16_t* hlowp_ = nullptr;             // (num_params) bf16 params from the host step
-    uint16_t* hwork16_ = nullptr;           // (num_params) flow: bf16 working weights
-    float* hwork32_ = nullptr;              // (num_params) flow: fp32 working weights
-    float* hnan_ = nullptr;                 // (1) NaN for the debug injection
-    float* hmgrads_ = nullptr;              // (num_params) staging: the grads the model adds into
-    float* hmwork_ = nullptr; // (num_params) staging, stationary: host copy of working weights
+    // stationary, cast host: ring of 2 (max host bucket) bf16 buffers the host step writes its
+    // bf16 params into on their way H2D (worker thread only); pub_ev_[r]: the copy out is done
+    uint16_t* hpub16_[2] = {nullptr, nullptr};
+    std::unique_ptr<device::Event> pub_ev_[2];
+    int pub_next_ = 0;
+    std::vector<char> gzeroed_; // (num_units) flow: unit grads zeroed this step
+    // grad ring (memory_plan.h grad_ring_slots): slot buffers, their units, per unit its slot
+    // this backward, the lowest ready unit of a bucket over it, whether a device bucket is over it
+    std::vector<float*> ring_dev_;                   // (slots) device, (max unit) fp32 each
+    std::vector<float*> ring_host_;                  // (slots) staging: host mirrors
+    std::vector<int> ring_unit_;                     // (slots) unit held, -1 free
+    std::vector<int> unit_ring_;                     // (num_units) slot, -1 none
+    std::vector<int> unit_min_ready_;                // (num_units)
+    std::vector<char> unit_dev_;                     // (num_units)
+    std::vector<std::vector<int>> unit_all_buckets_; // (num_units) every bucket over the unit
+    int done_lo_ = 0;       // lowest unit whose unit_done came in this backward (num_units: none)
+    float* hnan_ = nullptr; // (1) NaN for the debug injection
+    float* hmgrads_ = nullptr; // (num_params) staging: the grads the model adds into
+    float* hmwork_ = nullptr;  // (num_params) staging, stationary: host copy of working weights
     std::vector<char> mirror_valid_; // (num_units) staging, stationary: hmwork_ unit is current
 
     std::unique_ptr<model::WeightSource> weights_;

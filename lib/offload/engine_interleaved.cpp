@@ -14,8 +14,8 @@ void Engine::make_stream_slots() {
         if (!p) break;
         auto slot = std::make_unique<StreamSlot>();
         slot->p = p;
-        slot->m = static_cast<float*>(buf(Buf::SlotM, s));
-        slot->v = static_cast<float*>(buf(Buf::SlotV, s));
+        slot->m = buf(Buf::SlotM, s);
+        slot->v = buf(Buf::SlotV, s);
         slot->in = dev_->create_event();
         slot->stepped = dev_->create_event();
         slot->out = dev_->create_event();
@@ -41,8 +41,8 @@ void Engine::stream_step(const Bucket& b, float coef, int64_t step) {
     if (trace_)
         dev_->host_task(
             *sin_, [] {}, core::strfmt("bucket %d", b.index));
-    dev_->copy(s.m, hm_[set] + o, n * 4, device::CopyKind::HostToDevice, *sin_);
-    dev_->copy(s.v, hv_[set] + o, n * 4, device::CopyKind::HostToDevice, *sin_);
+    dev_->copy(s.m, hm(set, o), n * es_, device::CopyKind::HostToDevice, *sin_);
+    dev_->copy(s.v, hv(set, o), n * es_, device::CopyKind::HostToDevice, *sin_);
     dev_->copy(s.p, hparam_[set] + o, n * 4, device::CopyKind::HostToDevice, *sin_);
     dev_->record(*s.in, *sin_);
     // gpu_update (line 5) on the device-step stream, with the new working weights
@@ -55,12 +55,12 @@ void Engine::stream_step(const Bucket& b, float coef, int64_t step) {
     if (trace_)
         dev_->host_task(
             *sout_, [] {}, core::strfmt("bucket %d", b.index));
-    dev_->copy(hm_[set] + o, s.m, n * 4, device::CopyKind::DeviceToHost, *sout_);
-    dev_->copy(hv_[set] + o, s.v, n * 4, device::CopyKind::DeviceToHost, *sout_);
+    dev_->copy(hm(set, o), s.m, n * es_, device::CopyKind::DeviceToHost, *sout_);
+    dev_->copy(hv(set, o), s.v, n * es_, device::CopyKind::DeviceToHost, *sout_);
     dev_->copy(hparam_[set] + o, s.p, n * 4, device::CopyKind::DeviceToHost, *sout_);
     dev_->record(*s.out, *sout_);
-    step_bytes_.state_h2d += static_cast<int64_t>(n) * 12;
-    step_bytes_.state_d2h += static_cast<int64_t>(n) * 12;
+    step_bytes_.state_h2d += static_cast<int64_t>(n * (4 + 2 * es_));
+    step_bytes_.state_d2h += static_cast<int64_t>(n * (4 + 2 * es_));
 }
 
 void Engine::stream_publish(const Bucket& b) {

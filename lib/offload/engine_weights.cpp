@@ -33,12 +33,25 @@ class Engine::StationaryWeights : public model::WeightSource {
     Engine& e_;
 };
 
-// Weight flow: the working weights live in pinned host memory (bf16 when the cast is on the host,
-// else fp32); acquire(u) copies unit u into a device slot (and casts there), then prefetches the
-// next `prefetch_layers` units of the pass's acquire order into free slots on the fetch stream.
+// Weight flow: no working weights are kept for the whole model; acquire(u) builds unit u in a
+// device slot from the fp32 master of its buckets (host state set of the bucket, or the device
+// state of a device-resident bucket): fp32 copied (4 bytes/param H2D), bf16 cast on the device,
+// whatever offload.cast says (which decides the grads' dtype on the link), then prefetches the
+// next `prefetch_layers` units of the pass's acquire order into free slots.
 class Engine::FlowWeights : public model::WeightSource {
   public:
     explicit FlowWeights(Engine& e) : e_(e) {
+        // unit u = segments of the buckets it overlaps (buckets cut at stat pieces, not units)
+        const model::ParamLayout& L = e_.layout_;
+        segs_.resize(static_cast<size_t>(L.num_units()));
+        for (int u = 0; u < L.num_units(); u++) {
+            size_t ub = L.unit_begin[static_cast<size_t>(u)];
+            size_t ue = L.unit_begin[static_cast<size_t>(u) + 1];
+            for (const Bucket& b : e_.buckets_) {
+                size_t lo = std::max(ub, b.begin), hi = std::min(ue, b.end);
+                if (lo < hi) segs_[static_cast<size_t>(u)].push_back({lo, hi - lo, b.index});
+            }
+        }
         // the slots are the plan's (make_memory_plan: prefetch_layers + 3 of them)
         for (int i = 0;; i++) {
             Slot s;
@@ -91,6 +104,11 @@ class Engine::FlowWeights : public model::WeightSource {
     }
 
   private:
+    struct Seg {
+        size_t off = 0; // flat offset
+        size_t n = 0;
+        int bucket = 0;
+    };
     struct Slot {
         float* buf = nullptr;      // (max unit) fp32 weights the model reads
         uint16_t* buf16 = nullptr; // (max unit) bf16 staging (bf16 runs)
@@ -126,20 +144,34 @@ class Engine::FlowWeights : public model::WeightSource {
         e_.wait_unit(unit);
         size_t o = e_.layout_.unit_begin[static_cast<size_t>(unit)];
         size_t n = e_.layout_.unit_begin[static_cast<size_t>(unit) + 1] - o;
+        device::Device& dev = *e_.dev_;
         device::Stream& st = *e_.fetch_;
-        e_.step_bytes_.params_h2d += static_cast<int64_t>(n) * (e_.hwork16_ ? 2 : 4);
-        if (e_.hwork16_) {
-            e_.dev_->copy(s.buf16, e_.hwork16_ + o, n * 2, device::CopyKind::HostToDevice, st);
-            e_.dev_->cast_bf16_to_f32(s.buf16, s.buf, n, st);
-        } else {
-            e_.dev_->copy(s.buf, e_.hwork32_ + o, n * 4, device::CopyKind::HostToDevice, st);
-            if (e_.bf16_) { // cast on the device
-                e_.dev_->cast_f32_to_bf16(s.buf, s.buf16, n, st);
-                e_.dev_->cast_bf16_to_f32(s.buf16, s.buf, n, st);
+        for (const Seg& g : segs_[static_cast<size_t>(unit)]) {
+            const Bucket& b = e_.buckets_[static_cast<size_t>(g.bucket)];
+            size_t x = g.off - o;               // offset in the slot
+            if (b.place == Placement::Device) { // the master is the device's
+                const float* p =
+                    static_cast<const float*>(e_.buf(Buf::DevStateP, b.index)) + (g.off - b.begin);
+                if (e_.bf16_) {
+                    dev.cast_f32_to_bf16(p, s.buf16 + x, g.n, st);
+                    dev.cast_bf16_to_f32(s.buf16 + x, s.buf + x, g.n, st);
+                } else {
+                    dev.copy(s.buf + x, p, g.n * 4, device::CopyKind::DeviceToDevice, st);
+                }
+                continue;
+            }
+            // fp32 master over the link (the fast H2D direction), bf16 made on the device: a
+            // cast on the host would cost CPU time at every fetch (every pass, every micro-batch)
+            const float* p = e_.hparam_[e_.cur_[static_cast<size_t>(b.index)]] + g.off;
+            dev.copy(s.buf + x, p, g.n * 4, device::CopyKind::HostToDevice, st);
+            e_.step_bytes_.params_h2d += static_cast<int64_t>(g.n) * 4;
+            if (e_.bf16_) {
+                dev.cast_f32_to_bf16(s.buf + x, s.buf16 + x, g.n, st);
+                dev.cast_bf16_to_f32(s.buf16 + x, s.buf + x, g.n, st);
             }
         }
-        if (e_.staging_) e_.dev_->copy(s.host, s.buf, n * 4, device::CopyKind::DeviceToHost, st);
-        e_.dev_->record(*s.ev, st);
+        if (e_.staging_) dev.copy(s.host, s.buf, n * 4, device::CopyKind::DeviceToHost, st);
+        dev.record(*s.ev, st);
         s.unit = unit;
         s.held = false;
         s.used = false;
@@ -147,6 +179,7 @@ class Engine::FlowWeights : public model::WeightSource {
 
     Engine& e_;
     std::vector<Slot> slots_;
+    std::vector<std::vector<Seg>> segs_; // (num_units) where each unit's master lives
 };
 
 std::unique_ptr<model::WeightSource> Engine::make_weights() {

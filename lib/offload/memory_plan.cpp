@@ -6,7 +6,7 @@
 
 #include "core/strfmt.h"
 #include "device/device.h"
-#include "device/grad_stats.h"
+#include "kernels/grad_stats.h"
 #include "offload/common.h"
 
 namespace sof::offload {
@@ -23,6 +23,57 @@ size_t MemoryPlan::total(MemSide side, MemKind kind) const {
     for (const BufferSpec& b : buffers)
         if (b.side == side && b.kind == kind) s += mem_round(b.bytes);
     return s;
+}
+
+int grad_ring_slots(const MemoryPlanInputs& in) {
+    const size_t U = in.unit_numel.size();
+    if (!in.flow || !in.ring_ok || in.grad_accum != 1 || U == 0) return 0;
+    for (Placement p : in.bucket_place)
+        if (p == Placement::Stream) return 0;
+    std::vector<size_t> ub(U + 1, 0); // unit bounds
+    for (size_t u = 0; u < U; u++)
+        ub[u + 1] = ub[u] + in.unit_numel[u];
+    auto unit_of = [&](size_t off) {
+        return static_cast<size_t>(std::upper_bound(ub.begin(), ub.end(), off) - ub.begin()) - 1;
+    };
+    // per unit: the lowest ready unit of a bucket overlapping it, and a device bucket overlap
+    std::vector<size_t> min_ready(U);
+    std::vector<char> dev(U, 0);
+    for (size_t u = 0; u < U; u++)
+        min_ready[u] = u;
+    size_t end = in.num_params;
+    for (size_t i = 0; i < in.bucket_numel.size(); i++) { // backward order: descending offsets
+        size_t begin = end - in.bucket_numel[i];
+        if (in.bucket_numel[i] > 0) {
+            size_t ready = unit_of(begin), last = unit_of(end - 1);
+            for (size_t w = ready; w <= last; w++) {
+                min_ready[w] = std::min(min_ready[w], ready);
+                if (in.bucket_place[i] == Placement::Device) dev[w] = 1;
+            }
+        }
+        end = begin;
+    }
+    // unit w > 0 holds a slot while units u in [min_ready(w), w] are written (to the end when a
+    // device bucket overlaps it); unit 0 has its own slot
+    std::vector<int> delta(U + 1, 0);
+    for (size_t w = 1; w < U; w++) {
+        size_t lo = dev[w] ? 0 : min_ready[w];
+        delta[lo] += 1;
+        delta[w + 1] -= 1;
+    }
+    int best = 0, live = 0;
+    std::vector<int> at(U, 0);
+    for (size_t u = 0; u < U; u++) { // prefix sums: live units other than 0 while u is written
+        live += delta[u];
+        at[u] = live;
+    }
+    for (size_t u = 0; u < U; u++)
+        best = std::max(best, at[u]);
+    int slots = 1 + best;
+    if (static_cast<double>(slots) * static_cast<double>(in.max_unit) >=
+        static_cast<double>(in.num_params))
+        return 0; // a small model: the whole-model buffer is not larger
+    return slots;
 }
 
 int stream_slot_count(int nstream) {
@@ -54,12 +105,25 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
             break;
         }
     }
-    const bool device_lowp = in.bf16 && (!in.flow || in.cast_host);
+    // weight flow builds the device's weights from the master at every fetch: no bf16 copy
+    const bool device_lowp = in.bf16 && !in.flow;
     const bool bf16_grads = in.bf16 && in.cast_host; // grads cross the link as bf16
+    const size_t es = in.state_bf16 ? 2 : 4;         // bytes per moment
 
-    // Device memory (weight flow: the model's grads live in pinned host memory).
-    add(Buf::DevGrads, 0, in.flow ? MemSide::Pinned : MemSide::Device, MemKind::Grads, n * 4,
-        in.flow ? "fp32 grads (weight flow, pinned host)" : "fp32 grads (num_params)");
+    // Device memory (weight flow: the model's grads live in a device ring of units, or with
+    // accumulation in pinned host memory).
+    const int ring = grad_ring_slots(in);
+    const bool pinned_grads = in.flow && ring == 0; // the host step reads them there
+    if (ring == 0)
+        add(Buf::DevGrads, 0, in.flow ? MemSide::Pinned : MemSide::Device, MemKind::Grads, n * 4,
+            in.flow ? "fp32 grads (weight flow, pinned host)" : "fp32 grads (num_params)");
+    for (int r = 0; r < ring; r++) {
+        add(Buf::DevGradRing, r, MemSide::Device, MemKind::Grads, in.max_unit * 4,
+            core::strfmt("grad ring slot %d (fp32 unit)", r));
+        if (in.staging)
+            add(Buf::HostGradRing, r, MemSide::Pinned, MemKind::Grads, in.max_unit * 4,
+                core::strfmt("grad ring slot %d host mirror", r));
+    }
     if (!in.flow)
         add(Buf::DevWork, 0, MemSide::Device, MemKind::Weights, n * 4,
             "working weights (stationary)");
@@ -85,16 +149,16 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
         std::string w = core::strfmt("bucket %d", b);
         add(Buf::DevStateP, b, MemSide::Device, MemKind::State, k * 4,
             w + " fp32 master params (device-resident)");
-        add(Buf::DevStateM, b, MemSide::Device, MemKind::State, k * 4,
+        add(Buf::DevStateM, b, MemSide::Device, MemKind::State, k * es,
             w + " exp_avg (device-resident)");
-        add(Buf::DevStateV, b, MemSide::Device, MemKind::State, k * 4,
+        add(Buf::DevStateV, b, MemSide::Device, MemKind::State, k * es,
             w + " exp_avg_sq (device-resident)");
     }
     for (int s = 0; s < stream_slot_count(nstream); s++) {
         std::string w = core::strfmt("streaming slot %d", s);
         add(Buf::SlotP, s, MemSide::Device, MemKind::State, max_stream * 4, w + " fp32 params");
-        add(Buf::SlotM, s, MemSide::Device, MemKind::State, max_stream * 4, w + " exp_avg");
-        add(Buf::SlotV, s, MemSide::Device, MemKind::State, max_stream * 4, w + " exp_avg_sq");
+        add(Buf::SlotM, s, MemSide::Device, MemKind::State, max_stream * es, w + " exp_avg");
+        add(Buf::SlotV, s, MemSide::Device, MemKind::State, max_stream * es, w + " exp_avg_sq");
     }
     if (in.flow) {
         int nslots = in.prefetch_layers + 3; // unit 0 held + current + prefetched
@@ -111,26 +175,26 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
         }
     }
 
-    // Pinned host memory: the master state (two sets with exact rollback), offloaded grads, ...
-    int nsets = in.exact ? 2 : 1;
+    // Pinned host memory: the master state (two sets with exact rollback), the offloaded grads
+    // (stationary; in weight flow the host step reads the model's pinned grads), statistics and
+    // the bf16 ring of the host step's bf16 params (never a whole-model bf16 copy).
+    int nsets = in.exact && in.speculate ? 2 : 1; // nothing to roll back without speculation
     for (int s = 0; s < nsets; s++) {
         std::string w = nsets > 1 ? core::strfmt(" (state set %d)", s) : std::string();
         add(Buf::HostParams, s, MemSide::Pinned, MemKind::State, n * 4, "fp32 master params" + w);
-        add(Buf::HostExpAvg, s, MemSide::Pinned, MemKind::State, n * 4, "exp_avg" + w);
-        add(Buf::HostExpAvgSq, s, MemSide::Pinned, MemKind::State, n * 4, "exp_avg_sq" + w);
+        add(Buf::HostExpAvg, s, MemSide::Pinned, MemKind::State, n * es, "exp_avg" + w);
+        add(Buf::HostExpAvgSq, s, MemSide::Pinned, MemKind::State, n * es, "exp_avg_sq" + w);
     }
-    if (bf16_grads)
+    if (!pinned_grads && bf16_grads)
         add(Buf::HostGrads16, 0, MemSide::Pinned, MemKind::Grads, n * 2, "offloaded grads (bf16)");
-    else
+    else if (!pinned_grads)
         add(Buf::HostGrads, 0, MemSide::Pinned, MemKind::Grads, n * 4, "offloaded grads");
     add(Buf::HostStats, 0, MemSide::Pinned, MemKind::Staging,
         in.npieces * sizeof(device::GradStats), "grad statistics");
     if (!in.flow && in.bf16 && in.cast_host)
-        add(Buf::HostLowp, 0, MemSide::Pinned, MemKind::Staging, n * 2, "bf16 params for H2D");
-    if (in.flow && in.bf16 && in.cast_host)
-        add(Buf::HostWork16, 0, MemSide::Pinned, MemKind::Weights, n * 2, "bf16 working weights");
-    else if (in.flow)
-        add(Buf::HostWork32, 0, MemSide::Pinned, MemKind::Weights, n * 4, "fp32 working weights");
+        for (int r = 0; r < 2; r++)
+            add(Buf::HostPub16, r, MemSide::Pinned, MemKind::Staging, max_host * 2,
+                core::strfmt("bf16 params H2D ring %d", r));
     if (in.staging && !in.flow)
         add(Buf::HostModelGrads, 0, MemSide::Pinned, MemKind::Grads, n * 4,
             "model grads (host staging)");
@@ -163,8 +227,13 @@ static void set_modes(MemoryPlanInputs& in, const config::Config& cfg, bool stag
     in.bf16 = cfg.train.dtype == config::Precision::BF16;
     in.flow = cfg.offload.weights == config::WeightsPolicy::Flow;
     in.cast_host = cfg.offload.cast == config::CastAt::Host;
-    in.exact = cfg.offload.rollback == config::Rollback::Exact;
+    in.exact = cfg.offload.rollback != config::Rollback::Inverse; // auto unresolved: exact
+    in.state_bf16 = cfg.optimizer.state_dtype == config::StateDtype::BF16;
+    in.speculate = cfg.offload.schedule != config::Schedule::Synchronous &&
+                   cfg.offload.stv != config::Stv::Off;
+    in.ring_ok = cfg.offload.flow_grads != config::FlowGrads::Host;
     in.staging = staging;
+    in.grad_accum = std::max(1, cfg.train.grad_accum);
     in.prefetch_layers = std::max(0, cfg.offload.prefetch_layers);
 }
 
@@ -173,9 +242,12 @@ MemoryPlanInputs memory_plan_inputs(const config::Config& cfg, const model::Para
     MemoryPlanInputs in;
     in.num_params = layout.num_params;
     in.max_unit = max_unit_of(layout);
+    for (int u = 0; u < layout.num_units(); u++)
+        in.unit_numel.push_back(layout.unit_begin[static_cast<size_t>(u) + 1] -
+                                layout.unit_begin[static_cast<size_t>(u)]);
     in.npieces = 0;
     for (const model::TensorInfo& t : layout.tensors)
-        in.npieces += (t.numel + device::kStatPiece - 1) / device::kStatPiece;
+        in.npieces += (t.numel + kernels::kStatPiece - 1) / kernels::kStatPiece;
     for (const Bucket& b : buckets) {
         in.bucket_numel.push_back(b.numel());
         in.bucket_place.push_back(b.place);

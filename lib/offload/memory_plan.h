@@ -22,32 +22,35 @@ enum class MemKind { Weights, Grads, State, Staging };
 
 // Identity of an engine buffer; `index` of BufferSpec tells state sets, buckets and slots apart.
 enum class Buf {
-    DevGrads,       // (num_params) fp32 grads the model adds into (pinned host in weight flow)
+    DevGrads,       // (num_params) fp32 grads the model adds into (pinned host in weight flow
+                    // with accumulation)
+    DevGradRing,    // (max unit) weight flow, no accumulation: grad ring slot `index` on the
+                    // device, one unit's fp32 grads while backward and the bucket D2H need them
     DevWork,        // (num_params) fp32 working weights (stationary)
     DevStats,       // (npieces) grad statistics
     DevStage32,     // (max host bucket) H2D staging fp32 (bf16, cast on the device)
     DevStage16,     // (max host bucket) H2D staging bf16
     DevGradStage16, // (max bucket) bf16 grads written by grad_prep (bf16, cast on the host)
-    DevLowp,        // (max device/stream bucket) bf16 copy written by the device step
+    DevLowp,        // (max device/stream bucket) bf16 copy written by the device step (stationary)
     DevStateP,      // (bucket) fp32 master params of device-resident bucket `index`
-    DevStateM,      // (bucket) exp_avg of device-resident bucket `index`
-    DevStateV,      // (bucket) exp_avg_sq of device-resident bucket `index`
+    DevStateM,      // (bucket) exp_avg of device-resident bucket `index` (state dtype)
+    DevStateV,      // (bucket) exp_avg_sq of device-resident bucket `index` (state dtype)
     SlotP,          // (max stream bucket) streaming slot `index`: fp32 params (interleaved)
-    SlotM,          // (max stream bucket) streaming slot `index`: exp_avg
-    SlotV,          // (max stream bucket) streaming slot `index`: exp_avg_sq
+    SlotM,          // (max stream bucket) streaming slot `index`: exp_avg (state dtype)
+    SlotV,          // (max stream bucket) streaming slot `index`: exp_avg_sq (state dtype)
     FlowSlot32,     // (max unit) weight-flow slot `index`: fp32 weights the model reads
     FlowSlot16,     // (max unit) weight-flow slot `index`: bf16 staging
     FlowSlotHost,   // (max unit) weight-flow slot `index`: pinned host copy (staging mode)
     HostParams,     // (num_params) fp32 master params, state set `index`
-    HostExpAvg,     // (num_params) exp_avg, state set `index`
-    HostExpAvgSq,   // (num_params) exp_avg_sq, state set `index`
-    HostGrads,      // (num_params) fp32 grads offloaded D2H
-    HostGrads16,    // (num_params) bf16 grads offloaded D2H (bf16, cast on the host)
+    HostExpAvg,     // (num_params) exp_avg, state set `index` (state dtype: fp32 or bf16)
+    HostExpAvgSq,   // (num_params) exp_avg_sq, state set `index` (state dtype)
+    HostGrads,      // (num_params) fp32 grads offloaded D2H (stationary)
+    HostGrads16,    // (num_params) bf16 grads offloaded D2H (stationary, bf16, cast on the host)
     HostStats,      // (npieces) grad statistics
-    HostLowp,       // (num_params) bf16 params written by the host step (stationary, cast host)
-    HostWork16,     // (num_params) weight flow: bf16 working weights
-    HostWork32,     // (num_params) weight flow: fp32 working weights
+    HostPub16,      // (max host bucket) stationary, cast host: bf16 params of a host step on
+                    // their way H2D, ring slot `index` (0, 1)
     HostModelGrads, // (num_params) staging: the grads the model adds into
+    HostGradRing,   // (max unit) staging: host mirror of grad ring slot `index`
     HostModelWork,  // (num_params) staging, stationary: host copy of the working weights
     HostNaN,        // (1) NaN for the debug injection
     // the ZeRO-3 wrapper's (lib/zero) buffers, whole units of the full model: zero3_memory_plan
@@ -78,13 +81,18 @@ inline size_t mem_round(size_t bytes) {
 struct MemoryPlanInputs {
     size_t num_params = 0; // parameters of the engine's layout (this rank's shard under ZeRO-3)
     size_t max_unit = 0;   // largest unit of that layout (weight-flow slot size)
-    size_t npieces = 1;    // grad statistic pieces of the shard
+    std::vector<size_t> unit_numel;      // (num_units) elements of each unit of that layout
+    int grad_accum = 1;                  // micro-batches per step (train.grad_accum)
+    size_t npieces = 1;                  // grad statistic pieces of the shard
     std::vector<size_t> bucket_numel;    // (nbuckets) elements of each bucket, backward order
     std::vector<Placement> bucket_place; // (nbuckets) where each bucket's state lives and steps
     bool bf16 = false;                   // working precision bf16
     bool flow = false;                   // weight flow (else stationary)
     bool cast_host = false;              // bf16 cast on the host
-    bool exact = true;                   // exact rollback: two host state sets
+    bool exact = true;                   // exact rollback: two host state sets (when speculating)
+    bool speculate = true;               // STV may step speculatively (not synchronous, stv on)
+    bool state_bf16 = false;             // optimizer.state_dtype bf16: m, v of 2 bytes
+    bool ring_ok = true;                 // offload.flow_grads not host: a grad ring may be used
     bool staging = false;                // model grads/weights staged through pinned host mirrors
     int prefetch_layers = 1;
     int shard_ranks = 1;    // ZeRO-3 ranks the state is sharded over (sizes above are per rank)
@@ -113,6 +121,14 @@ constexpr int kZeroGradSlots = 3;
 // gather16: weights are all-gathered as bf16 (train.dtype bf16: the working weights are bf16
 // values, so the gather is exact at half the bytes) through one send and one receive buffer.
 MemoryPlan zero3_memory_plan(int shards, size_t slice, MemSide side, bool gather16);
+
+// Slots of the weight-flow grad ring for `in` (0: no ring, the model's fp32 grads are one
+// whole-model pinned buffer). A ring is used with weight flow, no accumulation (grad_accum 1), no
+// streamed buckets and offload.flow_grads not host, when it is smaller than the model: slot 0 holds
+// unit 0 for the whole backward (a tied LM head adds into it first), the others hold the unit being
+// written and every unit a bucket still needs (a bucket launches when the unit of its first element
+// is done; device-stepped buckets keep their units until the step ends).
+int grad_ring_slots(const MemoryPlanInputs& in);
 
 // Streaming slots of the interleaved schedule for `nstream` streamed buckets: double-buffered
 // (one updating on the device while the next is prefetched), at most nstream.

@@ -8,8 +8,9 @@
 
 #include "core/dtype.h"
 #include "core/timer.h"
-#include "device/grad_stats.h"
+#include "kernels/grad_stats.h"
 #include "offload/common.h"
+#include "optim/adam_ref.h"
 
 namespace sof::offload {
 
@@ -32,10 +33,12 @@ PlainUpdater::PlainUpdater(const config::Config& cfg, const model::ParamLayout& 
       bf16_(cfg.train.dtype == config::Precision::BF16),
       bf16_grads_(bf16_ && cfg.offload.cast == config::CastAt::Host) {
     size_t n = layout.num_params;
+    sd_ = cfg.optimizer.state_dtype == config::StateDtype::BF16 ? SOF_DTYPE_BF16 : SOF_DTYPE_F32;
+    es_ = sd_ == SOF_DTYPE_F32 ? 4 : 2;
     params_.assign(n, 0.0f);
     grads_.assign(n, 0.0f);
-    m_.assign(n, 0.0f);
-    v_.assign(n, 0.0f);
+    m_.assign(n * es_, 0); // +0.0 in fp32 and bf16
+    v_.assign(n * es_, 0);
     if (bf16_) {
         work_.assign(n, 0.0f);
         lowp_.assign(n, 0);
@@ -46,8 +49,9 @@ PlainUpdater::PlainUpdater(const config::Config& cfg, const model::ParamLayout& 
     sink_ = std::make_unique<Sink>(*this);
     opt_ = load_host_optimizer(cfg.optimizer, cfg.optimizer.threads);
     if (trace_) lane_ = trace_->lane("main");
-    log_.info("update path: plain (optimizer %s/%s, %s weights)", opt_->info().name.c_str(),
-              opt_->info().variant.c_str(), bf16_ ? "bf16" : "fp32");
+    log_.info("update path: plain (optimizer %s/%s, %s weights, %s moments)",
+              opt_->info().name.c_str(), opt_->info().variant.c_str(), bf16_ ? "bf16" : "fp32",
+              sd_ == SOF_DTYPE_BF16 ? "bf16" : "fp32");
 }
 
 PlainUpdater::~PlainUpdater() = default;
@@ -75,9 +79,9 @@ StepReport PlainUpdater::finish_step() {
     StepReport rep;
     std::vector<device::GradStats> st(pieces_.size() - 1);
     for (size_t i = 0; i + 1 < pieces_.size(); i++)
-        st[i] = device::piece_stats(grads_.data() + pieces_[i],
-                                    static_cast<size_t>(pieces_[i + 1] - pieces_[i]), 1.0f,
-                                    bf16_grads_ ? grads16_.data() + pieces_[i] : nullptr);
+        st[i] = kernels::piece_stats(grads_.data() + pieces_[i],
+                                     static_cast<size_t>(pieces_[i + 1] - pieces_[i]), 1.0f,
+                                     bf16_grads_ ? grads16_.data() + pieces_[i] : nullptr);
     NormResult nr = reduce_norm(st, stat_reducer_);
     rep.grad_norm = nr.norm;
     if (nr.nonfinite) {
@@ -93,7 +97,7 @@ StepReport PlainUpdater::finish_step() {
             sof_adam_slice s =
                 optim::make_slice(static_cast<int64_t>(t.numel), params_.data() + t.offset, g,
                                   bf16_grads_ ? SOF_DTYPE_BF16 : SOF_DTYPE_F32,
-                                  m_.data() + t.offset, v_.data() + t.offset);
+                                  m_.data() + t.offset * es_, v_.data() + t.offset * es_, sd_);
             if (bf16_) {
                 s.lowp_out = lowp_.data() + t.offset;
                 s.lowp_dtype = SOF_DTYPE_BF16;
@@ -115,8 +119,10 @@ StepReport PlainUpdater::finish_step() {
 
 void PlainUpdater::get_state(float* params, float* exp_avg, float* exp_avg_sq, int64_t* opt_step) {
     std::copy(params_.begin(), params_.end(), params);
-    std::copy(m_.begin(), m_.end(), exp_avg);
-    std::copy(v_.begin(), v_.end(), exp_avg_sq);
+    for (size_t i = 0; i < params_.size(); i++) { // bf16 moments widen exactly
+        exp_avg[i] = optim::adam_ref_state(m_.data(), sd_, static_cast<int64_t>(i));
+        exp_avg_sq[i] = optim::adam_ref_state(v_.data(), sd_, static_cast<int64_t>(i));
+    }
     *opt_step = opt_step_;
 }
 
@@ -124,8 +130,10 @@ void PlainUpdater::set_state(const float* params, const float* exp_avg, const fl
                              int64_t opt_step) {
     size_t n = layout_.num_params;
     std::copy(params, params + n, params_.begin());
-    std::copy(exp_avg, exp_avg + n, m_.begin());
-    std::copy(exp_avg_sq, exp_avg_sq + n, v_.begin());
+    for (size_t i = 0; i < n; i++) { // bf16 moments: rounded to nearest even
+        optim::adam_ref_store_state(m_.data(), sd_, static_cast<int64_t>(i), exp_avg[i]);
+        optim::adam_ref_store_state(v_.data(), sd_, static_cast<int64_t>(i), exp_avg_sq[i]);
+    }
     opt_step_ = opt_step;
     refresh_working();
 }

@@ -45,7 +45,9 @@ class PlainUpdater : public Updater {
                       // them)
     std::vector<float> params_;     // (num_params) fp32 master
     std::vector<float> grads_;      // (num_params)
-    std::vector<float> m_, v_;      // (num_params) exp_avg, exp_avg_sq
+    sof_dtype sd_ = SOF_DTYPE_F32;  // optimizer.state_dtype
+    size_t es_ = 4;                 // bytes per moment
+    std::vector<char> m_, v_;       // (num_params) exp_avg, exp_avg_sq of dtype sd_
     std::vector<float> work_;       // (num_params) bf16-rounded params (dtype bf16 only)
     std::vector<uint16_t> lowp_;    // (num_params) bf16 copy written by the step (dtype bf16)
     std::vector<uint16_t> grads16_; // (num_params) bf16-rounded grads (bf16_grads_ only)

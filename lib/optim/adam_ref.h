@@ -117,6 +117,20 @@ inline float adam_ref_grad(const void* g, int32_t dtype, int64_t i) {
     return dtype == SOF_DTYPE_BF16 ? core::bf16_to_f32(h) : core::f16_to_f32(h);
 }
 
+// Moment i of a state buffer of dtype (fp32, or bf16 widened exactly).
+inline float adam_ref_state(const void* x, int32_t dtype, int64_t i) {
+    if (dtype == SOF_DTYPE_F32) return static_cast<const float*>(x)[i];
+    return core::bf16_to_f32(static_cast<const uint16_t*>(x)[i]);
+}
+
+// Stores moment i into a state buffer of dtype (bf16: rounded to nearest even).
+inline void adam_ref_store_state(void* x, int32_t dtype, int64_t i, float val) {
+    if (dtype == SOF_DTYPE_F32)
+        static_cast<float*>(x)[i] = val;
+    else
+        static_cast<uint16_t*>(x)[i] = core::f32_to_bf16(val);
+}
+
 inline uint16_t adam_ref_lowp(float p, int32_t dtype) {
     return dtype == SOF_DTYPE_BF16 ? core::f32_to_bf16(p) : core::f32_to_f16(p);
 }
@@ -133,15 +147,18 @@ inline sof_adam_result adam_ref_stats(const void* grad, int32_t dtype, int64_t n
 }
 
 // A whole slice, reading the inputs and writing the outputs (in place or separate), lowp copy
-// of the new params when lowp_out is set.
+// of the new params when lowp_out is set; moments of s.state_dtype (bf16: widened on load,
+// rounded to nearest even on store, fp32 arithmetic in between).
 inline sof_adam_result adam_ref_step(const sof_adam_slice& s, const sof_adam_hparams& hp) {
     AdamConsts c = adam_consts(hp);
+    const int32_t sd = s.state_dtype;
     for (int64_t i = 0; i < s.n; i++) {
-        float p = s.param[i], m = s.exp_avg[i], v = s.exp_avg_sq[i];
+        float p = s.param[i], m = adam_ref_state(s.exp_avg, sd, i);
+        float v = adam_ref_state(s.exp_avg_sq, sd, i);
         adam_ref_elem(c, p, m, v, adam_ref_grad(s.grad, s.grad_dtype, i));
         s.param_out[i] = p;
-        s.exp_avg_out[i] = m;
-        s.exp_avg_sq_out[i] = v;
+        adam_ref_store_state(s.exp_avg_out, sd, i, m);
+        adam_ref_store_state(s.exp_avg_sq_out, sd, i, v);
         if (s.lowp_out) static_cast<uint16_t*>(s.lowp_out)[i] = adam_ref_lowp(p, s.lowp_dtype);
     }
     return adam_ref_stats(s.grad, s.grad_dtype, s.n, hp.grad_scale);
@@ -150,12 +167,14 @@ inline sof_adam_result adam_ref_step(const sof_adam_slice& s, const sof_adam_hpa
 // In-place rollback of a slice (param/exp_avg/exp_avg_sq hold the stepped state).
 inline void adam_ref_rollback(const sof_adam_slice& s, const sof_adam_hparams& hp) {
     AdamConsts c = adam_consts(hp);
+    const int32_t sd = s.state_dtype;
     for (int64_t i = 0; i < s.n; i++) {
-        float p = s.param[i], m = s.exp_avg[i], v = s.exp_avg_sq[i];
+        float p = s.param[i], m = adam_ref_state(s.exp_avg, sd, i);
+        float v = adam_ref_state(s.exp_avg_sq, sd, i);
         adam_ref_rollback_elem(c, p, m, v, adam_ref_grad(s.grad, s.grad_dtype, i));
         s.param_out[i] = p;
-        s.exp_avg_out[i] = m;
-        s.exp_avg_sq_out[i] = v;
+        adam_ref_store_state(s.exp_avg_out, sd, i, m);
+        adam_ref_store_state(s.exp_avg_sq_out, sd, i, v);
         if (s.lowp_out) static_cast<uint16_t*>(s.lowp_out)[i] = adam_ref_lowp(p, s.lowp_dtype);
     }
 }

@@ -194,7 +194,7 @@ sof_adam_hparams make_hparams(float lr, float beta1, float beta2, float eps, flo
 }
 
 sof_adam_slice make_slice(int64_t n, float* param, const void* grad, sof_dtype grad_dtype,
-                          float* exp_avg, float* exp_avg_sq) {
+                          void* exp_avg, void* exp_avg_sq, sof_dtype state_dtype) {
     sof_adam_slice s{};
     s.struct_size = sizeof(sof_adam_slice);
     s.n = n;
@@ -208,6 +208,7 @@ sof_adam_slice make_slice(int64_t n, float* param, const void* grad, sof_dtype g
     s.exp_avg_out = exp_avg;
     s.exp_avg_sq_out = exp_avg_sq;
     s.lowp_out = nullptr;
+    s.state_dtype = state_dtype;
     return s;
 }
 

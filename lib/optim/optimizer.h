@@ -34,9 +34,10 @@ sof_adam_hparams make_hparams(float lr, float beta1, float beta2, float eps, flo
                               int64_t step, sof_adam_mode mode, bool bias_correction,
                               float grad_scale);
 
-// A slice; outputs default to in place (param_out = param, ...), lowp_out = nullptr.
+// A slice; outputs default to in place (param_out = param, ...), lowp_out = nullptr; the moments
+// exp_avg, exp_avg_sq are of state_dtype (fp32 or bf16).
 sof_adam_slice make_slice(int64_t n, float* param, const void* grad, sof_dtype grad_dtype,
-                          float* exp_avg, float* exp_avg_sq);
+                          void* exp_avg, void* exp_avg_sq, sof_dtype state_dtype = SOF_DTYPE_F32);
 
 class Optimizer {
   public:

@@ -12,7 +12,7 @@ extern "C" {
 
 /* Bump on any incompatible change; the loader rejects a plugin whose abi_version differs and
  * names both numbers. Compatible growth appends fields and is detected through struct_size. */
-#define SOF_OPTIM_ABI_VERSION 1
+#define SOF_OPTIM_ABI_VERSION 2
 
 /* Name of the single symbol every plugin exports. */
 #define SOF_OPTIM_ENTRY "sof_optim_plugin_get"
@@ -54,21 +54,25 @@ typedef struct sof_adam_hparams {
 
 /* One contiguous slice of n parameters. Inputs and outputs may be the same buffers (in place) or
  * disjoint (separate outputs: the inputs are left untouched, so an exact rollback is free).
- * Partial overlap is not allowed. Destination buffers are written without being read. */
+ * Partial overlap is not allowed. Destination buffers are written without being read.
+ * The moments are stored in state_dtype: fp32, or bf16 (read and widened to fp32, the step
+ * computed in fp32 exactly as with fp32 state, the new moments rounded to nearest even). */
 typedef struct sof_adam_slice {
     uint32_t struct_size; /* sizeof(sof_adam_slice) */
     int64_t n;
-    const float* param;      /* (n) fp32 master params, read */
-    const void* grad;        /* (n) grads of dtype grad_dtype, read */
-    int32_t grad_dtype;      /* SOF_DTYPE_F32 or SOF_DTYPE_BF16 (F16 optional) */
-    int32_t lowp_dtype;      /* dtype of lowp_out: SOF_DTYPE_BF16 or SOF_DTYPE_F16 */
-    const float* exp_avg;    /* (n) first moment m, read */
-    const float* exp_avg_sq; /* (n) second moment v, read */
-    float* param_out;        /* (n) updated params; == param for in place */
-    float* exp_avg_out;      /* (n) updated m; == exp_avg for in place */
-    float* exp_avg_sq_out;   /* (n) updated v; == exp_avg_sq for in place */
-    void* lowp_out;          /* (n) optional low-precision copy of the updated params, or NULL;
-                                rounded to nearest even, NaN kept */
+    const float* param;     /* (n) fp32 master params, read */
+    const void* grad;       /* (n) grads of dtype grad_dtype, read */
+    int32_t grad_dtype;     /* SOF_DTYPE_F32 or SOF_DTYPE_BF16 (F16 optional) */
+    int32_t lowp_dtype;     /* dtype of lowp_out: SOF_DTYPE_BF16 or SOF_DTYPE_F16 */
+    const void* exp_avg;    /* (n) first moment m of state_dtype, read */
+    const void* exp_avg_sq; /* (n) second moment v of state_dtype, read */
+    float* param_out;       /* (n) updated params; == param for in place */
+    void* exp_avg_out;      /* (n) updated m; == exp_avg for in place */
+    void* exp_avg_sq_out;   /* (n) updated v; == exp_avg_sq for in place */
+    void* lowp_out;         /* (n) optional low-precision copy of the updated params, or NULL;
+                               rounded to nearest even, NaN kept */
+    int32_t state_dtype;    /* SOF_DTYPE_F32 or SOF_DTYPE_BF16: exp_avg(_sq) and their outputs */
+    int32_t reserved;
 } sof_adam_slice;
 
 /* Per-call result: statistics of the scaled grads the call read. */

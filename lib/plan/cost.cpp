@@ -25,12 +25,26 @@ struct BucketStages {
     double h2d = 0;  // move_bucket(param)
 };
 
-BucketStages bucket_stages(const CostInputs& c, const HardwareProfile& hw) {
+// Whether weight flow keeps the model's grads in pinned host memory (no grad ring): the backward
+// writes them over the link itself, the bucket pipeline has no D2H stage.
+bool flow_pinned_grads(const CostInputs& c, config::WeightsPolicy weights) {
+    if (weights != config::WeightsPolicy::Flow) return false;
+    return offload::grad_ring_slots(offload_plan_inputs(c, weights, 0, 0)) == 0;
+}
+
+BucketStages bucket_stages(const CostInputs& c, const HardwareProfile& hw,
+                           config::WeightsPolicy weights) {
     BucketStages s;
-    s.d2h = transfer_seconds(hw.d2h, c.bucket_params * c.grad_move_bytes);
+    const bool flow = weights == config::WeightsPolicy::Flow;
+    if (!flow_pinned_grads(c, weights))
+        s.d2h = transfer_seconds(hw.d2h, c.bucket_params * c.grad_move_bytes);
     s.step = c.bucket_params / hw.cpu_adam_params_per_s;
-    if (c.param_move_bytes < 4) s.step += c.bucket_params / hw.cpu_cast_params_per_s;
-    s.h2d = transfer_seconds(hw.h2d, c.bucket_params * c.param_move_bytes);
+    // stationary: the new params go back H2D (bf16 with the cast on the host, written by the
+    // step in the same pass); weight flow: the step updates the master, fetches read it
+    if (!flow) {
+        if (c.param_move_bytes < 4) s.step += c.bucket_params / hw.cpu_cast_params_per_s;
+        s.h2d = transfer_seconds(hw.h2d, c.bucket_params * c.param_move_bytes);
+    }
     return s;
 }
 
@@ -89,7 +103,7 @@ ActivationEstimate activation_estimate(const model::ArchConfig& m, double batch,
 }
 
 CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& m,
-                            const HardwareProfile& hw, int shard_ranks) {
+                            const HardwareProfile& hw, int shard_ranks, bool gpu_model) {
     CostInputs c;
     const double C = m.channels, L = m.num_layers, Vp = m.padded_vocab_size;
     // sizes from the parameter layout (GPT-2: blocks 12C^2 + 13C, unit 0 wte + wpe; LLaMA: the
@@ -110,10 +124,7 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
     c.seq = T / sp;
     c.grad_accum = std::max(1, cfg.train.grad_accum);
     c.weight_bytes = cfg.train.dtype == config::Precision::BF16 ? 2.0 : 4.0;
-    bool host_cast = cfg.offload.cast == config::CastAt::Host;
-    c.grad_move_bytes = host_cast ? c.weight_bytes : 4.0;
-    c.param_move_bytes = host_cast ? c.weight_bytes : 4.0;
-    c.stv = cfg.offload.stv;
+    c.stv = cfg.offload.stv != config::Stv::Off;
     c.prefetch_layers = std::max(1, cfg.offload.prefetch_layers);
 
     // forward FLOPs of one micro-batch: 2*tokens*matmul params (blocks + LM head) + attention
@@ -136,6 +147,7 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
     c.capacity_bytes = mem * hw.gpu_usable_fraction;
     c.host_capacity_bytes = hw.cpu_memory_gb * 1e9;
     c.host_device = hw.host_device;
+    c.staged = !hw.host_device && !gpu_model;
     c.shard_ranks = std::max(1, shard_ranks);
     c.gather16 = cfg.train.dtype == config::Precision::BF16 && !cfg.debug.fp32_gathers;
     c.interleave_k =
@@ -149,16 +161,39 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
     pc.offload.schedule = config::Schedule::SuperOffload;
     if (pc.offload.weights == config::WeightsPolicy::Auto)
         pc.offload.weights = config::WeightsPolicy::Stationary;
-    c.mem_base = zero::sharded_plan_inputs(pc, layout, c.shard_ranks, !hw.host_device);
+    c.mem_base = zero::sharded_plan_inputs(pc, layout, c.shard_ranks, c.staged);
     const int stride = c.shard_ranks <= 64 ? 1 : c.shard_ranks / 64;
     for (int r = stride; r < c.shard_ranks; r += stride)
-        c.mem_other.push_back(
-            zero::sharded_plan_inputs(pc, layout, c.shard_ranks, !hw.host_device, r));
+        c.mem_other.push_back(zero::sharded_plan_inputs(pc, layout, c.shard_ranks, c.staged, r));
     if (stride > 1 && (c.shard_ranks - 1) % stride != 0)
-        c.mem_other.push_back(zero::sharded_plan_inputs(pc, layout, c.shard_ranks, !hw.host_device,
-                                                        c.shard_ranks - 1));
+        c.mem_other.push_back(
+            zero::sharded_plan_inputs(pc, layout, c.shard_ranks, c.staged, c.shard_ranks - 1));
     c.num_buckets = std::max(1, static_cast<int>(c.mem_base.bucket_numel.size()));
+    EngineModes em; // the deck's; `auto` at the engine's unresolved default
+    em.cast_host = cfg.offload.cast == config::CastAt::Host;
+    em.exact = cfg.offload.rollback != config::Rollback::Inverse;
+    em.state_bf16 = cfg.optimizer.state_dtype == config::StateDtype::BF16;
+    em.ring_ok = cfg.offload.flow_grads != config::FlowGrads::Host;
+    em.speculate = cfg.offload.schedule != config::Schedule::Synchronous &&
+                   cfg.offload.stv != config::Stv::Off;
+    apply_modes(c, em);
     return c;
+}
+
+void apply_modes(CostInputs& c, const EngineModes& m) {
+    c.modes = m;
+    c.grad_move_bytes = m.cast_host ? c.weight_bytes : 4.0;
+    c.param_move_bytes = m.cast_host ? c.weight_bytes : 4.0;
+    auto set = [&](offload::MemoryPlanInputs& in) {
+        in.cast_host = m.cast_host;
+        in.exact = m.exact;
+        in.state_bf16 = m.state_bf16;
+        in.ring_ok = m.ring_ok;
+        in.speculate = m.speculate;
+    };
+    set(c.mem_base);
+    for (offload::MemoryPlanInputs& in : c.mem_other)
+        set(in);
 }
 
 offload::MemoryPlanInputs offload_plan_inputs(const CostInputs& c, config::WeightsPolicy weights,
@@ -193,9 +228,9 @@ MemoryEstimate rank_memory(const CostInputs& c, const offload::MemoryPlanInputs&
     offload::MemoryPlan plan =
         offload::make_memory_plan(offload_plan_inputs(base, weights, tail, interleave_k));
     if (c.shard_ranks > 1) { // the ZeRO-3 wrapper's whole-unit slots, where the CPU model reads
-        const offload::MemoryPlan z = offload::zero3_memory_plan(
-            c.shard_ranks, base.zero3_slice, c.host_device ? MemSide::Device : MemSide::Pinned,
-            c.gather16);
+        const offload::MemoryPlan z =
+            offload::zero3_memory_plan(c.shard_ranks, base.zero3_slice,
+                                       c.staged ? MemSide::Pinned : MemSide::Device, c.gather16);
         plan.buffers.insert(plan.buffers.end(), z.buffers.begin(), z.buffers.end());
     }
     auto dev = [&](MemKind k) { return static_cast<double>(plan.total(MemSide::Device, k)); };
@@ -257,11 +292,12 @@ void pass_times(const CostInputs& c, const HardwareProfile& hw, config::WeightsP
         *weight_transfer = 0;
         return;
     }
-    // per block: fetch its weights while the previous block computes
-    double fetch = transfer_seconds(hw.h2d, c.layer_params * c.weight_bytes);
+    // per block: fetch its weights (the fp32 master, cast on the device) while the previous
+    // block computes
+    double fetch = transfer_seconds(hw.h2d, c.layer_params * c.fetch_bytes);
     // unit 0 (and an untied LM head's unit) each once per pass, exposed
-    double embed_fetch = transfer_seconds(hw.h2d, c.embed_params * c.weight_bytes);
-    if (c.head_params > 0) embed_fetch += transfer_seconds(hw.h2d, c.head_params * c.weight_bytes);
+    double embed_fetch = transfer_seconds(hw.h2d, c.embed_params * c.fetch_bytes);
+    if (c.head_params > 0) embed_fetch += transfer_seconds(hw.h2d, c.head_params * c.fetch_bytes);
     double f_layer = c.fwd_s / c.layers, b_layer = c.bwd_s / c.layers;
     double f = c.fwd_s + embed_fetch + c.layers * std::max(0.0, fetch - f_layer);
     double b = c.bwd_s + embed_fetch + c.layers * std::max(0.0, fetch - b_layer);
@@ -271,7 +307,8 @@ void pass_times(const CostInputs& c, const HardwareProfile& hw, config::WeightsP
 }
 
 IterationTimes superoffload_times(const CostInputs& c, const HardwareProfile& hw,
-                                  config::WeightsPolicy weights, int tail, bool stv) {
+                                  config::WeightsPolicy weights, int tail, bool stv,
+                                  bool with_memory) {
     IterationTimes t;
     t.schedule = "superoffload";
     int n = std::clamp(tail, 0, c.num_buckets);
@@ -279,7 +316,7 @@ IterationTimes superoffload_times(const CostInputs& c, const HardwareProfile& hw
     double wt = 0;
     pass_times(c, hw, weights, &t.forward, &t.backward, &wt);
     t.compute = c.grad_accum * (c.fwd_s + c.bwd_s);
-    BucketStages s = bucket_stages(c, hw);
+    BucketStages s = bucket_stages(c, hw, weights);
     double bwd_last = t.backward / c.grad_accum;
     double before_last = t.forward + t.backward - bwd_last;
     double tail_params = std::min(c.params, n * c.bucket_params);
@@ -287,14 +324,12 @@ IterationTimes superoffload_times(const CostInputs& c, const HardwareProfile& hw
     double cpu_end = cpu_pipeline_end(c, s, bwd_last, cpu, !stv);
     t.iteration = before_last + std::max(bwd_last + gpu_step, cpu_end);
     double cpu_params = c.params - tail_params;
-    t.transfer = wt +
-                 transfer_seconds(hw.d2h, c.bucket_params * c.grad_move_bytes) * cpu_params /
-                     c.bucket_params +
-                 transfer_seconds(hw.h2d, c.bucket_params * c.param_move_bytes) * cpu_params /
-                     c.bucket_params;
+    t.transfer = wt + (s.d2h + s.h2d) * cpu_params / c.bucket_params;
     t.optimizer = s.step * cpu_params / c.bucket_params + gpu_step;
-    MemoryEstimate mem = offload_memory(c, weights, n);
-    t.fits = mem.device_fits && mem.host_fits;
+    if (with_memory) {
+        MemoryEstimate mem = offload_memory(c, weights, n);
+        t.fits = mem.device_fits && mem.host_fits;
+    }
     finish_times(t);
     return t;
 }
@@ -321,9 +356,10 @@ IterationTimes interleaved_times(const CostInputs& c, const HardwareProfile& hw,
     int cpu_groups = N - gpu_groups;
     double grad_out = transfer_seconds(hw.d2h, S * c.grad_move_bytes); // last bucket exposed
     double cpu = cpu_groups * S * (1.0 / hw.cpu_adam_params_per_s + 1.0 / hw.cpu_cast_params_per_s);
-    double state = transfer_seconds(hw.h2d, 3.0 * S * 4.0);
+    const double sb = 4.0 + 2.0 * (c.modes.state_bf16 ? 2.0 : 4.0); // streamed p, m, v bytes
+    double state = transfer_seconds(hw.h2d, S * sb);
     double h2d = gpu_groups * state + cpu_groups * transfer_seconds(hw.h2d, S * c.weight_bytes);
-    double d2h = gpu_groups * transfer_seconds(hw.d2h, 3.0 * S * 4.0);
+    double d2h = gpu_groups * transfer_seconds(hw.d2h, S * sb);
     double gpu = gpu_groups * S / hw.gpu_adam_params_per_s;
     double first = gpu_groups > 0 ? state : 0.0; // the first GPU subgroup's prefetch
     double update = std::max({cpu, h2d, d2h, gpu + first});
@@ -356,7 +392,8 @@ bool tail_hides_cpu(const CostInputs& c, const HardwareProfile& hw, config::Weig
     pass_times(c, hw, weights, &f, &b, &wt);
     double bwd_last = b / c.grad_accum;
     double gpu_step = std::min(c.params, n * c.bucket_params) / hw.gpu_adam_params_per_s;
-    double end = cpu_pipeline_end(c, bucket_stages(c, hw), bwd_last, c.num_buckets - n, false);
+    double end =
+        cpu_pipeline_end(c, bucket_stages(c, hw, weights), bwd_last, c.num_buckets - n, false);
     return end <= bwd_last + gpu_step;
 }
 

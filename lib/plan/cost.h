@@ -9,6 +9,17 @@
 
 namespace sof::plan {
 
+// The engine modes that change memory and link traffic, as the planner tries them (the deck's
+// values, `auto` ones at their preferred setting until the planner resolves them).
+struct EngineModes {
+    bool cast_host =
+        false;         // bf16 training: grads (and stationary's bf16 params) as bf16 on the link
+    bool exact = true; // exact rollback: a second host state set
+    bool state_bf16 = false; // bf16 moments
+    bool ring_ok = true;     // weight flow may keep the model's grads in a device ring
+    bool speculate = true;   // the deck's schedule and stv speculate (exact needs two sets then)
+};
+
 // Everything about one step that the cost functions need, derived once from deck + model + hw.
 struct CostInputs {
     // model
@@ -23,6 +34,8 @@ struct CostInputs {
     double weight_bytes = 2;     // working precision on the device (2 = bf16, 4 = fp32)
     double grad_move_bytes = 4;  // bytes per param moved D2H (cast=device: fp32; host: bf16)
     double param_move_bytes = 4; // bytes per param moved H2D (idem)
+    double fetch_bytes = 4;      // weight flow: bytes per param fetched (the fp32 master)
+    EngineModes modes;           // apply_modes sets them with the move bytes and memory inputs
     bool stv = true;
     int prefetch_layers = 1;
     // GPU compute for one micro-batch, seconds
@@ -35,9 +48,12 @@ struct CostInputs {
     double capacity_bytes = 0;      // usable device memory
     double host_capacity_bytes = 0; // host memory of this rank
     bool host_device = true;        // the `host` device: its "device" memory is host memory too
-    int shard_ranks = 1;            // ZeRO-3 ranks the state is sharded over
-    bool gather16 = false;          // ZeRO-3 gathers bf16 weights (zero3_memory_plan)
-    int interleave_k = 0;           // schedule interleaved: the stride used for placement
+    // the CPU model of this build on a device the host cannot address (CUDA): its grads and
+    // weights staged through pinned mirrors, the ZeRO-3 wrapper's unit slots in pinned memory
+    bool staged = false;
+    int shard_ranks = 1;   // ZeRO-3 ranks the state is sharded over
+    bool gather16 = false; // ZeRO-3 gathers bf16 weights (zero3_memory_plan)
+    int interleave_k = 0;  // schedule interleaved: the stride used for placement
     // The engine's memory plan inputs of rank 0 (buckets of the deck's bucket_mb, unplaced;
     // offload_memory places them for a weights policy / tail count / stride), and of the other
     // ZeRO-3 ranks the estimate takes the maximum over (all up to 64 ranks, then a sample of 64
@@ -45,6 +61,9 @@ struct CostInputs {
     offload::MemoryPlanInputs mem_base;
     std::vector<offload::MemoryPlanInputs> mem_other;
 };
+
+// Sets c's engine modes: the link bytes per param and the memory plan inputs of every rank.
+void apply_modes(CostInputs& c, const EngineModes& m);
 
 // Saved activations of one micro-batch on one rank, bytes (see docs/planner.md "Activations").
 struct ActivationEstimate {
@@ -65,8 +84,10 @@ ActivationEstimate activation_estimate(const model::ArchConfig& m, double batch,
                                        double sp, double eb, bool recompute);
 
 // shard_ranks: ZeRO-3 ranks the parameters, grads and optimizer state are sharded over.
+// gpu_model: plan as if the model ran on the GPU (no staging mirrors, ZeRO-3 slots on the
+// device) instead of this build's staged CPU model.
 CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& model,
-                            const HardwareProfile& hw, int shard_ranks = 1);
+                            const HardwareProfile& hw, int shard_ranks = 1, bool gpu_model = false);
 
 // Memory of the SuperOffload engine with `weights` (Stationary or Flow), n tail buckets and, when
 // interleave_k >= 1, every k-th other bucket streamed: the sums of the engine's memory plan
@@ -92,8 +113,10 @@ void pass_times(const CostInputs& c, const HardwareProfile& hw, config::WeightsP
 
 // SuperOffload (Eq. 7 with n tail buckets; stv=false waits for all grads first) and
 // synchronous ZeRO-Offload (Eq. 6): bucket pipeline D2H -> CPU step -> H2D over the last backward.
+// with_memory: also decide `fits` from the memory plan (the planner's tail search skips it).
 IterationTimes superoffload_times(const CostInputs& c, const HardwareProfile& hw,
-                                  config::WeightsPolicy weights, int tail, bool stv);
+                                  config::WeightsPolicy weights, int tail, bool stv,
+                                  bool with_memory = true);
 IterationTimes synchronous_times(const CostInputs& c, const HardwareProfile& hw,
                                  config::WeightsPolicy weights);
 // Deep Optimizer States: update phase after backward, every k-th subgroup streamed to the device

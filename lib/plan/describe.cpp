@@ -45,7 +45,8 @@ std::string host_line(const char* what, const MemoryEstimate& m, Unit u) {
 std::string describe(const Plan& p) {
     std::string s;
     Unit u = unit_for(p);
-    s += core::strfmt("plan on %s\n", p.hardware.c_str());
+    s += core::strfmt("plan on %s%s\n", p.hardware.c_str(),
+                      p.gpu_model ? " (model on the GPU: no staging mirrors)" : "");
     s += core::strfmt("  model %.3f B params, %.0f tokens per step, %d buckets of %g MiB, "
                       "device memory %.2f GB usable, host memory %.2f GB\n",
                       p.num_params / 1e9, p.tokens, p.num_buckets, p.deck_bucket_mb,
@@ -54,6 +55,14 @@ std::string describe(const Plan& p) {
     s += core::strfmt("  weights: %s\n  gpu_tail_buckets: %d\n  interleave_k: %d\n"
                       "  recommended bucket_mb: %.0f\n",
                       weights_name(p.weights), p.tail_buckets, p.interleave_k, p.bucket_mb);
+    s += core::strfmt("  rollback: %s\n  cast: %s\n  optimizer state: %s\n%s",
+                      p.rollback == config::Rollback::Inverse ? "inverse" : "exact",
+                      p.cast == config::CastAt::Host ? "host" : "device",
+                      p.state_dtype == config::StateDtype::BF16 ? "bf16" : "fp32",
+                      p.weights == config::WeightsPolicy::Flow
+                          ? (p.flow_grads == config::FlowGrads::Host ? "  flow grads: host\n"
+                                                                     : "  flow grads: device\n")
+                          : "");
     s += "why\n";
     for (const std::string& n : p.notes)
         s += "  - " + n + "\n";

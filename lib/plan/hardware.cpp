@@ -264,11 +264,11 @@ double saturating_bucket_bytes(const HardwareProfile& hw) {
 }
 
 double weight_flow_efficiency(double batch, double seq_len, double peak_flops,
-                              double bw_bytes_per_s) {
+                              double bw_bytes_per_s, double bytes_per_param) {
     // params cancels out; use 1 for clarity of the equations
     const double params = 1.0;
     double comp_time = 2.0 * batch * seq_len * params / peak_flops; // Eq. 1
-    double comm_time = 2.0 * params / bw_bytes_per_s;               // Eq. 2
+    double comm_time = bytes_per_param * params / bw_bytes_per_s;   // Eq. 2
     return comp_time / (comp_time + comm_time);                     // Eq. 3
 }
 

@@ -71,9 +71,10 @@ double transfer_seconds(const std::vector<BandwidthPoint>& curve, double bytes);
 double saturating_bucket_bytes(const HardwareProfile& hw);
 
 // Paper Eq. 1-3 for weight flow: efficiency = comp / (comp + comm), comp = 2*bsz*seq*params /
-// peak_flops, comm = 2*params / bw (bf16 weights loaded once per pass). Independent of params.
+// peak_flops, comm = bytes*params / bw (bytes = 2: the paper's bf16 weights loaded once per pass;
+// this engine fetches the fp32 master, 4). Independent of params.
 double weight_flow_efficiency(double batch, double seq_len, double peak_flops,
-                              double bw_bytes_per_s);
+                              double bw_bytes_per_s, double bytes_per_param = 2.0);
 
 // Deep Optimizer States Eq. 1 (real-valued): k = (3/B + 1/Ug) / (1/Uc + 1/Dc - 1/(2B)),
 // all in parameters/s. Returns +infinity when the denominator is <= 0 (the CPU alone keeps up
@@ -127,6 +128,11 @@ struct MemoryEstimate {
 
 struct Plan {
     config::WeightsPolicy weights = config::WeightsPolicy::Stationary; // never Auto
+    // the engine modes the plan assumes (the deck's, or the planner's choice where `auto`)
+    config::Rollback rollback = config::Rollback::Exact;       // never Auto
+    config::CastAt cast = config::CastAt::Device;              // never Auto
+    config::StateDtype state_dtype = config::StateDtype::FP32; // never Auto
+    config::FlowGrads flow_grads = config::FlowGrads::Device;  // never Auto
     double bucket_mb = 64.0; // recommended bucket size (MiB): the link's saturation point
     int tail_buckets = 0;    // buckets kept on the device (paper Eq. 4-5)
     int interleave_k = 2;    // every k-th subgroup on the device (DOS Eq. 1, rounded)
@@ -140,6 +146,7 @@ struct Plan {
     double capacity_bytes = 0;               // usable device memory
     double host_capacity_bytes = 0;          // host memory of one rank
     int shard_ranks = 1;                     // ZeRO-3 ranks the state is sharded over
+    bool gpu_model = false;                  // planned as if the model ran on the GPU
     MemoryEstimate mem_stationary, mem_flow; // with the chosen tail count (superoffload)
     MemoryEstimate mem;                      // the deck's schedule with the chosen options
     bool fits = true;     // mem fits both the device and the host memory of one rank
@@ -155,21 +162,24 @@ struct Plan {
     double comm_bytes = 0, comm_s = 0, comm_exposed_s = 0;
     std::vector<IterationTimes> schedules; // every schedule, for comparison
     std::vector<std::string> notes;        // why each choice was made
+    std::vector<std::string> auto_notes;   // the subset for choices the deck left `auto`
 };
 
 // Builds the plan for a deck and a model on a hardware profile. Deck values that are not `auto`
 // are kept (and used for the predictions); `auto` ones are chosen by the model. shard_ranks: the
 // ZeRO-3 ranks parameters, grads and optimizer state are sharded over (memory per rank).
+// gpu_model: plan the engine's own buffers as if the model ran on the GPU (this build's CPU
+// model on a CUDA device adds pinned staging mirrors and keeps the ZeRO-3 slots in pinned memory).
 Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const HardwareProfile& hw,
-               int shard_ranks = 1);
+               int shard_ranks = 1, bool gpu_model = false);
 
 // Adds the ZeRO-3 (+ Ulysses) collectives of shard_ranks ranks to p: bytes (comm_model.h), time
 // over hw's network, the part not hidden behind compute (to exposed_s / iteration_s), a note.
 void add_collectives(Plan& p, const config::Config& cfg, const model::ArchConfig& model,
                      const HardwareProfile& hw, int shard_ranks);
 
-// Replaces the deck's auto values (weights Auto, gpu_tail_buckets -1, interleave_k -1) with the
-// plan's; leaves explicit values alone.
+// Replaces the deck's auto values (offload.weights, gpu_tail_buckets, interleave_k, rollback,
+// cast, flow_grads, optimizer.state_dtype) with the plan's; leaves explicit values alone.
 void resolve_auto(config::Config& cfg, const Plan& p);
 
 // Multi-line human report: choices with reasons, memory, and the per-schedule time table.

@@ -31,6 +31,7 @@
 #include "sp/ulysses.h"
 #include "train/metrics.h"
 #include "train/run_dirs.h"
+#include "train/batches.h"
 #include "train/schedule.h"
 #include "zero/sharded.h"
 
@@ -52,12 +53,15 @@ struct Trainer::Impl {
     std::unique_ptr<data::DataLoader> train_data, val_data;
     std::vector<int> inputs, targets;   // (B*T) whole sequences from the loader
     std::vector<int> linputs, ltargets; // (B*T/sp) this rank's slice of them
-    int64_t step = 0;                   // steps completed
+    std::vector<std::vector<int>> step_inputs, step_targets; // (accum, B*T/sp): a masked step's
+                                                             // micro-batches, read ahead
+    int64_t step = 0;                                        // steps completed
     int64_t skips0 = 0, rollbacks0 = 0; // counted by the run(s) before the resumed checkpoint
     std::function<void()> crash;        // debug.fail_hard: kills this process (set by the app)
     RunDirs dirs;                       // locks on out_dir and checkpoint_dir (rank 0)
     std::string data_id;                // ckpt::data_identity of the training data
     StopCheck stop_check;               // the app's signal flag (empty: never stops early)
+    int eval_n = 1;                     // validation batches per evaluation (clamped to the data)
 
     Impl(const config::Config& c, const comm::World& w, const core::Log& l)
         : cfg(c), world(w), log(l) {}
@@ -66,7 +70,9 @@ struct Trainer::Impl {
     void check_same_deck();
     void next_batch(data::DataLoader& d);
     float global_loss(double local);
+    float masked_mean(double local_sum, double local_count, double* global_count);
     float evaluate();
+    EvalResult eval_pass(int n);
     zero::ShardMap shard_map() const;
     std::string save_checkpoint();
     void write_trace();
@@ -136,8 +142,21 @@ void Trainer::Impl::setup() {
         int shard_ranks = cfg.parallel.zero_stage == 3 ? world.size() : 1;
         plan::Plan p = plan::make_plan(cfg, mcfg, hw, shard_ranks);
         plan::resolve_auto(cfg, p);
+        for (const std::string& n : p.auto_notes) // every `auto` the planner resolved, and why
+            log.info("plan: %s", n.c_str());
         if (!p.fits) log.warn("plan on %s: does not fit: %s", p.hardware.c_str(), p.why.c_str());
     }
+    {
+        // train.global_batch: batch_size x grad_accum for this rank count (batches.h)
+        const int dp = world.size() / std::max(1, cfg.parallel.sp);
+        const BatchGeometry bg = resolve_batch(cfg.train, dp);
+        cfg.train.batch_size = bg.batch_size;
+        cfg.train.grad_accum = bg.grad_accum;
+        if (!bg.note.empty()) log.info("batch: %s", bg.note.c_str());
+    }
+    if (world.rank() == 0)
+        for (const std::string& w : config::deck_warnings(cfg))
+            log.warn("%s", w.c_str());
     // the effective deck (every key, about 100 lines) goes to the run directory; the log shows
     // it only at log level debug (`train -v`)
     const std::string deck_yaml = config::effective_yaml(cfg);
@@ -200,17 +219,25 @@ void Trainer::Impl::setup() {
     if (hf_init)
         log.info("model: imported %s (%s)", cfg.model.init_from.c_str(),
                  world.size() > 1 ? "each rank read its own shard" : "whole model");
+    std::vector<float>().swap(params); // the update path holds the master now: 4 B/param freed
 
     // Data: DP ranks stride over the global batch; SP ranks of one DP rank read the same
     // sequences and keep their slice of positions.
-    train_data = std::make_unique<data::DataLoader>(cfg.data, data::Split::Train, mcfg.vocab_size,
-                                                    B, T, g.dp_rank, g.dp);
+    // with train.global_batch the unit of order is the optimizer step (the same sequences per
+    // step at any rank count); without it llm.c's order of micro-batches (docs/data.md)
+    train_data = std::make_unique<data::DataLoader>(
+        cfg.data, data::Split::Train, mcfg.vocab_size, B, T, g.dp_rank, g.dp,
+        cfg.train.global_batch > 0 ? cfg.train.grad_accum : 1);
     val_data = std::make_unique<data::DataLoader>(cfg.data, data::Split::Val, mcfg.vocab_size, B, T,
                                                   g.dp_rank, g.dp);
     inputs.resize(static_cast<size_t>(B) * T);
     targets.resize(static_cast<size_t>(B) * T);
     linputs.resize(static_cast<size_t>(B) * Tl);
     ltargets.resize(static_cast<size_t>(B) * Tl);
+    if (train_data->has_masks()) {
+        step_inputs.assign(static_cast<size_t>(cfg.train.grad_accum), linputs);
+        step_targets.assign(static_cast<size_t>(cfg.train.grad_accum), ltargets);
+    }
     if (mcfg.llama_family())
         log.info("model: %s L=%d NH=%d NKV=%d hd=%d C=%d I=%d V=%d (padded %d) maxT=%d, %s head, "
                  "%zu params",
@@ -227,6 +254,15 @@ void Trainer::Impl::setup() {
                  cfg.parallel.zero_stage, g.sp > 1 ? ", Ulysses all-to-all around attention" : "");
     log.info("data: train %s", train_data->describe().c_str());
     log.info("data: val   %s", val_data->describe().c_str());
+    // no silent wrap-around: evaluation reads each validation batch at most once
+    eval_n = cfg.train.eval_batches;
+    if (eval_n > val_data->batches_per_epoch()) {
+        eval_n = static_cast<int>(val_data->batches_per_epoch());
+        log.warn("train.eval_batches = %d but the validation data holds only %d batch(es) of %d x "
+                 "%d per rank over %d data-parallel rank(s): evaluating on those %d (each read "
+                 "once, no wrap-around); lower train.eval_batches or give more validation data",
+                 cfg.train.eval_batches, eval_n, B, T, g.dp, eval_n);
+    }
 
     std::string resume = cfg.train.resume;
     if (resume == "auto") {
@@ -294,17 +330,53 @@ float Trainer::Impl::global_loss(double local) {
     return static_cast<float>(ctx->all().ordered_sum(local) / world.size());
 }
 
+// With loss masks: sum(local means x local counts) / global count, both summed in rank order.
+// collective: all ranks of world
+float Trainer::Impl::masked_mean(double local_sum, double local_count, double* global_count) {
+    double n = local_count, sum = local_sum;
+    if (world.size() > 1) {
+        n = ctx->all().ordered_sum(local_count);
+        sum = ctx->all().ordered_sum(local_sum);
+    }
+    if (global_count) *global_count = n;
+    return n > 0 ? static_cast<float>(sum / n) : 0.0f;
+}
+
 float Trainer::Impl::evaluate() {
+    return static_cast<float>(eval_pass(eval_n).loss);
+}
+
+// The first n validation batches (n <= batches per epoch: each read once).
+// collective: all ranks of world
+EvalResult Trainer::Impl::eval_pass(int n) {
+    const core::Timer timer;
     val_data->reset();
-    double sum = 0.0;
-    int n = std::max(1, cfg.train.eval_batches);
+    double sum = 0.0, counted = 0.0;
+    n = std::max(1, n);
     const int Tl = cfg.train.seq_len / ctx->grid().sp;
     for (int i = 0; i < n; i++) {
         next_batch(*val_data);
-        sum += model->forward(updater->weights(), linputs.data(), ltargets.data(),
-                              cfg.train.batch_size, Tl);
+        const float l = model->forward(updater->weights(), linputs.data(), ltargets.data(),
+                                       cfg.train.batch_size, Tl);
+        const double c = static_cast<double>(
+            std::count_if(ltargets.begin(), ltargets.end(), [](int t) { return t >= 0; }));
+        sum += val_data->has_masks() ? l * c : l;
+        counted += c;
     }
-    return global_loss(sum / n);
+    EvalResult r;
+    r.batches = n;
+    if (val_data->has_masks()) {
+        r.loss = masked_mean(sum, counted, &r.tokens);
+    } else {
+        r.loss = global_loss(sum / n);
+        r.tokens =
+            static_cast<double>(cfg.train.batch_size) * cfg.train.seq_len * n * ctx->grid().dp;
+    }
+    r.perplexity = std::exp(r.loss);
+    r.seconds = timer.seconds();
+    r.tokens_per_s = static_cast<double>(cfg.train.batch_size) * cfg.train.seq_len * n *
+                     ctx->grid().dp / std::max(r.seconds, 1e-9);
+    return r;
 }
 
 // Sharded save (ckpt::save): rank 0 prepares the temporary directory, every rank holding a shard
@@ -386,8 +458,49 @@ void Trainer::set_crash_hook(std::function<void()> crash) {
     impl_->crash = std::move(crash);
 }
 
+const model::ArchConfig& Trainer::model_config() const {
+    return impl_->model->config();
+}
+
 void Trainer::set_stop_check(StopCheck check) {
     impl_->stop_check = std::move(check);
+}
+
+void Trainer::load_weights(const std::string& step_dir) {
+    Impl& s = *impl_;
+    ckpt::Manifest m;
+    ckpt::State st;
+    zero::ShardState sh;
+    sh.map = s.shard_map();
+    ckpt::load_resharded(step_dir, s.model->layout(), sh.map, &m, &st, /*with_moments=*/false);
+    if (!(m.model.arch == s.mcfg.arch && m.model.num_layers == s.mcfg.num_layers &&
+          m.model.channels == s.mcfg.channels && m.model.vocab_size == s.mcfg.vocab_size &&
+          m.model.padded_vocab_size == s.mcfg.padded_vocab_size))
+        SOF_FAIL(Config, "checkpoint %s holds another architecture than this run's model",
+                 step_dir.c_str());
+    sh.params = std::move(st.params);
+    sh.exp_avg.assign(sh.params.size(), 0.0f);
+    sh.exp_avg_sq.assign(sh.params.size(), 0.0f);
+    if (s.shards)
+        s.shards->set_shard(sh);
+    else
+        s.updater->set_state(sh.params.data(), sh.exp_avg.data(), sh.exp_avg_sq.data(), 0);
+    s.log.info("eval: weights of %s (step %lld)", step_dir.c_str(), static_cast<long long>(m.step));
+}
+
+EvalResult Trainer::evaluate(int batches) {
+    Impl& s = *impl_;
+    const int64_t have = s.val_data->batches_per_epoch();
+    int n = batches > 0 ? batches : static_cast<int>(std::min<int64_t>(have, 1 << 30));
+    if (n > have) {
+        s.log.warn("eval: %d batches asked but the validation data holds %lld of %d x %d per rank "
+                   "over %d data-parallel rank(s): evaluating on those %lld (each read once, no "
+                   "wrap-around)",
+                   batches, static_cast<long long>(have), s.cfg.train.batch_size,
+                   s.cfg.train.seq_len, s.ctx->grid().dp, static_cast<long long>(have));
+        n = static_cast<int>(have);
+    }
+    return s.eval_pass(n);
 }
 
 std::vector<float> Trainer::params() const {
@@ -492,6 +605,8 @@ RunSummary Trainer::run() {
                   {{"step", static_cast<double>(s.step)}, {"val_loss", sum.first_val_loss}});
 
     double total_time = 0.0, total_tokens = 0.0;
+    int64_t timed_steps = 0;
+    const core::Timer run_timer;
     std::string last_ckpt;
     int64_t saved_step = -1; // step of the last checkpoint written by this run (every rank)
     const int64_t stop = tc.stop_after > 0 ? std::min(tc.stop_after, tc.steps) : tc.steps;
@@ -514,21 +629,46 @@ RunSummary Trainer::run() {
             if (st == s.step) hp.inject_nonfinite = true;
         s.updater->begin_step(hp);
         double loss_sum = 0.0, fwd_ms = 0.0, bwd_ms = 0.0;
+        // d(mean loss over the global batch): grads are summed over every rank. With loss masks
+        // the mean is over the counted targets of the whole global batch: the step's micro-
+        // batches are read first and their counted targets summed over all ranks (rank order).
+        float dloss = 1.0f / (static_cast<float>(B) * T * accum * grid.dp);
+        const bool masked = s.train_data->has_masks();
+        double step_counted = 0.0;
+        std::vector<int> counts(static_cast<size_t>(accum), 0);
+        if (masked) {
+            for (int micro = 0; micro < accum; micro++) {
+                s.next_batch(*s.train_data);
+                s.step_inputs[static_cast<size_t>(micro)] = s.linputs;
+                s.step_targets[static_cast<size_t>(micro)] = s.ltargets;
+                counts[static_cast<size_t>(micro)] = static_cast<int>(std::count_if(
+                    s.ltargets.begin(), s.ltargets.end(), [](int t) { return t >= 0; }));
+                step_counted += counts[static_cast<size_t>(micro)];
+            }
+            if (s.world.size() > 1) step_counted = s.ctx->all().ordered_sum(step_counted);
+            dloss = step_counted > 0 ? static_cast<float>(1.0 / step_counted) : 0.0f;
+        }
         for (int micro = 0; micro < accum; micro++) {
-            s.next_batch(*s.train_data);
+            if (masked) {
+                s.linputs = s.step_inputs[static_cast<size_t>(micro)];
+                s.ltargets = s.step_targets[static_cast<size_t>(micro)];
+            } else {
+                s.next_batch(*s.train_data);
+            }
             core::Timer t;
-            loss_sum +=
+            const float l =
                 s.model->forward(s.updater->weights(), s.linputs.data(), s.ltargets.data(), B, Tl);
+            loss_sum += masked ? static_cast<double>(l) * counts[static_cast<size_t>(micro)] : l;
             fwd_ms += t.ms();
             t.reset();
             s.updater->begin_micro(micro, micro == accum - 1);
-            // d(mean loss over the global batch): grads are summed over every rank
-            s.model->backward(s.updater->weights(), s.updater->grads(),
-                              1.0f / (static_cast<float>(B) * T * accum * grid.dp));
+            s.model->backward(s.updater->weights(), s.updater->grads(), dloss);
             bwd_ms += t.ms();
         }
         offload::StepReport rep = s.updater->finish_step();
-        float loss = s.global_loss(loss_sum / accum);
+        float loss = masked ? (s.world.size() > 1 ? s.ctx->all().ordered_sum(loss_sum) : loss_sum) /
+                                  std::max(1.0, step_counted)
+                            : s.global_loss(loss_sum / accum);
         double ms = step_timer.ms();
         const comm::CommBytes bytes1 = s.ctx->bytes(), db = bytes1 - bytes0;
         const double busy1 = s.ctx->lane().busy_ms(), waited1 = s.ctx->lane().waited_ms();
@@ -541,18 +681,27 @@ RunSummary Trainer::run() {
         sum.comm_wait_ms += comm_wait_ms;
         sum.train_losses.push_back(loss);
         sum.grad_norms.push_back(rep.grad_norm);
+        sum.step_times.push_back(
+            {ms, fwd_ms, bwd_ms, rep.exposed_optimizer_ms, rep.exposed_transfer_ms});
         s.step++;
         if (s.step > sum.start_step + 1) { // the first step warms caches; leave it out of the mean
             total_time += ms / 1e3;
             total_tokens += tokens_per_step;
+            timed_steps++;
         }
         const offload::UpdaterStats& st = s.updater->stats();
         double tok_s = tokens_per_step / (ms / 1e3);
+        // elapsed since this run's first step; ETA = remaining steps x mean step time (the
+        // steps after the first; the first alone until there are more)
+        const double elapsed_s = run_timer.seconds();
+        const double eta_s = static_cast<double>(stop - s.step) *
+                             (timed_steps > 0 ? total_time / timed_steps : ms / 1e3);
         double tflops = flops_per_step / (ms / 1e3) / 1e12;
         if (tc.log_every > 0 && (s.step % tc.log_every == 0 || s.step == stop))
             log.info(
                 "step %5lld/%d | loss %.4f | lr %.3e | norm %.4f%s | %.0f tok/s | %.3f TFLOPS"
-                " | %.1f ms (fwd %.1f bwd %.1f opt %.1f xfer %.1f%s) | skips %lld rollbacks %lld",
+                " | %.1f ms (fwd %.1f bwd %.1f opt %.1f xfer %.1f%s) | skips %lld rollbacks %lld"
+                " | elapsed %s eta %s",
                 static_cast<long long>(s.step), tc.steps, loss, hp.lr, rep.grad_norm,
                 rep.skipped ? " (skipped)" : (rep.clipped ? " (clipped)" : ""), tok_s, tflops, ms,
                 fwd_ms, bwd_ms, rep.exposed_optimizer_ms, rep.exposed_transfer_ms,
@@ -562,7 +711,8 @@ RunSummary Trainer::run() {
                           .c_str()
                     : "",
                 static_cast<long long>(s.skips0 + st.skips),
-                static_cast<long long>(s.rollbacks0 + st.rollbacks));
+                static_cast<long long>(s.rollbacks0 + st.rollbacks),
+                format_duration(elapsed_s).c_str(), format_duration(eta_s).c_str());
         metrics.write("step", {{"step", static_cast<double>(s.step)},
                                {"loss", loss},
                                {"lr", hp.lr},
@@ -572,6 +722,8 @@ RunSummary Trainer::run() {
                                {"tokens_per_s", tok_s},
                                {"tflops", tflops},
                                {"ms", ms},
+                               {"elapsed_s", elapsed_s},
+                               {"eta_s", eta_s},
                                {"forward_ms", fwd_ms},
                                {"backward_ms", bwd_ms},
                                {"exposed_optimizer_ms", rep.exposed_optimizer_ms},

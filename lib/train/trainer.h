@@ -16,20 +16,27 @@
 
 namespace sof::train {
 
+// Wall time of one step and its split (ms), as the step log prints it.
+struct StepTimes {
+    double ms = 0, forward_ms = 0, backward_ms = 0, exposed_optimizer_ms = 0,
+           exposed_transfer_ms = 0;
+};
+
 struct RunSummary {
-    float first_val_loss = 0.0f;      // eval before the first step (of this run)
-    float last_val_loss = 0.0f;       // eval after the last step
-    std::vector<float> train_losses;  // (steps run) mean loss over the step's micro-batches
-    std::vector<float> grad_norms;    // (steps run) global grad norm before clipping (non-finite
-                                      // for skipped steps)
-    int64_t start_step = 0;           // first step run (> 0 after resume)
-    int64_t end_step = 0;             // steps completed in total
-    double tokens_per_s = 0.0;        // mean over the run (steps after the first)
-    int64_t skips = 0, rollbacks = 0; // since the first step (they go on across resumes)
-    int64_t commits = 0;              // steps applied since the first step (end_step - skips)
-    offload::TransferBytes bytes;     // link traffic of the update path in this run
-    double entropy_floor = 0.0;       // nats/token of the built-in data (NaN for shards)
-    std::string last_checkpoint;      // directory of the last checkpoint written ("" if none)
+    float first_val_loss = 0.0f;       // eval before the first step (of this run)
+    float last_val_loss = 0.0f;        // eval after the last step
+    std::vector<float> train_losses;   // (steps run) mean loss over the step's micro-batches
+    std::vector<float> grad_norms;     // (steps run) global grad norm before clipping (non-finite
+                                       // for skipped steps)
+    std::vector<StepTimes> step_times; // (steps run)
+    int64_t start_step = 0;            // first step run (> 0 after resume)
+    int64_t end_step = 0;              // steps completed in total
+    double tokens_per_s = 0.0;         // mean over the run (steps after the first)
+    int64_t skips = 0, rollbacks = 0;  // since the first step (they go on across resumes)
+    int64_t commits = 0;               // steps applied since the first step (end_step - skips)
+    offload::TransferBytes bytes;      // link traffic of the update path in this run
+    double entropy_floor = 0.0;        // nats/token of the built-in data (NaN for shards)
+    std::string last_checkpoint;       // directory of the last checkpoint written ("" if none)
     std::vector<comm::CommBytes> comm_bytes; // (steps run) this rank's collective bytes
     double comm_ms = 0, comm_wait_ms = 0;    // comm lane busy time, main thread blocked on it
     size_t device_peak = 0, device_used = 0; // the rank device's accounting at the end (bytes)
@@ -38,6 +45,16 @@ struct RunSummary {
     // every step of this run was skipped (non-finite loss or grads: nothing was trained; the app
     // exits non-zero). The same on every rank (skips are decided from the global grad norm).
     bool all_skipped = false;
+};
+
+// One pass of `superoffload eval` (Trainer::evaluate).
+struct EvalResult {
+    double loss = 0.0;         // mean cross-entropy over the counted targets (nats/token)
+    double perplexity = 0.0;   // exp(loss)
+    int64_t batches = 0;       // global validation batches read (each once)
+    double tokens = 0.0;       // counted targets over all ranks (masked ones left out)
+    double seconds = 0.0;      // wall time of the pass (forward passes and the loss reduction)
+    double tokens_per_s = 0.0; // input tokens of all ranks per second (B*T*batches*dp / seconds)
 };
 
 class Trainer {
@@ -58,9 +75,22 @@ class Trainer {
     // collective: all ranks of world
     RunSummary run();
 
+    // Replaces the params with those of a checkpoint step directory (any shard count; optimizer
+    // state and data position are not read): `superoffload eval` of a checkpoint.
+    // collective: all ranks of world
+    void load_weights(const std::string& step_dir);
+
+    // The validation loss of the current weights over `batches` validation batches from the
+    // first (0: every batch of the split once). More than the split holds is clamped to it with
+    // a warning (no wrap-around). collective: all ranks of world
+    EvalResult evaluate(int batches);
+
     // The fp32 master params (num_params, flat layout order) as they are now.
     // collective: all ranks of world (ZeRO-3 gathers the shards)
     std::vector<float> params() const;
+
+    // The model's architecture (the deck's, or the one init_from read).
+    const model::ArchConfig& model_config() const;
 
     // debug.fail_hard: what kills this process at debug.fail_step (the app passes a function that
     // ends it like a crash; without one the failing rank throws).

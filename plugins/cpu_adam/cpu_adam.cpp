@@ -9,6 +9,7 @@
 
 #include "cpu_adam_kernels.h"
 #include "optim/sof_optim_abi.h"
+#include "optim/sof_optim_check.h"
 
 namespace {
 
@@ -138,29 +139,11 @@ const char* cpu_adam_last_error(sof_optim_ctx*) {
     return t_last_error.c_str();
 }
 
-sof_status check_grad_dtype(int32_t gd) {
-    if (gd != SOF_DTYPE_F32 && gd != SOF_DTYPE_BF16 && gd != SOF_DTYPE_F16)
-        return fail(SOF_ERR_INVALID_ARGUMENT, "grad_dtype must be SOF_DTYPE_F32, BF16 or F16");
-    return SOF_OK;
-}
-
-sof_status check_slice(const sof_adam_slice* s, const sof_adam_hparams* hp) {
-    if (!s || !hp) return fail(SOF_ERR_INVALID_ARGUMENT, "null slice or hparams");
-    if (s->struct_size < sizeof(sof_adam_slice) || hp->struct_size < sizeof(sof_adam_hparams))
-        return fail(SOF_ERR_INVALID_ARGUMENT, "slice/hparams struct_size too small");
-    if (s->n < 0) return fail(SOF_ERR_INVALID_ARGUMENT, "slice.n is negative");
-    if (s->n == 0) return SOF_OK;
-    if (!s->param || !s->grad || !s->exp_avg || !s->exp_avg_sq || !s->param_out ||
-        !s->exp_avg_out || !s->exp_avg_sq_out)
-        return fail(SOF_ERR_INVALID_ARGUMENT, "null buffer pointer in slice");
-    if (check_grad_dtype(s->grad_dtype) != SOF_OK) return SOF_ERR_INVALID_ARGUMENT;
-    if (s->lowp_out && s->lowp_dtype != SOF_DTYPE_BF16 && s->lowp_dtype != SOF_DTYPE_F16)
-        return fail(SOF_ERR_INVALID_ARGUMENT, "lowp_dtype must be SOF_DTYPE_BF16 or F16");
-    if (hp->mode != SOF_ADAM_ADAMW && hp->mode != SOF_ADAM_L2)
-        return fail(SOF_ERR_INVALID_ARGUMENT, "hparams.mode must be ADAMW or L2");
-    if (hp->bias_correction && hp->step < 1)
-        return fail(SOF_ERR_INVALID_ARGUMENT, "hparams.step must be >= 1 (1-based)");
-    return SOF_OK;
+sof_status check_slice(const sof_adam_slice* s, const sof_adam_hparams* hp, int index) {
+    std::string why;
+    sof_status st = sof::optim::check_adam_slice(s, hp, index, &why);
+    if (st != SOF_OK) t_last_error = why;
+    return st;
 }
 
 bool aligned(const void* ptr, uintptr_t a) {
@@ -170,19 +153,21 @@ bool aligned(const void* ptr, uintptr_t a) {
 Tile tile_of(const sof_adam_slice& s, int64_t t) {
     int64_t off = t * kTile;
     int64_t n = s.n - off < kTile ? s.n - off : kTile;
-    int gsz = s.grad_dtype == SOF_DTYPE_F32 ? 4 : 2;
+    int64_t gsz = sof::optim::dtype_bytes(s.grad_dtype);
+    int64_t ssz = sof::optim::dtype_bytes(s.state_dtype);
     Tile x;
     x.n = n;
     x.p = s.param + off;
     x.g = static_cast<const char*>(s.grad) + off * gsz;
-    x.m = s.exp_avg + off;
-    x.v = s.exp_avg_sq + off;
+    x.m = static_cast<const char*>(s.exp_avg) + off * ssz;
+    x.v = static_cast<const char*>(s.exp_avg_sq) + off * ssz;
     x.po = s.param_out + off;
-    x.mo = s.exp_avg_out + off;
-    x.vo = s.exp_avg_sq_out + off;
+    x.mo = static_cast<char*>(s.exp_avg_out) + off * ssz;
+    x.vo = static_cast<char*>(s.exp_avg_sq_out) + off * ssz;
     x.lowp = s.lowp_out ? static_cast<char*>(s.lowp_out) + off * 2 : nullptr;
     x.gd = s.grad_dtype;
     x.ld = s.lowp_dtype;
+    x.sd = s.state_dtype;
     return x;
 }
 
@@ -217,7 +202,7 @@ sof_status step_one(sof_optim_ctx* ctx, const sof_adam_slice& s, const sof_adam_
 sof_status cpu_adam_step(sof_optim_ctx* ctx, const sof_adam_slice* s, const sof_adam_hparams* hp,
                          sof_adam_result* result, void*) {
     if (!ctx || !result) return fail(SOF_ERR_INVALID_ARGUMENT, "adam_step: null ctx or result");
-    if (sof_status st = check_slice(s, hp); st != SOF_OK) return st;
+    if (sof_status st = check_slice(s, hp, 0); st != SOF_OK) return st;
     *result = sof_adam_result{};
     return step_one(ctx, *s, *hp, result);
 }
@@ -228,7 +213,7 @@ sof_status cpu_adam_step_multi(sof_optim_ctx* ctx, const sof_adam_slice* slices,
     if (!ctx || !result || count < 0 || (count > 0 && (!slices || !hp)))
         return fail(SOF_ERR_INVALID_ARGUMENT, "adam_step_multi: null argument or negative count");
     for (int32_t i = 0; i < count; i++)
-        if (sof_status st = check_slice(&slices[i], &hp[i]); st != SOF_OK) return st;
+        if (sof_status st = check_slice(&slices[i], &hp[i], i); st != SOF_OK) return st;
     *result = sof_adam_result{};
     for (int32_t i = 0; i < count; i++)
         if (sof_status st = step_one(ctx, slices[i], hp[i], result); st != SOF_OK) return st;
@@ -238,12 +223,11 @@ sof_status cpu_adam_step_multi(sof_optim_ctx* ctx, const sof_adam_slice* slices,
 sof_status cpu_adam_rollback(sof_optim_ctx* ctx, const sof_adam_slice* s,
                              const sof_adam_hparams* hp, void*) {
     if (!ctx) return fail(SOF_ERR_INVALID_ARGUMENT, "adam_rollback: null ctx");
-    if (sof_status st = check_slice(s, hp); st != SOF_OK) return st;
-    if (s->param_out != s->param || s->exp_avg_out != s->exp_avg ||
-        s->exp_avg_sq_out != s->exp_avg_sq)
-        return fail(SOF_ERR_INVALID_ARGUMENT,
-                    "adam_rollback inverts an in-place step: param_out/exp_avg_out/exp_avg_sq_out "
-                    "must equal param/exp_avg/exp_avg_sq (separate-output steps need no rollback)");
+    std::string why;
+    if (sof_status st = sof::optim::check_adam_rollback(s, hp, &why); st != SOF_OK) {
+        t_last_error = why;
+        return st;
+    }
     sof::cpu_adam::StepConsts c = sof::cpu_adam::step_consts(*hp);
     int64_t ntiles = (s->n + kTile - 1) / kTile;
     int nth = ctx->threads;
@@ -252,11 +236,12 @@ sof_status cpu_adam_rollback(sof_optim_ctx* ctx, const sof_adam_slice* s,
         Tile x = tile_of(*s, t);
         uint16_t* lowp = static_cast<uint16_t*>(x.lowp);
         for (int64_t i = 0; i < x.n; i++) {
-            float p = x.p[i], m = x.m[i], v = x.v[i];
+            float p = x.p[i], m = sof::optim::adam_ref_state(x.m, x.sd, i);
+            float v = sof::optim::adam_ref_state(x.v, x.sd, i);
             sof::cpu_adam::rollback_elem(c, p, m, v, sof::optim::adam_ref_grad(x.g, x.gd, i));
             x.po[i] = p;
-            x.mo[i] = m;
-            x.vo[i] = v;
+            sof::optim::adam_ref_store_state(x.mo, x.sd, i, m);
+            sof::optim::adam_ref_store_state(x.vo, x.sd, i, v);
             if (lowp) lowp[i] = sof::optim::adam_ref_lowp(p, x.ld);
         }
     }
@@ -265,9 +250,12 @@ sof_status cpu_adam_rollback(sof_optim_ctx* ctx, const sof_adam_slice* s,
 
 sof_status cpu_adam_grad_stats(sof_optim_ctx* ctx, const void* grad, int32_t gd, int64_t n,
                                float scale, sof_adam_result* result, void*) {
-    if (!ctx || !result || n < 0 || (n > 0 && !grad))
-        return fail(SOF_ERR_INVALID_ARGUMENT, "grad_stats: null argument or negative n");
-    if (check_grad_dtype(gd) != SOF_OK) return SOF_ERR_INVALID_ARGUMENT;
+    if (!ctx) return fail(SOF_ERR_INVALID_ARGUMENT, "grad_stats: null ctx");
+    std::string why;
+    if (sof_status st = sof::optim::check_grad_stats(grad, gd, n, result, &why); st != SOF_OK) {
+        t_last_error = why;
+        return st;
+    }
     *result = sof_adam_result{};
     if (n == 0) return SOF_OK;
     int64_t ntiles = (n + kTile - 1) / kTile;
@@ -297,7 +285,7 @@ const sof_optim_plugin kPlugin = {
     sizeof(sof_optim_plugin),
     "cpu_adam",
     "AdamW/Adam on x86-64 CPUs: AVX-512, AVX2+FMA or scalar, chosen by CPUID; OpenMP tiles, "
-    "fused bf16/fp16 copy, streaming stores for separate outputs",
+    "fused bf16/fp16 copy, fp32 or bf16 moments, streaming stores for separate outputs",
     SOF_TARGET_HOST,
     cpu_adam_score,
     cpu_adam_variant,

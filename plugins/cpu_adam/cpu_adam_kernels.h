@@ -14,15 +14,21 @@ struct Tile {
     int64_t n;
     const float* p; // (n) params, read
     const void* g;  // (n) grads of dtype gd, read
-    const float* m; // (n) exp_avg, read
-    const float* v; // (n) exp_avg_sq, read
+    const void* m;  // (n) exp_avg of dtype sd, read
+    const void* v;  // (n) exp_avg_sq of dtype sd, read
     float* po;      // (n) params out (== p in place)
-    float* mo;      // (n) exp_avg out
-    float* vo;      // (n) exp_avg_sq out
+    void* mo;       // (n) exp_avg out (dtype sd)
+    void* vo;       // (n) exp_avg_sq out (dtype sd)
     void* lowp;     // (n) bf16/fp16 copy of the new params, or nullptr
     int32_t gd;     // grad dtype (sof_dtype)
     int32_t ld;     // lowp dtype (sof_dtype)
+    int32_t sd;     // state dtype of m, v (SOF_DTYPE_F32 or SOF_DTYPE_BF16)
 };
+
+// Bytes of one moment of a tile (fp32 4, bf16 2).
+inline int64_t state_bytes(const Tile& t) {
+    return t.sd == SOF_DTYPE_F32 ? 4 : 2;
+}
 
 // Per-call constants of cpu_adam's arithmetic: optim::adam_consts (the decimals PyTorch would
 // use, rounded once to fp32) plus nss = -step_size and rbc2 = fp32(1 / sqrt(1 - b2^t)) (1 without
@@ -127,11 +133,23 @@ inline void prefetch_inputs(const Tile& t, int64_t i) {
     if constexpr (kPrefetch > 0) {
         int64_t k = i + kPrefetch;
         __builtin_prefetch(t.p + k, 0, 3);
-        __builtin_prefetch(t.m + k, 0, 3);
-        __builtin_prefetch(t.v + k, 0, 3);
+        __builtin_prefetch(static_cast<const char*>(t.m) + k * state_bytes(t), 0, 3);
+        __builtin_prefetch(static_cast<const char*>(t.v) + k * state_bytes(t), 0, 3);
         __builtin_prefetch(static_cast<const char*>(t.g) + k * (t.gd == SOF_DTYPE_F32 ? 4 : 2), 0,
                            3);
     }
+}
+
+// The scalar element of a tile in every variant (tails and the scalar kernel): element i through
+// step_elem, moments widened from / rounded to the state dtype (bf16: nearest even).
+inline void step_tile_elem(const StepConsts& c, const Tile& t, int64_t i, float graw) {
+    float p = t.p[i], m = optim::adam_ref_state(t.m, t.sd, i);
+    float v = optim::adam_ref_state(t.v, t.sd, i);
+    step_elem(c, p, m, v, graw);
+    t.po[i] = p;
+    optim::adam_ref_store_state(t.mo, t.sd, i, m);
+    optim::adam_ref_store_state(t.vo, t.sd, i, v);
+    if (t.lowp) static_cast<uint16_t*>(t.lowp)[i] = optim::adam_ref_lowp(p, t.ld);
 }
 
 // Step one tile and return the sum of squares of the scaled grads (NaN/Inf when a scaled grad

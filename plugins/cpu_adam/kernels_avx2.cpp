@@ -2,6 +2,8 @@
 // Compiled with function target attributes only (no global -mavx2), so the plugin loads anywhere.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "cpu_adam_kernels.h"
 
 #define SOF_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -103,12 +105,37 @@ SOF_AVX2_INLINE void add_block_sum(__m256 a, __m256 b, const void* g, int64_t i0
     }
 }
 
+// 16 moments from element i of a state buffer of dtype SD as two 8-lane fp32 vectors (bf16 widened
+// exactly).
+template <int SD>
+SOF_AVX2_INLINE void load_state16(const void* x, int64_t i, __m256& a, __m256& b) {
+    if constexpr (SD == SOF_DTYPE_F32) {
+        a = _mm256_loadu_ps(static_cast<const float*>(x) + i);
+        b = _mm256_loadu_ps(static_cast<const float*>(x) + i + 8);
+    } else {
+        a = load_grad8<SOF_DTYPE_BF16>(x, i);
+        b = load_grad8<SOF_DTYPE_BF16>(x, i + 8);
+    }
+}
+
+// Stores 16 moments at element j of a state buffer of dtype SD (bf16: rounded to nearest even).
+template <int SD> SOF_AVX2_INLINE void store_state16(void* x, int64_t j, __m256 a, __m256 b) {
+    if constexpr (SD == SOF_DTYPE_F32) {
+        _mm256_storeu_ps(static_cast<float*>(x) + j, a);
+        _mm256_storeu_ps(static_cast<float*>(x) + j + 8, b);
+    } else {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<uint16_t*>(x) + j),
+                            lowp16<SOF_DTYPE_BF16>(a, b));
+    }
+}
+
 // One block of len (multiple of 16, <= kSumBlock) elements from i0 in a single pass (step_elem's
 // operations on two 8-lane vectors), stored to po/mo/vo/lowp indexed from 0 (the destinations or
-// L1 staging buffers); the fp32 lane sums of the squared grads come back in sa, sb.
-template <int GD, int LD, bool WD, bool L2>
+// L1 staging buffers; mo, vo of the state dtype SD); the fp32 lane sums of the squared grads come
+// back in sa, sb.
+template <int GD, int LD, int SD, bool WD, bool L2>
 SOF_AVX2_INLINE void block16(const V8Consts& k, const Tile& t, int64_t i0, int64_t len, float* po,
-                             float* mo, float* vo, uint16_t* lowp, __m256& sa, __m256& sb) {
+                             void* mo, void* vo, uint16_t* lowp, __m256& sa, __m256& sb) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
     for (int64_t j = 0; j < len; j += 16) {
         int64_t i = i0 + j;
@@ -126,22 +153,21 @@ SOF_AVX2_INLINE void block16(const V8Consts& k, const Tile& t, int64_t i0, int64
             p0 = _mm256_mul_ps(p0, k.decay);
             p1 = _mm256_mul_ps(p1, k.decay);
         }
-        __m256 m0 = _mm256_fmadd_ps(k.b1, _mm256_loadu_ps(t.m + i), _mm256_mul_ps(k.omb1, g0));
-        __m256 m1 = _mm256_fmadd_ps(k.b1, _mm256_loadu_ps(t.m + i + 8), _mm256_mul_ps(k.omb1, g1));
-        __m256 v0 = _mm256_fmadd_ps(k.b2, _mm256_loadu_ps(t.v + i),
-                                    _mm256_mul_ps(_mm256_mul_ps(k.omb2, g0), g0));
-        __m256 v1 = _mm256_fmadd_ps(k.b2, _mm256_loadu_ps(t.v + i + 8),
-                                    _mm256_mul_ps(_mm256_mul_ps(k.omb2, g1), g1));
+        __m256 mi0, mi1, vi0, vi1;
+        load_state16<SD>(t.m, i, mi0, mi1);
+        load_state16<SD>(t.v, i, vi0, vi1);
+        __m256 m0 = _mm256_fmadd_ps(k.b1, mi0, _mm256_mul_ps(k.omb1, g0));
+        __m256 m1 = _mm256_fmadd_ps(k.b1, mi1, _mm256_mul_ps(k.omb1, g1));
+        __m256 v0 = _mm256_fmadd_ps(k.b2, vi0, _mm256_mul_ps(_mm256_mul_ps(k.omb2, g0), g0));
+        __m256 v1 = _mm256_fmadd_ps(k.b2, vi1, _mm256_mul_ps(_mm256_mul_ps(k.omb2, g1), g1));
         __m256 d0 = _mm256_fmadd_ps(_mm256_sqrt_ps(v0), k.rbc2, k.eps);
         __m256 d1 = _mm256_fmadd_ps(_mm256_sqrt_ps(v1), k.rbc2, k.eps);
         p0 = _mm256_fmadd_ps(k.nss, _mm256_div_ps(m0, d0), p0);
         p1 = _mm256_fmadd_ps(k.nss, _mm256_div_ps(m1, d1), p1);
         _mm256_storeu_ps(po + j, p0);
         _mm256_storeu_ps(po + j + 8, p1);
-        _mm256_storeu_ps(mo + j, m0);
-        _mm256_storeu_ps(mo + j + 8, m1);
-        _mm256_storeu_ps(vo + j, v0);
-        _mm256_storeu_ps(vo + j + 8, v1);
+        store_state16<SD>(mo, j, m0, m1);
+        store_state16<SD>(vo, j, v0, v1);
         if constexpr (LD != -1)
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(lowp + j), lowp16<LD>(p0, p1));
     }
@@ -161,34 +187,37 @@ SOF_AVX2_INLINE void stream_out(void* dst, const void* src, int64_t bytes) {
 
 // Separate outputs (NT) are staged per block in L1 and streamed out in dense bursts:
 // interleaving streaming stores with the arithmetic leaves the write-combining buffers half used.
-template <int GD, int LD, bool NT, bool WD, bool L2>
+template <int GD, int LD, int SD, bool NT, bool WD, bool L2>
 SOF_AVX2 double step_tile_impl(const StepConsts& c, const Tile& t) {
     V8Consts k = v8_consts(c);
     __m256d s[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
                     _mm256_setzero_pd()};
+    constexpr int64_t es = SD == SOF_DTYPE_F32 ? 4 : 2; // bytes per moment
     int64_t n16 = t.n & ~int64_t{15};
     uint16_t* lw = static_cast<uint16_t*>(t.lowp);
+    char* mo = static_cast<char*>(t.mo);
+    char* vo = static_cast<char*>(t.vo);
     for (int64_t i = 0; i < n16; i += kSumBlock) {
         int64_t len = n16 - i < kSumBlock ? n16 - i : kSumBlock;
         __m256 sa, sb;
         if constexpr (NT) {
             alignas(64) float bp[kSumBlock], bm[kSumBlock], bv[kSumBlock];
             alignas(64) uint16_t bl[kSumBlock];
-            block16<GD, LD, WD, L2>(k, t, i, len, bp, bm, bv, bl, sa, sb);
+            block16<GD, LD, SD, WD, L2>(k, t, i, len, bp, bm, bv, bl, sa, sb);
             int64_t full = len & ~int64_t{31}; // whole 64-byte lines of the bf16 copy too
             stream_out(t.po + i, bp, 4 * full);
-            stream_out(t.mo + i, bm, 4 * full);
-            stream_out(t.vo + i, bv, 4 * full);
+            stream_out(mo + i * es, bm, es * full);
+            stream_out(vo + i * es, bv, es * full);
             if constexpr (LD != -1) stream_out(lw + i, bl, 2 * full);
             for (int64_t j = full; j < len; j++) {
                 t.po[i + j] = bp[j];
-                t.mo[i + j] = bm[j];
-                t.vo[i + j] = bv[j];
+                std::memcpy(mo + (i + j) * es, reinterpret_cast<char*>(bm) + j * es, es);
+                std::memcpy(vo + (i + j) * es, reinterpret_cast<char*>(bv) + j * es, es);
                 if constexpr (LD != -1) lw[i + j] = bl[j];
             }
         } else {
-            block16<GD, LD, WD, L2>(k, t, i, len, t.po + i, t.mo + i, t.vo + i,
-                                    LD != -1 ? lw + i : nullptr, sa, sb);
+            block16<GD, LD, SD, WD, L2>(k, t, i, len, t.po + i, mo + i * es, vo + i * es,
+                                        LD != -1 ? lw + i : nullptr, sa, sb);
         }
         add_block_sum<GD>(sa, sb, t.g, i, len, k.scale, s);
     }
@@ -197,33 +226,34 @@ SOF_AVX2 double step_tile_impl(const StepConsts& c, const Tile& t) {
         float graw = optim::adam_ref_grad(t.g, GD, i);
         float gs = graw * c.scale;
         sumsq += static_cast<double>(gs) * static_cast<double>(gs);
-        float p = t.p[i], m = t.m[i], v = t.v[i];
-        step_elem(c, p, m, v, graw);
-        t.po[i] = p;
-        t.mo[i] = m;
-        t.vo[i] = v;
-        if constexpr (LD != -1) lw[i] = optim::adam_ref_lowp(p, LD);
+        step_tile_elem(c, t, i, graw);
     }
     if constexpr (NT) _mm_sfence();
     return sumsq;
 }
 
-template <int GD, int LD, bool NT>
+template <int GD, int LD, int SD, bool NT>
 SOF_AVX2 double step_tile_mode(const StepConsts& c, const Tile& t) {
-    if (c.wd == 0.0f) return step_tile_impl<GD, LD, NT, false, false>(c, t);
-    if (c.l2) return step_tile_impl<GD, LD, NT, true, true>(c, t);
-    return step_tile_impl<GD, LD, NT, true, false>(c, t);
+    if (c.wd == 0.0f) return step_tile_impl<GD, LD, SD, NT, false, false>(c, t);
+    if (c.l2) return step_tile_impl<GD, LD, SD, NT, true, true>(c, t);
+    return step_tile_impl<GD, LD, SD, NT, true, false>(c, t);
+}
+
+template <int GD, int LD, int SD>
+SOF_AVX2 double step_tile_nt(const StepConsts& c, const Tile& t, bool nt) {
+    return nt ? step_tile_mode<GD, LD, SD, true>(c, t) : step_tile_mode<GD, LD, SD, false>(c, t);
 }
 
 template <int GD, int LD>
-SOF_AVX2 double step_tile_nt(const StepConsts& c, const Tile& t, bool nt) {
-    return nt ? step_tile_mode<GD, LD, true>(c, t) : step_tile_mode<GD, LD, false>(c, t);
+SOF_AVX2 double step_tile_state(const StepConsts& c, const Tile& t, bool nt) {
+    if (t.sd == SOF_DTYPE_BF16) return step_tile_nt<GD, LD, SOF_DTYPE_BF16>(c, t, nt);
+    return step_tile_nt<GD, LD, SOF_DTYPE_F32>(c, t, nt);
 }
 
 template <int GD> SOF_AVX2 double step_tile_lowp(const StepConsts& c, const Tile& t, bool nt) {
-    if (!t.lowp) return step_tile_nt<GD, -1>(c, t, nt);
-    if (t.ld == SOF_DTYPE_F16) return step_tile_nt<GD, SOF_DTYPE_F16>(c, t, nt);
-    return step_tile_nt<GD, SOF_DTYPE_BF16>(c, t, nt);
+    if (!t.lowp) return step_tile_state<GD, -1>(c, t, nt);
+    if (t.ld == SOF_DTYPE_F16) return step_tile_state<GD, SOF_DTYPE_F16>(c, t, nt);
+    return step_tile_state<GD, SOF_DTYPE_BF16>(c, t, nt);
 }
 
 SOF_AVX2 double step_tile_avx2(const StepConsts& c, const Tile& t, bool nt) {

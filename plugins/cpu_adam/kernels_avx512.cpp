@@ -2,6 +2,8 @@
 // iteration, scalar tail. Compiled with function target attributes only (no global -mavx512f).
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "cpu_adam_kernels.h"
 
 #define SOF_AVX512 __attribute__((target("avx512f")))
@@ -85,12 +87,30 @@ SOF_AVX512_INLINE double hsum(__m512d a, __m512d b) {
     return _mm512_reduce_add_pd(_mm512_add_pd(a, b));
 }
 
+// 16 moments from element i of a state buffer of dtype SD as fp32 (bf16 widened exactly).
+template <int SD> SOF_AVX512_INLINE __m512 load_state16(const void* x, int64_t i) {
+    if constexpr (SD == SOF_DTYPE_F32)
+        return _mm512_loadu_ps(static_cast<const float*>(x) + i);
+    else
+        return load_grad16<SOF_DTYPE_BF16>(x, i);
+}
+
+// Stores 16 moments at element j of a state buffer of dtype SD (bf16: rounded to nearest even).
+template <int SD> SOF_AVX512_INLINE void store_state16(void* x, int64_t j, __m512 a) {
+    if constexpr (SD == SOF_DTYPE_F32)
+        _mm512_storeu_ps(static_cast<float*>(x) + j, a);
+    else
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<uint16_t*>(x) + j),
+                            lowp16<SOF_DTYPE_BF16>(a));
+}
+
 // One block of len (multiple of 16, <= kSumBlock) elements from i0 in a single pass: g, its
 // square into the lane sums, m, v, p (step_elem's operations) and the low-precision copy, stored
-// to po/mo/vo/lowp (indexed from 0: the destinations or L1 staging buffers).
-template <int GD, int LD, bool WD, bool L2>
+// to po/mo/vo/lowp (indexed from 0: the destinations or L1 staging buffers; mo, vo of the state
+// dtype SD).
+template <int GD, int LD, int SD, bool WD, bool L2>
 SOF_AVX512_INLINE __m512 block16(const V16Consts& k, const Tile& t, int64_t i0, int64_t len,
-                                 float* po, float* mo, float* vo, uint16_t* lowp) {
+                                 float* po, void* mo, void* vo, uint16_t* lowp) {
     __m512 s = _mm512_setzero_ps();
     for (int64_t j = 0; j < len; j += 16) {
         int64_t i = i0 + j;
@@ -100,14 +120,14 @@ SOF_AVX512_INLINE __m512 block16(const V16Consts& k, const Tile& t, int64_t i0, 
         __m512 p = _mm512_loadu_ps(t.p + i);
         if constexpr (WD && L2) g = _mm512_fmadd_ps(k.wd, p, g);
         if constexpr (WD && !L2) p = _mm512_mul_ps(p, k.decay);
-        __m512 m = _mm512_fmadd_ps(k.b1, _mm512_loadu_ps(t.m + i), _mm512_mul_ps(k.omb1, g));
-        __m512 v = _mm512_fmadd_ps(k.b2, _mm512_loadu_ps(t.v + i),
+        __m512 m = _mm512_fmadd_ps(k.b1, load_state16<SD>(t.m, i), _mm512_mul_ps(k.omb1, g));
+        __m512 v = _mm512_fmadd_ps(k.b2, load_state16<SD>(t.v, i),
                                    _mm512_mul_ps(_mm512_mul_ps(k.omb2, g), g));
         __m512 d = _mm512_fmadd_ps(_mm512_sqrt_ps(v), k.rbc2, k.eps);
         p = _mm512_fmadd_ps(k.nss, _mm512_div_ps(m, d), p);
         _mm512_storeu_ps(po + j, p);
-        _mm512_storeu_ps(mo + j, m);
-        _mm512_storeu_ps(vo + j, v);
+        store_state16<SD>(mo, j, m);
+        store_state16<SD>(vo, j, v);
         if constexpr (LD != -1)
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(lowp + j), lowp16<LD>(p));
     }
@@ -124,33 +144,36 @@ SOF_AVX512_INLINE void stream_out(void* dst, const void* src, int64_t bytes) {
 
 // Separate outputs (NT) are staged per block in L1 and streamed out in dense bursts:
 // interleaving streaming stores with the arithmetic leaves the write-combining buffers half used.
-template <int GD, int LD, bool NT, bool WD, bool L2>
+template <int GD, int LD, int SD, bool NT, bool WD, bool L2>
 SOF_AVX512 double step_tile_impl(const StepConsts& c, const Tile& t) {
     V16Consts k = v16_consts(c);
     __m512d s0 = _mm512_setzero_pd(), s1 = s0;
+    constexpr int64_t es = SD == SOF_DTYPE_F32 ? 4 : 2; // bytes per moment
     int64_t n16 = t.n & ~int64_t{15};
     uint16_t* lw = static_cast<uint16_t*>(t.lowp);
+    char* mo = static_cast<char*>(t.mo);
+    char* vo = static_cast<char*>(t.vo);
     for (int64_t i = 0; i < n16; i += kSumBlock) {
         int64_t len = n16 - i < kSumBlock ? n16 - i : kSumBlock;
         __m512 s;
         if constexpr (NT) {
             alignas(64) float bp[kSumBlock], bm[kSumBlock], bv[kSumBlock];
             alignas(64) uint16_t bl[kSumBlock];
-            s = block16<GD, LD, WD, L2>(k, t, i, len, bp, bm, bv, bl);
+            s = block16<GD, LD, SD, WD, L2>(k, t, i, len, bp, bm, bv, bl);
             int64_t full = len & ~int64_t{31}; // whole 64-byte lines of the bf16 copy too
             stream_out(t.po + i, bp, 4 * full);
-            stream_out(t.mo + i, bm, 4 * full);
-            stream_out(t.vo + i, bv, 4 * full);
+            stream_out(mo + i * es, bm, es * full);
+            stream_out(vo + i * es, bv, es * full);
             if constexpr (LD != -1) stream_out(lw + i, bl, 2 * full);
             for (int64_t j = full; j < len; j++) {
                 t.po[i + j] = bp[j];
-                t.mo[i + j] = bm[j];
-                t.vo[i + j] = bv[j];
+                std::memcpy(mo + (i + j) * es, reinterpret_cast<char*>(bm) + j * es, es);
+                std::memcpy(vo + (i + j) * es, reinterpret_cast<char*>(bv) + j * es, es);
                 if constexpr (LD != -1) lw[i + j] = bl[j];
             }
         } else {
-            s = block16<GD, LD, WD, L2>(k, t, i, len, t.po + i, t.mo + i, t.vo + i,
-                                        LD != -1 ? lw + i : nullptr);
+            s = block16<GD, LD, SD, WD, L2>(k, t, i, len, t.po + i, mo + i * es, vo + i * es,
+                                            LD != -1 ? lw + i : nullptr);
         }
         add_block_sum<GD>(s, t.g, i, len, k.scale, s0, s1);
     }
@@ -159,33 +182,34 @@ SOF_AVX512 double step_tile_impl(const StepConsts& c, const Tile& t) {
         float graw = optim::adam_ref_grad(t.g, GD, i);
         float gs = graw * c.scale;
         sumsq += static_cast<double>(gs) * static_cast<double>(gs);
-        float p = t.p[i], m = t.m[i], v = t.v[i];
-        step_elem(c, p, m, v, graw);
-        t.po[i] = p;
-        t.mo[i] = m;
-        t.vo[i] = v;
-        if constexpr (LD != -1) lw[i] = optim::adam_ref_lowp(p, LD);
+        step_tile_elem(c, t, i, graw);
     }
     if constexpr (NT) _mm_sfence();
     return sumsq;
 }
 
-template <int GD, int LD, bool NT>
+template <int GD, int LD, int SD, bool NT>
 SOF_AVX512 double step_tile_mode(const StepConsts& c, const Tile& t) {
-    if (c.wd == 0.0f) return step_tile_impl<GD, LD, NT, false, false>(c, t);
-    if (c.l2) return step_tile_impl<GD, LD, NT, true, true>(c, t);
-    return step_tile_impl<GD, LD, NT, true, false>(c, t);
+    if (c.wd == 0.0f) return step_tile_impl<GD, LD, SD, NT, false, false>(c, t);
+    if (c.l2) return step_tile_impl<GD, LD, SD, NT, true, true>(c, t);
+    return step_tile_impl<GD, LD, SD, NT, true, false>(c, t);
+}
+
+template <int GD, int LD, int SD>
+SOF_AVX512 double step_tile_nt(const StepConsts& c, const Tile& t, bool nt) {
+    return nt ? step_tile_mode<GD, LD, SD, true>(c, t) : step_tile_mode<GD, LD, SD, false>(c, t);
 }
 
 template <int GD, int LD>
-SOF_AVX512 double step_tile_nt(const StepConsts& c, const Tile& t, bool nt) {
-    return nt ? step_tile_mode<GD, LD, true>(c, t) : step_tile_mode<GD, LD, false>(c, t);
+SOF_AVX512 double step_tile_state(const StepConsts& c, const Tile& t, bool nt) {
+    if (t.sd == SOF_DTYPE_BF16) return step_tile_nt<GD, LD, SOF_DTYPE_BF16>(c, t, nt);
+    return step_tile_nt<GD, LD, SOF_DTYPE_F32>(c, t, nt);
 }
 
 template <int GD> SOF_AVX512 double step_tile_lowp(const StepConsts& c, const Tile& t, bool nt) {
-    if (!t.lowp) return step_tile_nt<GD, -1>(c, t, nt);
-    if (t.ld == SOF_DTYPE_F16) return step_tile_nt<GD, SOF_DTYPE_F16>(c, t, nt);
-    return step_tile_nt<GD, SOF_DTYPE_BF16>(c, t, nt);
+    if (!t.lowp) return step_tile_state<GD, -1>(c, t, nt);
+    if (t.ld == SOF_DTYPE_F16) return step_tile_state<GD, SOF_DTYPE_F16>(c, t, nt);
+    return step_tile_state<GD, SOF_DTYPE_BF16>(c, t, nt);
 }
 
 SOF_AVX512 double step_tile_avx512(const StepConsts& c, const Tile& t, bool nt) {

@@ -8,17 +8,11 @@ namespace {
 
 double step_tile_scalar(const StepConsts& c, const Tile& t, bool /*nt*/) {
     double sumsq = 0.0;
-    uint16_t* lowp = static_cast<uint16_t*>(t.lowp);
     for (int64_t i = 0; i < t.n; i++) {
         float graw = optim::adam_ref_grad(t.g, t.gd, i);
         float gs = graw * c.scale;
         sumsq += static_cast<double>(gs) * static_cast<double>(gs);
-        float p = t.p[i], m = t.m[i], v = t.v[i];
-        step_elem(c, p, m, v, graw);
-        t.po[i] = p;
-        t.mo[i] = m;
-        t.vo[i] = v;
-        if (lowp) lowp[i] = optim::adam_ref_lowp(p, t.ld);
+        step_tile_elem(c, t, i, graw);
     }
     return sumsq;
 }

@@ -12,6 +12,7 @@
 #include "gpu_adam_kernels.cuh"
 #include "optim/adam_ref.h"
 #include "optim/sof_optim_abi.h"
+#include "optim/sof_optim_check.h"
 
 namespace sof::gpu_adam {
 namespace {
@@ -40,53 +41,16 @@ sof_status cuda_fail(Ctx* ctx, cudaError_t e, const char* what) {
                     cudaGetErrorString(e));
 }
 
-bool valid_grad_dtype(int32_t t) {
-    return t == SOF_DTYPE_F32 || t == SOF_DTYPE_BF16 || t == SOF_DTYPE_F16;
-}
-
 bool aligned_to(const void* p, uintptr_t a) {
     return (reinterpret_cast<uintptr_t>(p) % a) == 0;
-}
-
-// In place (a == b) or disjoint; partial overlap is not allowed.
-bool same_or_disjoint(const void* a, const void* b, int64_t bytes) {
-    uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-    return x == y || x + static_cast<uintptr_t>(bytes) <= y ||
-           y + static_cast<uintptr_t>(bytes) <= x;
 }
 
 // Checks one slice + hparams and fills its descriptor. `need_state` = false for grad stats.
 sof_status make_desc(Ctx* ctx, const sof_adam_slice* s, const sof_adam_hparams* hp, int index,
                      SliceDesc* d) {
-    std::string at = "slice " + std::to_string(index) + ": ";
-    if (!s || !hp) return fail(ctx, SOF_ERR_INVALID_ARGUMENT, at + "null slice or hparams");
-    if (s->struct_size < sizeof(sof_adam_slice) || hp->struct_size < sizeof(sof_adam_hparams))
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT,
-                    at + "struct_size too small (slice " + std::to_string(s->struct_size) +
-                        ", hparams " + std::to_string(hp->struct_size) + ")");
-    if (s->n < 0) return fail(ctx, SOF_ERR_INVALID_ARGUMENT, at + "negative n");
-    if (!valid_grad_dtype(s->grad_dtype))
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT,
-                    at + "grad_dtype " + std::to_string(s->grad_dtype) + " is not f32/bf16/f16");
-    if (s->lowp_out && s->lowp_dtype != SOF_DTYPE_BF16 && s->lowp_dtype != SOF_DTYPE_F16)
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT,
-                    at + "lowp_dtype " + std::to_string(s->lowp_dtype) + " is not bf16/f16");
-    if (s->n > 0 && (!s->param || !s->grad || !s->exp_avg || !s->exp_avg_sq || !s->param_out ||
-                     !s->exp_avg_out || !s->exp_avg_sq_out))
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT, at + "null buffer pointer");
-    int64_t bytes = s->n * 4;
-    if (!same_or_disjoint(s->param, s->param_out, bytes) ||
-        !same_or_disjoint(s->exp_avg, s->exp_avg_out, bytes) ||
-        !same_or_disjoint(s->exp_avg_sq, s->exp_avg_sq_out, bytes))
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT,
-                    at + "outputs partially overlap inputs (must be the same buffer or disjoint)");
-    if (hp->mode != SOF_ADAM_ADAMW && hp->mode != SOF_ADAM_L2)
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT, at + "mode " + std::to_string(hp->mode));
-    if (!(hp->beta1 >= 0.0f && hp->beta1 < 1.0f && hp->beta2 >= 0.0f && hp->beta2 < 1.0f))
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT, at + "betas must lie in [0, 1)");
-    if (hp->bias_correction && hp->step < 1)
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT,
-                    at + "step " + std::to_string(hp->step) + " < 1 with bias correction");
+    std::string why;
+    if (sof_status st = optim::check_adam_slice(s, hp, index, &why); st != SOF_OK)
+        return fail(ctx, st, why);
 
     optim::AdamConsts k = optim::adam_consts(*hp); // the reference's constants, bit for bit
     d->p = s->param;
@@ -111,10 +75,12 @@ sof_status make_desc(Ctx* ctx, const sof_adam_slice* s, const sof_adam_hparams* 
     d->gdt = s->grad_dtype;
     d->ldt = s->lowp_out ? s->lowp_dtype : kNoLowp;
     d->l2 = k.l2 ? 1 : 0;
+    d->sdt = s->state_dtype;
     uintptr_t ga = s->grad_dtype == SOF_DTYPE_F32 ? 16 : 8;
-    d->aligned = aligned_to(s->param, 16) && aligned_to(s->exp_avg, 16) &&
-                 aligned_to(s->exp_avg_sq, 16) && aligned_to(s->param_out, 16) &&
-                 aligned_to(s->exp_avg_out, 16) && aligned_to(s->exp_avg_sq_out, 16) &&
+    uintptr_t sa = s->state_dtype == SOF_DTYPE_F32 ? 16 : 8;
+    d->aligned = aligned_to(s->param, 16) && aligned_to(s->exp_avg, sa) &&
+                 aligned_to(s->exp_avg_sq, sa) && aligned_to(s->param_out, 16) &&
+                 aligned_to(s->exp_avg_out, sa) && aligned_to(s->exp_avg_sq_out, sa) &&
                  aligned_to(s->grad, ga) && (!s->lowp_out || aligned_to(s->lowp_out, 8));
     return SOF_OK;
 }
@@ -322,15 +288,12 @@ sof_status rollback(sof_optim_ctx* c, const sof_adam_slice* slice, const sof_ada
                     void* stream) {
     Ctx* ctx = reinterpret_cast<Ctx*>(c);
     if (!ctx) return SOF_ERR_INVALID_ARGUMENT;
+    std::string why;
+    if (sof_status st = optim::check_adam_rollback(slice, hp, &why); st != SOF_OK)
+        return fail(ctx, st, why);
     std::vector<SliceDesc> descs(1);
     sof_status st = make_desc(ctx, slice, hp, 0, &descs[0]);
     if (st != SOF_OK) return st;
-    if (hp->beta1 == 0.0f || hp->beta2 == 0.0f)
-        return fail(ctx, SOF_ERR_UNSUPPORTED,
-                    "adam_rollback: beta1 or beta2 is 0 (not invertible)");
-    if (hp->mode == SOF_ADAM_ADAMW && descs[0].wd != 0.0f && descs[0].decay == 0.0f)
-        return fail(ctx, SOF_ERR_UNSUPPORTED,
-                    "adam_rollback: lr*weight_decay == 1 (not invertible)");
     return launch(ctx, Op::Rollback, descs, nullptr, static_cast<cudaStream_t>(stream));
 }
 
@@ -338,8 +301,9 @@ sof_status grad_stats(sof_optim_ctx* c, const void* grad, int32_t grad_dtype, in
                       float scale, sof_adam_result* result, void* stream) {
     Ctx* ctx = reinterpret_cast<Ctx*>(c);
     if (!ctx) return SOF_ERR_INVALID_ARGUMENT;
-    if (n < 0 || (n > 0 && !grad) || !result || !valid_grad_dtype(grad_dtype))
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT, "grad_stats: bad grad, dtype, n or result");
+    std::string why;
+    if (sof_status st = optim::check_grad_stats(grad, grad_dtype, n, result, &why); st != SOF_OK)
+        return fail(ctx, st, why);
     SliceDesc d{};
     d.g = grad;
     d.n = n;
@@ -355,7 +319,8 @@ const sof_optim_plugin kPlugin = {
     SOF_OPTIM_ABI_VERSION,
     sizeof(sof_optim_plugin),
     "gpu_adam",
-    "fused multi-tensor AdamW/Adam CUDA kernel (fp32/bf16/fp16 grads, bf16/fp16 copy, "
+    "fused multi-tensor AdamW/Adam CUDA kernel (fp32/bf16/fp16 grads, fp32/bf16 moments, "
+    "bf16/fp16 copy, "
     "separate outputs, fixed-order fp64 grad statistics)",
     SOF_TARGET_CUDA,
     score,

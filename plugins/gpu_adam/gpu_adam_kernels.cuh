@@ -24,11 +24,11 @@ enum class Op : int { Step = 0, Rollback = 1, Stats = 2 };
 struct SliceDesc {
     const float* p; // (n) params in
     const void* g;  // (n) grads, dtype gdt
-    const float* m; // (n) exp_avg in
-    const float* v; // (n) exp_avg_sq in
+    const void* m;  // (n) exp_avg in, dtype sdt
+    const void* v;  // (n) exp_avg_sq in, dtype sdt
     float* p_out;   // (n) params out (== p in place)
-    float* m_out;   // (n) exp_avg out
-    float* v_out;   // (n) exp_avg_sq out
+    void* m_out;    // (n) exp_avg out, dtype sdt
+    void* v_out;    // (n) exp_avg_sq out, dtype sdt
     void* lowp;     // (n) low-precision copy of p_out, dtype ldt, or null
     int64_t n;
     float scale;      // grad_scale
@@ -43,6 +43,8 @@ struct SliceDesc {
     int32_t ldt;     // lowp dtype (sof_dtype) or kNoLowp
     int32_t l2;      // 1: Adam with L2 penalty, 0: AdamW
     int32_t aligned; // 1: every pointer allows 4-wide vector access
+    int32_t sdt;     // moments' dtype: 0 fp32, 1 bf16 (widened; new values rounded to nearest even)
+    int32_t pad;
 };
 
 // The slice list of one launch, passed by value as the kernel argument; Cap (1, 8 or kMaxSlices)
@@ -103,6 +105,44 @@ __device__ inline void load_grad4(const void* g, int gdt, int64_t i, float out[4
         out[k] = gdt == 1 ? bf16_bits_to_f32(h[k]) : __half2float(__ushort_as_half(h[k]));
 }
 
+// Moment i of a state buffer of dtype sdt (0 fp32, 1 bf16 widened exactly).
+__device__ inline float load_state(const void* x, int sdt, int64_t i) {
+    if (sdt == 0) return static_cast<const float*>(x)[i];
+    return bf16_bits_to_f32(static_cast<const uint16_t*>(x)[i]);
+}
+
+__device__ inline void store_state(void* x, int sdt, int64_t i, float val) {
+    if (sdt == 0)
+        static_cast<float*>(x)[i] = val;
+    else
+        static_cast<uint16_t*>(x)[i] = f32_to_bf16_rne(val);
+}
+
+// Four moments at i (aligned): fp32 float4 or bf16 uint2.
+__device__ inline void load_state4(const void* x, int sdt, int64_t i, float out[4]) {
+    if (sdt == 0) {
+        float4 a = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + i);
+        out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+        return;
+    }
+    uint2 a = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(x) + i);
+    out[0] = bf16_bits_to_f32(static_cast<uint16_t>(a.x & 0xffffu));
+    out[1] = bf16_bits_to_f32(static_cast<uint16_t>(a.x >> 16));
+    out[2] = bf16_bits_to_f32(static_cast<uint16_t>(a.y & 0xffffu));
+    out[3] = bf16_bits_to_f32(static_cast<uint16_t>(a.y >> 16));
+}
+
+__device__ inline void store_state4(void* x, int sdt, int64_t i, const float in[4]) {
+    if (sdt == 0) {
+        __stcs(reinterpret_cast<float4*>(static_cast<float*>(x) + i),
+               make_float4(in[0], in[1], in[2], in[3]));
+        return;
+    }
+    uint32_t lo = f32_to_bf16_rne(in[0]) | (static_cast<uint32_t>(f32_to_bf16_rne(in[1])) << 16);
+    uint32_t hi = f32_to_bf16_rne(in[2]) | (static_cast<uint32_t>(f32_to_bf16_rne(in[3])) << 16);
+    __stcs(reinterpret_cast<uint2*>(static_cast<uint16_t*>(x) + i), make_uint2(lo, hi));
+}
+
 // One AdamW/Adam element step in the reference order. g is the raw grad; returns the scaled grad
 // through gs (for the statistics).
 __device__ inline void adam_elem(const SliceDesc& d, float& p, float& m, float& v, float graw,
@@ -150,7 +190,7 @@ __device__ inline void process_one(const SliceDesc& d, int64_t i, double& sumsq,
     if constexpr (op == Op::Stats) {
         accumulate(__fmul_rn(graw, d.scale), sumsq, nonfinite);
     } else {
-        float p = d.p[i], m = d.m[i], v = d.v[i], gs;
+        float p = d.p[i], m = load_state(d.m, d.sdt, i), v = load_state(d.v, d.sdt, i), gs;
         if constexpr (op == Op::Step) {
             adam_elem(d, p, m, v, graw, gs);
             accumulate(gs, sumsq, nonfinite);
@@ -158,8 +198,8 @@ __device__ inline void process_one(const SliceDesc& d, int64_t i, double& sumsq,
             rollback_elem(d, p, m, v, graw);
         }
         d.p_out[i] = p;
-        d.m_out[i] = m;
-        d.v_out[i] = v;
+        store_state(d.m_out, d.sdt, i, m);
+        store_state(d.v_out, d.sdt, i, v);
         if (d.lowp) static_cast<uint16_t*>(d.lowp)[i] = to_lowp(p, d.ldt);
     }
 }
@@ -174,11 +214,10 @@ __device__ inline void process_four(const SliceDesc& d, int64_t i, double& sumsq
             accumulate(__fmul_rn(g[k], d.scale), sumsq, nonfinite);
     } else {
         float4 p4 = *reinterpret_cast<const float4*>(d.p + i);
-        float4 m4 = *reinterpret_cast<const float4*>(d.m + i);
-        float4 v4 = *reinterpret_cast<const float4*>(d.v + i);
         float p[4] = {p4.x, p4.y, p4.z, p4.w};
-        float m[4] = {m4.x, m4.y, m4.z, m4.w};
-        float v[4] = {v4.x, v4.y, v4.z, v4.w};
+        float m[4], v[4];
+        load_state4(d.m, d.sdt, i, m);
+        load_state4(d.v, d.sdt, i, v);
         for (int k = 0; k < 4; k++) {
             if constexpr (op == Op::Step) {
                 float gs;
@@ -189,8 +228,8 @@ __device__ inline void process_four(const SliceDesc& d, int64_t i, double& sumsq
             }
         }
         __stcs(reinterpret_cast<float4*>(d.p_out + i), make_float4(p[0], p[1], p[2], p[3]));
-        __stcs(reinterpret_cast<float4*>(d.m_out + i), make_float4(m[0], m[1], m[2], m[3]));
-        __stcs(reinterpret_cast<float4*>(d.v_out + i), make_float4(v[0], v[1], v[2], v[3]));
+        store_state4(d.m_out, d.sdt, i, m);
+        store_state4(d.v_out, d.sdt, i, v);
         if (d.lowp) {
             uint32_t lo =
                 to_lowp(p[0], d.ldt) | (static_cast<uint32_t>(to_lowp(p[1], d.ldt)) << 16);

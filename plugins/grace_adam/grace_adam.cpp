@@ -11,6 +11,7 @@
 
 #include "grace_kernel.h"
 #include "optim/sof_optim_abi.h"
+#include "optim/sof_optim_check.h"
 
 #ifndef HWCAP_SVE
 #define HWCAP_SVE (1 << 22) // Linux arm64 uapi value
@@ -33,45 +34,10 @@ sof_status fail(Ctx* ctx, sof_status st, const std::string& msg) {
     return st;
 }
 
-bool valid_grad_dtype(int32_t t) {
-    return t == SOF_DTYPE_F32 || t == SOF_DTYPE_BF16 || t == SOF_DTYPE_F16;
-}
-
-bool same_or_disjoint(const void* a, const void* b, int64_t bytes) {
-    uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-    return x == y || x + static_cast<uintptr_t>(bytes) <= y ||
-           y + static_cast<uintptr_t>(bytes) <= x;
-}
-
 sof_status check_slice(Ctx* ctx, const sof_adam_slice* s, const sof_adam_hparams* hp, int index) {
-    std::string at = "slice " + std::to_string(index) + ": ";
-    if (!s || !hp) return fail(ctx, SOF_ERR_INVALID_ARGUMENT, at + "null slice or hparams");
-    if (s->struct_size < sizeof(sof_adam_slice) || hp->struct_size < sizeof(sof_adam_hparams))
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT, at + "struct_size too small");
-    if (s->n < 0) return fail(ctx, SOF_ERR_INVALID_ARGUMENT, at + "negative n");
-    if (!valid_grad_dtype(s->grad_dtype))
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT,
-                    at + "grad_dtype " + std::to_string(s->grad_dtype) + " is not f32/bf16/f16");
-    if (s->lowp_out && s->lowp_dtype != SOF_DTYPE_BF16 && s->lowp_dtype != SOF_DTYPE_F16)
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT,
-                    at + "lowp_dtype " + std::to_string(s->lowp_dtype) + " is not bf16/f16");
-    if (s->n > 0 && (!s->param || !s->grad || !s->exp_avg || !s->exp_avg_sq || !s->param_out ||
-                     !s->exp_avg_out || !s->exp_avg_sq_out))
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT, at + "null buffer pointer");
-    int64_t bytes = s->n * 4;
-    if (!same_or_disjoint(s->param, s->param_out, bytes) ||
-        !same_or_disjoint(s->exp_avg, s->exp_avg_out, bytes) ||
-        !same_or_disjoint(s->exp_avg_sq, s->exp_avg_sq_out, bytes))
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT,
-                    at + "outputs partially overlap inputs (must be the same buffer or disjoint)");
-    if (hp->mode != SOF_ADAM_ADAMW && hp->mode != SOF_ADAM_L2)
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT, at + "mode " + std::to_string(hp->mode));
-    if (!(hp->beta1 >= 0.0f && hp->beta1 < 1.0f && hp->beta2 >= 0.0f && hp->beta2 < 1.0f))
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT, at + "betas must lie in [0, 1)");
-    if (hp->bias_correction && hp->step < 1)
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT,
-                    at + "step " + std::to_string(hp->step) + " < 1 with bias correction");
-    return SOF_OK;
+    std::string why;
+    sof_status st = optim::check_adam_slice(s, hp, index, &why);
+    return st == SOF_OK ? st : fail(ctx, st, why);
 }
 
 Consts consts_of(const sof_adam_hparams& hp) {
@@ -84,6 +50,7 @@ Buffers buffers_of(const sof_adam_slice& s) {
     b.po = s.param_out, b.mo = s.exp_avg_out, b.vo = s.exp_avg_sq_out;
     b.lowp = s.lowp_out;
     b.gdt = s.grad_dtype;
+    b.sdt = s.state_dtype;
     b.ldt = s.lowp_out ? s.lowp_dtype : kNoLowp;
     b.streaming = s.param_out != s.param ? 1 : 0;
     return b;
@@ -190,15 +157,10 @@ sof_status rollback(sof_optim_ctx* c, const sof_adam_slice* slice, const sof_ada
                     void*) {
     Ctx* ctx = reinterpret_cast<Ctx*>(c);
     if (!ctx) return SOF_ERR_INVALID_ARGUMENT;
-    sof_status st = check_slice(ctx, slice, hp, 0);
-    if (st != SOF_OK) return st;
+    std::string why;
+    sof_status st = optim::check_adam_rollback(slice, hp, &why);
+    if (st != SOF_OK) return fail(ctx, st, why);
     Consts k = consts_of(*hp);
-    if (hp->beta1 == 0.0f || hp->beta2 == 0.0f)
-        return fail(ctx, SOF_ERR_UNSUPPORTED,
-                    "adam_rollback: beta1 or beta2 is 0 (not invertible)");
-    if (!k.l2 && k.wd != 0.0f && k.decay == 0.0f)
-        return fail(ctx, SOF_ERR_UNSUPPORTED,
-                    "adam_rollback: lr*weight_decay == 1 (not invertible)");
     Buffers b = buffers_of(*slice);
     over_tiles(ctx->threads, slice->n, [&](int64_t lo, int64_t hi) {
         sve_rollback_tile(k, b, lo, hi);
@@ -211,8 +173,9 @@ sof_status grad_stats(sof_optim_ctx* c, const void* grad, int32_t grad_dtype, in
                       float scale, sof_adam_result* result, void*) {
     Ctx* ctx = reinterpret_cast<Ctx*>(c);
     if (!ctx) return SOF_ERR_INVALID_ARGUMENT;
-    if (n < 0 || (n > 0 && !grad) || !result || !valid_grad_dtype(grad_dtype))
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT, "grad_stats: bad grad, dtype, n or result");
+    std::string why;
+    if (sof_status st = optim::check_grad_stats(grad, grad_dtype, n, result, &why); st != SOF_OK)
+        return fail(ctx, st, why);
     *result = over_tiles(ctx->threads, n, [&](int64_t lo, int64_t hi) {
         return sve_stats_tile(grad, grad_dtype, scale, lo, hi);
     });
@@ -223,7 +186,8 @@ const sof_optim_plugin kPlugin = {
     SOF_OPTIM_ABI_VERSION,
     sizeof(sof_optim_plugin),
     "grace_adam",
-    "vector-length-agnostic SVE AdamW/Adam (Arm Grace): fp32/bf16/fp16 grads, bf16/fp16 copy, "
+    "vector-length-agnostic SVE AdamW/Adam (Arm Grace): fp32/bf16/fp16 grads, fp32/bf16 moments, "
+    "bf16/fp16 copy, "
     "separate outputs, results bitwise identical across vector lengths",
     SOF_TARGET_HOST,
     score,

@@ -20,14 +20,15 @@ using Consts = optim::AdamConsts;
 struct Buffers {
     const float* p;    // (n) params in
     const void* g;     // (n) grads of dtype gdt
-    const float* m;    // (n) exp_avg in
-    const float* v;    // (n) exp_avg_sq in
+    const void* m;     // (n) exp_avg in (dtype sdt)
+    const void* v;     // (n) exp_avg_sq in (dtype sdt)
     float* po;         // (n) params out
-    float* mo;         // (n) exp_avg out
-    float* vo;         // (n) exp_avg_sq out
+    void* mo;          // (n) exp_avg out (dtype sdt)
+    void* vo;          // (n) exp_avg_sq out (dtype sdt)
     void* lowp;        // (n) low-precision copy (dtype ldt) or null
     int32_t gdt;       // sof_dtype of g
     int32_t ldt;       // sof_dtype of lowp or kNoLowp
+    int32_t sdt;       // sof_dtype of the moments: fp32, or bf16 (widened, rounded to nearest even)
     int32_t streaming; // 1: outputs are separate buffers, use non-temporal stores
 };
 

@@ -45,6 +45,24 @@ inline void store_lowp(svbool_t pg, void* out, int32_t ldt, int64_t i, svfloat32
     }
 }
 
+// Moments [i, i + active lanes) of dtype sdt (fp32, or bf16 widened exactly) as fp32.
+inline svfloat32_t load_state(svbool_t pg, const void* x, int32_t sdt, int64_t i) {
+    return load_grad(pg, x, sdt, i); // fp32 and bf16 widen exactly as grads do
+}
+
+// Stores moments of dtype sdt: fp32, or bf16 rounded to nearest even (store_lowp's conversion).
+inline void store_state(svbool_t pg, void* out, int32_t sdt, int64_t i, svfloat32_t x,
+                        bool streaming) {
+    if (sdt == 0) {
+        if (streaming)
+            svstnt1_f32(pg, static_cast<float*>(out) + i, x);
+        else
+            svst1_f32(pg, static_cast<float*>(out) + i, x);
+    } else {
+        store_lowp(pg, out, 1, i, x);
+    }
+}
+
 inline void store(svbool_t pg, float* out, int64_t i, svfloat32_t x, bool streaming) {
     if (streaming)
         svstnt1_f32(pg, out + i, x);
@@ -54,9 +72,10 @@ inline void store(svbool_t pg, float* out, int64_t i, svfloat32_t x, bool stream
 
 inline void prefetch_row(const Buffers& b, int64_t i) {
     svbool_t all = svptrue_b8();
+    int64_t sbytes = b.sdt == 0 ? 4 : 2;
     svprfw(all, b.p + i + kAhead, SV_PLDL1STRM);
-    svprfw(all, b.m + i + kAhead, SV_PLDL1STRM);
-    svprfw(all, b.v + i + kAhead, SV_PLDL1STRM);
+    svprfb(all, static_cast<const char*>(b.m) + (i + kAhead) * sbytes, SV_PLDL1STRM);
+    svprfb(all, static_cast<const char*>(b.v) + (i + kAhead) * sbytes, SV_PLDL1STRM);
     int64_t gbytes = b.gdt == 0 ? 4 : 2;
     svprfb(all, static_cast<const char*>(b.g) + (i + kAhead) * gbytes, SV_PLDL1STRM);
 }
@@ -116,8 +135,8 @@ TileStats sve_step_tile(const Consts& c, const Buffers& b, int64_t begin, int64_
             svbool_t pg = svwhilelt_b32(i, r1);
             svfloat32_t g = svmul_f32_x(pg, load_grad(pg, b.g, b.gdt, i), vscale);
             svfloat32_t p = svld1_f32(pg, b.p + i);
-            svfloat32_t m = svld1_f32(pg, b.m + i);
-            svfloat32_t v = svld1_f32(pg, b.v + i);
+            svfloat32_t m = load_state(pg, b.m, b.sdt, i);
+            svfloat32_t v = load_state(pg, b.v, b.sdt, i);
             if (decay) {
                 if (c.l2)
                     g = svadd_f32_x(pg, g, svmul_f32_x(pg, vwd, p));
@@ -130,8 +149,8 @@ TileStats sve_step_tile(const Consts& c, const Buffers& b, int64_t begin, int64_
             svfloat32_t denom = svadd_f32_x(pg, svdiv_f32_x(pg, svsqrt_f32_x(pg, v), vbc2), veps);
             p = svsub_f32_x(pg, p, svdiv_f32_x(pg, svmul_f32_x(pg, vstep, m), denom));
             store(pg, b.po, i, p, streaming);
-            store(pg, b.mo, i, m, streaming);
-            store(pg, b.vo, i, v, streaming);
+            store_state(pg, b.mo, b.sdt, i, m, streaming);
+            store_state(pg, b.vo, b.sdt, i, v, streaming);
             if (b.lowp) store_lowp(pg, b.lowp, b.ldt, i, p);
         }
     }
@@ -150,8 +169,8 @@ void sve_rollback_tile(const Consts& c, const Buffers& b, int64_t begin, int64_t
     for (int64_t i = begin; i < end; i += vl) {
         svbool_t pg = svwhilelt_b32(i, end);
         svfloat32_t p = svld1_f32(pg, b.p + i);
-        svfloat32_t m = svld1_f32(pg, b.m + i);
-        svfloat32_t v = svld1_f32(pg, b.v + i);
+        svfloat32_t m = load_state(pg, b.m, b.sdt, i);
+        svfloat32_t v = load_state(pg, b.v, b.sdt, i);
         svfloat32_t denom = svadd_f32_x(pg, svdiv_f32_x(pg, svsqrt_f32_x(pg, v), vbc2), veps);
         p = svadd_f32_x(pg, p, svdiv_f32_x(pg, svmul_f32_x(pg, vstep, m), denom));
         svfloat32_t g = svmul_f32_x(pg, load_grad(pg, b.g, b.gdt, i), vscale);
@@ -165,8 +184,8 @@ void sve_rollback_tile(const Consts& c, const Buffers& b, int64_t begin, int64_t
         v = svdiv_f32_x(pg, svsub_f32_x(pg, v, svmul_f32_x(pg, svmul_f32_x(pg, vomb2, g), g)), vb2);
         v = svsel_f32(svcmpgt_f32(pg, v, vzero), v, vzero);
         svst1_f32(pg, b.po + i, p);
-        svst1_f32(pg, b.mo + i, m);
-        svst1_f32(pg, b.vo + i, v);
+        store_state(pg, b.mo, b.sdt, i, m, false);
+        store_state(pg, b.vo, b.sdt, i, v, false);
         if (b.lowp) store_lowp(pg, b.lowp, b.ldt, i, p);
     }
 }

@@ -220,3 +220,32 @@ TEST_CASE("resume compatibility: architecture, data and optimizer must match; lr
     REQUIRE(ok.size() == 1);
     CHECK(ok[0].key == "data.train");
 }
+
+TEST_CASE("resume compatibility: optimizer.state_dtype changes only when asked to convert") {
+    config::Config a = config::parse_deck_text("", "a.yaml"); // fp32 moments
+    ckpt::Manifest m;
+    m.model.num_layers = 4;
+    m.model.num_heads = 4;
+    m.model.channels = 128;
+    m.model.max_seq_len = 256;
+    m.model.vocab_size = 512;
+    m.model.padded_vocab_size = 512;
+    m.deck_yaml = config::effective_yaml(a);
+    model::ArchConfig same = m.model;
+    config::Config b = a;
+    b.optimizer.state_dtype = config::StateDtype::BF16;
+    expect_error([&] { ckpt::check_resume("ck", m, b, same, ""); }, core::ErrorKind::Config,
+                 {"optimizer.state_dtype: checkpoint fp32, this run bf16",
+                  "train.resume_convert_state: true"});
+    b.train.resume_convert_state = true;
+    std::vector<ckpt::DeckChange> ok = ckpt::check_resume("ck", m, b, same, "");
+    bool listed = false;
+    for (const ckpt::DeckChange& c : ok)
+        listed |= c.key == "optimizer.state_dtype" && c.saved == "fp32" && c.now == "bf16";
+    CHECK(listed);
+    // an unresolved auto runs fp32 moments: no change
+    config::Config c = a;
+    c.optimizer.state_dtype = config::StateDtype::Auto;
+    for (const ckpt::DeckChange& d : ckpt::compare_runs(m, c, same, ""))
+        CHECK(d.key != "optimizer.state_dtype");
+}

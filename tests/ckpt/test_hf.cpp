@@ -297,6 +297,10 @@ TEST_CASE("config.json as transformers reads it: defaults, refused keys, exact d
     const std::string sw = write_config("Qwen2ForCausalLM", ", \"use_sliding_window\": true");
     expect_error([&] { ckpt::read_hf_config(sw); }, core::ErrorKind::Config,
                  {"config.json", "use_sliding_window"});
+    // rope_scaling as a bare string: the factors would be guesses (before: silently no scaling)
+    const std::string rs = write_config("LlamaForCausalLM", ", \"rope_scaling\": \"llama3\"");
+    expect_error([&] { ckpt::read_hf_config(rs); }, core::ErrorKind::Config,
+                 {"config.json", "rope_scaling must be an object", "got \"llama3\""});
     // export: eps as written (1e-05, not the float's 9.999999747378752e-06), no made-up token
     // ids, and a llama with q/k/v biases refused
     model::ArchConfig c = hf_model(model::Arch::Llama);
@@ -315,6 +319,45 @@ TEST_CASE("config.json as transformers reads it: defaults, refused keys, exact d
     expect_error([&] { ckpt::export_hf(d + "/bias", l, p.data(), ckpt::HfExportOptions{}); },
                  core::ErrorKind::Usage, {"q/k/v biases", "qwen2"});
     CHECK_FALSE(fs::exists(d + "/bias"));
+    // transformers >= 5: rope_theta and the llama3 scaling inside "rope_parameters"
+    const model::ArchConfig v5 = ckpt::read_hf_config(
+        write_config("LlamaForCausalLM",
+                     ", \"rope_parameters\": {\"rope_theta\": 500000.0, \"rope_type\": "
+                     "\"llama3\", \"factor\": 32.0, \"low_freq_factor\": 1.0, "
+                     "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}"));
+    CHECK(v5.rope_theta == 500000.0);
+    CHECK(v5.rope_scaling.type == model::RopeScalingType::Llama3);
+    CHECK(v5.rope_scaling.factor == 32.0);
+    CHECK(v5.rope_scaling.original_max_position == 64);
+    const model::ArchConfig v5d = ckpt::read_hf_config(write_config(
+        "Qwen2ForCausalLM",
+        ", \"rope_parameters\": {\"rope_theta\": 1000000.0, \"rope_type\": \"default\"}"));
+    CHECK(v5d.rope_theta == 1000000.0);
+    CHECK(v5d.rope_scaling.type == model::RopeScalingType::None);
+    // export with a source directory: tokenizer files and generation_config.json copied, the
+    // source's token ids kept
+    const std::string src = d + "/src";
+    fs::create_directories(src);
+    std::ofstream(src + "/config.json") << "{\"bos_token_id\": 128000, \"eos_token_id\": [128001, "
+                                           "128009]}";
+    std::ofstream(src + "/tokenizer.json") << "{\"model\": {}}";
+    std::ofstream(src + "/generation_config.json") << "{\"do_sample\": true}";
+    c.qkv_bias = false;
+    l = model::make_layout(c);
+    p.assign(l.num_params, 0.0f);
+    ckpt::HfExportOptions so;
+    so.source_dir = src;
+    ckpt::export_hf(d + "/with_src", l, p.data(), so);
+    CHECK(fs::exists(d + "/with_src/tokenizer.json"));
+    CHECK(fs::exists(d + "/with_src/generation_config.json"));
+    CHECK_FALSE(fs::exists(d + "/with_src/merges.txt"));
+    std::ifstream g(d + "/with_src/config.json");
+    const nlohmann::json k = nlohmann::json::parse(g);
+    CHECK(k["bos_token_id"] == 128000);
+    CHECK(k["eos_token_id"] == nlohmann::json({128001, 128009}));
+    so.source_dir = d + "/nope";
+    expect_error([&] { ckpt::export_hf(d + "/no_src", l, p.data(), so); }, core::ErrorKind::Io,
+                 {"nope", "--source"});
 }
 
 TEST_CASE("manifests carry the LLaMA-family fields; a resume names a changed kv-head count") {

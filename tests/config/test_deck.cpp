@@ -229,6 +229,7 @@ data:
   val: "D/w1.bin"
   shuffle: false
   seed: 18446744073709551615
+  loss_mask: require
   builtin:
     seed: 99
     train_tokens: 123457
@@ -237,12 +238,14 @@ train:
   batch_size: 3
   seq_len: 96
   grad_accum: 5
+  global_batch: 15
   steps: 17
   stop_after: 9
   lr: 0.1
   min_lr: 1.17549435e-38
   warmup_steps: 2
   schedule: cosine
+  decay_fraction: 0.125
   grad_clip: 0.3333333
   eval_every: 7
   eval_batches: 2
@@ -252,6 +255,7 @@ train:
   checkpoint_dir: "with \"quotes\" and: colon #hash"
   keep_checkpoints: 0
   resume: "D/ck/step_00000004"
+  resume_convert_state: true
   metrics: "true"
   dtype: bf16
 optimizer:
@@ -264,6 +268,7 @@ optimizer:
   weight_decay: 0.05
   bias_correction: false
   threads: 7
+  state_dtype: bf16
 offload:
   enabled: true
   schedule: interleaved
@@ -273,6 +278,7 @@ offload:
   gpu_tail_buckets: auto
   cast: host
   weights: flow
+  flow_grads: host
   prefetch_layers: 2
   interleave_k: 3
   hardware: "D/hw.yaml"
@@ -294,7 +300,7 @@ debug:
   inject_rank: 1
   fail_rank: 2
   fail_step: 5
-  hold_for_stop: 7
+  hold_for_stop: 3
   fail_hard: true
   fp32_gathers: true
 )";

@@ -1,5 +1,5 @@
 // Throughput of the CUDA device's own kernels (not a ctest): casts and grad_prep over N fp32
-// grads in pieces of device::kStatPiece. Usage: bench_cuda_device [N] [iterations].
+// grads in pieces of kernels::kStatPiece. Usage: bench_cuda_device [N] [iterations].
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -8,7 +8,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "device/cuda_device.h"
-#include "device/grad_stats.h"
+#include "kernels/grad_stats.h"
 
 using namespace sof;
 
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
         auto* h = static_cast<uint16_t*>(dev->alloc(2 * n, "bf16"));
         auto* f = static_cast<float*>(dev->alloc(4 * n, "fp32"));
         std::vector<int64_t> bounds;
-        for (size_t a = 0; a < n; a += device::kStatPiece)
+        for (size_t a = 0; a < n; a += kernels::kStatPiece)
             bounds.push_back(static_cast<int64_t>(a));
         bounds.push_back(static_cast<int64_t>(n));
         auto* st = static_cast<device::GradStats*>(

@@ -92,7 +92,9 @@ int main(int argc, char** argv) {
                          pout,
                          mout,
                          vout,
-                         lowp};
+                         lowp,
+                         SOF_DTYPE_F32,
+                         0};
         auto time_it = [&](auto&& fn) {
             fn();
             ok(cudaStreamSynchronize(st), "warmup");

@@ -215,6 +215,56 @@ TEST_CASE("gpu_adam: L2 mode, no bias correction, fp16 grads and copy, misaligne
     }
 }
 
+TEST_CASE("gpu_adam: bf16 moments (optimizer.state_dtype bf16) equal the twin bitwise") {
+    Plugin pl;
+    for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{4099}, int64_t{100003}})
+        for (int64_t off : {int64_t{0}, int64_t{1}})
+            for (bool sep : {false, true}) {
+                Case c;
+                c.n = n, c.offset = off, c.separate = sep, c.wd = 0.1f, c.step = 5;
+                c.gdt = off ? SOF_DTYPE_BF16 : SOF_DTYPE_F32, c.ldt = SOF_DTYPE_BF16;
+                INFO(describe(c));
+                HostState h = make_state(c.n, static_cast<uint64_t>(n) * 7 + off, c.gdt);
+                std::vector<uint16_t> m16(n), v16(n);
+                for (int64_t i = 0; i < n; i++) {
+                    m16[i] = sof::core::f32_to_bf16(h.m[i]);
+                    v16[i] = sof::core::f32_to_bf16(h.v[i]);
+                }
+                DevSlice d(n, off, sep);
+                upload_state(c, h, d);
+                upload_at(d.m, m16, off); // the moments as bf16 (the buffers are large enough)
+                upload_at(d.v, v16, off);
+                sof_adam_slice s = device_slice(c, d);
+                s.state_dtype = SOF_DTYPE_BF16;
+                s.exp_avg = d.m.as<uint16_t>() + off;
+                s.exp_avg_sq = d.v.as<uint16_t>() + off;
+                s.exp_avg_out = sep ? d.mo.as<uint16_t>() + off : d.m.as<uint16_t>() + off;
+                s.exp_avg_sq_out = sep ? d.vo.as<uint16_t>() + off : d.v.as<uint16_t>() + off;
+                sof_adam_hparams hp = hparams_of(c);
+                REQUIRE(pl.api->adam_step(pl.ctx, &s, &hp, nullptr, nullptr) == SOF_OK);
+                cuda_ok(cudaDeviceSynchronize(), "sync");
+
+                std::vector<float> po(n);
+                std::vector<uint16_t> mo(n), vo(n), lowp(n);
+                sof_adam_slice hs{};
+                hs.struct_size = sizeof(hs);
+                hs.n = n;
+                hs.param = h.p.data();
+                hs.grad = c.gdt == SOF_DTYPE_F32 ? static_cast<const void*>(h.g32.data())
+                                                 : static_cast<const void*>(h.g16.data());
+                hs.grad_dtype = c.gdt;
+                hs.state_dtype = SOF_DTYPE_BF16;
+                hs.exp_avg = m16.data(), hs.exp_avg_sq = v16.data();
+                hs.param_out = po.data(), hs.exp_avg_out = mo.data(), hs.exp_avg_sq_out = vo.data();
+                hs.lowp_dtype = SOF_DTYPE_BF16, hs.lowp_out = lowp.data();
+                sof::optim::adam_ref_step(hs, hp);
+                CHECK(max_ulp(download_at<float>(sep ? d.po : d.p, n, off), po) == 0);
+                CHECK(download_at<uint16_t>(sep ? d.mo : d.m, n, off) == mo);
+                CHECK(download_at<uint16_t>(sep ? d.vo : d.v, n, off) == vo);
+                CHECK(download_at<uint16_t>(d.lowp, n, off) == lowp);
+            }
+}
+
 TEST_CASE("gpu_adam multi-slice: one call over 200 slices of mixed hparams equals per-slice twin") {
     Plugin pl;
     const int count = 200; // more than one launch group (96 slices per launch)

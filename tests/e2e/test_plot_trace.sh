@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README / docs/engine.md trace-to-PNG example on a tiny engine run: train with
-# runtime.trace, then scripts/plot_trace.py writes a PNG (needs python3-matplotlib, which
-# scripts/setup.sh installs). Usage: test_plot_trace.sh SUPEROFFLOAD_BINARY SOURCE_DIR SCRATCH_DIR
+# runtime.trace, then scripts/plot_trace.py writes a PNG, and scripts/plot_metrics.py the loss / lr /
+# grad-norm curves (needs python3-matplotlib, which scripts/setup.sh installs).
+# Usage: test_plot_trace.sh SUPEROFFLOAD_BINARY SOURCE_DIR SCRATCH_DIR
 set -euo pipefail
 bin=$1 src=$2 dir=$3
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
@@ -18,3 +19,8 @@ OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "$bi
 magic=$(head -c 4 out/trace.png | od -An -c | tr -d ' ')
 [ "$magic" = '211PNG' ] || { echo "out/trace.png is not a PNG (starts with '$magic')"; exit 1; }
 echo "ok: out/trace.png ($(stat -c %s out/trace.png) bytes)"
+# the loss / lr / grad-norm curves of the same run, from its metrics
+/usr/bin/python3 "$src/scripts/plot_metrics.py" out/metrics.jsonl -o out/metrics.png
+magic=$(head -c 4 out/metrics.png | od -An -c | tr -d ' ')
+[ "$magic" = '211PNG' ] || { echo "out/metrics.png is not a PNG (starts with '$magic')"; exit 1; }
+echo "ok: out/metrics.png ($(stat -c %s out/metrics.png) bytes)"

@@ -8,11 +8,14 @@
 #include <string>
 #include <thread>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "engine_test_util.h"
 #include "offload/buckets.h"
 #include "offload/common.h"
 #include "offload/engine.h"
+#include "offload/memory_plan.h"
+#include "zero/memory.h"
 
 using namespace sof;
 using sof::test::StepPlan;
@@ -54,8 +57,9 @@ Pair make_pair(const config::Config& eng_cfg, const model::ParamLayout& l, bool 
 }
 
 // Runs mixed_plan on plain vs engine; checks counters.
-void check_config(const config::Config& cfg, int accum = 1, bool staging = false) {
-    model::ParamLayout l = model::make_layout(test::tiny_gpt2());
+void check_config(const config::Config& cfg, int accum = 1, bool staging = false,
+                  const model::ArchConfig& arch = test::tiny_gpt2()) {
+    model::ParamLayout l = model::make_layout(arch);
     Pair p = make_pair(cfg, l, staging);
     std::vector<StepPlan> plan = mixed_plan();
     std::vector<offload::StepReport> reps = test::run_compare(*p.ref, *p.eng, l, plan, accum);
@@ -68,10 +72,21 @@ void check_config(const config::Config& cfg, int accum = 1, bool staging = false
     CHECK(p.eng->stats().skips == 2);
     auto* e = dynamic_cast<offload::Engine*>(p.eng.get());
     REQUIRE(e);
+    int ring = 0; // grad ring slots the engine allocated
+    for (const offload::BufferSpec& b : e->memory_plan().buffers)
+        ring += b.id == offload::Buf::DevGradRing;
+    CHECK(ring == offload::grad_ring_slots(zero::sharded_plan_inputs(
+                      [&] {
+                          config::Config ec = cfg;
+                          ec.offload.enabled = true;
+                          return ec;
+                      }(),
+                      l, 1, staging)));
     int nhost = 0;
     for (const offload::Bucket& b : e->buckets())
         nhost += b.place == offload::Placement::Host;
-    bool spec = cfg.offload.stv && cfg.offload.schedule != config::Schedule::Synchronous;
+    bool spec = cfg.offload.stv != config::Stv::Off &&
+                cfg.offload.schedule != config::Schedule::Synchronous;
     if (spec && nhost > 0) {
         CHECK(reps[1].rolled_back);
         CHECK(reps[2].rolled_back);
@@ -194,7 +209,7 @@ TEST_CASE("engine == plain bitwise: schedules synchronous, interleaved, STV off;
         c.offload.interleave_k = 1;
     }
     SUBCASE("stv off") {
-        c.offload.stv = false;
+        c.offload.stv = config::Stv::Off;
     }
     SUBCASE("accumulation 2") {
         c.offload.gpu_tail_buckets = 1;
@@ -202,6 +217,137 @@ TEST_CASE("engine == plain bitwise: schedules synchronous, interleaved, STV off;
         return;
     }
     check_config(c);
+}
+
+TEST_CASE("engine == plain bitwise: bf16 moments (optimizer.state_dtype bf16) in every placement") {
+    // host buckets (cpu step), device-resident tail, streamed (interleaved) buckets, stationary
+    // and flow, cast host and device, exact and inverse-free paths: m, v of 2 bytes everywhere
+    struct V {
+        const char* name;
+        config::WeightsPolicy w;
+        config::CastAt cast;
+        int tail;
+        bool interleaved;
+    };
+    for (const V& v :
+         {V{"stationary cast host tail 1", config::WeightsPolicy::Stationary, config::CastAt::Host,
+            1, false},
+          V{"flow cast host tail 1", config::WeightsPolicy::Flow, config::CastAt::Host, 1, false},
+          V{"flow cast device tail 0", config::WeightsPolicy::Flow, config::CastAt::Device, 0,
+            false},
+          V{"stationary interleaved k=2 tail 1", config::WeightsPolicy::Stationary,
+            config::CastAt::Device, 1, true}}) {
+        CAPTURE(v.name);
+        config::Config c = test::base_deck();
+        c.train.dtype = config::Precision::BF16;
+        c.optimizer.state_dtype = config::StateDtype::BF16;
+        c.offload.bucket_mb = 0.05;
+        c.offload.weights = v.w;
+        c.offload.cast = v.cast;
+        c.offload.gpu_tail_buckets = v.tail;
+        if (v.interleaved) {
+            c.offload.schedule = config::Schedule::Interleaved;
+            c.offload.interleave_k = 2;
+        }
+        check_config(c);
+    }
+}
+
+TEST_CASE("engine == plain bitwise: weight flow's grad ring (no accumulation), staged or not") {
+    // 8 layers: the ring (unit 0's slot + the units buckets still need) is smaller than the
+    // model, so the model's fp32 grads live in device ring slots, not a whole-model buffer
+    model::ArchConfig g = test::tiny_gpt2();
+    g.num_layers = 8;
+    g.vocab_size = 250;
+    g.padded_vocab_size = 256;
+    model::ParamLayout l = model::make_layout(g);
+    for (auto dt : {config::Precision::FP32, config::Precision::BF16})
+        for (auto cast : {config::CastAt::Host, config::CastAt::Device})
+            for (int tail : {0, 1})
+                for (double mb : {0.001, 0.3})
+                    for (bool staging : {false, true}) {
+                        if (dt == config::Precision::FP32 && cast == config::CastAt::Host) continue;
+                        CAPTURE(static_cast<int>(dt));
+                        CAPTURE(static_cast<int>(cast));
+                        CAPTURE(tail);
+                        CAPTURE(mb);
+                        CAPTURE(staging);
+                        config::Config c = test::base_deck();
+                        c.train.dtype = dt;
+                        c.offload.weights = config::WeightsPolicy::Flow;
+                        c.offload.cast = cast;
+                        c.offload.gpu_tail_buckets = tail;
+                        c.offload.bucket_mb = mb;
+                        c.offload.enabled = true;
+                        offload::MemoryPlanInputs in = zero::sharded_plan_inputs(c, l, 1, staging);
+                        int slots = offload::grad_ring_slots(in);
+                        CHECK(slots >= 2);
+                        MESSAGE("grad ring: " << slots << " slots of " << in.max_unit
+                                              << " params for " << l.num_params);
+                        CHECK(static_cast<size_t>(slots) * in.max_unit < l.num_params);
+                        offload::MemoryPlan mp = offload::make_memory_plan(in);
+                        for (const offload::BufferSpec& b : mp.buffers)
+                            CHECK(b.id != offload::Buf::DevGrads); // no whole-model grads
+                        check_config(c, 1, staging, g);
+                    }
+    // with accumulation the model's grads accumulate in one pinned buffer: no ring
+    config::Config c = test::base_deck();
+    c.offload.weights = config::WeightsPolicy::Flow;
+    c.offload.enabled = true;
+    c.train.grad_accum = 2;
+    CHECK(offload::grad_ring_slots(zero::sharded_plan_inputs(c, l, 1, false)) == 0);
+    check_config(c, 2, false, g);
+}
+
+TEST_CASE("engine: bf16 moments get_state/set_state round trip on host and device buckets") {
+    config::Config c = test::base_deck();
+    c.offload.bucket_mb = 0.05;
+    c.offload.gpu_tail_buckets = 2;
+    c.optimizer.state_dtype = config::StateDtype::BF16;
+    model::ParamLayout l = model::make_layout(test::tiny_gpt2());
+    Pair p = make_pair(c, l);
+    size_t n = l.num_params;
+    std::vector<float> pp(n), m(n), v(n), m16(n), v16(n);
+    for (size_t i = 0; i < n; i++) {
+        pp[i] = test::noise(1, 2, i);
+        m[i] = 1e-3f * test::noise(3, 4, i);
+        v[i] = 1e-6f * (1.0f + test::noise(5, 6, i));
+        m16[i] = core::bf16_to_f32(core::f32_to_bf16(m[i])); // what bf16 moments hold
+        v16[i] = core::bf16_to_f32(core::f32_to_bf16(v[i]));
+    }
+    p.eng->set_state(pp.data(), m.data(), v.data(), 41);
+    p.ref->set_state(pp.data(), m.data(), v.data(), 41);
+    test::State s = test::state_of(*p.eng, n);
+    CHECK(test::bitwise_equal(s.p, pp));
+    CHECK(test::bitwise_equal(s.m, m16));
+    CHECK(test::bitwise_equal(s.v, v16));
+    test::run_compare(*p.ref, *p.eng, l, mixed_plan(), 1);
+}
+
+TEST_CASE("engine: stv auto pauses speculation while clipping is frequent, bitwise throughout") {
+    // 10 clipped steps (warm-up), then 10 unclipped: speculation rolls back the first 4, pauses
+    // (4 of the last 8 steps clipped) and resumes at step 15, once at most 3 of the last 8 were
+    config::Config c = test::base_deck();
+    c.offload.bucket_mb = 0.05;
+    c.offload.stv = config::Stv::Auto;
+    model::ParamLayout l = model::make_layout(test::tiny_gpt2());
+    Pair p = make_pair(c, l);
+    std::vector<StepPlan> plan(20);
+    for (int s = 0; s < 20; s++)
+        plan[static_cast<size_t>(s)].clip = s < 10 ? 1.0f : 100.0f;
+    std::vector<offload::StepReport> reps = test::run_compare(*p.ref, *p.eng, l, plan, 1);
+    for (int s = 0; s < 20; s++) {
+        CAPTURE(s);
+        CHECK(reps[static_cast<size_t>(s)].clipped == (s < 10));
+        CHECK(reps[static_cast<size_t>(s)].rolled_back == (s < 4));
+    }
+    CHECK(p.eng->stats().rollbacks == 4);
+    // speculation resumed: the last steps' commits are deferred (their host steps were queued
+    // during backward); the state is still the plain path's, bitwise
+    test::State a = test::state_of(*p.ref, l.num_params), b = test::state_of(*p.eng, l.num_params);
+    CHECK(test::bitwise_equal(a.p, b.p));
+    CHECK(test::bitwise_equal(a.m, b.m));
+    CHECK(test::bitwise_equal(a.v, b.v));
 }
 
 TEST_CASE("engine: inverse rollback stays close to the exact path") {

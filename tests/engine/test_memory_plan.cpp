@@ -231,7 +231,7 @@ TEST_CASE("interleaved: static residents + streamed stride, bf16 cast host/devic
                 c.offload.interleave_k = 3;
                 c.offload.gpu_tail_buckets = 1;
                 c.offload.bucket_mb = 0.05;
-                c.offload.stv = stv;
+                c.offload.stv = stv ? config::Stv::On : config::Stv::Off;
                 c.offload.cast = cast;
                 c.offload.rollback = rb;
                 Pair p = make_pair(c, l);
@@ -324,4 +324,62 @@ TEST_CASE("capacity: the plan fits exactly when the engine can allocate (interle
                 }
             }
         }
+}
+
+TEST_CASE("memory plan: host bytes per parameter (no whole-model bf16 or second grad copy)") {
+    // a model large enough that per-bucket rings and statistics are small next to N
+    model::ArchConfig g = test::tiny_gpt2();
+    g.num_layers = 12;
+    g.channels = 256;
+    g.num_heads = 4;
+    g.vocab_size = 4000;
+    g.padded_vocab_size = 4096;
+    model::ParamLayout l = model::make_layout(g);
+    const double n = static_cast<double>(l.num_params);
+    struct Case {
+        const char* name;
+        bool bf16, flow, cast_host, exact, state16;
+        int accum;
+        double bytes; // expected host bytes per parameter
+    };
+    const Case cases[] = {
+        {"stationary bf16 cast host, inverse", true, false, true, false, false, 1, 14},
+        {"stationary bf16 cast device, inverse", true, false, false, false, false, 1, 16},
+        {"stationary fp32, inverse", false, false, false, false, false, 1, 16},
+        {"stationary bf16 cast host, exact", true, false, true, true, false, 1, 26},
+        {"stationary bf16 cast host, inverse, bf16 moments", true, false, true, false, true, 1, 10},
+        {"flow bf16 cast host, grad ring, inverse", true, true, true, false, false, 1, 14},
+        {"flow bf16 cast device, grad ring, inverse", true, true, false, false, false, 1, 16},
+        {"flow bf16 cast host, accumulation, inverse", true, true, true, false, false, 2, 16},
+        {"flow bf16 cast host, grad ring, inverse, bf16 moments", true, true, true, false, true, 1,
+         10},
+        {"flow bf16 cast host, accumulation, exact, bf16 moments", true, true, true, true, true, 2,
+         20},
+    };
+    for (const Case& k : cases) {
+        CAPTURE(k.name);
+        config::Config c = test::base_deck();
+        c.offload.enabled = true;
+        c.offload.bucket_mb = 1.0;
+        c.train.dtype = k.bf16 ? config::Precision::BF16 : config::Precision::FP32;
+        c.offload.weights =
+            k.flow ? config::WeightsPolicy::Flow : config::WeightsPolicy::Stationary;
+        c.offload.cast = k.cast_host ? config::CastAt::Host : config::CastAt::Device;
+        c.offload.rollback = k.exact ? config::Rollback::Exact : config::Rollback::Inverse;
+        c.optimizer.state_dtype = k.state16 ? config::StateDtype::BF16 : config::StateDtype::FP32;
+        c.train.grad_accum = k.accum;
+        offload::MemoryPlanInputs in = zero::sharded_plan_inputs(c, l, 1, false);
+        CHECK((k.flow && k.accum == 1) == (offload::grad_ring_slots(in) > 0));
+        offload::MemoryPlan mp = offload::make_memory_plan(in);
+        double host = static_cast<double>(mp.total(offload::MemSide::Pinned) +
+                                          mp.total(offload::MemSide::Host));
+        MESSAGE(std::string(k.name) << ": " << host / n << " B/param of host memory");
+        CHECK(host >= k.bytes * n);
+        CHECK(host <= k.bytes * n + 2.2e6); // + two 1 MiB bf16 ring slots and the statistics
+        for (const offload::BufferSpec& b : mp.buffers) // no whole-model bf16 buffer but grads
+            if (b.side != offload::MemSide::Device && b.bytes >= 2 * l.num_params &&
+                b.bytes < 4 * l.num_params)
+                CHECK((b.id == offload::Buf::HostGrads16 || b.id == offload::Buf::HostExpAvg ||
+                       b.id == offload::Buf::HostExpAvgSq));
+    }
 }

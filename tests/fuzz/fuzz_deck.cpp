@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     SOF_FUZZ_EXPECT_ONLY_CORE_ERRORS({
         config::Config c =
             config::load_deck_from_string(text, "fuzz.yaml", {}, config::DeckChecks::NoFiles);
-        config::warnings(c);
+        config::deck_warnings(c);
         // the echo of a loaded deck loads back to the same deck
         const std::string y = config::effective_yaml(c);
         const config::Config back =

@@ -340,6 +340,52 @@ void multi_and_stats(const sof_optim_plugin* api) {
     api->destroy(ctx);
 }
 
+// optimizer.state_dtype: bf16: moments stored as bf16 (widened, the fp32 step, rounded to nearest
+// even), bitwise the reference's bf16-state step, in place and separate, every dtype and mode.
+void bf16_state(const sof_optim_plugin* api) {
+    sof_optim_ctx* ctx = make_ctx(api, 2);
+    uint64_t seed = 7000;
+    for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{4099}, int64_t{40000}})
+        for (int32_t gdt : {SOF_DTYPE_F32, SOF_DTYPE_BF16})
+            for (int32_t mode : {SOF_ADAM_ADAMW, SOF_ADAM_L2})
+                for (bool sep : {false, true}) {
+                    Case c;
+                    c.n = n, c.gdt = gdt, c.mode = mode, c.separate = sep, c.wd = 0.05f;
+                    c.step = 9, c.scale = 0.5f, c.ldt = SOF_DTYPE_BF16;
+                    State s = make_state(c, seed++);
+                    size_t un = static_cast<size_t>(n);
+                    std::vector<uint16_t> m16(un), v16(un), mo16(un), vo16(un), rm16(un), rv16(un);
+                    for (size_t i = 0; i < un; i++) {
+                        m16[i] = sof::core::f32_to_bf16(s.m[i]);
+                        v16[i] = sof::core::f32_to_bf16(s.v[i]);
+                    }
+                    std::vector<uint16_t> m0 = m16, v0 = v16;
+                    sof_adam_slice ps = plugin_slice(c, s);
+                    ps.state_dtype = SOF_DTYPE_BF16;
+                    ps.exp_avg = m16.data(), ps.exp_avg_sq = v16.data();
+                    ps.exp_avg_out = sep ? mo16.data() : m16.data();
+                    ps.exp_avg_sq_out = sep ? vo16.data() : v16.data();
+                    sof_adam_slice rs = ref_slice(c, s);
+                    rs.state_dtype = SOF_DTYPE_BF16;
+                    rs.exp_avg = m0.data(), rs.exp_avg_sq = v0.data();
+                    rs.exp_avg_out = rm16.data(), rs.exp_avg_sq_out = rv16.data();
+                    sof_adam_hparams hp = hparams_of(c);
+                    sof::optim::adam_ref_step(rs, hp);
+                    sof_adam_result r{};
+                    EXPECT(api->adam_step(ctx, &ps, &hp, &r, nullptr) == SOF_OK, "bf16 state step");
+                    EXPECT(max_ulp(sep ? s.po : s.p, s.rp) == 0, "bf16 state: p differs (%s)",
+                           describe(c).c_str());
+                    EXPECT((sep ? mo16 : m16) == rm16 && (sep ? vo16 : v16) == rv16,
+                           "bf16 state: moments differ (%s)", describe(c).c_str());
+                    EXPECT(s.lowp == s.ref_lowp, "bf16 state: lowp differs (%s)",
+                           describe(c).c_str());
+                    if (sep) EXPECT(m16 == m0 && v16 == v0, "bf16 state: inputs written");
+                    digest(sep ? mo16.data() : m16.data(), un * 2);
+                    digest(sep ? vo16.data() : v16.data(), un * 2);
+                }
+    api->destroy(ctx);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -360,6 +406,7 @@ int main(int argc, char** argv) {
     conformance(api);
     drift_and_rollback(api);
     multi_and_stats(api);
+    bf16_state(api);
     std::printf("digest %016llx\n", static_cast<unsigned long long>(g_digest));
     if (argc > 2) {
         FILE* f = std::fopen(argv[2], "w");

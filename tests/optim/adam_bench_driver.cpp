@@ -3,14 +3,14 @@
 #include <cstdio>
 
 #include "core/error.h"
-#include "optim/bench_adam.h"
+#include "bench/bench_adam.h"
 
 int main(int argc, char** argv) {
     try {
-        sof::optim::BenchAdamOptions o = sof::optim::parse_bench_adam_args(argc - 1, argv + 1);
-        sof::optim::BenchAdamReport r = sof::optim::bench_adam(o);
-        std::fputs(o.json ? sof::optim::bench_adam_json(r).c_str()
-                          : sof::optim::bench_adam_text(r).c_str(),
+        sof::bench::BenchAdamOptions o = sof::bench::parse_bench_adam_args(argc - 1, argv + 1);
+        sof::bench::BenchAdamReport r = sof::bench::bench_adam(o);
+        std::fputs(o.json ? sof::bench::bench_adam_json(r).c_str()
+                          : sof::bench::bench_adam_text(r).c_str(),
                    stdout);
         return 0;
     } catch (const sof::core::Error& e) {

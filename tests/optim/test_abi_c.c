@@ -141,7 +141,9 @@ int main(int argc, char** argv) {
                             separate ? p2 : p,
                             separate ? m2 : m,
                             separate ? v2 : v,
-                            lowp};
+                            lowp,
+                            SOF_DTYPE_F32,
+                            0};
         sof_adam_hparams hp = {sizeof(sof_adam_hparams), lr, b1,   b2, eps, wd, step,
                                SOF_ADAM_ADAMW,           1,  scale};
         float p0 = p[0], m0 = m[0], v0 = v[0];

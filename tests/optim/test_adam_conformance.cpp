@@ -454,3 +454,142 @@ TEST_CASE("grad sum of squares: squares beyond the fp32 range are still summed i
         }
     }
 }
+
+TEST_CASE("bf16 moments: the fp32 step of the widened state, moments rounded to nearest even") {
+    // optimizer.state_dtype: bf16. A plugin with bf16 moments must compute exactly what it
+    // computes with fp32 moments holding the same (widened) values, and store the new moments
+    // rounded to nearest even: p bitwise equal, m16 == bf16(m32), v16 == bf16(v32); in place and
+    // separate outputs alike; and the reference (adam_ref.h) within the fp32 tolerance on p and
+    // one bf16 step on the moments.
+    for (const auto& pc : host_plugin_cases()) {
+        INFO("plugin " << pc.label());
+        auto opt = load_case(pc, 2);
+        uint64_t seed = 900;
+        for (int64_t n :
+             {int64_t{1}, int64_t{15}, int64_t{17}, int64_t{1023}, int64_t{4099}, int64_t{70001}})
+            for (sof_dtype gd : {SOF_DTYPE_F32, SOF_DTYPE_BF16})
+                for (const Mode& mode : kModes)
+                    for (int sep = 0; sep < 2; sep++) {
+                        CAPTURE(n);
+                        CAPTURE(static_cast<int>(gd));
+                        CAPTURE(mode.name);
+                        CAPTURE(sep);
+                        seed++;
+                        AdamData d(n, seed, true);
+                        ABuf<uint16_t> m16(n), v16(n), mo16(n), vo16(n), l16(n), l32(n);
+                        for (int64_t i = 0; i < n; i++) { // the bf16 state and its fp32 twin
+                            m16[i] = core::f32_to_bf16(d.m[i]);
+                            v16[i] = core::f32_to_bf16(d.v[i]);
+                            d.m[i] = core::bf16_to_f32(m16[i]);
+                            d.v[i] = core::bf16_to_f32(v16[i]);
+                        }
+                        sof_adam_hparams hp =
+                            optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, seed % 2 ? 0.1f : 0.0f,
+                                                7, mode.mode, mode.bias_correction, 0.37f);
+                        ABuf<float> p32(n), m32(n), v32(n), p16(n), po(n);
+                        p32.copy_from(d.p);
+                        m32.copy_from(d.m);
+                        v32.copy_from(d.v);
+                        p16.copy_from(d.p);
+                        sof_adam_slice s32 = optim::make_slice(n, p32.data(), d.grad(gd), gd,
+                                                               m32.data(), v32.data());
+                        s32.lowp_out = l32.data();
+                        sof_adam_slice s16 = optim::make_slice(
+                            n, p16.data(), d.grad(gd), gd, m16.data(), v16.data(), SOF_DTYPE_BF16);
+                        s16.lowp_out = l16.data();
+                        if (sep) {
+                            s16.param_out = po.data();
+                            s16.exp_avg_out = mo16.data();
+                            s16.exp_avg_sq_out = vo16.data();
+                        }
+                        sof_adam_result r32 = opt->step(s32, hp);
+                        sof_adam_result r16 = opt->step(s16, hp);
+                        const uint16_t* om = static_cast<const uint16_t*>(s16.exp_avg_out);
+                        const uint16_t* ov = static_cast<const uint16_t*>(s16.exp_avg_sq_out);
+                        int64_t bad = 0, far = 0;
+                        for (int64_t i = 0; i < n; i++) {
+                            if (std::memcmp(&s16.param_out[i], &p32[i], 4) != 0) bad++;
+                            if (om[i] != core::f32_to_bf16(m32[i])) bad++;
+                            if (ov[i] != core::f32_to_bf16(v32[i])) bad++;
+                        }
+                        CHECK_MESSAGE(bad == 0, bad << " values differ from the fp32-state step");
+                        CHECK(std::memcmp(l16.data(), l32.data(), 2 * n) == 0);
+                        CHECK(r16.grad_sumsq == r32.grad_sumsq);
+                        if (sep) { // inputs untouched
+                            for (int64_t i = 0; i < n; i++)
+                                if (m16[i] != core::f32_to_bf16(d.m[i]) ||
+                                    std::memcmp(&p16[i], &d.p[i], 4) != 0)
+                                    bad++;
+                            CHECK(bad == 0);
+                        }
+                        // the reference with bf16 state: p as for fp32 state, moments within one
+                        // bf16 step (the fp32 values before rounding may differ by 2 ulp)
+                        ABuf<float> rp(n);
+                        ABuf<uint16_t> rm(n), rv(n);
+                        rp.copy_from(d.p);
+                        for (int64_t i = 0; i < n; i++) {
+                            rm[i] = core::f32_to_bf16(d.m[i]);
+                            rv[i] = core::f32_to_bf16(d.v[i]);
+                        }
+                        sof_adam_slice rs = optim::make_slice(n, rp.data(), d.grad(gd), gd,
+                                                              rm.data(), rv.data(), SOF_DTYPE_BF16);
+                        optim::adam_ref_step(rs, hp);
+                        Cmp c{false};
+                        c.check(s16.param_out, rp.data(), n);
+                        auto near = [&](const uint16_t* got, const uint16_t* want) {
+                            float big = 0.0f;
+                            for (int64_t i = 0; i < n; i++)
+                                big = std::max(big, std::fabs(core::bf16_to_f32(want[i])));
+                            for (int64_t i = 0; i < n; i++) {
+                                float a = core::bf16_to_f32(got[i]), b = core::bf16_to_f32(want[i]);
+                                bool same_sign = (got[i] >> 15) == (want[i] >> 15);
+                                int steps = std::abs(static_cast<int>(got[i] & 0x7fff) -
+                                                     static_cast<int>(want[i] & 0x7fff));
+                                if (!(same_sign && steps <= 1) &&
+                                    !(std::fabs(a - b) <= 1e-6f * big))
+                                    far++;
+                            }
+                        };
+                        near(om, rm.data());
+                        near(ov, rv.data());
+                        CHECK_MESSAGE(c.bad == 0, "p vs reference: " << c.bad << " values off");
+                        CHECK_MESSAGE(far == 0, far << " moments more than one bf16 step off");
+                    }
+    }
+}
+
+TEST_CASE("bf16 moments: rollback inverts in bf16, and state_dtype is checked") {
+    for (const auto& pc : host_plugin_cases()) {
+        INFO("plugin " << pc.label());
+        auto opt = load_case(pc, 1);
+        const int64_t n = 4099;
+        AdamData d(n, 31, true);
+        ABuf<uint16_t> m16(n), v16(n);
+        for (int64_t i = 0; i < n; i++) {
+            m16[i] = core::f32_to_bf16(d.m[i]);
+            v16[i] = core::f32_to_bf16(d.v[i]);
+        }
+        ABuf<float> p0(n);
+        p0.copy_from(d.p);
+        sof_adam_hparams hp =
+            optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 5, SOF_ADAM_ADAMW, true, 1.0f);
+        sof_adam_slice s = optim::make_slice(n, d.p.data(), d.g32.data(), SOF_DTYPE_F32, m16.data(),
+                                             v16.data(), SOF_DTYPE_BF16);
+        opt->step(s, hp);
+        opt->rollback(s, hp);
+        // the inverse of a rounded step: p moved with the fp32 moments, the inverse sees them
+        // rounded (2^-9 relative), so p comes back within a small fraction of one step (lr)
+        double worst_p = 0.0;
+        for (int64_t i = 0; i < n; i++)
+            worst_p = std::max(worst_p, static_cast<double>(std::fabs(d.p[i] - p0[i])));
+        MESSAGE("bf16 moments: worst |p - p0| after step + rollback " << worst_p << " (lr 1e-3)");
+        CHECK(worst_p < 1e-4);
+        s.state_dtype = SOF_DTYPE_F16;
+        try {
+            opt->step(s, hp);
+            FAIL("state_dtype f16 was accepted");
+        } catch (const core::Error& e) {
+            CHECK(std::string(e.what()).find("state_dtype") != std::string::npos);
+        }
+    }
+}

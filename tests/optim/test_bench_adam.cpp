@@ -7,15 +7,15 @@
 #include <set>
 
 #include "core/error.h"
-#include "optim/bench_adam.h"
-#include "optim/bench_ceiling.h"
+#include "bench/bench_adam.h"
+#include "bench/bench_ceiling.h"
 #include "optim_test_util.h"
 
 using namespace sof;
 using namespace sof::test;
 
 TEST_CASE("every ceiling strategy writes p+g, m+g, v+g and the truncated copy, nothing else") {
-    const auto strategies = optim::ceiling_strategies();
+    const auto strategies = bench::ceiling_strategies();
     std::set<std::string> names;
     for (const auto& s : strategies)
         names.insert(s.name());
@@ -32,7 +32,7 @@ TEST_CASE("every ceiling strategy writes p+g, m+g, v+g and the truncated copy, n
                 ABuf<float> po(n), mo(n), vo(n);
                 ABuf<uint16_t> l(n + 1);
                 l[n] = 0xabcd; // guard: nothing written past n
-                optim::CeilingBuffers b;
+                bench::CeilingBuffers b;
                 b.n = n;
                 b.p = d.p.data();
                 b.g = d.g32.data();
@@ -42,7 +42,7 @@ TEST_CASE("every ceiling strategy writes p+g, m+g, v+g and the truncated copy, n
                 b.mo = separate ? mo.data() : d.m.data();
                 b.vo = separate ? vo.data() : d.v.data();
                 b.lowp = lowp ? l.data() : nullptr;
-                CHECK(optim::run_ceiling(b, st, 2) > 0.0);
+                CHECK(bench::run_ceiling(b, st, 2) > 0.0);
                 int64_t bad = 0;
                 for (int64_t i = 0; i < n; i++) {
                     float g = orig.g32[i];
@@ -69,8 +69,8 @@ TEST_CASE("bench adam arguments: --pairs and --reps take positive integers, erro
     std::vector<char*> argv;
     for (auto& s : a)
         argv.push_back(s.data());
-    optim::BenchAdamOptions o =
-        optim::parse_bench_adam_args(static_cast<int>(argv.size()), argv.data());
+    bench::BenchAdamOptions o =
+        bench::parse_bench_adam_args(static_cast<int>(argv.size()), argv.data());
     CHECK(o.params == 65536);
     CHECK(o.pairs == 5);
     CHECK(o.reps == 2);
@@ -79,7 +79,7 @@ TEST_CASE("bench adam arguments: --pairs and --reps take positive integers, erro
     for (auto& s : bad)
         bargv.push_back(s.data());
     try {
-        optim::parse_bench_adam_args(static_cast<int>(bargv.size()), bargv.data());
+        bench::parse_bench_adam_args(static_cast<int>(bargv.size()), bargv.data());
         FAIL("--pairs 0 was accepted");
     } catch (const core::Error& e) {
         CHECK(e.kind() == core::ErrorKind::Usage);
@@ -88,19 +88,19 @@ TEST_CASE("bench adam arguments: --pairs and --reps take positive integers, erro
 }
 
 TEST_CASE("a tiny bench adam run: both modes, every strategy calibrated, paired ratios") {
-    optim::BenchAdamOptions o;
+    bench::BenchAdamOptions o;
     o.params = 100003;
     o.plugin = "cpu_adam";
     o.plugin_dir = SOF_PLUGIN_DIR;
     o.threads = 2;
     o.reps = 1;
     o.pairs = 3;
-    optim::BenchAdamReport r = optim::bench_adam(o);
+    bench::BenchAdamReport r = bench::bench_adam(o);
     REQUIRE(r.modes.size() == 2);
     CHECK(r.pairs == 3);
     for (const auto& m : r.modes) {
         CAPTURE(m.mode);
-        CHECK(m.tries.size() == optim::ceiling_strategies().size());
+        CHECK(m.tries.size() == bench::ceiling_strategies().size());
         bool found = false;
         for (const auto& t : m.tries) {
             CHECK(t.seconds > 0.0);
@@ -112,7 +112,12 @@ TEST_CASE("a tiny bench adam run: both modes, every strategy calibrated, paired 
         CHECK(m.fraction_of_ceiling > 0.0);
         CHECK(m.ceiling_best_seconds <= m.ceiling_seconds);
         CHECK(m.step_best_seconds <= m.step_seconds);
+        CHECK(m.bf16_grads_params_per_s > 0.0); // the variants ran (their speed is a benchmark's)
+        CHECK(m.bf16_state_params_per_s > 0.0);
+        CHECK(m.bf16_grads_speedup > 0.0);
     }
-    CHECK(optim::bench_adam_json(r).find("\"ceiling_tries\"") != std::string::npos);
-    CHECK(optim::bench_adam_text(r).find(r.modes[0].ceiling_strategy) != std::string::npos);
+    CHECK(bench::bench_adam_json(r).find("\"ceiling_tries\"") != std::string::npos);
+    CHECK(bench::bench_adam_json(r).find("\"bf16_grads_speedup\"") != std::string::npos);
+    CHECK(bench::bench_adam_text(r).find("bf16 grads") != std::string::npos);
+    CHECK(bench::bench_adam_text(r).find(r.modes[0].ceiling_strategy) != std::string::npos);
 }

@@ -136,7 +136,7 @@ TEST_CASE("demo: inputs/tiny.yaml clips (and rolls back) only during warm-up") {
                 "train.stop_after=30", "train.eval_batches=1", "train.log_every=0",
                 "runtime.log_level=quiet", "runtime.threads=1"});
     REQUIRE(cfg.offload.enabled);
-    REQUIRE(cfg.offload.stv);
+    REQUIRE(cfg.offload.stv == config::Stv::On);
     comm::World world(MPI_COMM_WORLD);
     core::Log log(0, core::LogLevel::Quiet);
     train::Trainer t(cfg, world, log);

@@ -1,7 +1,6 @@
-// The attention op's CPU twin (tiled FlashAttention-2) against the naive T x T reference in double
-// over the shape classes, bitwise thread-count independence, reference mutations that must fail.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
-#include <doctest/doctest.h>
+// Op driver cases of attention.h, CPU twin (tiled FlashAttention-2): against the naive T x T
+// reference in double over the shape classes, thread-count independence, mutations that must fail.
+#include "harness.h"
 
 #include <omp.h>
 
@@ -84,7 +83,7 @@ const AttnShape kShapes[] = {
 
 } // namespace
 
-TEST_CASE("attention CPU twin equals the naive T x T reference (forward and backward)") {
+SOF_OP_CPU("attention", "equals the naive T x T reference (forward and backward)") {
     kernels::cpu::use_single_threaded_blas();
     for (const AttnShape& s : kShapes) {
         CAPTURE(name(s));
@@ -110,7 +109,7 @@ TEST_CASE("attention CPU twin equals the naive T x T reference (forward and back
     }
 }
 
-TEST_CASE("attention CPU twin: a mutated reference fails the same thresholds") {
+SOF_OP_CPU("attention", "a mutated reference fails the same thresholds") {
     kernels::cpu::use_single_threaded_blas();
     const AttnProblem p({1, 129, 4, 1, 64, true, 21});
     const Run r = run_cpu(p);
@@ -123,7 +122,7 @@ TEST_CASE("attention CPU twin: a mutated reference fails the same thresholds") {
     CHECK(test::attn_norm_err(r.dqkv, segs.dqkv, qm) > 100 * kTolGrad);
 }
 
-TEST_CASE("attention CPU twin: bitwise the same for 1 and 2 OpenMP threads") {
+SOF_OP_CPU("attention", "bitwise the same for 1 and 2 OpenMP threads") {
     kernels::cpu::use_single_threaded_blas();
     const int saved = omp_get_max_threads();
     for (const AttnShape& s :
@@ -143,7 +142,7 @@ TEST_CASE("attention CPU twin: bitwise the same for 1 and 2 OpenMP threads") {
 
 // T = 2^17: its T x T fp32 scores would be 64 GiB, more than this machine has. Documents of at most
 // 128 tokens keep the work small; each checked document equals the reference run on it alone.
-TEST_CASE("attention CPU twin: a sequence whose T x T scores would not fit in memory") {
+SOF_OP_CPU("attention", "a sequence whose T x T scores would not fit in memory") {
     kernels::cpu::use_single_threaded_blas();
     const int T = 1 << 17, NH = 2, hd = 32, doc = 128;
     AttnProblem p({1, T, NH, NH, hd, false, 41});
@@ -168,7 +167,7 @@ TEST_CASE("attention CPU twin: a sequence whose T x T scores would not fit in me
     }
 }
 
-TEST_CASE("attention: shapes it cannot run are refused by name") {
+SOF_OP_CPU("attention", "shapes it cannot run are refused by name") {
     const AttnProblem p({1, 8, 4, 3, 32, false, 51});
     std::vector<float> out(p.out_size()), lse(p.stat_size());
     try {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace sof::optim {
+namespace sof::bench {
 
 // How the ceiling writes its outputs.
 enum class CeilingStores {
@@ -49,4 +49,4 @@ const char* ceiling_isa();
 // (lowp too); the caller guarantees it (bench buffers are 2 MiB aligned).
 double run_ceiling(const CeilingBuffers& b, const CeilingStrategy& s, int threads);
 
-} // namespace sof::optim
+} // namespace sof::bench

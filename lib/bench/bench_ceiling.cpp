@@ -1,6 +1,6 @@
 // Ceiling loops of `superoffload bench adam`: AVX-512 / AVX2 / scalar bodies, ordinary, streaming
 // and staged-streaming stores, run-time prefetch distance, optional thread pinning.
-#include "optim/bench_ceiling.h"
+#include "bench/bench_ceiling.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -16,7 +16,7 @@
 #include "core/strfmt.h"
 #include "core/timer.h"
 
-namespace sof::optim {
+namespace sof::bench {
 
 namespace {
 
@@ -272,4 +272,4 @@ double run_ceiling(const CeilingBuffers& b, const CeilingStrategy& s, int thread
     return t.seconds();
 }
 
-} // namespace sof::optim
+} // namespace sof::bench

@@ -1,26 +1,22 @@
-// The attention op's CUDA twin against its CPU twin (fp32 and bf16), run-to-run determinism, and a
-// sequence whose T x T scores would not fit in device memory. Exits 77 (skipped) without a GPU.
-#define DOCTEST_CONFIG_IMPLEMENT
-#include <doctest/doctest.h>
-
-#include <cuda_runtime.h>
-
+// Op driver cases of attention.h, CUDA twin: against the CPU twin (fp32 and bf16), run-to-run
+// determinism, and a sequence whose T x T scores would not fit in device memory (label gpu).
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtype.h"
-#include "cuda/gpu_test_util.h"
+#include "core/error.h"
+#include "harness.h"
 #include "kernels/attention.h"
 #include "kernels/attention_ref.h"
 #include "kernels/matmul.h"
 
 using namespace sof;
+using ktest::Gpu;
 using test::AttnProblem;
 using test::AttnShape;
-using test::DevBuf;
 
 namespace {
 
@@ -36,43 +32,26 @@ struct Run {
     std::vector<float> out, lse, dqkv;
 };
 
-template <class E> std::vector<E> to_elem(const std::vector<float>& x) {
-    std::vector<E> y(x.size());
-    for (size_t i = 0; i < x.size(); i++)
-        y[i] = core::from_f32<E>(x[i]);
-    return y;
-}
-template <class E> std::vector<float> to_f32(const std::vector<E>& x) {
-    std::vector<float> y(x.size());
-    for (size_t i = 0; i < x.size(); i++)
-        y[i] = core::to_f32(x[i]);
-    return y;
-}
-
 // The CUDA twin on p (inputs converted to E), the outputs back as floats. dqkv and out start as
-// all-ones bits (NaN in fp32 and bf16) so an element not written shows up.
-template <class E> Run run_cuda(const AttnProblem& p) {
-    const std::vector<E> qkv = to_elem<E>(p.qkv), dout = to_elem<E>(p.dout);
-    DevBuf dqkv_in(qkv.size() * sizeof(E)), ddout(dout.size() * sizeof(E));
-    DevBuf dout_buf(p.out_size() * sizeof(E)), dlse(p.stat_size() * sizeof(float)),
-        ddelta(p.stat_size() * sizeof(float)), dgrad(qkv.size() * sizeof(E)),
-        dseg(p.seg.size() * sizeof(int));
-    dqkv_in.upload(qkv);
-    ddout.upload(dout);
-    if (!p.seg.empty()) dseg.upload(p.seg);
-    test::cuda_ok(cudaMemset(dout_buf.ptr, 0xff, dout_buf.bytes), "memset");
-    test::cuda_ok(cudaMemset(dgrad.ptr, 0xff, dgrad.bytes), "memset");
-    kernels::AttnArgs<E> a = p.args(dqkv_in.as<E>());
-    a.segments = p.seg.empty() ? nullptr : dseg.as<int>();
-    const kernels::Exec ex{kernels::Backend::Cuda, nullptr, nullptr};
-    kernels::attention_forward(ex, dout_buf.as<E>(), dlse.as<float>(), a);
-    kernels::attention_backward(ex, p.grads(dgrad.as<E>()), ddout.as<E>(), dout_buf.as<E>(),
-                                dlse.as<float>(), ddelta.as<float>(), a);
-    test::cuda_ok(cudaDeviceSynchronize(), "attention kernels");
+// NaN so an element not written shows up.
+template <class E> Run run_cuda(Gpu& g, const AttnProblem& p) {
+    const float nan = NAN;
+    auto dqkv_in = g.upload<E>(p.qkv), ddout = g.upload<E>(p.dout);
+    auto dout_buf = g.upload<E>(std::vector<float>(p.out_size(), nan));
+    auto dgrad = g.upload<E>(std::vector<float>(p.qkv.size(), nan));
+    auto dlse = g.upload<float>(std::vector<float>(p.stat_size(), nan));
+    auto ddelta = g.upload<float>(std::vector<float>(p.stat_size(), 0.0f));
+    auto dseg = g.upload_ids(p.seg.empty() ? std::vector<int>(1, 0) : p.seg);
+    kernels::AttnArgs<E> a = p.args(dqkv_in.get());
+    a.segments = p.seg.empty() ? nullptr : dseg.get();
+    const kernels::Exec ex = g.exec();
+    kernels::attention_forward(ex, dout_buf.get(), dlse.get(), a);
+    kernels::attention_backward(ex, p.grads(dgrad.get()), ddout.get(), dout_buf.get(), dlse.get(),
+                                ddelta.get(), a);
     Run r;
-    r.out = to_f32(dout_buf.download<E>(p.out_size()));
-    r.lse = dlse.download<float>(p.stat_size());
-    r.dqkv = to_f32(dgrad.download<E>(qkv.size()));
+    r.out = g.download(dout_buf);
+    r.lse = g.download(dlse);
+    r.dqkv = g.download(dgrad);
     return r;
 }
 
@@ -116,7 +95,8 @@ const AttnShape kShapes[] = {
     {1, 1000, 4, 1, 64, false, 11}, {2, 1000, 8, 2, 128, true, 12},
 };
 
-template <class E> void compare_with_cpu(const AttnShape& s, double tol_out, double tol_grad) {
+template <class E>
+void compare_with_cpu(Gpu& gpu, const AttnShape& s, double tol_out, double tol_grad) {
     AttnProblem p(s);
     if constexpr (!std::is_same_v<E, float>) { // the CPU twin gets the same bf16 values
         for (float& x : p.qkv)
@@ -124,7 +104,7 @@ template <class E> void compare_with_cpu(const AttnShape& s, double tol_out, dou
         for (float& x : p.dout)
             x = core::round_bf16(x);
     }
-    const Run g = run_cuda<E>(p);
+    const Run g = run_cuda<E>(gpu, p);
     const Run c = std::is_same_v<E, float> ? run_cpu(p) : run_cpu(p, &g.out);
     const size_t rows = static_cast<size_t>(s.B) * s.T;
     const auto om = mask_rows(rows, p.ldo, static_cast<size_t>(s.NH) * s.hd);
@@ -142,36 +122,43 @@ template <class E> void compare_with_cpu(const AttnShape& s, double tol_out, dou
 
 } // namespace
 
-TEST_CASE("attention CUDA twin equals the CPU twin (fp32)") {
+SOF_OP_GPU("attention", "equals the CPU twin (fp32)") {
+    Gpu* g = ktest::gpu_or_skip();
+    if (!g) return;
     kernels::cpu::use_single_threaded_blas();
     for (const AttnShape& s : kShapes) {
         CAPTURE(name(s));
-        compare_with_cpu<float>(s, kTolF32, kTolF32);
+        compare_with_cpu<float>(*g, s, kTolF32, kTolF32);
     }
 }
 
-TEST_CASE("attention CUDA twin equals the CPU twin (bf16 in and out)") {
+SOF_OP_GPU("attention", "equals the CPU twin (bf16 in and out)") {
+    Gpu* g = ktest::gpu_or_skip();
+    if (!g) return;
     kernels::cpu::use_single_threaded_blas();
     for (const AttnShape& s : kShapes) {
         CAPTURE(name(s));
-        compare_with_cpu<core::bf16>(s, kTolBf16Out, kTolBf16Grad);
+        compare_with_cpu<core::bf16>(*g, s, kTolBf16Out, kTolBf16Grad);
     }
 }
 
-TEST_CASE("attention CUDA twin: the same bits on every run") {
+SOF_OP_GPU("attention", "the same bits on every run") {
+    Gpu* g = ktest::gpu_or_skip();
+    if (!g) return;
     const AttnProblem p({2, 300, 8, 2, 64, true, 31});
-    const Run a = run_cuda<float>(p), b = run_cuda<float>(p);
+    const Run a = run_cuda<float>(*g, p), b = run_cuda<float>(*g, p);
     CHECK(std::memcmp(a.out.data(), b.out.data(), a.out.size() * sizeof(float)) == 0);
     CHECK(std::memcmp(a.dqkv.data(), b.dqkv.data(), a.dqkv.size() * sizeof(float)) == 0);
 }
 
-TEST_CASE("attention CUDA twin: an unsupported head dim is refused by name") {
+SOF_OP_GPU("attention", "an unsupported head dim is refused by name") {
+    Gpu* g = ktest::gpu_or_skip();
+    if (!g) return;
     const AttnProblem p({1, 8, 2, 2, 80, false, 51});
-    DevBuf q(p.qkv.size() * sizeof(float)), o(p.out_size() * sizeof(float)),
-        l(p.stat_size() * sizeof(float));
-    const kernels::Exec ex{kernels::Backend::Cuda, nullptr, nullptr};
+    auto q = g->upload<float>(p.qkv), o = g->upload<float>(std::vector<float>(p.out_size()));
+    auto l = g->upload<float>(std::vector<float>(p.stat_size()));
     try {
-        kernels::attention_forward(ex, o.as<float>(), l.as<float>(), p.args(q.as<float>()));
+        kernels::attention_forward(g->exec(), o.get(), l.get(), p.args(q.get()));
         FAIL("no error for head_dim=80");
     } catch (const core::Error& e) {
         CHECK(std::string(e.what()).find("head_dim=80") != std::string::npos);
@@ -180,10 +167,12 @@ TEST_CASE("attention CUDA twin: an unsupported head dim is refused by name") {
 
 // T = 2^18, one head of 64: its T x T fp32 scores would be 256 GiB, more than any GPU has. Rows
 // and keys at both ends are checked against double sums over what they see (O(T) each).
-TEST_CASE("attention CUDA twin: a sequence whose T x T scores would not fit in device memory") {
+SOF_OP_GPU("attention", "a sequence whose T x T scores would not fit in device memory") {
+    Gpu* gpu = ktest::gpu_or_skip();
+    if (!gpu) return;
     const int T = 1 << 18, hd = 64;
     const AttnProblem p({1, T, 1, 1, hd, false, 61});
-    const Run g = run_cuda<float>(p);
+    const Run g = run_cuda<float>(*gpu, p);
     size_t bad = 0;
     for (float x : g.out)
         bad += !std::isfinite(x);
@@ -255,14 +244,4 @@ TEST_CASE("attention CUDA twin: a sequence whose T x T scores would not fit in d
         CHECK(test::attn_norm_err(g_dk, dk) < 1e-4);
         CHECK(test::attn_norm_err(g_dv, dv) < 1e-4);
     }
-}
-
-int main(int argc, char** argv) {
-    const std::string why = test::cuda_unavailable_reason();
-    if (!why.empty()) {
-        std::printf("SKIPPED: the attention CUDA twin needs a GPU (%s)\n", why.c_str());
-        return test::kSkipCode;
-    }
-    doctest::Context ctx(argc, argv);
-    return ctx.run();
 }

@@ -1,8 +1,8 @@
 // Adam kernel benchmark: memory ceiling (best access strategy for Adam's streams, trivial
 // arithmetic) and the plugin step, in place and separate outputs, paired on the same buffers.
-#include "optim/bench_adam.h"
+#include "bench/bench_adam.h"
 
-#include "optim/bench_ceiling.h"
+#include "bench/bench_ceiling.h"
 
 #include <omp.h>
 #include <sys/mman.h>
@@ -14,11 +14,16 @@
 #include <fstream>
 #include <memory>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/strfmt.h"
 #include "core/timer.h"
 
-namespace sof::optim {
+namespace sof::bench {
+
+using optim::make_hparams;
+using optim::make_slice;
+using optim::Optimizer;
 
 namespace {
 
@@ -72,10 +77,11 @@ double mem_available_bytes() {
     return 0;
 }
 
-// The buffers of one benchmark: inputs (set A), separate outputs (set B), bf16 copy.
+// The buffers of one benchmark: inputs (set A), separate outputs (set B), bf16 copy; the grads
+// also as bf16 (g16) and bf16 moments (m16, v16, separate outputs mo16, vo16) for the variants.
 struct BenchBuffers {
     int64_t n = 0;
-    Mem p, g, m, v, po, mo, vo, lowp;
+    Mem p, g, m, v, po, mo, vo, lowp, g16, m16, v16, mo16, vo16;
     float* P() { return static_cast<float*>(p.get()); }
     float* G() { return static_cast<float*>(g.get()); }
     float* M() { return static_cast<float*>(m.get()); }
@@ -84,6 +90,7 @@ struct BenchBuffers {
     float* MO() { return static_cast<float*>(mo.get()); }
     float* VO() { return static_cast<float*>(vo.get()); }
     uint16_t* L() { return static_cast<uint16_t*>(lowp.get()); }
+    uint16_t* U(Mem& x) { return static_cast<uint16_t*>(x.get()); }
 };
 
 CeilingBuffers ceiling_buffers(BenchBuffers& b, bool separate, bool lowp) {
@@ -100,12 +107,19 @@ CeilingBuffers ceiling_buffers(BenchBuffers& b, bool separate, bool lowp) {
     return c;
 }
 
-double run_step(Optimizer& opt, BenchBuffers& b, bool separate, bool lowp) {
-    sof_adam_slice s = make_slice(b.n, b.P(), b.G(), SOF_DTYPE_F32, b.M(), b.V());
+// One plugin step over all params: fp32 or bf16 grads, fp32 or bf16 moments.
+double run_step(Optimizer& opt, BenchBuffers& b, bool separate, bool lowp, bool g16 = false,
+                bool s16 = false) {
+    sof_adam_slice s =
+        s16 ? make_slice(b.n, b.P(), g16 ? static_cast<const void*>(b.U(b.g16)) : b.G(),
+                         g16 ? SOF_DTYPE_BF16 : SOF_DTYPE_F32, b.U(b.m16), b.U(b.v16),
+                         SOF_DTYPE_BF16)
+            : make_slice(b.n, b.P(), g16 ? static_cast<const void*>(b.U(b.g16)) : b.G(),
+                         g16 ? SOF_DTYPE_BF16 : SOF_DTYPE_F32, b.M(), b.V());
     if (separate) {
         s.param_out = b.PO();
-        s.exp_avg_out = b.MO();
-        s.exp_avg_sq_out = b.VO();
+        s.exp_avg_out = s16 ? static_cast<void*>(b.U(b.mo16)) : b.MO();
+        s.exp_avg_sq_out = s16 ? static_cast<void*>(b.U(b.vo16)) : b.VO();
     }
     if (lowp) {
         s.lowp_out = b.L();
@@ -133,6 +147,10 @@ void init_buffers(BenchBuffers& b, int threads) {
             b.V()[i] = 1e-9f;
             b.PO()[i] = b.MO()[i] = b.VO()[i] = 0.0f;
             b.L()[i] = 0;
+            b.U(b.g16)[i] = core::f32_to_bf16(b.G()[i]);
+            b.U(b.m16)[i] = 0;
+            b.U(b.v16)[i] = core::f32_to_bf16(1e-9f);
+            b.U(b.mo16)[i] = b.U(b.vo16)[i] = 0;
         }
     }
 }
@@ -212,7 +230,7 @@ BenchAdamReport bench_adam(const BenchAdamOptions& opt) {
     r.pairs = opt.pairs > 0 ? opt.pairs : 11;
     r.ceiling_isa = ceiling_isa();
 
-    double need = 30.0 * static_cast<double>(opt.params);
+    double need = 40.0 * static_cast<double>(opt.params); // 30 + bf16 grads and moments
     double avail = mem_available_bytes();
     if (avail > 0 && need > 0.85 * avail)
         SOF_FAIL(Runtime,
@@ -235,6 +253,11 @@ BenchAdamReport bench_adam(const BenchAdamOptions& opt) {
     b.mo = alloc_buffer(f4, "exp_avg (separate output)");
     b.vo = alloc_buffer(f4, "exp_avg_sq (separate output)");
     b.lowp = alloc_buffer(2 * b.n, "bf16 copy");
+    b.g16 = alloc_buffer(2 * b.n, "bf16 grads");
+    b.m16 = alloc_buffer(2 * b.n, "bf16 exp_avg");
+    b.v16 = alloc_buffer(2 * b.n, "bf16 exp_avg_sq");
+    b.mo16 = alloc_buffer(2 * b.n, "bf16 exp_avg (separate output)");
+    b.vo16 = alloc_buffer(2 * b.n, "bf16 exp_avg_sq (separate output)");
     init_buffers(b, r.threads);
     if (huge0 >= 0) r.huge_page_fraction = std::clamp((anon_huge_bytes() - huge0) / need, 0.0, 1.0);
 
@@ -272,18 +295,39 @@ BenchAdamReport bench_adam(const BenchAdamOptions& opt) {
         // pairs in alternating order: the ratio of each pair shares the same minute of the VM.
         // The ceiling of a pair is the faster of the two finalists, run before and after the
         // step (conservative: a noisy fast pass of either counts for the ceiling).
-        std::vector<double> tc, ts, ratio;
+        // each pair also times the step with bf16 grads and with bf16 grads + bf16 moments,
+        // right after the fp32 step (same minute, order alternating with the pair)
+        std::vector<double> tc, ts, ratio, t16, r16, t16s, r16s;
+        run_step(*o, b, separate, opt.lowp_copy, true, false); // warm-up of the variants
+        run_step(*o, b, separate, opt.lowp_copy, true, true);
         for (int k = 0; k < r.pairs; k++) {
             const CeilingStrategy& first = strategies[k % 2 ? second : best];
             const CeilingStrategy& last = strategies[k % 2 ? best : second];
             double c1 = run_ceiling(cb, first, r.threads);
-            double st = run_step(*o, b, separate, opt.lowp_copy);
+            double st = 0, sg = 0, ss = 0;
+            if (k % 2) {
+                sg = run_step(*o, b, separate, opt.lowp_copy, true, false);
+                ss = run_step(*o, b, separate, opt.lowp_copy, true, true);
+                st = run_step(*o, b, separate, opt.lowp_copy);
+            } else {
+                st = run_step(*o, b, separate, opt.lowp_copy);
+                sg = run_step(*o, b, separate, opt.lowp_copy, true, false);
+                ss = run_step(*o, b, separate, opt.lowp_copy, true, true);
+            }
             double c2 = run_ceiling(cb, last, r.threads);
             double c = std::min(c1, c2);
             tc.push_back(c);
             ts.push_back(st);
             ratio.push_back(c / st);
+            t16.push_back(sg);
+            r16.push_back(st / sg);
+            t16s.push_back(ss);
+            r16s.push_back(st / ss);
         }
+        m.bf16_grads_seconds = median(t16);
+        m.bf16_grads_speedup = median(r16);
+        m.bf16_state_seconds = median(t16s);
+        m.bf16_state_speedup = median(r16s);
         m.ceiling_seconds = median(tc);
         m.step_seconds = median(ts);
         m.ceiling_best_seconds = *std::min_element(tc.begin(), tc.end());
@@ -296,6 +340,8 @@ BenchAdamReport bench_adam(const BenchAdamOptions& opt) {
         m.fraction_of_ceiling = median(ratio);
         m.fraction_min = *std::min_element(ratio.begin(), ratio.end());
         m.fraction_max = *std::max_element(ratio.begin(), ratio.end());
+        m.bf16_grads_params_per_s = n / m.bf16_grads_seconds;
+        m.bf16_state_params_per_s = n / m.bf16_state_seconds;
         r.modes.push_back(m);
     }
     return r;
@@ -324,6 +370,14 @@ std::string bench_adam_text(const BenchAdamReport& r) {
     for (const auto& m : r.modes)
         s += core::strfmt("%s: ceiling per pair = faster of '%s' and '%s'\n", m.mode.c_str(),
                           m.ceiling_strategy.c_str(), m.ceiling_strategy2.c_str());
+    s += core::strfmt("%-9s %18s %9s %24s %9s\n", "mode", "bf16 grads Gparam/s", "vs fp32",
+                      "+ bf16 moments Gparam/s", "vs fp32");
+    for (const auto& m : r.modes)
+        s += core::strfmt("%-9s %18.3f %8.2fx %24.3f %8.2fx\n", m.mode.c_str(),
+                          m.bf16_grads_params_per_s / 1e9, m.bf16_grads_speedup,
+                          m.bf16_state_params_per_s / 1e9, m.bf16_state_speedup);
+    s += "(vs fp32: median over the pairs of the fp32-grads step time over the variant's, the "
+         "three steps run back to back)\n";
     return s;
 }
 
@@ -343,11 +397,14 @@ std::string bench_adam_json(const BenchAdamReport& r) {
             "\"ceiling_gbps\": %.4g, \"ceiling_seconds\": %.6g, \"ceiling_best_seconds\": %.6g, "
             "\"params_per_s\": %.6g, \"gbps\": %.4g, \"seconds\": %.6g, \"best_seconds\": %.6g, "
             "\"fraction_of_ceiling\": %.4f, \"fraction_min\": %.4f, \"fraction_max\": %.4f, "
+            "\"bf16_grads_params_per_s\": %.6g, \"bf16_grads_speedup\": %.4f, "
+            "\"bf16_state_params_per_s\": %.6g, \"bf16_state_speedup\": %.4f, "
             "\"ceiling_tries\": {",
             i ? ", " : "", m.mode.c_str(), m.ceiling_strategy.c_str(), m.ceiling_strategy2.c_str(),
             m.ceiling_params_per_s, m.ceiling_gbps, m.ceiling_seconds, m.ceiling_best_seconds,
             m.params_per_s, m.gbps, m.step_seconds, m.step_best_seconds, m.fraction_of_ceiling,
-            m.fraction_min, m.fraction_max);
+            m.fraction_min, m.fraction_max, m.bf16_grads_params_per_s, m.bf16_grads_speedup,
+            m.bf16_state_params_per_s, m.bf16_state_speedup);
         for (size_t k = 0; k < m.tries.size(); k++)
             s += core::strfmt("%s\"%s\": %.6g", k ? ", " : "", m.tries[k].strategy.c_str(),
                               m.tries[k].seconds);
@@ -357,4 +414,4 @@ std::string bench_adam_json(const BenchAdamReport& r) {
     return s;
 }
 
-} // namespace sof::optim
+} // namespace sof::bench

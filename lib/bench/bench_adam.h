@@ -8,7 +8,7 @@
 
 #include "optim/optimizer.h"
 
-namespace sof::optim {
+namespace sof::bench {
 
 struct BenchAdamOptions {
     int64_t params = 0; // number of fp32 parameters
@@ -47,10 +47,14 @@ struct BenchModeResult {
     double gbps = 0;
     double fraction_of_ceiling = 0; // median over pairs of t_ceiling / t_step (same minute)
     double fraction_min = 0, fraction_max = 0;
+    // the same step with bf16 grads, and with bf16 grads and bf16 moments, timed in every pair
+    // next to the fp32 step: medians, and the median per-pair speedup over fp32 grads (> 1 faster)
+    double bf16_grads_seconds = 0, bf16_grads_params_per_s = 0, bf16_grads_speedup = 0;
+    double bf16_state_seconds = 0, bf16_state_params_per_s = 0, bf16_state_speedup = 0;
 };
 
 struct BenchAdamReport {
-    PluginInfo plugin;
+    optim::PluginInfo plugin;
     int64_t params = 0;
     int threads = 0;
     bool lowp_copy = true;
@@ -73,4 +77,4 @@ BenchAdamReport bench_adam(const BenchAdamOptions& opt);
 std::string bench_adam_text(const BenchAdamReport& r);
 std::string bench_adam_json(const BenchAdamReport& r);
 
-} // namespace sof::optim
+} // namespace sof::bench

@@ -1,0 +1,156 @@
+// CUDA twin of matmul.h: cuBLASLt products (bf16 or fp32 in, fp32 compute), row-major as the CPU
+// twin; bias and GELU in the epilogue, or a pointwise kernel where cuBLASLt offers no algorithm.
+#include "kernels/matmul.h"
+
+#include "kernels/cuda/blas.cuh"
+#include "kernels/cuda/pointwise.cuh"
+
+namespace sof::kernels::cuda {
+
+namespace {
+
+// The epilogue's work when cuBLASLt cannot fuse it: prod (N,OC) holds the product; adds bias
+// (OC, may be null); with gelu, prod keeps the GELU input and out = gelu(prod), else out = prod.
+template <class D>
+__global__ void bias_gelu_kernel(D* out, D* prod, const D* bias, bool gelu, size_t total, int OC) {
+    const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += stride) {
+        float v = to_float(prod[i]);
+        if (bias) v += to_float(bias[i % static_cast<size_t>(OC)]);
+        if (gelu) {
+            prod[i] = from_float<D>(v);
+            out[i] = from_float<D>(gelu_tanh(v));
+        } else {
+            out[i] = from_float<D>(v);
+        }
+    }
+}
+
+void check_stream(Blas& blas, void* stream, const char* op) {
+    SOF_CHECK(blas.impl().stream == as_stream(stream),
+              "%s: the cuBLASLt context was made for another stream (one kernels::cuda::Blas per "
+              "stream: its workspace serves one product at a time)",
+              op);
+}
+
+template <class T> const char* dtype_label() {
+    return std::is_same_v<T, float> ? "fp32" : "bf16";
+}
+
+} // namespace
+
+// A row-major (R, K) matrix is the column-major (K x R) one, so out^T (OC x N) = w (OC x C) @
+// inp^T (C x N): A = w's memory seen as (C x OC), transposed; B = inp's memory (C x N) as is;
+// D = out's memory (OC x N), ld OC. The epilogue's bias runs along D's rows (OC).
+template <class T>
+void matmul_forward(Blas& blas, T* out, T* pre_gelu, const T* inp, const T* w, const T* bias, int N,
+                    int C, int OC, void* stream) {
+    SOF_CHECK(N >= 0 && C > 0 && OC >= 0, "matmul_forward: bad shape N=%d C=%d OC=%d", N, C, OC);
+    if (N == 0 || OC == 0) return;
+    check_stream(blas, stream, "matmul_forward");
+    GemmShape g;
+    g.trans_a = true;
+    g.trans_b = false;
+    g.m = OC;
+    g.n = N;
+    g.k = C;
+    g.lda = C;
+    g.ldb = C;
+    g.ldd = OC;
+    g.ab_type = g.d_type = cuda_dtype<T>();
+    GemmPtrs p;
+    p.a = w;
+    p.b = inp;
+    p.d = out;
+    if (pre_gelu) {
+        g.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+        g.aux_ld = OC;
+        p.aux = pre_gelu;
+        p.bias = bias;
+    } else if (bias) {
+        g.epilogue = CUBLASLT_EPILOGUE_BIAS;
+        p.bias = bias;
+    }
+    // the GELU input's leading dimension must be a multiple of 8 (cublasLt.h)
+    const bool fusable = g.epilogue != CUBLASLT_EPILOGUE_DEFAULT && (!pre_gelu || OC % 8 == 0);
+    if (fusable && blas.impl().gemm(g, p)) return;
+
+    // unfused: the plain product into pre_gelu (or out), then bias and GELU pointwise
+    T* prod = pre_gelu ? pre_gelu : out;
+    g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    g.aux_ld = 0;
+    p = GemmPtrs{};
+    p.a = w;
+    p.b = inp;
+    p.d = prod;
+    SOF_CHECK(blas.impl().gemm(g, p),
+              "matmul_forward: cuBLASLt has no algorithm for N=%d C=%d OC=%d (%s)", N, C, OC,
+              dtype_label<T>());
+    if (!bias && !pre_gelu) return;
+    const size_t total = static_cast<size_t>(N) * OC;
+    bias_gelu_kernel<<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(
+        dev_ptr(out), dev_ptr(prod), dev_ptr(bias), pre_gelu != nullptr, total, OC);
+    SOF_CHECK_LAUNCH("matmul_forward bias/gelu");
+}
+
+// dinp (N,C) = dout (N,OC) @ w (OC,C): column-major dinp^T (C x N) = w^T (C x OC, stored as is)
+// @ dout^T (OC x N, stored as is). dw (OC,C) += dout^T @ inp: column-major dw^T (C x OC) =
+// inp^T (C x N, stored as is) @ dout (N x OC: dout^T stored (OC x N), transposed); D fp32, beta 1.
+template <class T>
+void matmul_backward(Blas& blas, T* dinp, float* dw, const T* dout, const T* inp, const T* w, int N,
+                     int C, int OC, void* stream) {
+    SOF_CHECK(N >= 0 && C > 0 && OC > 0, "matmul_backward: bad shape N=%d C=%d OC=%d", N, C, OC);
+    if (N == 0) return;
+    check_stream(blas, stream, "matmul_backward");
+    const char* dt = dtype_label<T>();
+    if (dinp) {
+        GemmShape g;
+        g.m = C;
+        g.n = N;
+        g.k = OC;
+        g.lda = C;
+        g.ldb = OC;
+        g.ldd = C;
+        g.ab_type = g.d_type = cuda_dtype<T>();
+        GemmPtrs p;
+        p.a = w;
+        p.b = dout;
+        p.d = dinp;
+        SOF_CHECK(blas.impl().gemm(g, p),
+                  "matmul_backward: cuBLASLt has no algorithm for dinp, N=%d C=%d OC=%d (%s)", N, C,
+                  OC, dt);
+    }
+    GemmShape g;
+    g.trans_b = true;
+    g.m = C;
+    g.n = OC;
+    g.k = N;
+    g.lda = C;
+    g.ldb = OC;
+    g.ldd = C;
+    g.ab_type = cuda_dtype<T>();
+    g.d_type = CUDA_R_32F;
+    g.accumulate = true;
+    GemmPtrs p;
+    p.a = inp;
+    p.b = dout;
+    p.d = dw;
+    SOF_CHECK(blas.impl().gemm(g, p),
+              "matmul_backward: cuBLASLt has no algorithm for dw, N=%d C=%d OC=%d (%s in, fp32 "
+              "out)",
+              N, C, OC, dt);
+}
+
+template void matmul_forward<float>(Blas&, float*, float*, const float*, const float*, const float*,
+                                    int, int, int, void*);
+template void matmul_forward<core::bf16>(Blas&, core::bf16*, core::bf16*, const core::bf16*,
+                                         const core::bf16*, const core::bf16*, int, int, int,
+                                         void*);
+template void matmul_backward<float>(Blas&, float*, float*, const float*, const float*,
+                                     const float*, int, int, int, void*);
+template void matmul_backward<core::bf16>(Blas&, core::bf16*, float*, const core::bf16*,
+                                          const core::bf16*, const core::bf16*, int, int, int,
+                                          void*);
+
+} // namespace sof::kernels::cuda

@@ -1,0 +1,397 @@
+#!/usr/bin/env python3
+# Text, JSONL or chat JSONL -> llm.c token shards (uint16/uint32 by vocabulary) with the tokenizer
+# of a Hugging Face model directory (chat template included), EOS between documents, a train/val
+# split, loss masks for chat data (only assistant turns count), parallel over files. docs/data.md.
+"""Usage: scripts/prepare_data.py --tokenizer HF_DIR --out DIR [options] FILE [FILE ...]
+
+Inputs (--format auto picks by content): text files (documents separated by blank lines;
+--text-docs file|line|blank), JSONL with a text field (--text-key, default "text"), chat JSONL
+(each line {"messages": [{"role": ..., "content": ...}, ...]} or a bare list of messages: the
+model's chat template renders it; a loss mask marks the assistant turns).
+
+Writes DIR/train_000000.bin ..., DIR/val_000000.bin ... (llm.c shards: uint16 when the vocabulary
+fits, else uint32), DIR/<shard>.mask next to each shard of chat data, and DIR/prepare.json (what
+was done). Train with data.train: DIR/train_*.bin, data.val: DIR/val_*.bin.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def _reexec_in_venv():
+    """tokenizers/transformers live in the project's venv (scripts/python_env.sh tools)."""
+    venv = os.environ.get("SOF_PYENV", os.path.expanduser("~/.cache/superoffload/pyenv-tools"))
+    py = os.path.join(venv, "bin", "python")
+    if os.path.realpath(sys.prefix) != os.path.realpath(venv) and os.path.exists(py):
+        os.execv(py, [py] + sys.argv)
+    sys.exit("prepare_data.py: the Python packages tokenizers/transformers are missing; run "
+             "scripts/python_env.sh tools (scripts/setup.sh does) and try again")
+
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no "PyTorch was not found" banner
+try:
+    import numpy as np
+    import transformers
+    from tqdm import tqdm
+except ImportError:
+    _reexec_in_venv()
+
+MAGIC16, VERSION16, MAGIC32, VERSION32 = 20240520, 1, 20240801, 7
+MASK_MAGIC, MASK_VERSION = 20250301, 1
+MAX_SHARD_TOKENS = 2**31 - 1
+# a large file is cut into pieces of about this size at document ends (tests make it small)
+CHUNK_BYTES = int(os.environ.get("SOF_PREPARE_CHUNK_BYTES", 32 << 20))
+
+
+def fail(msg):
+    sys.exit(f"prepare_data.py: {msg}")
+
+
+# ------------------------------------------------------------------ tokenizer (one per process)
+_TOK = None
+
+
+def load_tokenizer(path):
+    try:
+        tok = transformers.AutoTokenizer.from_pretrained(path)
+    except Exception as e:  # noqa: BLE001 - the message names the directory and the cause
+        fail(f"cannot load the tokenizer of {path}: {e} (a Hugging Face model directory with "
+             "tokenizer.json and tokenizer_config.json)")
+    if not getattr(tok, "is_fast", False):
+        fail(f"{path}: only fast tokenizers (tokenizer.json) are supported")
+    return tok
+
+
+def _init_worker(path, threads):
+    global _TOK
+    os.environ["TOKENIZERS_PARALLELISM"] = "true" if threads else "false"
+    _TOK = load_tokenizer(path)
+
+
+# ------------------------------------------------------------------ reading documents
+def detect_format(path, text_key):
+    if not (path.endswith(".jsonl") or path.endswith(".json")):
+        return "text"
+    with open(path, encoding="utf-8") as f:
+        for ln, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                fail(f"{path}:{ln}: not JSON ({e}); give one JSON object per line")
+            if isinstance(obj, list) or (isinstance(obj, dict) and "messages" in obj):
+                return "chat"
+            if isinstance(obj, dict) and text_key in obj:
+                return "jsonl"
+            fail(f"{path}:{ln}: neither a chat record (\"messages\": [...]) nor a record with "
+                 f"the text field '{text_key}' (--text-key)")
+    return "jsonl"
+
+
+def chunks_of(path, fmt, text_docs):
+    """(start, end) byte ranges of a file, cut at document ends, about CHUNK_BYTES each."""
+    size = os.path.getsize(path)
+    if (fmt == "text" and text_docs == "file") or size <= CHUNK_BYTES:
+        return [(0, size)]
+    sep = b"\n\n" if fmt == "text" and text_docs == "blank" else b"\n"
+    out, start = [], 0
+    with open(path, "rb") as f:
+        while start < size:
+            pos = start + CHUNK_BYTES  # file offset of the next block read
+            if pos >= size:
+                out.append((start, size))
+                break
+            f.seek(pos)
+            tail, end = b"", size
+            while True:
+                block = f.read(1 << 20)
+                if not block:
+                    break
+                buf = tail + block  # starts at file offset pos - len(tail)
+                i = buf.find(sep)
+                if i >= 0:
+                    end = pos - len(tail) + i + len(sep)
+                    break
+                tail = buf[len(buf) - (len(sep) - 1):] if len(sep) > 1 else b""
+                pos += len(block)
+            out.append((start, end))
+            start = end
+    return out
+
+
+def documents(path, start, end, fmt, text_key, text_docs):
+    """(line number, document) pairs of a byte range; documents are str (text) or message lists."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        data = f.read(end - start)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        fail(f"{path}: byte {start + e.start} is not UTF-8 ({e.reason})")
+    line0 = 1  # line numbers within the range (exact for whole files; messages add the offset)
+    if fmt == "text":
+        if text_docs == "file":
+            if text.strip():
+                yield line0, text
+            return
+        parts = text.split("\n\n") if text_docs == "blank" else text.split("\n")
+        ln = line0
+        for p in parts:
+            if p.strip():
+                yield ln, p.strip("\n")
+            ln += p.count("\n") + (2 if text_docs == "blank" else 1)
+        return
+    for ln, line in enumerate(text.split("\n"), line0):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            fail(f"{path} (byte {start}+, line {ln}): not JSON ({e})")
+        if fmt == "jsonl":
+            if not isinstance(obj, dict) or not isinstance(obj.get(text_key), str):
+                fail(f"{path} (byte {start}+, line {ln}): no string field '{text_key}'")
+            yield ln, obj[text_key]
+        else:
+            msgs = obj if isinstance(obj, list) else obj.get("messages")
+            if not isinstance(msgs, list) or not all(
+                    isinstance(m, dict) and isinstance(m.get("role"), str)
+                    and isinstance(m.get("content"), str) for m in msgs):
+                fail(f"{path} (byte {start}+, line {ln}): a chat record is a list of "
+                     "{\"role\": str, \"content\": str} messages")
+            yield ln, msgs
+
+
+# ------------------------------------------------------------------ encoding
+def chat_ids_and_mask(tok, msgs, where):
+    """The template's ids for the conversation and a 0/1 mask: 1 for the tokens of the assistant
+    turns (what the template adds for message i beyond the prompt of messages[:i])."""
+    full = tok.apply_chat_template(msgs, tokenize=False)
+    enc = tok.backend_tokenizer.encode(full, add_special_tokens=False)
+    ids = np.asarray(enc.ids, dtype=np.uint32)
+    mask = np.zeros(len(ids), dtype=np.uint8)
+    spans = []
+    for i, m in enumerate(msgs):
+        if m["role"] != "assistant":
+            continue
+        prompt = tok.apply_chat_template(msgs[:i], tokenize=False, add_generation_prompt=True) \
+            if i > 0 else ""
+        upto = tok.apply_chat_template(msgs[:i + 1], tokenize=False)
+        if not upto.startswith(prompt) or not full.startswith(upto):
+            fail(f"{where}: the chat template renders assistant message {i} differently alone "
+                 "than in the whole conversation (it rewrites earlier turns), so its tokens "
+                 "cannot be located for the loss mask")
+        spans.append((len(prompt), len(upto)))
+    if spans:
+        starts = np.asarray([o[0] for o in enc.offsets], dtype=np.int64)
+        for a, b in spans:
+            mask[(starts >= a) & (starts < b)] = 1
+    return ids, mask
+
+
+def encode_task(task):
+    """Tokenizes one byte range of one file; returns (path, start, ids, doc_ends, mask or None,
+    bytes)."""
+    path, start, end, fmt, text_key, text_docs, eos = task
+    tok = _TOK
+    docs = list(documents(path, start, end, fmt, text_key, text_docs))
+    pieces, masks = [], []
+    if fmt == "chat":
+        for ln, msgs in docs:
+            ids, m = chat_ids_and_mask(tok, msgs, f"{path} (byte {start}+, line {ln})")
+            pieces.append(ids)
+            masks.append(m)
+    else:
+        for i in range(0, len(docs), 512):
+            batch = [d for _, d in docs[i:i + 512]]
+            for e in tok.backend_tokenizer.encode_batch(batch, add_special_tokens=True):
+                pieces.append(np.asarray(e.ids, dtype=np.uint32))
+    out, ends, mout, n = [], [], [], 0
+    for k, ids in enumerate(pieces):
+        if eos is not None and (len(ids) == 0 or ids[-1] != eos):
+            ids = np.append(ids, np.uint32(eos))
+            if masks:
+                masks[k] = np.append(masks[k], np.uint8(0))
+        out.append(ids)
+        n += len(ids)
+        ends.append(n)
+        if masks:
+            mout.append(masks[k])
+    ids = np.concatenate(out) if out else np.zeros(0, np.uint32)
+    mask = (np.concatenate(mout) if mout else np.zeros(0, np.uint8)) if fmt == "chat" else None
+    return path, start, ids, np.asarray(ends, dtype=np.int64), mask, end - start
+
+
+# ------------------------------------------------------------------ writing shards
+class ShardWriter:
+    def __init__(self, out, split, wide, masked, shard_tokens):
+        self.out, self.split, self.wide, self.masked = out, split, wide, masked
+        self.cap = shard_tokens
+        self.ids, self.masks, self.n, self.count = [], [], 0, 0
+        self.files, self.tokens, self.counted = [], 0, 0
+
+    def add(self, ids, mask):
+        while len(ids):
+            take = min(len(ids), self.cap - self.n)
+            self.ids.append(ids[:take])
+            if self.masked:
+                self.masks.append(mask[:take])
+            self.n += take
+            ids = ids[take:]
+            mask = mask[take:] if self.masked else None
+            if self.n == self.cap:
+                self.flush()
+
+    def flush(self):
+        if self.n == 0:
+            return
+        ids = np.concatenate(self.ids)
+        path = os.path.join(self.out, f"{self.split}_{self.count:06d}.bin")
+        hdr = np.zeros(256, dtype="<i4")
+        hdr[0], hdr[1], hdr[2] = (MAGIC32, VERSION32, len(ids)) if self.wide else \
+            (MAGIC16, VERSION16, len(ids))
+        with open(path + ".tmp", "wb") as f:
+            f.write(hdr.tobytes())
+            f.write(ids.astype("<u4" if self.wide else "<u2").tobytes())
+        os.replace(path + ".tmp", path)
+        if self.masked:
+            m = np.concatenate(self.masks)
+            mh = np.zeros(256, dtype="<i4")
+            mh[0], mh[1], mh[2] = MASK_MAGIC, MASK_VERSION, len(m)
+            with open(path + ".mask.tmp", "wb") as f:
+                f.write(mh.tobytes())
+                f.write(m.astype(np.uint8).tobytes())
+            os.replace(path + ".mask.tmp", path + ".mask")
+            self.counted += int(m.sum())
+        self.files.append(os.path.basename(path))
+        self.tokens += len(ids)
+        self.ids, self.masks, self.n = [], [], 0
+        self.count += 1
+
+
+def parse_count(s):
+    mult = {"K": 10**3, "M": 10**6, "G": 10**9}
+    try:
+        return int(float(s[:-1]) * mult[s[-1].upper()]) if s[-1].upper() in mult else int(s)
+    except (ValueError, IndexError):
+        fail(f"'{s}' is not a token count (e.g. 100M, 1000000)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("files", nargs="+", help="input files")
+    ap.add_argument("--tokenizer", required=True, help="Hugging Face model directory")
+    ap.add_argument("--out", required=True, help="output directory")
+    ap.add_argument("--format", choices=["auto", "text", "jsonl", "chat"], default="auto")
+    ap.add_argument("--text-key", default="text", help="JSONL field holding the text")
+    ap.add_argument("--text-docs", choices=["blank", "line", "file"], default="blank",
+                    help="text files: documents are separated by blank lines, are lines, or are "
+                         "whole files")
+    ap.add_argument("--val-fraction", type=float, default=0.01,
+                    help="fraction of documents (seeded choice) that go to the val split")
+    ap.add_argument("--seed", type=int, default=1234, help="seed of the train/val choice")
+    ap.add_argument("--shard-tokens", default="100M", help="tokens per shard (e.g. 100M)")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                    help="processes tokenizing in parallel (pieces of files)")
+    ap.add_argument("--no-eos", action="store_true", help="no EOS token after each document")
+    ap.add_argument("--dtype", choices=["auto", "uint16", "uint32"], default="auto",
+                    help="token width: auto = uint16 when the vocabulary fits (<= 65536)")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    a = ap.parse_args()
+    if not 0.0 <= a.val_fraction <= 1.0:
+        fail(f"--val-fraction {a.val_fraction} must be in [0, 1]")
+    shard_tokens = parse_count(a.shard_tokens)
+    if not 1 <= shard_tokens <= MAX_SHARD_TOKENS:
+        fail(f"--shard-tokens {a.shard_tokens} must be in [1, {MAX_SHARD_TOKENS}]")
+    for p in a.files:
+        if not os.path.isfile(p):
+            fail(f"input file {p} does not exist")
+    tok = load_tokenizer(a.tokenizer)
+    vocab = len(tok)
+    wide = vocab > 65536 if a.dtype == "auto" else a.dtype == "uint32"
+    if a.dtype == "uint16" and vocab > 65536:
+        fail(f"--dtype uint16: the vocabulary of {a.tokenizer} has {vocab} tokens (> 65536)")
+    eos = None if a.no_eos else tok.eos_token_id
+    if eos is None and not a.no_eos:
+        fail(f"{a.tokenizer}: the tokenizer has no EOS token to put between documents; give "
+             "--no-eos or a tokenizer_config.json with eos_token")
+    fmts = {p: (a.format if a.format != "auto" else detect_format(p, a.text_key)) for p in a.files}
+    masked = any(f == "chat" for f in fmts.values())
+    if masked and not all(f == "chat" for f in fmts.values()):
+        fail("chat files and plain text/JSONL files in one run: a loss mask goes with every "
+             "shard or none; prepare them separately")
+    if masked and tok.chat_template is None:
+        fail(f"{a.tokenizer}: the tokenizer has no chat template (tokenizer_config.json "
+             "chat_template or chat_template.jinja) for chat data")
+    tasks = []
+    for p in a.files:
+        for s, e in chunks_of(p, fmts[p], a.text_docs):
+            tasks.append((p, s, e, fmts[p], a.text_key, a.text_docs, eos))
+    os.makedirs(a.out, exist_ok=True)
+    for f in os.listdir(a.out):
+        if (f.startswith("train_") or f.startswith("val_")) and (".bin" in f):
+            os.remove(os.path.join(a.out, f))  # a rerun replaces the old shards
+    writers = {s: ShardWriter(a.out, s, wide, masked, shard_tokens) for s in ("train", "val")}
+    rng = np.random.default_rng(a.seed)
+    total_bytes = sum(e - s for _, s, e, *_ in tasks)
+    t0 = time.time()
+    ndocs = {"train": 0, "val": 0}
+    bar = tqdm(total=total_bytes, unit="B", unit_scale=True, disable=a.quiet,
+               desc="prepare", file=sys.stderr)
+    workers = max(1, min(a.workers, len(tasks)))
+
+    def consume(result):
+        _, _, ids, ends, mask, nbytes = result
+        starts = np.concatenate([[0], ends[:-1]]) if len(ends) else ends
+        to_val = rng.random(len(ends)) < a.val_fraction
+        for split in ("train", "val"):
+            sel = to_val if split == "val" else ~to_val
+            if not sel.any():
+                continue
+            idx = np.concatenate([np.arange(s, e) for s, e in zip(starts[sel], ends[sel])])
+            writers[split].add(ids[idx], mask[idx] if masked else None)
+            ndocs[split] += int(sel.sum())
+        bar.update(nbytes)
+
+    if workers == 1:
+        global _TOK
+        _TOK = tok  # in this process: the tokenizer loaded above, with Rust's threads
+        os.environ["TOKENIZERS_PARALLELISM"] = "true"
+        for t in tasks:
+            consume(encode_task(t))
+    else:
+        import multiprocessing as mp
+        with mp.get_context("fork").Pool(workers, initializer=_init_worker,
+                                         initargs=(a.tokenizer, False)) as pool:
+            for r in pool.imap(encode_task, tasks):  # in order: the output does not depend on -j
+                consume(r)
+    bar.close()
+    for w in writers.values():
+        w.flush()
+    secs = time.time() - t0
+    total = sum(w.tokens for w in writers.values())
+    info = {"tokenizer": os.path.abspath(a.tokenizer), "vocab_size": vocab,
+            "dtype": "uint32" if wide else "uint16", "eos_token_id": eos,
+            "bos_token_id": tok.bos_token_id, "format": sorted(set(fmts.values())),
+            "inputs": [os.path.abspath(p) for p in a.files], "val_fraction": a.val_fraction,
+            "seed": a.seed, "loss_mask": masked,
+            "train": {"shards": writers["train"].files, "tokens": writers["train"].tokens,
+                      "documents": ndocs["train"], "counted_targets": writers["train"].counted},
+            "val": {"shards": writers["val"].files, "tokens": writers["val"].tokens,
+                    "documents": ndocs["val"], "counted_targets": writers["val"].counted},
+            "seconds": round(secs, 3), "tokens_per_s": round(total / max(secs, 1e-9))}
+    with open(os.path.join(a.out, "prepare.json"), "w") as f:
+        json.dump(info, f, indent=2)
+    print(f"prepare: {total} tokens ({info['dtype']}, vocab {vocab}) in "
+          f"{len(writers['train'].files)} train + {len(writers['val'].files)} val shard(s), "
+          f"{ndocs['train']} + {ndocs['val']} documents{', with loss masks' if masked else ''}, "
+          f"{secs:.1f} s ({info['tokens_per_s']} tokens/s, {workers} worker(s)) -> {a.out}")
+
+
+if __name__ == "__main__":
+    main()
