@@ -46,8 +46,8 @@ TEST_CASE("wrong types name file:line:key, what was expected and what was given"
     CHECK(deck_error("data:\n  seed: -1\n") ==
           "deck.yaml:2: data.seed: expected a non-negative integer, got '-1'");
     CHECK(deck_error("train:\n  schedule: cosin\n") ==
-          "deck.yaml:2: train.schedule: expected one of constant|cosine, got 'cosin' (did you "
-          "mean 'cosine'?)");
+          "deck.yaml:2: train.schedule: expected one of constant|linear|cosine|wsd, got 'cosin' "
+          "(did you mean 'cosine'?)");
     CHECK(deck_error("offload:\n  weights: streaming\n") ==
           "deck.yaml:2: offload.weights: expected one of stationary|flow|auto, got 'streaming'");
     CHECK(deck_error("runtime:\n  log_level: verbose\n") ==
@@ -117,20 +117,20 @@ TEST_CASE("duplicate keys are errors naming both lines") {
 }
 
 TEST_CASE("override errors name the --set") {
-    CHECK(
-        deck_error("", {"train.nope=1"}) ==
-        "--set train.nope=1: unknown key 'train.nope' (keys of 'train': batch_size, seq_len, "
-        "grad_accum, steps, stop_after, lr, min_lr, warmup_steps, schedule, grad_clip, eval_every, "
-        "eval_batches, log_every, seed, checkpoint_every, checkpoint_dir, keep_checkpoints, "
-        "resume, metrics, dtype)");
+    CHECK(deck_error("", {"train.nope=1"}) ==
+          "--set train.nope=1: unknown key 'train.nope' (keys of 'train': batch_size, seq_len, "
+          "grad_accum, global_batch, steps, stop_after, lr, min_lr, warmup_steps, schedule, "
+          "decay_fraction, grad_clip, eval_every, eval_batches, log_every, seed, checkpoint_every, "
+          "checkpoint_dir, keep_checkpoints, resume, resume_convert_state, metrics, dtype)");
     CHECK(deck_error("", {"train.stpes=1"}) ==
           "--set train.stpes=1: unknown key 'train.stpes' (did you mean 'train.steps'?)");
     CHECK(deck_error("", {"train.steps=abc"}) ==
           "--set train.steps=abc: expected an integer, got 'abc'");
     CHECK(deck_error("", {"optimizer.beta1=1.5"}) ==
           "--set optimizer.beta1=1.5: optimizer.beta1 = 1.5 is out of range [0, 1)");
-    CHECK(deck_error("", {"train.schedule=linear"}) ==
-          "--set train.schedule=linear: expected one of constant|cosine, got 'linear'");
+    CHECK(deck_error("", {"train.schedule=linar"}) ==
+          "--set train.schedule=linar: expected one of constant|linear|cosine|wsd, got 'linar' "
+          "(did you mean 'linear'?)");
     CHECK(deck_error("", {"train.lr"}) ==
           "--set train.lr: expected key=value (e.g. --set train.lr=3e-4)");
     CHECK(contains(deck_error("", {"train=1"}),
@@ -161,4 +161,34 @@ TEST_CASE("cross-field checks name the keys and where they were set") {
     // the model's own sizes and divisibility are model::validate's (tests/model/
     // test_model_config.cpp): the deck loads, model::validate_deck refuses it
     CHECK_NOTHROW(load_deck_from_string("model:\n  channels: 100\n  num_heads: 3\n", "ok", {}));
+}
+
+TEST_CASE("a NUL byte in a deck is named by line and column, not as a bad escape") {
+    // before: "unknown escape character: 4" (yaml-cpp ends the string at the NUL)
+    const std::string text = std::string("train:\n  steps: 3\n  lr: 1e-3") + '\0' + "4\n";
+    CHECK(deck_error(text) == "deck.yaml:3:11: the deck contains a NUL byte (0x00): a deck is "
+                              "YAML text; is this a binary or corrupted file?");
+}
+
+TEST_CASE("values where AdamW's decay breaks are refused; values far outside usual ranges warn") {
+    // before: both loaded silently (weight_decay 9.2e18 turns every decayed weight into -inf)
+    CHECK(deck_error("optimizer:\n  weight_decay: 9.2e18\n") ==
+          "deck.yaml:2: train.lr x optimizer.weight_decay = 0.001 x 9.2e+18 = 9.2e+15: AdamW "
+          "multiplies every decayed weight by 1 - lr x weight_decay each step, which must stay "
+          "above 0 (usual weight_decay: 0 to 0.1)");
+    CHECK(contains(deck_error("optimizer:\n  type: adam\n  weight_decay: 9.2e18\n"),
+                   "overflows fp32"));
+    // lr 2.1e9 without decay still steps: it loads, with a warning naming where it was set, the
+    // value and the usual range
+    Config c = load_deck_from_string("train:\n  lr: 2.1e9\n", "d.yaml", {});
+    std::vector<std::string> w = deck_warnings(c);
+    REQUIRE(w.size() == 1);
+    CHECK(w[0] == "d.yaml:2: train.lr = 2.1e+09 is far outside the usual range (1e-6 to 1e-2; "
+                  "training will diverge): is it a typo?");
+    c = load_deck_from_string("optimizer:\n  weight_decay: 5\n", "d.yaml", {});
+    w = deck_warnings(c);
+    REQUIRE(w.size() == 1);
+    CHECK(contains(w[0], "d.yaml:2: optimizer.weight_decay = 5 is far outside the usual range"));
+    // the usual values say nothing
+    CHECK(deck_warnings(load_deck_from_string("train:\n  lr: 3e-4\n", "d.yaml", {})).empty());
 }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <vector>
 
 #include "e2e/cli.h"
@@ -201,6 +202,25 @@ TEST_CASE("a run whose every step is skipped exits non-zero; a run with one skip
     INFO(r.output);
     CHECK(r.exit_code == 0);
     CHECK(r.output.find("commits 2, skips 1") != std::string::npos);
+}
+
+TEST_CASE("the effective deck goes to the run directory; the log prints it only with -v") {
+    std::string d = scratch_dir("cli_effective_deck");
+    write_text(d + "/deck.yaml", kSmallDeck);
+    // before: about 100 lines of deck at the start of every run, no file
+    RunResult r = run_superoffload("train deck.yaml --set train.steps=1", d);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("effective deck: out/effective_deck.yaml") != std::string::npos);
+    CHECK(r.output.find("optimizer:\n") == std::string::npos);
+    std::ifstream f(d + "/out/effective_deck.yaml");
+    std::string deck((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    CHECK(deck.find("  steps: 1\n") != std::string::npos);
+    CHECK(deck.find("optimizer:\n") != std::string::npos);
+    RunResult v = run_superoffload("train deck.yaml --set train.steps=1 -v", d);
+    INFO(v.output);
+    REQUIRE(v.exit_code == 0);
+    CHECK(v.output.find("optimizer:\n") != std::string::npos);
 }
 
 TEST_CASE("a named optimizer plugin that does not exist") {
