@@ -1,5 +1,6 @@
 // Every reader of a path refuses a FIFO (and other non-regular files) at once instead of blocking
-// in open(): token shards, safetensors and config.json, llm.c files, checkpoint files, decks.
+// in open(): token shards and their loss masks, safetensors and config.json, llm.c files,
+// checkpoint files, decks.
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 #include "ckpt_test_util.h"
 #include "config/deck.h"
 #include "core/input_file.h"
+#include "data/masks.h"
 #include "data/shards.h"
 
 using namespace sof;
@@ -94,6 +96,8 @@ TEST_CASE("a FIFO in place of any input file is an I/O error, never a hang") {
         read_fifo(d + "/shard.bin", [&] { data::read_shard_header(d + "/shard.bin"); })));
     CHECK(says_not_regular(
         read_fifo(d + "/tokens.bin", [&] { data::read_shard(d + "/tokens.bin", 64, nullptr); })));
+    CHECK(says_not_regular(read_fifo(
+        d + "/tokens.bin.mask", [&] { data::read_mask(d + "/tokens.bin.mask", 64, nullptr); })));
     CHECK(says_not_regular(read_fifo(d + "/model.safetensors",
                                      [&] { ckpt::SafetensorsFile f(d + "/model.safetensors"); })));
     std::filesystem::create_directories(d + "/hf");
