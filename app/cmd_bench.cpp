@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "bench_model.h"
 #include "commands.h"
 #include "core/error.h"
-#include "model/bench_model.h"
 #include "bench/bench_adam.h"
 
 namespace sof::app {
@@ -18,13 +18,24 @@ int cmd_bench(int argc, char** argv) {
     if (argc >= 1 && std::strcmp(argv[0], "attention") == 0) return cmd_bench_attention(argc, argv);
     if (argc >= 1 && std::strcmp(argv[0], "train") == 0) return cmd_bench_train(argc, argv);
     if (argc >= 1 && std::strcmp(argv[0], "model") == 0) {
-        std::fputs(model::bench_model(model::parse_bench_model_args(argc, argv)).c_str(), stdout);
+        std::fputs(bench_model(parse_bench_model_args(argc, argv)).c_str(), stdout);
         return 0;
     }
     bench::BenchAdamOptions o = bench::parse_bench_adam_args(argc, argv);
     bench::BenchAdamReport r = bench::bench_adam(o);
     std::fputs(o.json ? bench::bench_adam_json(r).c_str() : bench::bench_adam_text(r).c_str(),
                stdout);
+    bool above = false;
+    for (const bench::BenchModeResult& m : r.modes)
+        above = above || m.fraction_of_ceiling > 1.0 || m.fraction_max > 1.0;
+    if (above && !o.json)
+        std::fputs(
+            "note: a fraction above 100% means the plugin's step ran faster than the measured "
+            "ceiling. The ceiling is the fastest of the plain access strategies this benchmark "
+            "times on the same buffers (a yardstick, not the hardware's peak bandwidth): a "
+            "plugin may beat it with a better access pattern (tiling, non-temporal stores). "
+            "Within a pair, above 100% by a few percent is timing noise (see min..max).\n",
+            stdout);
     return 0;
 }
 

@@ -91,7 +91,7 @@ int cmd_bench_import(int argc, char** argv) {
     const std::string dir = argv[1];
     const model::ArchConfig c = ckpt::read_hf_config(dir);
     const model::ParamLayout l = model::make_layout(c);
-    const model::ShardMap whole = model::make_shard_map(l, 1, 0);
+    const zero::ShardMap whole = zero::make_shard_map(l, 1, 0);
     const double rss0 = max_rss_gb();
     Clock::time_point t = Clock::now();
     std::vector<float> master(l.num_params); // the fp32 master weights the import creates

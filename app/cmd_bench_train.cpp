@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/world.h"
+#include "cli.h"
 #include "commands.h"
 #include "config/deck.h"
 #include "core/error.h"
@@ -47,8 +48,7 @@ double median_of(std::vector<double> v) {
 
 int cmd_bench_train(int argc, char** argv) {
     // argv[0] is "train"
-    config::DeckArgs args =
-        config::parse_deck_args(argc - 1, argv + 1, "bench train", {"steps", "hardware"});
+    DeckArgs args = parse_deck_args(argc - 1, argv + 1, "bench train", {"steps", "hardware"});
     int steps = 8;
     if (args.options.count("steps")) {
         steps = std::atoi(args.options["steps"].c_str());

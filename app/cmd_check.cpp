@@ -5,14 +5,17 @@
 
 #include <cstdio>
 
+#include "cli.h"
 #include "commands.h"
 #include "config/deck.h"
+#include "model/model_config.h"
 
 namespace sof::app {
 
 int cmd_check(int argc, char** argv) {
-    config::DeckArgs args = config::parse_deck_args(argc, argv, "check");
+    DeckArgs args = parse_deck_args(argc, argv, "check");
     config::Config cfg = config::load_deck(args.deck, args.overrides);
+    model::validate_deck(cfg);
     int rank = 0, initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -13,10 +13,12 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
 #include "comm/world.h"
+#include "cli.h"
 #include "commands.h"
 #include "config/deck.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "model/model_config.h"
 #include "train/trainer.h"
 
 namespace sof::app {
@@ -57,47 +59,30 @@ struct EvalArgs {
 
 EvalArgs parse(int argc, char** argv) {
     EvalArgs a;
-    for (int i = 0; i < argc; i++) {
-        std::string s = argv[i], v;
-        const bool has_eq = s.rfind("--", 0) == 0 && s.find('=') != std::string::npos;
-        if (has_eq) {
-            v = s.substr(s.find('=') + 1);
-            s = s.substr(0, s.find('='));
-        }
-        auto value = [&]() {
-            if (has_eq) return v;
-            if (i + 1 >= argc) usage_fail(s + " needs a value after it");
-            return std::string(argv[++i]);
-        };
-        if (s == "-h" || s == "--help") {
-            a.help = true;
-            return a;
-        } else if (s == "--checkpoint") {
-            a.checkpoint = value();
-        } else if (s == "--hf") {
-            a.hf = value();
-        } else if (s == "--data") {
-            a.data = value();
-        } else if (s == "--text") {
-            a.texts.push_back(value());
-        } else if (s == "--tokenizer") {
-            a.tokenizer = value();
-        } else if (s == "--set") {
-            a.overrides.push_back(value());
-        } else if (s == "--batches") {
-            const std::string t = value();
-            char* end = nullptr;
-            const long n = std::strtol(t.c_str(), &end, 10);
-            if (t.empty() || *end != '\0' || n < 0 || n > (1 << 30))
-                usage_fail("--batches '" + t + "' must be an integer >= 0 (0: all batches)");
-            a.batches = static_cast<int>(n);
-        } else if (s.rfind("-", 0) == 0) {
-            usage_fail("unknown option '" + s + "'");
-        } else if (a.deck.empty()) {
-            a.deck = s;
-        } else {
-            usage_fail("more than one deck given ('" + a.deck + "' and '" + s + "')");
-        }
+    CliParser p({kEvalUsage, "eval: unknown option '%s'", [](const std::string& opt) {
+                     return "eval: " + opt + " needs a value after it";
+                 }});
+    CLI::App& app = p.app();
+    std::string batches;
+    CliParser::last_wins(app.add_option("--checkpoint", a.checkpoint));
+    CliParser::last_wins(app.add_option("--hf", a.hf));
+    CliParser::last_wins(app.add_option("--data", a.data));
+    CliParser::last_wins(app.add_option("--tokenizer", a.tokenizer));
+    CliParser::last_wins(app.add_option("--batches", batches));
+    for (auto* many : {app.add_option("--text", a.texts), app.add_option("--set", a.overrides)})
+        many->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_flag("-h,--help", a.help);
+    const std::vector<std::string> pos = p.parse(argc, argv);
+    if (a.help) return a;
+    if (pos.size() > 1)
+        usage_fail("more than one deck given ('" + pos[0] + "' and '" + pos[1] + "')");
+    if (!pos.empty()) a.deck = pos[0];
+    if (app.count("--batches")) {
+        char* end = nullptr;
+        const long n = std::strtol(batches.c_str(), &end, 10);
+        if (batches.empty() || *end != '\0' || n < 0 || n > (1 << 30))
+            usage_fail("--batches '" + batches + "' must be an integer >= 0 (0: all batches)");
+        a.batches = static_cast<int>(n);
     }
     if (!a.checkpoint.empty() && !a.hf.empty())
         usage_fail("give at most one of --checkpoint and --hf");
@@ -109,27 +94,8 @@ EvalArgs parse(int argc, char** argv) {
 
 // The deck keys that describe `m` (the architecture a checkpoint holds), init_from cleared.
 void set_model_keys(config::ModelConfig& c, const model::ArchConfig& m) {
-    c.type = model::arch_name(m.arch);
+    model::set_deck_model(m, &c);
     c.init_from.clear();
-    c.max_seq_len = m.max_seq_len;
-    c.vocab_size = m.vocab_size;
-    c.padded_vocab_size = m.padded_vocab_size;
-    c.num_layers = m.num_layers;
-    c.num_heads = m.num_heads;
-    c.channels = m.channels;
-    c.tie_embeddings = m.tie_embeddings;
-    if (!m.llama_family()) return;
-    c.num_kv_heads = m.num_kv_heads;
-    c.head_dim = m.head_dim;
-    c.intermediate_size = m.intermediate_size;
-    c.norm_eps = m.norm_eps;
-    c.rope_theta = m.rope_theta;
-    c.attention_bias = m.arch == model::Arch::Llama && m.qkv_bias;
-    c.rope_scaling_type = m.rope_scaling.type == model::RopeScalingType::Llama3 ? "llama3" : "none";
-    c.rope_scaling_factor = m.rope_scaling.factor;
-    c.rope_scaling_low_freq_factor = m.rope_scaling.low_freq_factor;
-    c.rope_scaling_high_freq_factor = m.rope_scaling.high_freq_factor;
-    c.rope_scaling_original_max_position = m.rope_scaling.original_max_position;
 }
 
 // Single-quoted for /bin/sh.
@@ -247,10 +213,7 @@ int cmd_eval(int argc, char** argv) {
                                                        name.empty() ? "eval" : name, overrides);
 
     comm::World world(MPI_COMM_WORLD);
-    core::LogLevel level = cfg.runtime.log_level == "quiet"   ? core::LogLevel::Quiet
-                           : cfg.runtime.log_level == "debug" ? core::LogLevel::Debug
-                                                              : core::LogLevel::Info;
-    core::Log log(world.rank(), level);
+    core::Log log(world.rank(), cfg.runtime.log_level);
     const std::string what = !step_dir.empty()              ? "checkpoint " + step_dir
                              : !cfg.model.init_from.empty() ? "model " + cfg.model.init_from
                                                             : "a freshly initialised model";

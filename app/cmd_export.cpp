@@ -13,6 +13,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
 #include "ckpt/llmc.h"
+#include "cli.h"
 #include "commands.h"
 #include "config/deck.h"
 #include "core/error.h"
@@ -95,44 +96,35 @@ uint64_t parse_size(const std::string& s) {
 } // namespace
 
 int cmd_export(int argc, char** argv) {
-    std::string out, src, hf_out;
+    std::string out, src, hf_out, dtype = "bf16", shard_size;
     ckpt::HfExportOptions hopt;
     bool no_source = false;
-    auto usage_fail = [](const std::string& what) {
-        core::throw_error(core::ErrorKind::Usage, what + "\n" + kExportUsage);
-    };
-    for (int i = 0; i < argc; i++) {
-        std::string a = argv[i];
-        if (a == "-h" || a == "--help") {
-            std::fputs(kExportUsage, stdout);
-            return 0;
-        }
-        if (a == "--llmc") {
-            if (i + 1 >= argc) usage_fail("export: --llmc needs a file name after it");
-            out = argv[++i];
-        } else if (a.rfind("--llmc=", 0) == 0) {
-            out = a.substr(7);
-        } else if (a == "--no-source") {
-            no_source = true;
-        } else if (a == "--hf" || a == "--dtype" || a == "--shard-size" || a == "--source") {
-            if (i + 1 >= argc) usage_fail("export: " + a + " needs a value after it");
-            const std::string v = argv[++i];
-            if (a == "--hf")
-                hf_out = v;
-            else if (a == "--dtype")
-                hopt.dtype = v;
-            else if (a == "--source")
-                hopt.source_dir = v;
-            else
-                hopt.shard_bytes = parse_size(v);
-        } else if (a.rfind("-", 0) == 0) {
-            usage_fail("export: unknown option '" + a + "'");
-        } else if (src.empty()) {
-            src = a;
-        } else {
-            usage_fail("export: more than one checkpoint given ('" + src + "' and '" + a + "')");
-        }
+    CliParser p({kExportUsage, "export: unknown option '%s'", [](const std::string& opt) {
+                     return "export: " + opt +
+                            (opt == "--llmc" ? " needs a file name after it"
+                                             : " needs a value after it");
+                 }});
+    CLI::App& app = p.app();
+    bool help = false;
+    CliParser::last_wins(app.add_option("--llmc", out));
+    CliParser::last_wins(app.add_option("--hf", hf_out));
+    CliParser::last_wins(app.add_option("--dtype", dtype));
+    CliParser::last_wins(app.add_option("--shard-size", shard_size));
+    CliParser::last_wins(app.add_option("--source", hopt.source_dir));
+    app.add_flag("--no-source", no_source);
+    app.add_flag("-h,--help", help);
+    const std::vector<std::string> pos = p.parse(argc, argv);
+    if (help) {
+        std::fputs(kExportUsage, stdout);
+        return 0;
     }
+    auto usage_fail = [&](const std::string& what) { p.fail(what); };
+    if (pos.size() > 1)
+        usage_fail("export: more than one checkpoint given ('" + pos[0] + "' and '" + pos[1] +
+                   "')");
+    if (!pos.empty()) src = pos[0];
+    hopt.dtype = dtype;
+    if (app.count("--shard-size")) hopt.shard_bytes = parse_size(shard_size);
     if (out.empty() == hf_out.empty())
         usage_fail("export: give exactly one of --llmc OUT.bin and --hf OUT_DIR");
     if (hopt.dtype != "bf16" && hopt.dtype != "fp32")

@@ -6,18 +6,21 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "cli.h"
 #include "commands.h"
 #include "config/deck.h"
 #include "core/error.h"
 #include "plan/comm_model.h"
+#include "model/model_config.h"
 #include "plan/planner.h"
 
 namespace sof::app {
 
 int cmd_plan(int argc, char** argv) {
-    config::DeckArgs args = config::parse_deck_args(argc, argv, "plan", {"hardware", "ranks"});
+    DeckArgs args = parse_deck_args(argc, argv, "plan", {"hardware", "ranks"});
     // planning needs shapes and policies, not the data shards, checkpoints or output directories
     config::Config cfg = config::load_deck(args.deck, args.overrides, config::DeckChecks::NoFiles);
+    model::validate_deck(cfg);
     auto it = args.options.find("hardware");
     plan::HardwareProfile hw =
         it != args.options.end() ? plan::load_hardware(it->second) : plan::hardware_for(cfg);
@@ -36,8 +39,11 @@ int cmd_plan(int argc, char** argv) {
         world = static_cast<int>(v);
     }
     int shard_ranks = cfg.parallel.zero_stage == 3 ? world : 1;
-    plan::Plan p = plan::make_plan(cfg, plan::model_config_for(cfg.model), hw, shard_ranks);
+    plan::Plan p = plan::make_plan(cfg, model::config_for(cfg.model), hw, shard_ranks);
     if (rank == 0) {
+        for (const std::string& w : config::deck_warnings(cfg))
+            std::fprintf(stderr, "superoffload: warning: %s\n", w.c_str());
+        std::fflush(stderr);
         std::printf("%s", plan::describe(p).c_str());
         if (!cfg.model.init_from.empty())
             std::printf("note: the model sizes come from the deck's model section, not from %s\n",
@@ -54,7 +60,7 @@ int cmd_plan(int argc, char** argv) {
             resolved.offload.cast == config::CastAt::Host ? "host" : "device",
             resolved.offload.flow_grads == config::FlowGrads::Host ? "host" : "device",
             resolved.optimizer.state_dtype == config::StateDtype::BF16 ? "bf16" : "fp32");
-        const model::ParamLayout layout = model::make_layout(plan::model_config_for(cfg.model));
+        const model::ParamLayout layout = model::make_layout(model::config_for(cfg.model));
         plan::CommVolume cv = plan::comm_per_step(
             layout, world, cfg.parallel.sp, cfg.parallel.zero_stage, cfg.train.batch_size,
             cfg.train.seq_len, cfg.train.grad_accum, cfg.model.recompute,

@@ -1,11 +1,11 @@
-// `superoffload topo [--xml FILE] [--local-rank N] [--local-size N] [--bind]`: print the machine
-// (NUMA nodes, cores, GPUs) and the placement of a local rank; --bind applies it and shows it.
+// `superoffload topo [--xml FILE] [--ranks N | --local-rank N --local-size N] [--bind]`: print the
+// machine (NUMA nodes, cores, GPUs) and the placement of local ranks; --bind applies one.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
+#include "cli.h"
 #include "commands.h"
 #include "core/error.h"
 #include "topo/topo.h"
@@ -15,62 +15,71 @@ namespace sof::app {
 namespace {
 
 const char* kTopoUsage =
-    "usage: superoffload topo [--xml FILE] [--local-rank N] [--local-size N] [--bind]\n"
+    "usage: superoffload topo [--xml FILE] [--ranks N] [--local-rank N] [--local-size N] [--bind]\n"
     "  --xml FILE       read the machine from a hwloc XML file (lstopo --of xml) instead of this "
     "one\n"
+    "  --ranks N        show the placement of every one of N ranks on this node (local ranks "
+    "0..N-1)\n"
     "  --local-rank N   the rank's index on its node (default: launcher environment, else 0)\n"
     "  --local-size N   ranks on the node (default: launcher environment, else #GPUs or 1)\n"
     "  --bind           bind this process to the placement and report the binding";
 
-int parse_count(const std::string& flag, const char* v) {
+int parse_count(const CliParser& p, const std::string& flag, const std::string& v, int min) {
     char* end = nullptr;
-    long x = std::strtol(v, &end, 10);
-    if (!*v || *end || x < 0 || x > 1 << 20)
-        SOF_FAIL(Usage, "topo: %s expects a non-negative integer, got '%s'\n%s", flag.c_str(), v,
-                 kTopoUsage);
+    const long x = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end || x < min || x > 1 << 20)
+        p.fail(core::strfmt("topo: %s expects %s integer, got '%s'", flag.c_str(),
+                            min > 0 ? "a positive" : "a non-negative", v.c_str()));
     return static_cast<int>(x);
 }
 
 } // namespace
 
 int cmd_topo(int argc, char** argv) {
-    std::string xml;
-    int local_rank = -1, local_size = -1;
-    bool do_bind = false;
-    for (int i = 0; i < argc; ++i) {
-        std::string a = argv[i];
-        auto value = [&](const std::string& flag) -> const char* {
-            if (i + 1 >= argc)
-                SOF_FAIL(Usage, "topo: %s needs a value\n%s", flag.c_str(), kTopoUsage);
-            return argv[++i];
-        };
-        if (a == "--xml")
-            xml = value(a);
-        else if (a == "--local-rank")
-            local_rank = parse_count(a, value(a));
-        else if (a == "--local-size")
-            local_size = parse_count(a, value(a));
-        else if (a == "--bind")
-            do_bind = true;
-        else if (a == "-h" || a == "--help") {
-            std::printf("%s\n", kTopoUsage);
-            return 0;
-        } else
-            SOF_FAIL(Usage, "topo: unknown argument '%s'\n%s", a.c_str(), kTopoUsage);
+    CliParser p({kTopoUsage, "topo: unknown argument '%s'",
+                 [](const std::string& opt) { return "topo: " + opt + " needs a value"; }});
+    CLI::App& app = p.app();
+    std::string xml, rank_s, size_s, ranks_s;
+    bool do_bind = false, help = false;
+    CliParser::last_wins(app.add_option("--xml", xml));
+    CliParser::last_wins(app.add_option("--local-rank", rank_s));
+    CliParser::last_wins(app.add_option("--local-size", size_s));
+    CliParser::last_wins(app.add_option("--ranks", ranks_s));
+    app.add_flag("--bind", do_bind);
+    app.add_flag("-h,--help", help);
+    const std::vector<std::string> extra = p.parse(argc, argv);
+    if (help) {
+        std::printf("%s\n", kTopoUsage);
+        return 0;
     }
+    if (!extra.empty()) p.fail("topo: unknown argument '" + extra[0] + "'");
+    int local_rank = app.count("--local-rank") ? parse_count(p, "--local-rank", rank_s, 0) : -1;
+    int local_size = app.count("--local-size") ? parse_count(p, "--local-size", size_s, 1) : -1;
+    const int ranks = app.count("--ranks") ? parse_count(p, "--ranks", ranks_s, 1) : 0;
+    if (ranks > 0 && (local_rank >= 0 || local_size >= 0 || do_bind))
+        p.fail("topo: --ranks shows every rank's placement; it goes without --local-rank, "
+               "--local-size and --bind");
+
     topo::Machine m = topo::discover(xml);
+    std::printf("%s", m.describe().c_str());
+    if (ranks > 0) {
+        for (int r = 0; r < ranks; r++)
+            std::printf("placement: %s\n", topo::plan_placement(xml, r, ranks).describe().c_str());
+        std::printf("(dry run: each rank binds itself to its placement at run time)\n");
+        std::fflush(stdout);
+        return 0;
+    }
     if (local_rank < 0) local_rank = topo::local_rank_from_env(0);
     if (local_size < 0) {
         int guess = m.gpus.empty() ? 1 : static_cast<int>(m.gpus.size());
         local_size = topo::local_size_from_env(std::max(guess, local_rank + 1));
     }
-    topo::Placement p = topo::plan_placement(xml, local_rank, local_size);
-    std::printf("%s", m.describe().c_str());
-    std::printf("placement: %s\n", p.describe().c_str());
+    topo::Placement pl = topo::plan_placement(xml, local_rank, local_size);
+    std::printf("placement: %s\n", pl.describe().c_str());
     if (do_bind) {
-        topo::bind(p);
+        topo::bind(pl);
         std::printf("bound: this process now runs on PUs %s with memory on NUMA node %d\n",
-                    topo::current_binding().c_str(), p.numa_node);
+                    topo::current_binding().c_str(), pl.numa_node);
     } else {
         std::printf("(dry run: pass --bind to apply it; running on PUs %s now)\n",
                     topo::current_binding().c_str());

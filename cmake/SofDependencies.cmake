@@ -5,6 +5,7 @@ find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(yaml-cpp REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED) # checkpoint manifests (lib/ckpt/json.cpp)
+find_package(CLI11 2.1 REQUIRED) # the program's command line (app/cli.cpp), header-only
 # hwloc through pkg-config where there is one; else (a GPU machine with the Debian packages
 # unpacked into a prefix, scripts/gpu/) by its library and header on CMAKE_PREFIX_PATH
 find_package(PkgConfig QUIET)

@@ -43,3 +43,11 @@ if(_san)
   target_compile_options(sof_flags INTERFACE $<$<COMPILE_LANGUAGE:C,CXX>:${_san}>)
   target_link_options(sof_flags INTERFACE ${_san})
 endif()
+# libFuzzer (tests/fuzz/README.md): every target of ours gets the coverage instrumentation; the
+# harnesses link libFuzzer's main (-fsanitize=fuzzer) instead of the seeded driver. clang only.
+if(SOF_LIBFUZZER)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "SOF_LIBFUZZER=ON needs clang (CC=clang CXX=clang++)")
+  endif()
+  target_compile_options(sof_flags INTERFACE $<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=fuzzer-no-link>)
+endif()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Sanitizer builds of the tests (CPU-only): ASan+UBSan over every CPU test, TSan over the
-# threaded engine tests and the pipelined checkpoint reader. Run by .ci/run after the main test
-# command.
+# Sanitizer builds of the tests (CPU-only): ASan+UBSan over every CPU test and a bounded fuzz run of
+# each harness (tests/fuzz, label fuzz: SOF_FUZZ_SECONDS each), TSan over the threaded engine tests,
+# the job queue and the pipelined checkpoint reader. Run by .ci/run after the main test command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh build-asan -DSOF_SANITIZE=address -DSOF_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -9,7 +9,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Open MPI's own allocations are reported as leaks at exit; leaks in our code are found by the
 # per-test LeakSanitizer runs of the non-MPI tests.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --test-dir build-asan --output-on-failure -j 2 -L "unit|optim|engine|reference|e2e|mpi"
+ctest --test-dir build-asan --output-on-failure -j 2 -L "unit|optim|engine|reference|e2e|mpi|fuzz"
 
 scripts/setup.sh build-tsan -DSOF_SANITIZE=thread -DSOF_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # libgomp is not built with TSan: its barriers are invisible, so every OpenMP region would be

@@ -8,7 +8,7 @@ shift || true
 
 PKGS=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhwloc-dev libnuma-dev
       libyaml-cpp-dev doctest-dev libopenblas-dev g++-aarch64-linux-gnu qemu-user
-      clang-format nlohmann-json3-dev python3-matplotlib python3-venv)
+      clang-format nlohmann-json3-dev libcli11-dev python3-matplotlib python3-venv)
 missing=()
 # tests/slurm: a one-node Slurm on localhost (scripts/slurm/local_cluster.sh); PMIx for srun --mpi=pmix
 PKGS+=(munge slurmctld slurmd slurm-client libpmix-dev)

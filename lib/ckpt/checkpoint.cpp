@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <system_error>
 
@@ -276,32 +277,73 @@ std::string commit(const std::string& root, const Manifest& m, int keep) {
 
 std::string save(const std::string& root, const Manifest& m, const State& s, int keep, int rank,
                  int world) {
-    return save(root, m, s, keep, rank, world, std::function<void()>());
+    return save(root, m, &s, keep, rank, world, SaveSync{});
 }
 
-std::string save(const std::string& root, const Manifest& m, const State& s, int keep, int rank,
-                 int world, const std::function<void()>& barrier) {
+std::string save(const std::string& root, const Manifest& m, const State* s, int keep, int rank,
+                 int world, const SaveSync& sync) {
     if (root.empty())
         SOF_FAIL(Config, "checkpoint save: no directory given (set train.checkpoint_dir)");
-    if (world > 1 && !barrier)
+    if (world > 1 && (!sync.barrier || !sync.any))
         SOF_FAIL(Internal,
-                 "checkpoint save with %d ranks needs a barrier (call the save overload that "
-                 "takes one, or the prepare_save/write_shard/commit phases)",
+                 "checkpoint save with %d ranks needs a SaveSync (barrier and agreement), or the "
+                 "prepare_save/write_shard/commit phases",
                  world);
-    if (rank == 0) prepare_save(root, m.step);
-    if (barrier) barrier();
-    try {
-        write_shard(root, m, s, rank, world);
-    } catch (...) {
-        // one rank: a failed save (a full disk) leaves no partial temporary directory behind
-        // (commit cleans up after its own failures for any world size)
-        if (world == 1) remove_quietly(tmp_dir(root, m.step));
-        throw;
+    if (rank < m.world_size && !s)
+        SOF_FAIL(Internal, "checkpoint save: rank %d of %d shards passed no state", rank,
+                 m.world_size);
+    // Each phase: run it, then agree whether it failed anywhere (the agreement is the barrier
+    // between phases). The rank that failed rethrows its own error; the others name it.
+    std::exception_ptr err;
+    auto agree = [&](bool failed) { return sync.any ? sync.any(failed) : failed; };
+    const long long step = static_cast<long long>(m.step);
+    if (rank == 0) {
+        try {
+            prepare_save(root, m.step);
+        } catch (...) {
+            err = std::current_exception();
+        }
     }
-    if (barrier) barrier();
+    if (agree(static_cast<bool>(err))) {
+        if (err) std::rethrow_exception(err);
+        SOF_FAIL(Io,
+                 "checkpoint save of step %lld: rank 0 could not create its temporary "
+                 "directory under %s (see rank 0's message)",
+                 step, root.c_str());
+    }
+    if (rank < m.world_size) {
+        try {
+            write_shard(root, m, *s, rank, m.world_size);
+        } catch (...) {
+            err = std::current_exception();
+        }
+    }
+    if (agree(static_cast<bool>(err))) {
+        // a failed save (a full disk on any rank) leaves no partial temporary directory behind;
+        // it is gone before any rank reports the error (and may end the job)
+        if (rank == 0) remove_quietly(tmp_dir(root, m.step));
+        if (sync.barrier) sync.barrier();
+        if (err) std::rethrow_exception(err);
+        SOF_FAIL(Io,
+                 "checkpoint save of step %lld failed on another rank (see its message); the "
+                 "partial checkpoint was removed",
+                 step);
+    }
     std::string dir = (fs::path(root) / step_dir_name(m.step)).string();
-    if (rank == 0) dir = commit(root, m, keep);
-    if (barrier) barrier();
+    if (rank == 0) {
+        try {
+            dir = commit(root, m, keep);
+        } catch (...) {
+            err = std::current_exception();
+        }
+    }
+    if (agree(static_cast<bool>(err))) {
+        if (err) std::rethrow_exception(err);
+        SOF_FAIL(Io,
+                 "checkpoint save of step %lld: rank 0 could not complete it (see rank 0's "
+                 "message); the partial checkpoint was removed",
+                 step);
+    }
     return dir;
 }
 
@@ -328,7 +370,7 @@ void load(const std::string& dir, Manifest* m, State* s, int rank, int world) {
 }
 
 void load_resharded(const std::string& dir, const model::ParamLayout& layout,
-                    const model::ShardMap& want, Manifest* m, State* s, bool with_moments) {
+                    const zero::ShardMap& want, Manifest* m, State* s, bool with_moments) {
     std::vector<ShardRecord> shards = read_manifest(dir, m);
     if (m->num_params != static_cast<int64_t>(layout.num_params))
         SOF_FAIL(Config, "checkpoint %s holds %lld params but the deck's model has %zu",
@@ -340,7 +382,7 @@ void load_resharded(const std::string& dir, const model::ParamLayout& layout,
     s->exp_avg_sq.assign(with_moments ? want.real_size : 0, 0.0f);
     std::vector<float> part;
     for (int q = 0; q < S; q++) {
-        const model::ShardMap have = model::make_shard_map(layout, S, q);
+        const zero::ShardMap have = zero::make_shard_map(layout, S, q);
         // which units of old shard q overlap what this rank wants
         bool needed = false;
         for (int u = 0; u < layout.num_units() && !needed; u++)
@@ -373,7 +415,7 @@ void load_params(const std::string& dir, Manifest* m, std::vector<float>* params
     Manifest head = load_manifest(dir);
     const model::ParamLayout layout = model::make_layout(head.model);
     State s;
-    load_resharded(dir, layout, model::make_shard_map(layout, 1, 0), m, &s, false);
+    load_resharded(dir, layout, zero::make_shard_map(layout, 1, 0), m, &s, false);
     *params = std::move(s.params);
 }
 

@@ -9,7 +9,7 @@
 
 #include "data/loader.h"
 #include "model/layout.h"
-#include "model/shard.h"
+#include "zero/shard.h"
 
 namespace sof::ckpt {
 
@@ -28,8 +28,8 @@ struct Manifest {
 };
 
 // One shard of the flat fp32 buffers. One shard: numel = num_params, ParamLayout order. S shards
-// (ZeRO-3): shard q holds the real (non-padding) elements of model::make_shard_map(layout, S, q),
-// unit by unit (model/shard.h); the manifest's world_size is S and records each shard's numel.
+// (ZeRO-3): shard q holds the real (non-padding) elements of zero::make_shard_map(layout, S, q),
+// unit by unit (zero/shard.h); the manifest's world_size is S and records each shard's numel.
 struct State {
     std::vector<float> params;     // (numel)
     std::vector<float> exp_avg;    // (numel)
@@ -39,15 +39,25 @@ struct State {
 // "step_00000100"; the complete checkpoint for a step is root/step_dir_name(step).
 std::string step_dir_name(int64_t step);
 
-// Saves this rank's state and (rank 0) the manifest; returns the step directory. One rank:
-// everything happens here. Many ranks: needs `barrier` (a function that returns once every rank
-// of the world called it); the 6-argument form throws for world > 1.
+// How the ranks of a save synchronize. barrier: returns once every rank called it; any: true on
+// every rank when any rank passed true. Both are collectives over all ranks of the job.
+struct SaveSync {
+    std::function<void()> barrier;
+    std::function<bool(bool)> any;
+};
+
+// Saves this rank's shard and (rank 0) the manifest; returns the step directory (on every rank).
+// Shard q of m.world_size is written by rank q; ranks >= m.world_size (replicated state: one shard
+// for many ranks) pass s = nullptr and only take part in the agreement. world > 1 needs `sync`
+// (the 6-argument form throws then). Every phase ends with an agreement, so a failure on any rank
+// (a full disk) fails the save on every rank, after rank 0 removed the temporary directory: a
+// failed save leaves nothing behind (commit cleans up after its own failures too).
 // Deletes checkpoints older than the newest `keep` (0 = keep all) after the new one is complete.
-// collective (world > 1): all ranks of world, through `barrier`.
+// collective (world > 1): all ranks of world, through `sync`.
 std::string save(const std::string& root, const Manifest& m, const State& s, int keep, int rank,
                  int world);
-std::string save(const std::string& root, const Manifest& m, const State& s, int keep, int rank,
-                 int world, const std::function<void()>& barrier);
+std::string save(const std::string& root, const Manifest& m, const State* s, int keep, int rank,
+                 int world, const SaveSync& sync);
 
 // The phases of save(), for callers that synchronize ranks themselves (rank-local each):
 //   rank 0: prepare_save; barrier; every rank: write_shard; barrier; rank 0: commit.
@@ -70,7 +80,7 @@ void load(const std::string& dir, Manifest* m, State* s, int rank, int world);
 // exact (the state is copied, never recomputed). Every file read is checksum-verified.
 // with_moments false: only params (exp_avg / exp_avg_sq left empty).
 void load_resharded(const std::string& dir, const model::ParamLayout& layout,
-                    const model::ShardMap& want, Manifest* m, State* s, bool with_moments = true);
+                    const zero::ShardMap& want, Manifest* m, State* s, bool with_moments = true);
 
 // Reads only the manifest (validated) of a step directory.
 Manifest load_manifest(const std::string& dir);

@@ -15,6 +15,7 @@
 #include "config/deck.h"
 #include "config/fields.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/strfmt.h"
 #include "data/shards.h"
 
@@ -23,52 +24,6 @@ namespace sof::ckpt {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Keys whose change makes the saved state meaningless for this run: the data stream (corpus,
-// order, sequence length) and the optimizer's state (moments are defined by these). The global
-// batch (ranks x train.batch_size x seq_len) is checked by DataLoader::restore, so
-// train.batch_size itself may change with the rank count (resharding).
-const char* const kMustMatch[] = {"model.type",
-                                  "data.train",
-                                  "data.shuffle",
-                                  "data.seed",
-                                  "data.builtin.seed",
-                                  "data.builtin.train_tokens",
-                                  "train.seq_len",
-                                  "optimizer.type",
-                                  "optimizer.beta1",
-                                  "optimizer.beta2",
-                                  "optimizer.eps",
-                                  "optimizer.weight_decay",
-                                  "optimizer.bias_correction",
-                                  "optimizer.state_dtype"};
-
-// Keys never reported: the resume key itself, and architecture keys (compared from the manifest,
-// which holds the architecture actually built, model.init_from included).
-const char* const kSkip[] = {"train.resume",
-                             "model.num_layers",
-                             "model.num_heads",
-                             "model.channels",
-                             "model.max_seq_len",
-                             "model.vocab_size",
-                             "model.padded_vocab_size",
-                             "model.num_kv_heads",
-                             "model.head_dim",
-                             "model.intermediate_size",
-                             "model.norm_eps",
-                             "model.rope_theta",
-                             "model.rope_scaling.type",
-                             "model.rope_scaling.factor",
-                             "model.rope_scaling.low_freq_factor",
-                             "model.rope_scaling.high_freq_factor",
-                             "model.rope_scaling.original_max_position_embeddings",
-                             "model.tie_embeddings",
-                             "model.attention_bias"};
-
-template <size_t N> bool in(const char* const (&list)[N], const std::string& key) {
-    return std::find_if(std::begin(list), std::end(list),
-                        [&](const char* k) { return key == k; }) != std::end(list);
-}
 
 void add_arch(std::vector<DeckChange>* out, const char* key, int saved, int now) {
     if (saved != now) out->push_back({key, std::to_string(saved), std::to_string(now), false});
@@ -98,23 +53,15 @@ std::string data_identity(const config::DataConfig& data) {
     uint64_t h = fnv1a64(nullptr, 0), total = 0;
     std::vector<std::string> files = data::expand_glob(data.train, "data.train");
     for (const std::string& path : files) {
-        const uint64_t size = file_size_checked(path, "token shard");
+        const core::InputFile f(path, "token shard");
+        const uint64_t size = f.size();
         const std::string name = fs::path(path).filename().string();
         h = fnv1a64(name.data(), name.size(), h);
         h = fnv1a64(&size, sizeof size, h);
-        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            SOF_FAIL(Io, "cannot open token shard %s: %s", path.c_str(), std::strerror(errno));
-        try {
-            h = hash_range(fd, 0, std::min(size, kPart), h, path);
-            if (size > kPart)
-                h = hash_range(fd, size - std::min(size - kPart, kPart),
-                               std::min(size - kPart, kPart), h, path);
-        } catch (...) {
-            ::close(fd);
-            throw;
-        }
-        ::close(fd);
+        h = hash_range(f.fd(), 0, std::min(size, kPart), h, path);
+        if (size > kPart)
+            h = hash_range(f.fd(), size - std::min(size - kPart, kPart),
+                           std::min(size - kPart, kPart), h, path);
         total += size;
     }
     return core::strfmt("shards=%zu bytes=%llu fnv1a64=%s", files.size(),
@@ -156,16 +103,21 @@ std::vector<DeckChange> compare_runs(const Manifest& m, const config::Config& cf
     config::Config now = cfg;
     std::vector<config::Field> fs_saved = config::bind_fields(saved);
     std::vector<config::Field> fs_now = config::bind_fields(now);
+    // the keys and what a difference means come from the key table (config::Resume): Match keys
+    // define the data stream or the optimizer state; the global batch (ranks x batch_size x
+    // seq_len) is checked by DataLoader::restore, so train.batch_size may change with the rank
+    // count; Arch keys were compared above from the manifest (the model actually built)
     for (size_t i = 0; i < fs_now.size() && i < fs_saved.size(); i++) {
         const std::string& key = fs_now[i].key;
-        if (in(kSkip, key)) continue;
+        const config::Resume policy = fs_now[i].resume;
+        if (policy == config::Resume::Arch || policy == config::Resume::Never) continue;
         std::string a = config::format_value(fs_saved[i]), b = config::format_value(fs_now[i]);
         if (key == "optimizer.state_dtype") { // an unresolved auto runs fp32 moments
             if (a == "auto") a = "fp32";
             if (b == "auto") b = "fp32";
         }
         if (a == b) continue;
-        bool allowed = !in(kMustMatch, key);
+        bool allowed = policy != config::Resume::Match;
         // the moments' dtype: converted on load (bf16 -> fp32 exact, fp32 -> bf16 rounded) only
         // when the run asks for it
         if (key == "optimizer.state_dtype" && cfg.train.resume_convert_state) allowed = true;

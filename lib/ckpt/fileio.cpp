@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <algorithm>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace sof::ckpt {
 
@@ -87,10 +89,21 @@ struct Fd {
 } // namespace
 
 DurableWriter::DurableWriter(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // O_NONBLOCK: an existing FIFO at the path fails (ENXIO) instead of waiting for a reader
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
+                 0644);
     if (fd_ < 0)
         SOF_FAIL(Io, "cannot create %s: %s (check that the directory exists and is writable)",
                  path.c_str(), std::strerror(errno));
+    struct stat st;
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd_);
+        fd_ = -1;
+        SOF_FAIL(Io, "cannot write %s: it is not a regular file (a FIFO, socket or device)",
+                 path.c_str());
+    }
+    const int flags = ::fcntl(fd_, F_GETFL);
+    if (flags >= 0) ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
 }
 
 DurableWriter::~DurableWriter() {
@@ -134,45 +147,51 @@ void fsync_dir(const std::string& dir) {
 }
 
 uint64_t file_size_checked(const std::string& path, const char* what) {
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0)
+    uint64_t size = 0;
+    std::string why;
+    const int fd = core::open_regular(path, &size, &why);
+    if (fd < 0)
         SOF_FAIL(Io, "%s %s: %s", what, path.c_str(),
-                 errno == ENOENT ? "file not found (check the path)" : std::strerror(errno));
-    if (!S_ISREG(st.st_mode)) SOF_FAIL(Io, "%s %s is not a regular file", what, path.c_str());
-    return static_cast<uint64_t>(st.st_size);
+                 why == "no such file" ? "file not found (check the path)" : why.c_str());
+    ::close(fd);
+    return size;
 }
 
 void read_exact(const std::string& path, void* out, size_t bytes, uint64_t offset) {
-    Fd f;
-    f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (f.fd < 0)
-        SOF_FAIL(Io, "cannot open %s: %s", path.c_str(),
-                 errno == ENOENT ? "file not found (check the path)" : std::strerror(errno));
-    char* p = static_cast<char*>(out);
-    size_t done = 0;
-    while (done < bytes) {
-        ssize_t n = ::pread(f.fd, p + done, bytes - done, static_cast<off_t>(offset + done));
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            SOF_FAIL(Io, "cannot read %s: %s", path.c_str(), std::strerror(errno));
-        }
-        if (n == 0)
-            SOF_FAIL(Format,
-                     "%s is truncated: needed %zu bytes at offset %llu but the file ends after "
-                     "%zu of them (the file is incomplete or corrupt; use another copy)",
-                     path.c_str(), bytes, static_cast<unsigned long long>(offset), done);
-        done += static_cast<size_t>(n);
-    }
+    core::InputFile f(path, "cannot open");
+    f.read_at(out, bytes, offset);
 }
 
 std::string read_text(const std::string& path, const char* what) {
-    uint64_t n = file_size_checked(path, what);
+    core::InputFile f(path, what);
+    const uint64_t n = f.size();
     if (n > (64ull << 20))
         SOF_FAIL(Format, "%s %s is %llu bytes, too large for a text file of this kind", what,
                  path.c_str(), static_cast<unsigned long long>(n));
     std::string s(static_cast<size_t>(n), '\0');
-    read_exact(path, s.data(), s.size());
+    f.read_at(s.data(), s.size(), 0);
     return s;
+}
+
+size_t first_non_finite(const float* v, size_t n) {
+    size_t first = n;
+#pragma omp parallel for schedule(static) reduction(min : first) if (n > (size_t(1) << 20))
+    for (size_t i = 0; i < n; i++)
+        if (!std::isfinite(v[i]) && i < first) first = i;
+    return first;
+}
+
+std::string index_in_shape(size_t flat, const std::vector<int64_t>& shape) {
+    std::vector<size_t> at(shape.size(), 0);
+    for (size_t d = shape.size(); d-- > 0;) {
+        const size_t extent = shape[d] > 0 ? static_cast<size_t>(shape[d]) : 1;
+        at[d] = flat % extent;
+        flat /= extent;
+    }
+    std::string s = "[";
+    for (size_t d = 0; d < at.size(); d++)
+        s += (d ? ", " : "") + std::to_string(at[d]);
+    return s + "]";
 }
 
 void write_file_atomic(const std::string& path, const void* data, size_t bytes) {

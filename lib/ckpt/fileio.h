@@ -56,6 +56,12 @@ void read_exact(const std::string& path, void* out, size_t bytes, uint64_t offse
 // Reads a whole (small) text file.
 std::string read_text(const std::string& path, const char* what);
 
+// Index of the first NaN or infinity in v[0..n), or n when every value is finite (threaded).
+size_t first_non_finite(const float* v, size_t n);
+
+// A flat element index as coordinates of a row-major shape: 37 in (4, 10) -> "[3, 7]".
+std::string index_in_shape(size_t flat, const std::vector<int64_t>& shape);
+
 // Writes `bytes` to `path` atomically: path + ".tmp", fsync, rename over `path`, fsync the
 // parent directory. A reader sees either the old file or the complete new one.
 void write_file_atomic(const std::string& path, const void* data, size_t bytes);

@@ -179,11 +179,26 @@ model::ArchConfig read_hf_config(const std::string& dir) {
     const char* scaling_key = v5 ? "rope_parameters" : "rope_scaling";
     if (j.contains(scaling_key) && !j[scaling_key].is_null()) {
         const json& r = j[scaling_key];
+        if (!r.is_object()) // e.g. "llama3": the factors are unknown, guessing them is wrong
+            SOF_FAIL(Config,
+                     "'%s': %s must be an object such as {\"rope_type\": \"llama3\", "
+                     "\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                     "\"original_max_position_embeddings\": 8192} or null, got %s",
+                     path.c_str(), scaling_key, r.dump().c_str());
         std::string type;
-        if (r.contains("rope_type") && r["rope_type"].is_string())
-            type = r["rope_type"];
-        else if (r.contains("type") && r["type"].is_string())
-            type = r["type"];
+        for (const char* k : {"rope_type", "type"}) {
+            if (!r.contains(k)) continue;
+            if (!r[k].is_string())
+                SOF_FAIL(Config, "'%s': rope_scaling.%s must be a string, got %s", path.c_str(), k,
+                         r[k].dump().c_str());
+            type = r[k].get<std::string>();
+            break;
+        }
+        if (type.empty())
+            SOF_FAIL(Config,
+                     "'%s': rope_scaling %s names no rope_type (llama3 is supported; use null for "
+                     "no scaling)",
+                     path.c_str(), r.dump().c_str());
         if (type == "llama3") {
             c.rope_scaling.type = model::RopeScalingType::Llama3;
             c.rope_scaling.factor = num_key(r, path, "factor", 8.0);
@@ -191,7 +206,7 @@ model::ArchConfig read_hf_config(const std::string& dir) {
             c.rope_scaling.high_freq_factor = num_key(r, path, "high_freq_factor", 4.0);
             c.rope_scaling.original_max_position =
                 int_key(r, path, "original_max_position_embeddings", 8192, false);
-        } else if (type != "default" && !type.empty()) {
+        } else if (type != "default") {
             SOF_FAIL(Config, "'%s': rope_scaling type '%s' is not supported (llama3 or none)",
                      path.c_str(), type.c_str());
         }
@@ -199,13 +214,33 @@ model::ArchConfig read_hf_config(const std::string& dir) {
     try {
         model::validate(c);
     } catch (const core::Error& e) {
-        SOF_FAIL(Config, "'%s': %s", path.c_str(), e.what());
+        // model::validate names the deck's keys; say which config.json key that is
+        static const char* const kNames[][2] = {{"model.num_layers", "num_hidden_layers"},
+                                                {"model.channels", "hidden_size"},
+                                                {"model.num_heads", "num_attention_heads"},
+                                                {"model.num_kv_heads", "num_key_value_heads"},
+                                                {"model.intermediate_size", "intermediate_size"},
+                                                {"model.padded_vocab_size", "vocab_size"},
+                                                {"model.vocab_size", "vocab_size"},
+                                                {"model.max_seq_len", "max_position_embeddings"},
+                                                {"model.head_dim", "head_dim"}};
+        const std::string msg = e.what();
+        std::string note;
+        size_t first = std::string::npos;
+        for (const auto& n : kNames) {
+            const size_t at = msg.find(std::string(n[0]) + " ");
+            if (at < first) {
+                first = at;
+                note = core::strfmt(" (config.json key '%s')", n[1]);
+            }
+        }
+        SOF_FAIL(Config, "'%s': %s%s", path.c_str(), msg.c_str(), note.c_str());
     }
     return c;
 }
 
 ImportStats import_hf(const std::string& dir, const model::ParamLayout& full,
-                      const model::ShardMap& map, float* out, const ReadOptions& opt) {
+                      const zero::ShardMap& map, float* out, const ReadOptions& opt) {
     const model::ArchConfig& c = full.cfg;
     WeightFiles wf(dir);
     // zero only what no tensor read writes: each unit's shard padding (the padding rows of the
@@ -262,6 +297,18 @@ ImportStats import_hf(const std::string& dir, const model::ParamLayout& full,
         st.bytes_read += rs.bytes_read;
         st.direct_used = st.direct_used && rs.direct_used;
         st.files++;
+        // a NaN or Inf weight would make every step's loss non-finite (every step skipped)
+        for (const SafetensorsFile::F32Read& x : r) {
+            const size_t k = first_non_finite(x.out, x.n);
+            if (k == x.n) continue;
+            const size_t at = x.first + k;
+            SOF_FAIL(Format,
+                     "'%s': tensor '%s' holds a non-finite value (%g) at element %s (flat index "
+                     "%zu); refusing to import it: the file is corrupt, or the model had diverged "
+                     "when it was saved",
+                     path.c_str(), x.tensor->name.c_str(), static_cast<double>(x.out[k]),
+                     index_in_shape(at, x.tensor->shape).c_str(), at);
+        }
     }
     return st;
 }

@@ -7,7 +7,7 @@
 
 #include "ckpt/pipelined_reader.h"
 #include "model/layout.h"
-#include "model/shard.h"
+#include "zero/shard.h"
 
 namespace sof::ckpt {
 
@@ -30,7 +30,7 @@ struct ImportStats {
     bool direct_used = false; // every read bypassed the page cache (O_DIRECT)
 };
 ImportStats import_hf(const std::string& dir, const model::ParamLayout& full,
-                      const model::ShardMap& map, float* out, const ReadOptions& opt = {});
+                      const zero::ShardMap& map, float* out, const ReadOptions& opt = {});
 
 struct HfExportOptions {
     std::string dtype = "bf16";           // "bf16" or "fp32"

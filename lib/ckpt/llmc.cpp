@@ -136,6 +136,15 @@ void import_llmc(const std::string& path, const model::ParamLayout& layout, floa
         const size_t src = llmc_offset(cfg, t.kind, t.layer);
         read_exact(path, params + t.offset, t.numel * sizeof(float),
                    base + static_cast<uint64_t>(src) * sizeof(float));
+        const size_t k = first_non_finite(params + t.offset, t.numel);
+        if (k < t.numel)
+            SOF_FAIL(
+                Format,
+                "%s: tensor '%s' holds a non-finite value (%g) at element %s (flat index "
+                "%zu); refusing to import it: the file is corrupt, or the model had diverged "
+                "when it was saved",
+                path.c_str(), t.name.c_str(), static_cast<double>(params[t.offset + k]),
+                index_in_shape(k, std::vector<int64_t>(t.shape.begin(), t.shape.end())).c_str(), k);
     }
 }
 

@@ -3,6 +3,7 @@
 #include "ckpt/pipelined_reader.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace sof::ckpt {
 
@@ -107,10 +109,17 @@ ReadStats read_ranges(const std::string& path, const std::vector<ByteRange>& ran
     ReadStats st;
     if (chunks.empty()) return st;
     Fd buffered, direct;
-    buffered.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (buffered.fd < 0) SOF_FAIL(Io, "cannot open '%s': %s", path.c_str(), std::strerror(errno));
-    if (opt.direct_io)
-        direct.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT); // may fail
+    std::string why;
+    buffered.fd = core::open_regular(path, nullptr, &why);
+    if (buffered.fd < 0) SOF_FAIL(Io, "cannot open '%s': %s", path.c_str(), why.c_str());
+    if (opt.direct_io) { // may fail; the path may have been replaced: regular files only
+        direct.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT | O_NONBLOCK);
+        struct stat st;
+        if (direct.fd >= 0 && (::fstat(direct.fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+            ::close(direct.fd);
+            direct.fd = -1;
+        }
+    }
     const size_t nb = std::min(static_cast<size_t>(opt.buffers), chunks.size());
     std::vector<std::unique_ptr<unsigned char, FreeDeleter>> bufs;
     for (size_t i = 0; i < nb; i++) {

@@ -17,6 +17,7 @@
 
 #include "ckpt/fileio.h"
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace sof::ckpt {
 
@@ -68,14 +69,11 @@ uint16_t float_to_bf16(float f) {
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) SOF_FAIL(Io, "cannot open '%s': %s", path.c_str(), std::strerror(errno));
-    struct stat st;
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        SOF_FAIL(Io, "'%s' is not a regular file", path.c_str());
-    }
-    map_bytes_ = static_cast<size_t>(st.st_size);
+    std::string why;
+    uint64_t size = 0;
+    const int fd = core::open_regular(path, &size, &why);
+    if (fd < 0) SOF_FAIL(Io, "cannot open '%s': %s", path.c_str(), why.c_str());
+    map_bytes_ = static_cast<size_t>(size);
     if (map_bytes_ < 8) {
         ::close(fd);
         SOF_FAIL(Format, "'%s': %zu bytes is too short for a safetensors file (truncated?)",
@@ -149,6 +147,26 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
             if (order[i]->begin < order[i - 1]->end)
                 SOF_FAIL(Format, "'%s': tensors '%s' and '%s' overlap in the data area",
                          path.c_str(), order[i - 1]->name.c_str(), order[i]->name.c_str());
+        // the tensors tile the data area exactly (as the format requires): a header length that
+        // is off by a few bytes of padding shifts every tensor and is caught here
+        size_t at = 0;
+        for (const Tensor* t : order) {
+            if (t->begin != at)
+                SOF_FAIL(Format,
+                         "'%s': bytes [%zu, %zu) of the data area (which starts at byte %zu = 8 + "
+                         "header length %llu) belong to no tensor (next: '%s'); the header length "
+                         "or the data_offsets are wrong: the file is corrupt",
+                         path.c_str(), at, t->begin, data_begin_,
+                         static_cast<unsigned long long>(n), t->name.c_str());
+            at = t->end;
+        }
+        if (at != data_bytes)
+            SOF_FAIL(Format,
+                     "'%s': the tensors end at byte %zu of the %zu-byte data area (which starts "
+                     "at byte %zu = 8 + header length %llu): %zu bytes belong to no tensor; the "
+                     "header length is wrong or bytes were appended: the file is corrupt",
+                     path.c_str(), at, data_bytes, data_begin_, static_cast<unsigned long long>(n),
+                     data_bytes - at);
     } catch (...) {
         ::munmap(const_cast<unsigned char*>(map_), map_bytes_);
         throw;

@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
+
+#include "core/log.h"
 
 namespace sof::config {
 
@@ -18,14 +21,34 @@ constexpr int kMaxVocab = 1 << 24;
 constexpr int kMaxThreads = 4096;
 constexpr double kMaxDeviceMemoryGb = 1048576.0; // 1 PiB
 
+// Model size bounds, checked before anything is allocated, for every source of a model (deck,
+// config.json, llm.c header) by model::validate; the deck's key table uses them as ranges. Far
+// beyond real models (the deepest have ~130 layers, the widest 2^15 channels), low enough that
+// an absurd value is refused at once instead of filling memory. Besides these, every weight
+// matrix must have fewer than 2^31 elements and the model at most kMaxParams parameters.
+constexpr int kMaxLayers = 1 << 16;
+constexpr int kMaxChannels = 1 << 20;
+constexpr int kMaxHeads = 1 << 16;
+constexpr int kMaxSeqLen = 1 << 24;
+constexpr int kMaxIntermediate = 1 << 24;
+constexpr double kMaxParams = 4398046511104.0; // 2^42 (17.6 TB of fp32 weights)
+
+// The architectures (model.type); model::Arch is this enum.
+enum class ModelType {
+    Gpt2,  // LayerNorm, learned positions, GELU MLP, fused qkv with biases, tied LM head
+    Llama, // RMSNorm, RoPE, SwiGLU, GQA, no biases (attention_bias optional), tied or untied
+    Qwen2, // Llama + q/k/v biases
+    Qwen3, // Llama + per-head RMSNorm on q and k (qk-norm), explicit head_dim
+};
+
 struct ModelConfig {
-    std::string type = "gpt2"; // gpt2 | llama | qwen2 | qwen3
-    int num_layers = 4;        // L
-    int num_heads = 4;         // NH
-    int channels = 128;        // C, divisible by num_heads
-    int max_seq_len = 256;     // maxT (positions)
-    int vocab_size = 512;      // V
-    int padded_vocab_size = 0; // Vp; 0 = round V up to a multiple of 128
+    ModelType type = ModelType::Gpt2; // gpt2 | llama | qwen2 | qwen3
+    int num_layers = 4;               // L
+    int num_heads = 4;                // NH
+    int channels = 128;               // C, divisible by num_heads
+    int max_seq_len = 256;            // maxT (positions)
+    int vocab_size = 512;             // V
+    int padded_vocab_size = 0;        // Vp; 0 = round V up to a multiple of 128
     // LLaMA family (llama, qwen2, qwen3); ignored by gpt2
     int num_kv_heads = 0;                   // NKV (grouped-query attention); 0 = num_heads
     int head_dim = 0;                       // 0 = channels / num_heads
@@ -165,7 +188,7 @@ struct RuntimeConfig {
     std::string out_dir = "runs/default"; // logs, metrics, checkpoints default here
     std::string trace;                    // Chrome trace JSON file or empty
     int threads = 0;                      // OpenMP threads for compute; 0 = cores of this rank
-    std::string log_level = "info";       // quiet | info | debug
+    core::LogLevel log_level = core::LogLevel::Info; // quiet | info | debug
 };
 
 struct DebugConfig {
@@ -192,6 +215,9 @@ struct Config {
     RuntimeConfig runtime;
     DebugConfig debug;
     std::string deck_path; // the deck file this came from ("" for defaults)
+    // where each explicitly set key came from ("deck.yaml:3", "--set train.lr=1"); keys at their
+    // default are absent. For messages of checks made after loading (model::validate_deck).
+    std::map<std::string, std::string> origins;
 };
 
 } // namespace sof::config

@@ -8,6 +8,7 @@
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "config/fields.h"
 #include "config/validate.h"
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace sof::config {
 
@@ -61,6 +63,17 @@ class Loader {
     Loader& operator=(const Loader&) = delete;
 
     void load_yaml(const std::string& text) {
+        // yaml-cpp reads a NUL byte as the end of a string and reports what follows as a bad
+        // escape ("unknown escape character: 4"): name the byte and where it is instead
+        if (const size_t nul = text.find('\0'); nul != std::string::npos) {
+            const size_t line_start = text.rfind('\n', nul);
+            const int line = 1 + static_cast<int>(std::count(
+                                     text.begin(), text.begin() + static_cast<long>(nul), '\n'));
+            const size_t col = nul - (line_start == std::string::npos ? 0 : line_start + 1) + 1;
+            fail(core::strfmt("%s:%d:%zu: the deck contains a NUL byte (0x00): a deck is YAML "
+                              "text; is this a binary or corrupted file?",
+                              name_.c_str(), line, col));
+        }
         YAML::Node root;
         try {
             root = YAML::Load(text);
@@ -107,6 +120,8 @@ class Loader {
     Config finish() {
         if (!lenient_) validate(cfg_, origins_, name_, files_);
         cfg_.deck_path = name_;
+        for (const auto& [key, o] : origins_)
+            cfg_.origins[key] = o.where;
         return cfg_;
     }
 
@@ -251,28 +266,31 @@ Config parse_deck_text(const std::string& yaml, const std::string& name) {
 }
 
 std::string read_yaml_file(const std::string& path, const char* what) {
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) {
+    uint64_t size = 0;
+    std::string why;
+    const int fd = core::open_regular(path, &size, &why); // never blocks (a FIFO is refused)
+    if (fd < 0) {
         std::error_code ec;
-        if (errno == ENOENT)
+        if (why == "no such file")
             SOF_FAIL(Io, "cannot read %s '%s': no such file (relative to %s)", what, path.c_str(),
                      fs::current_path(ec).c_str());
-        SOF_FAIL(Io, "cannot read %s '%s': %s", what, path.c_str(), std::strerror(errno));
+        if (why == "it is a directory")
+            SOF_FAIL(Io, "cannot read %s '%s': it is a directory, not a YAML file", what,
+                     path.c_str());
+        if (why.rfind("it is not a regular file", 0) == 0)
+            SOF_FAIL(Io,
+                     "cannot read %s '%s': it is not a regular file (a FIFO, device or socket); "
+                     "give the path of a YAML file",
+                     what, path.c_str());
+        SOF_FAIL(Io, "cannot read %s '%s': %s", what, path.c_str(), why.c_str());
     }
-    if (S_ISDIR(st.st_mode))
-        SOF_FAIL(Io, "cannot read %s '%s': it is a directory, not a YAML file", what, path.c_str());
-    if (!S_ISREG(st.st_mode))
+    if (size > static_cast<uint64_t>(kMaxDeckBytes)) {
+        ::close(fd);
         SOF_FAIL(Io,
-                 "cannot read %s '%s': it is not a regular file (a FIFO, device or socket); give "
-                 "the path of a YAML file",
-                 what, path.c_str());
-    if (st.st_size > kMaxDeckBytes)
-        SOF_FAIL(Io,
-                 "cannot read %s '%s': it is %lld bytes, more than the %lld a YAML input may "
+                 "cannot read %s '%s': it is %llu bytes, more than the %lld a YAML input may "
                  "have (is it the right file?)",
-                 what, path.c_str(), static_cast<long long>(st.st_size), kMaxDeckBytes);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) SOF_FAIL(Io, "cannot read %s '%s': %s", what, path.c_str(), std::strerror(errno));
+                 what, path.c_str(), static_cast<unsigned long long>(size), kMaxDeckBytes);
+    }
     std::string text;
     char buf[65536];
     for (;;) { // bounded even if the file grows while we read it

@@ -2,29 +2,12 @@
 // file:line:key messages (and the nearest valid key for typos), and the effective-deck echo.
 #pragma once
 
-#include <map>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
 
 namespace sof::config {
-
-// The command line of a deck-driven subcommand: "DECK [--set key=value ...]".
-struct DeckArgs {
-    std::string deck;                           // path of the deck file
-    std::vector<std::string> overrides;         // "key=value", in command-line order (later wins)
-    std::map<std::string, std::string> options; // extra "--name VALUE" options a command allows
-};
-
-// Parses "DECK [--set key=value ...]" (also "--set=key=value"). Throws a Usage error naming
-// `command` for anything else (no deck, two decks, unknown option, --set without key=value).
-DeckArgs parse_deck_args(int argc, char** argv, const char* command);
-
-// Same, and also accepts "--<name> VALUE" / "--<name>=VALUE" for each name in value_options
-// (e.g. {"hardware"} for `plan`); their values land in DeckArgs::options keyed by name.
-DeckArgs parse_deck_args(int argc, char** argv, const char* command,
-                         const std::vector<std::string>& value_options);
 
 enum class DeckChecks {
     All,     // everything, including the run's files (data shards, init_from, output dirs)
@@ -55,9 +38,12 @@ Config parse_deck_text(const std::string& yaml, const std::string& name);
 // load_deck_from_string accepts back, giving the same Config (round trip is exact).
 std::string effective_yaml(const Config& cfg);
 
-// Things in a valid deck that are probably not what the user meant (warmup_steps >= steps: the
-// run never leaves warmup; keys of a schedule that is not selected). One sentence each, naming the
-// keys and the fix; empty when there is nothing to say. `check` and `train` print them.
+// Things in a valid deck that are probably not what the user meant: values that load but lie far
+// outside any sane range (train.lr = 2e9, weight_decay = 5, ...: naming where the key was set, the
+// value and the usual range), warmup_steps >= steps (the run never leaves warmup), keys of a
+// schedule that is not selected. One sentence each, naming the keys and the fix; empty when there
+// is nothing to say. `check`, `plan` and `train` print them (values that cannot work are refused
+// by load_deck instead).
 std::vector<std::string> deck_warnings(const Config& cfg);
 
 // Every key the deck understands, dotted ("train.lr", "data.builtin.seed", ...), in deck order.

@@ -63,6 +63,11 @@ Field choice(const char* key, FieldTarget target, std::vector<std::string> choic
     return f;
 }
 
+Field with(Field f, Resume r) {
+    f.resume = r;
+    return f;
+}
+
 Field int_or_auto(const char* key, int* target, Range range) {
     Field f = make(key, target, range);
     f.auto_ok = true;
@@ -210,28 +215,39 @@ std::vector<Field> bind_fields(Config& c) {
     RuntimeConfig& r = c.runtime;
     std::vector<Field> v;
 
-    v.push_back(choice("model.type", &m.type, {"gpt2", "llama", "qwen2", "qwen3"}));
-    v.push_back(make("model.num_layers", &m.num_layers, at_least(1)));
-    v.push_back(make("model.num_heads", &m.num_heads, at_least(1)));
-    v.push_back(make("model.channels", &m.channels, at_least(1)));
-    v.push_back(make("model.max_seq_len", &m.max_seq_len, at_least(1)));
-    v.push_back(make("model.vocab_size", &m.vocab_size, closed(1, kMaxVocab)));
-    v.push_back(make("model.padded_vocab_size", &m.padded_vocab_size, closed(0, kMaxVocab)));
-    v.push_back(make("model.num_kv_heads", &m.num_kv_heads, at_least(0)));
-    v.push_back(make("model.head_dim", &m.head_dim, at_least(0)));
-    v.push_back(make("model.intermediate_size", &m.intermediate_size, at_least(0)));
-    v.push_back(make("model.norm_eps", &m.norm_eps, above(0)));
-    v.push_back(make("model.rope_theta", &m.rope_theta, above(0)));
-    v.push_back(choice("model.rope_scaling.type", &m.rope_scaling_type, {"none", "llama3"}));
-    v.push_back(make("model.rope_scaling.factor", &m.rope_scaling_factor, above(0)));
+    v.push_back(with(choice("model.type", enum_ref(&m.type), {"gpt2", "llama", "qwen2", "qwen3"}),
+                     Resume::Match));
+    v.push_back(with(make("model.num_layers", &m.num_layers, closed(1, kMaxLayers)), Resume::Arch));
+    v.push_back(with(make("model.num_heads", &m.num_heads, closed(1, kMaxHeads)), Resume::Arch));
+    v.push_back(with(make("model.channels", &m.channels, closed(1, kMaxChannels)), Resume::Arch));
     v.push_back(
-        make("model.rope_scaling.low_freq_factor", &m.rope_scaling_low_freq_factor, above(0)));
+        with(make("model.max_seq_len", &m.max_seq_len, closed(1, kMaxSeqLen)), Resume::Arch));
+    v.push_back(with(make("model.vocab_size", &m.vocab_size, closed(1, kMaxVocab)), Resume::Arch));
+    v.push_back(with(make("model.padded_vocab_size", &m.padded_vocab_size, closed(0, kMaxVocab)),
+                     Resume::Arch));
     v.push_back(
-        make("model.rope_scaling.high_freq_factor", &m.rope_scaling_high_freq_factor, above(0)));
-    v.push_back(make("model.rope_scaling.original_max_position_embeddings",
-                     &m.rope_scaling_original_max_position, at_least(1)));
-    v.push_back(make("model.tie_embeddings", &m.tie_embeddings));
-    v.push_back(make("model.attention_bias", &m.attention_bias));
+        with(make("model.num_kv_heads", &m.num_kv_heads, closed(0, kMaxHeads)), Resume::Arch));
+    v.push_back(with(make("model.head_dim", &m.head_dim, closed(0, kMaxChannels)), Resume::Arch));
+    v.push_back(
+        with(make("model.intermediate_size", &m.intermediate_size, closed(0, kMaxIntermediate)),
+             Resume::Arch));
+    v.push_back(with(make("model.norm_eps", &m.norm_eps, above(0)), Resume::Arch));
+    v.push_back(with(make("model.rope_theta", &m.rope_theta, above(0)), Resume::Arch));
+    v.push_back(with(choice("model.rope_scaling.type", &m.rope_scaling_type, {"none", "llama3"}),
+                     Resume::Arch));
+    v.push_back(
+        with(make("model.rope_scaling.factor", &m.rope_scaling_factor, above(0)), Resume::Arch));
+    v.push_back(
+        with(make("model.rope_scaling.low_freq_factor", &m.rope_scaling_low_freq_factor, above(0)),
+             Resume::Arch));
+    v.push_back(with(
+        make("model.rope_scaling.high_freq_factor", &m.rope_scaling_high_freq_factor, above(0)),
+        Resume::Arch));
+    v.push_back(with(make("model.rope_scaling.original_max_position_embeddings",
+                          &m.rope_scaling_original_max_position, at_least(1)),
+                     Resume::Arch));
+    v.push_back(with(make("model.tie_embeddings", &m.tie_embeddings), Resume::Arch));
+    v.push_back(with(make("model.attention_bias", &m.attention_bias), Resume::Arch));
     v.push_back(make("model.init_from", &m.init_from));
     v.push_back(make("model.init_std", &m.init_std, at_least(0)));
     v.push_back(make("model.recompute", &m.recompute));
@@ -240,17 +256,18 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("model.offload_checkpoints", &m.offload_checkpoints));
     v.push_back(make("model.device_checkpoints", &m.device_checkpoints, at_least(0)));
 
-    v.push_back(make("data.train", &d.train));
+    v.push_back(with(make("data.train", &d.train), Resume::Match));
     v.push_back(make("data.val", &d.val));
-    v.push_back(make("data.shuffle", &d.shuffle));
-    v.push_back(make("data.seed", &d.seed));
+    v.push_back(with(make("data.shuffle", &d.shuffle), Resume::Match));
+    v.push_back(with(make("data.seed", &d.seed), Resume::Match));
     v.push_back(choice("data.loss_mask", &d.loss_mask, {"auto", "require", "ignore"}));
-    v.push_back(make("data.builtin.seed", &d.builtin.seed));
-    v.push_back(make("data.builtin.train_tokens", &d.builtin.train_tokens, at_least(1)));
+    v.push_back(with(make("data.builtin.seed", &d.builtin.seed), Resume::Match));
+    v.push_back(with(make("data.builtin.train_tokens", &d.builtin.train_tokens, at_least(1)),
+                     Resume::Match));
     v.push_back(make("data.builtin.val_tokens", &d.builtin.val_tokens, at_least(1)));
 
     v.push_back(make("train.batch_size", &t.batch_size, at_least(1)));
-    v.push_back(make("train.seq_len", &t.seq_len, at_least(1)));
+    v.push_back(with(make("train.seq_len", &t.seq_len, at_least(1)), Resume::Match));
     v.push_back(make("train.grad_accum", &t.grad_accum, at_least(1)));
     v.push_back(make("train.global_batch", &t.global_batch, at_least(0)));
     v.push_back(make("train.steps", &t.steps, at_least(1)));
@@ -269,22 +286,24 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("train.checkpoint_every", &t.checkpoint_every, at_least(0)));
     v.push_back(make("train.checkpoint_dir", &t.checkpoint_dir));
     v.push_back(make("train.keep_checkpoints", &t.keep_checkpoints, at_least(0)));
-    v.push_back(make("train.resume", &t.resume));
+    v.push_back(with(make("train.resume", &t.resume), Resume::Never));
     v.push_back(make("train.resume_convert_state", &t.resume_convert_state));
     v.push_back(make("train.metrics", &t.metrics));
     v.push_back(choice("train.dtype", enum_ref(&t.dtype), {"fp32", "bf16"}));
 
     v.push_back(make("optimizer.plugin", &o.plugin));
     v.push_back(make("optimizer.plugin_dir", &o.plugin_dir));
-    v.push_back(choice("optimizer.type", enum_ref(&o.type), {"adamw", "adam"}));
-    v.push_back(make("optimizer.beta1", &o.beta1, half_open(0, 1)));
-    v.push_back(make("optimizer.beta2", &o.beta2, half_open(0, 1)));
-    v.push_back(make("optimizer.eps", &o.eps, above(0)));
-    v.push_back(make("optimizer.weight_decay", &o.weight_decay, at_least(0)));
-    v.push_back(make("optimizer.bias_correction", &o.bias_correction));
+    v.push_back(
+        with(choice("optimizer.type", enum_ref(&o.type), {"adamw", "adam"}), Resume::Match));
+    v.push_back(with(make("optimizer.beta1", &o.beta1, half_open(0, 1)), Resume::Match));
+    v.push_back(with(make("optimizer.beta2", &o.beta2, half_open(0, 1)), Resume::Match));
+    v.push_back(with(make("optimizer.eps", &o.eps, above(0)), Resume::Match));
+    v.push_back(with(make("optimizer.weight_decay", &o.weight_decay, at_least(0)), Resume::Match));
+    v.push_back(with(make("optimizer.bias_correction", &o.bias_correction), Resume::Match));
     v.push_back(make("optimizer.threads", &o.threads, closed(0, kMaxThreads)));
     v.push_back(
-        choice("optimizer.state_dtype", enum_ref(&o.state_dtype), {"fp32", "bf16", "auto"}));
+        with(choice("optimizer.state_dtype", enum_ref(&o.state_dtype), {"fp32", "bf16", "auto"}),
+             Resume::Match));
 
     v.push_back(make("offload.enabled", &f.enabled));
     v.push_back(choice("offload.schedule", enum_ref(&f.schedule),
@@ -313,7 +332,7 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("runtime.out_dir", &r.out_dir));
     v.push_back(make("runtime.trace", &r.trace));
     v.push_back(make("runtime.threads", &r.threads, closed(0, kMaxThreads)));
-    v.push_back(choice("runtime.log_level", &r.log_level, {"quiet", "info", "debug"}));
+    v.push_back(choice("runtime.log_level", enum_ref(&r.log_level), {"quiet", "info", "debug"}));
 
     v.push_back(make("debug.inject_nonfinite_steps", &c.debug.inject_nonfinite_steps, at_least(0)));
     v.push_back(make("debug.inject_rank", &c.debug.inject_rank, at_least(-1)));

@@ -28,6 +28,15 @@ struct Range {
     bool min_open = false, max_open = false;
 };
 
+// What a resume does when the key differs between the checkpoint's run and this one
+// (ckpt/compat.h: the check takes its keys from here, so a renamed key cannot drop out of it).
+enum class Resume {
+    Free,  // may change (the LR schedule, steps, logging, offload keys): reported in the log
+    Match, // must match: it defines the data stream or the optimizer state (the resume refuses)
+    Arch,  // an architecture key: compared from the manifest (the model actually built)
+    Never, // not compared (train.resume itself)
+};
+
 struct Field {
     std::string key;                  // dotted: "train.lr"
     FieldTarget target;               // the member it reads and writes
@@ -35,6 +44,7 @@ struct Field {
     std::vector<long long> int_set;   // ints restricted to a set (parallel.zero_stage)
     Range range;                      // ints, floats and list elements
     bool auto_ok = false;             // ints: "auto" is accepted and stored as -1
+    Resume resume = Resume::Free;     // resume policy (see Resume)
 };
 
 // The key table bound to `cfg` (pointers into it), in deck order. Cheap; build one per use.

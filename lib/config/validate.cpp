@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "config/deck.h"
 #include "core/error.h"
 #include "core/strfmt.h"
 
@@ -99,44 +100,10 @@ std::string cwd_note(const std::string& path) {
     return ec ? std::string() : " (looked in " + cwd.string() + ")";
 }
 
-// The LLaMA family's own keys (model.type llama | qwen2 | qwen3).
-void check_llama(const Checker& c, const Config& cfg) {
-    const ModelConfig& m = cfg.model;
-    if (m.intermediate_size <= 0)
-        c.fail({"model.intermediate_size"},
-               "model.intermediate_size must be set for model.type " + m.type +
-                   " (the SwiGLU hidden size, e.g. 14336 for Llama-3-8B)");
-    const int kv = m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads;
-    if (m.num_heads % kv != 0)
-        c.fail({"model.num_heads", "model.num_kv_heads"},
-               core::strfmt("model.num_heads = %d is not divisible by model.num_kv_heads = %d "
-                            "(each key/value head serves num_heads / num_kv_heads query heads)",
-                            m.num_heads, kv));
-    const int hd = m.head_dim > 0 ? m.head_dim : m.channels / m.num_heads;
-    if (hd % 2 != 0)
-        c.fail({"model.head_dim", "model.channels", "model.num_heads"},
-               core::strfmt("the head size %d must be even (rotary embeddings rotate pairs)", hd));
-    if (m.rope_scaling_type == "llama3" &&
-        !(m.rope_scaling_high_freq_factor > m.rope_scaling_low_freq_factor))
-        c.fail({"model.rope_scaling.high_freq_factor", "model.rope_scaling.low_freq_factor"},
-               core::strfmt("model.rope_scaling.high_freq_factor = %g must be larger than "
-                            "low_freq_factor = %g",
-                            m.rope_scaling_high_freq_factor, m.rope_scaling_low_freq_factor));
-    if (cfg.parallel.sp > 1 && kv % cfg.parallel.sp != 0)
-        c.fail({"parallel.sp", "model.num_kv_heads"},
-               core::strfmt("model.num_kv_heads = %d is not divisible by parallel.sp = %d "
-                            "(Ulysses splits the key/value heads over the sequence-parallel ranks)",
-                            kv, cfg.parallel.sp));
-}
-
 void check_model(const Checker& c, const Config& cfg) {
+    // The model's sizes, divisibility and bounds are model::validate's (model::validate_deck
+    // checks a deck's); here only what involves other sections or files.
     const ModelConfig& m = cfg.model;
-    const bool llama = m.type != "gpt2";
-    if ((!llama || m.head_dim == 0) && m.channels % m.num_heads != 0)
-        c.fail({"model.channels", "model.num_heads"},
-               core::strfmt("model.channels = %d is not divisible by model.num_heads = %d "
-                            "(the head size is channels / num_heads%s)",
-                            m.channels, m.num_heads, llama ? "; or set model.head_dim" : ""));
     if (m.offload_checkpoints && !m.recompute)
         c.fail({"model.offload_checkpoints", "model.recompute"},
                "model.offload_checkpoints: true keeps the block inputs saved for recompute in "
@@ -152,7 +119,6 @@ void check_model(const Checker& c, const Config& cfg) {
                core::strfmt("model.device_checkpoints = %d exceeds the %d block inputs saved "
                             "for recompute (model.num_layers - 1)",
                             m.device_checkpoints, m.num_layers - 1));
-    if (llama && m.init_from.empty()) check_llama(c, cfg); // else the checkpoint decides
     if (!m.init_from.empty()) {
         std::error_code ec;
         const bool hf_dir = fs::is_regular_file(m.init_from + "/config.json", ec);
@@ -165,11 +131,6 @@ void check_model(const Checker& c, const Config& cfg) {
                        "; give an llm.c GPT-2 fp32 checkpoint file or an HF directory");
         return; // the checkpoint's header decides the architecture; the trainer checks it
     }
-    if (m.padded_vocab_size != 0 && m.padded_vocab_size < m.vocab_size)
-        c.fail({"model.padded_vocab_size", "model.vocab_size"},
-               core::strfmt("model.padded_vocab_size = %d is smaller than model.vocab_size = %d "
-                            "(use 0 to round the vocabulary up to a multiple of 128)",
-                            m.padded_vocab_size, m.vocab_size));
     if (cfg.train.seq_len > m.max_seq_len)
         c.fail({"train.seq_len", "model.max_seq_len"},
                core::strfmt("train.seq_len = %d exceeds model.max_seq_len = %d (the model has "
@@ -245,13 +206,25 @@ void check_train(const Checker& c, const Config& cfg) {
     }
 }
 
+// Where the math of a step breaks (values that load but cannot train).
+void check_math(const Checker& c, const Config& cfg) {
+    const double lr = cfg.train.lr, wd = cfg.optimizer.weight_decay;
+    if (cfg.optimizer.type == AdamMode::AdamW && lr * wd >= 1.0)
+        c.fail({"optimizer.weight_decay", "train.lr"},
+               core::strfmt("train.lr x optimizer.weight_decay = %g x %g = %g: AdamW multiplies "
+                            "every decayed weight by 1 - lr x weight_decay each step, which must "
+                            "stay above 0 (usual weight_decay: 0 to 0.1)",
+                            lr, wd, lr * wd));
+    if (cfg.optimizer.type == AdamMode::Adam && wd > 1e15)
+        c.fail({"optimizer.weight_decay"},
+               core::strfmt("optimizer.weight_decay = %g: Adam's L2 term adds weight_decay x "
+                            "weight to every gradient, whose square overflows fp32 (usual: 0 to "
+                            "0.1)",
+                            wd));
+}
+
 void check_runtime(const Checker& c, const Config& cfg) {
     const ParallelConfig& p = cfg.parallel;
-    if (cfg.model.init_from.empty() && cfg.model.num_heads % p.sp != 0)
-        c.fail({"parallel.sp", "model.num_heads"},
-               core::strfmt("model.num_heads = %d is not divisible by parallel.sp = %d (Ulysses "
-                            "splits the heads across the sequence-parallel group)",
-                            cfg.model.num_heads, p.sp));
     if (cfg.train.seq_len % p.sp != 0)
         c.fail({"parallel.sp", "train.seq_len"},
                core::strfmt("train.seq_len = %d is not divisible by parallel.sp = %d (Ulysses "
@@ -306,19 +279,37 @@ void validate(const Config& cfg, const Origins& origins, const std::string& deck
     check_model(c, cfg);
     check_data(c, cfg);
     check_train(c, cfg);
+    check_math(c, cfg);
     check_runtime(c, cfg);
     if (files) check_paths(c, cfg);
 }
 
 std::vector<std::string> deck_warnings(const Config& cfg) {
     std::vector<std::string> out;
+    auto where = [&](const char* key) {
+        auto it = cfg.origins.find(key);
+        return it != cfg.origins.end() ? it->second + ": " : std::string();
+    };
+    auto warn = [&](bool bad, const char* key, double v, const char* usual) {
+        if (bad)
+            out.push_back(core::strfmt("%s%s = %g is far outside the usual range (%s): is it a "
+                                       "typo?",
+                                       where(key).c_str(), key, v, usual));
+    };
+    warn(cfg.train.lr > 1.0, "train.lr", cfg.train.lr, "1e-6 to 1e-2; training will diverge");
+    warn(cfg.optimizer.weight_decay > 1.0, "optimizer.weight_decay", cfg.optimizer.weight_decay,
+         "0 to 0.1");
+    warn(cfg.optimizer.eps > 1e-2, "optimizer.eps", cfg.optimizer.eps, "1e-8 to 1e-6");
+    warn(cfg.model.init_std > 1.0, "model.init_std", cfg.model.init_std, "about 0.02");
+    warn(cfg.train.grad_clip > 1e6, "train.grad_clip", cfg.train.grad_clip,
+         "0.5 to 10, or 0 for no clipping");
     const TrainConfig& t = cfg.train;
     if (t.warmup_steps > 0 && t.warmup_steps >= t.steps)
         out.push_back(core::strfmt(
-            "train.warmup_steps = %d >= train.steps = %d: the whole run is warmup (the lr only "
+            "%strain.warmup_steps = %d >= train.steps = %d: the whole run is warmup (the lr only "
             "reaches train.lr = %g at step %d%s); lower train.warmup_steps (a few percent of "
             "train.steps is usual) or raise train.steps",
-            t.warmup_steps, t.steps, t.lr, t.warmup_steps,
+            where("train.warmup_steps").c_str(), t.warmup_steps, t.steps, t.lr, t.warmup_steps,
             t.schedule != LrSchedule::Constant ? ", and the decay never starts" : ""));
     if (t.schedule == LrSchedule::Constant && t.min_lr > 0)
         out.push_back(core::strfmt("train.min_lr = %g has no effect with train.schedule = "

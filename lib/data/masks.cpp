@@ -3,38 +3,27 @@
 #include "data/masks.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <memory>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "data/shards.h"
 
 namespace sof::data {
-
-namespace {
-
-struct FileCloser {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
-} // namespace
 
 std::string mask_path(const std::string& shard_path) {
     return shard_path + ".mask";
 }
 
 void read_mask(const std::string& path, int64_t num_tokens, std::vector<uint8_t>* out) {
-    std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
-    if (!f) SOF_FAIL(Io, "loss mask %s: cannot open: %s", path.c_str(), std::strerror(errno));
+    // regular files only, opened without blocking (a FIFO is refused, never waited on)
+    const core::InputFile f(path, "loss mask");
     uint8_t raw[4 * kShardHeaderInts];
-    if (std::fread(raw, 1, sizeof(raw), f.get()) != sizeof(raw))
+    if (f.size() < sizeof(raw))
         SOF_FAIL(Format,
                  "loss mask %s: file is too short for the 1024-byte header: truncated or not a "
                  "loss-mask file; re-create it with scripts/prepare_data.py",
                  path.c_str());
+    f.read_at(raw, sizeof(raw), 0);
     auto le32 = [&raw](int i) {
         const uint8_t* b = raw + 4 * i;
         return static_cast<int32_t>(static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 |
@@ -53,11 +42,10 @@ void read_mask(const std::string& path, int64_t num_tokens, std::vector<uint8_t>
                  "belongs to another version of the shard; re-create both with "
                  "scripts/prepare_data.py",
                  path.c_str(), static_cast<long long>(n), static_cast<long long>(num_tokens));
-    std::error_code ec;
-    const uintmax_t size = std::filesystem::file_size(path, ec);
-    if (ec || size != static_cast<uintmax_t>(4 * kShardHeaderInts + n))
-        SOF_FAIL(Format, "loss mask %s: %ju bytes, expected %lld (1024-byte header + %lld bytes)",
-                 path.c_str(), ec ? uintmax_t(0) : size,
+    const uint64_t size = f.size();
+    if (size != static_cast<uint64_t>(4 * kShardHeaderInts + n))
+        SOF_FAIL(Format, "loss mask %s: %llu bytes, expected %lld (1024-byte header + %lld bytes)",
+                 path.c_str(), static_cast<unsigned long long>(size),
                  static_cast<long long>(4 * kShardHeaderInts + n), static_cast<long long>(n));
     const int64_t kChunk = int64_t(1) << 20;
     std::vector<uint8_t> scratch;
@@ -66,10 +54,7 @@ void read_mask(const std::string& path, int64_t num_tokens, std::vector<uint8_t>
     for (int64_t pos = 0; pos < n; pos += kChunk) {
         const int64_t c = std::min(kChunk, n - pos);
         uint8_t* p = dst.data() + (out ? pos : 0);
-        if (std::fread(p, 1, static_cast<size_t>(c), f.get()) != static_cast<size_t>(c))
-            SOF_FAIL(Io, "loss mask %s: read failed at byte %lld: %s", path.c_str(),
-                     static_cast<long long>(4 * kShardHeaderInts + pos),
-                     std::ferror(f.get()) ? std::strerror(errno) : "unexpected end of file");
+        f.read_at(p, static_cast<size_t>(c), static_cast<uint64_t>(4 * kShardHeaderInts + pos));
         uint8_t m = 0;
         for (int64_t i = 0; i < c; i++) // branch-free max (vectorized)
             m = std::max(m, p[i]);

@@ -3,6 +3,7 @@
 #include "data/shards.h"
 
 #include <glob.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -13,6 +14,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace sof::data {
 
@@ -23,11 +25,19 @@ struct FileCloser {
 };
 using File = std::unique_ptr<std::FILE, FileCloser>;
 
-File open_or_fail(const std::string& path) {
-    File f(std::fopen(path.c_str(), "rb"));
-    if (!f)
+// Regular files only, opened without blocking (a FIFO matched by the glob must not hang the run).
+File open_or_fail(const std::string& path, uint64_t* size) {
+    std::string why;
+    const int fd = core::open_regular(path, size, &why);
+    if (fd < 0)
         SOF_FAIL(Io, "token shard %s: cannot open: %s (check the path in data.train/data.val)",
-                 path.c_str(), std::strerror(errno));
+                 path.c_str(), why.c_str());
+    File f(::fdopen(fd, "rb"));
+    if (!f) {
+        const int e = errno;
+        ::close(fd);
+        SOF_FAIL(Io, "token shard %s: cannot open: %s", path.c_str(), std::strerror(e));
+    }
     return f;
 }
 
@@ -124,7 +134,8 @@ std::vector<std::string> expand_glob(const std::string& pattern, const std::stri
 }
 
 ShardInfo read_shard_header(const std::string& path) {
-    File f = open_or_fail(path);
+    uint64_t size = 0;
+    File f = open_or_fail(path, &size);
     int32_t header[kShardHeaderInts];
     size_t got = std::fread(header, sizeof(int32_t), kShardHeaderInts, f.get());
     if (got != static_cast<size_t>(kShardHeaderInts))
@@ -169,11 +180,6 @@ ShardInfo read_shard_header(const std::string& path) {
     if (info.num_tokens <= 0)
         SOF_FAIL(Format, "token shard %s: header declares %lld tokens; a shard needs at least 1",
                  path.c_str(), static_cast<long long>(info.num_tokens));
-    std::error_code ec;
-    uintmax_t size = std::filesystem::file_size(path, ec);
-    if (ec)
-        SOF_FAIL(Io, "token shard %s: cannot get the file size: %s", path.c_str(),
-                 ec.message().c_str());
     const uintmax_t n = static_cast<uintmax_t>(info.num_tokens);
     const uintmax_t expected = 4 * kShardHeaderInts + info.token_bytes * n;
     if (size != expected) {
@@ -183,7 +189,7 @@ ShardInfo read_shard_header(const std::string& path) {
                  "token shard %s: header declares %lld %s tokens (%ju bytes with the header) "
                  "but the file has %ju bytes: the file is %s%s; re-create or re-download it",
                  path.c_str(), static_cast<long long>(info.num_tokens),
-                 width_name(info.token_bytes), expected, size,
+                 width_name(info.token_bytes), expected, static_cast<uintmax_t>(size),
                  size < expected ? "truncated" : "longer than declared (corrupt header?)",
                  fits_other ? core::strfmt(" (the size fits %lld %s tokens: the header's "
                                            "magic/version do not match the token width)",
@@ -198,7 +204,7 @@ ShardInfo read_shard_header(const std::string& path) {
 ShardInfo read_shard(const std::string& path, int vocab, ShardTokens* out) {
     const ShardInfo info = read_shard_header(path);
     const int64_t ntok = info.num_tokens;
-    File f = open_or_fail(path);
+    File f = open_or_fail(path, nullptr);
     if (std::fseek(f.get(), 4 * kShardHeaderInts, SEEK_SET) != 0)
         SOF_FAIL(Io, "token shard %s: cannot seek past the header: %s", path.c_str(),
                  std::strerror(errno));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/job_queue.h"
 #include "core/strfmt.h"
 #include "core/trace.h"
 
@@ -68,27 +69,16 @@ class HostStream : public Stream {
     void* native() const override { return nullptr; }
 
     // Enqueue fn; `label` non-empty = traced span on this stream's lane.
-    void push(std::function<void()> fn, std::string label);
+    void push(std::function<void()> fn, std::string label) {
+        queue_.submit(std::move(fn), std::move(label));
+    }
     // Wait until everything enqueued so far has run; rethrows the first task exception.
-    void drain();
+    void drain() { queue_.drain(); }
 
   private:
-    struct Task {
-        std::function<void()> fn;
-        std::string label;
-    };
-    void run();
     std::string name_;
-    core::Trace* trace_;
-    int lane_ = 0;
     std::shared_ptr<HostDevice::Registry> reg_;
-    std::mutex mu_;
-    std::condition_variable cv_, idle_cv_;
-    std::deque<Task> queue_;
-    uint64_t pushed_ = 0, done_ = 0;
-    bool stop_ = false;
-    std::exception_ptr error_;
-    std::thread thread_;
+    core::JobQueue queue_; // the stream's worker thread (a failed task does not stop later ones)
 };
 
 struct HostDevice::Registry {
@@ -98,78 +88,20 @@ struct HostDevice::Registry {
 
 HostStream::HostStream(std::string name, core::Trace* trace,
                        std::shared_ptr<HostDevice::Registry> reg)
-    : name_(std::move(name)), trace_(trace), reg_(std::move(reg)) {
-    if (trace_) lane_ = trace_->lane("stream " + name_);
-    {
-        std::lock_guard<std::mutex> lk(reg_->mu);
-        reg_->streams.push_back(this);
-    }
-    thread_ = std::thread([this] { run(); });
+    : name_(std::move(name)), reg_(std::move(reg)),
+      queue_(core::JobQueue::OnError::Continue, trace, "stream " + name_, "device") {
+    std::lock_guard<std::mutex> lk(reg_->mu);
+    reg_->streams.push_back(this);
 }
 
 HostStream::~HostStream() {
-    {
-        std::lock_guard<std::mutex> lk(reg_->mu);
-        for (size_t i = 0; i < reg_->streams.size(); i++)
-            if (reg_->streams[i] == this) {
-                reg_->streams.erase(reg_->streams.begin() + static_cast<long>(i));
-                break;
-            }
-    }
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-}
-
-void HostStream::push(std::function<void()> fn, std::string label) {
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        queue_.push_back({std::move(fn), std::move(label)});
-        pushed_++;
-    }
-    cv_.notify_one();
-}
-
-void HostStream::drain() {
-    std::unique_lock<std::mutex> lk(mu_);
-    uint64_t target = pushed_;
-    idle_cv_.wait(lk, [&] { return done_ >= target; });
-    if (error_) {
-        std::exception_ptr e = error_;
-        error_ = nullptr;
-        std::rethrow_exception(e);
-    }
-}
-
-void HostStream::run() {
-    for (;;) {
-        Task t;
-        {
-            std::unique_lock<std::mutex> lk(mu_);
-            cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-            if (queue_.empty()) return; // stop_ and drained
-            t = std::move(queue_.front());
-            queue_.pop_front();
+    std::lock_guard<std::mutex> lk(reg_->mu);
+    for (size_t i = 0; i < reg_->streams.size(); i++)
+        if (reg_->streams[i] == this) {
+            reg_->streams.erase(reg_->streams.begin() + static_cast<long>(i));
+            break;
         }
-        double t0 = trace_ && !t.label.empty() ? trace_->now_us() : 0.0;
-        std::exception_ptr err;
-        try {
-            t.fn();
-        } catch (...) {
-            err = std::current_exception();
-        }
-        if (trace_ && !t.label.empty())
-            trace_->span(lane_, t.label, t0, trace_->now_us(), "device");
-        {
-            std::lock_guard<std::mutex> lk(mu_);
-            if (err && !error_) error_ = err;
-            done_++;
-        }
-        idle_cv_.notify_all();
-    }
+    // queue_ then runs what is queued and joins its thread
 }
 
 static HostStream& host_stream(Stream& s) {

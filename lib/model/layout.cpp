@@ -116,79 +116,6 @@ const char* tensor_kind_name(TensorKind k) {
     return "?";
 }
 
-void validate(const ArchConfig& cfg) {
-    auto positive = [](int v, const char* field) {
-        if (v <= 0) SOF_FAIL(Config, "model.%s = %d must be positive (> 0)", field, v);
-    };
-    positive(cfg.max_seq_len, "max_seq_len");
-    positive(cfg.vocab_size, "vocab_size");
-    positive(cfg.padded_vocab_size, "padded_vocab_size");
-    positive(cfg.num_layers, "num_layers");
-    positive(cfg.num_heads, "num_heads");
-    positive(cfg.channels, "channels");
-    if (cfg.padded_vocab_size < cfg.vocab_size)
-        SOF_FAIL(Config,
-                 "model.padded_vocab_size = %d is smaller than model.vocab_size = %d; set it to "
-                 "vocab_size rounded up (e.g. to a multiple of 128)",
-                 cfg.padded_vocab_size, cfg.vocab_size);
-    if (cfg.num_kv_heads < 0 || cfg.head_dim < 0 || cfg.intermediate_size < 0)
-        SOF_FAIL(Config,
-                 "model.num_kv_heads = %d, model.head_dim = %d, model.intermediate_size = %d: "
-                 "sizes must be >= 0 (0 = the default)",
-                 cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size);
-    if (cfg.head_dim == 0 && cfg.channels % cfg.num_heads != 0)
-        SOF_FAIL(Config,
-                 "model.channels = %d is not divisible by model.num_heads = %d; choose channels as "
-                 "a multiple of num_heads%s",
-                 cfg.channels, cfg.num_heads, cfg.llama_family() ? " or set model.head_dim" : "");
-    if (!cfg.llama_family()) {
-        if (cfg.num_kv_heads != 0 && cfg.num_kv_heads != cfg.num_heads)
-            SOF_FAIL(Config, "model.num_kv_heads = %d: GPT-2 has no grouped-query attention",
-                     cfg.num_kv_heads);
-        if (cfg.head_dim != 0 && static_cast<double>(cfg.head_dim) * cfg.num_heads != cfg.channels)
-            SOF_FAIL(Config, "model.head_dim = %d: GPT-2 heads are channels / num_heads = %d",
-                     cfg.head_dim, cfg.channels / cfg.num_heads);
-    } else {
-        if (cfg.num_heads % cfg.kv_heads() != 0)
-            SOF_FAIL(Config,
-                     "model.num_heads = %d is not divisible by model.num_kv_heads = %d (each kv "
-                     "head serves num_heads / num_kv_heads query heads)",
-                     cfg.num_heads, cfg.kv_heads());
-        if (cfg.hdim() % 2 != 0)
-            SOF_FAIL(Config, "head dimension %d must be even (rotary embeddings rotate pairs)",
-                     cfg.hdim());
-        if (cfg.intermediate_size <= 0)
-            SOF_FAIL(Config,
-                     "model.intermediate_size must be set for model.type %s (the SwiGLU "
-                     "hidden size, e.g. 14336 for Llama-3-8B)",
-                     arch_name(cfg.arch));
-        if (!(cfg.norm_eps > 0.0f))
-            SOF_FAIL(Config, "model.norm_eps = %g must be positive", cfg.norm_eps);
-        if (!(cfg.rope_theta > 0.0))
-            SOF_FAIL(Config, "model.rope_theta = %g must be positive", cfg.rope_theta);
-        const RopeScaling& r = cfg.rope_scaling;
-        if (r.type == RopeScalingType::Llama3 &&
-            (!(r.factor > 0.0) || !(r.high_freq_factor > r.low_freq_factor) ||
-             !(r.low_freq_factor > 0.0) || r.original_max_position <= 0))
-            SOF_FAIL(Config,
-                     "model.rope_scaling: factor = %g, low_freq_factor = %g, high_freq_factor = "
-                     "%g, original_max_position_embeddings = %d; need factor > 0, "
-                     "0 < low_freq_factor < high_freq_factor and a positive original length",
-                     r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_position);
-    }
-    // every tensor's numel and the flat offsets are size_t, but shapes are int
-    // (in double: ffn_dim() and q_dim() would overflow int for absurd sizes)
-    const double big = 2147483647.0, C = cfg.channels;
-    const double ffn = cfg.intermediate_size > 0 ? cfg.intermediate_size : 4.0 * C;
-    const double hd = cfg.head_dim > 0 ? cfg.head_dim : C / cfg.num_heads;
-    const double q = hd * cfg.num_heads;
-    if (4.0 * C * C > big || ffn * C > big || q * C > big || q + 2.0 * q > big)
-        SOF_FAIL(Config,
-                 "model.channels = %d (intermediate %.0f, heads x head_dim %.0f) is too large: "
-                 "every matrix must have fewer than 2^31 elements",
-                 cfg.channels, ffn, q);
-}
-
 namespace {
 
 struct TensorSpec {
@@ -235,13 +162,166 @@ std::vector<TensorSpec> llama_block_specs(const ArchConfig& cfg) {
     return v;
 }
 
+// Unit 0 (embeddings) and the last unit (final norm, the untied LM head).
+std::vector<TensorSpec> first_unit_specs(const ArchConfig& cfg) {
+    const int C = cfg.channels;
+    if (cfg.llama_family())
+        return {{TensorKind::Wte, {cfg.padded_vocab_size, C}, "model.embed_tokens.weight"}};
+    return {{TensorKind::Wte, {cfg.padded_vocab_size, C}, nullptr},
+            {TensorKind::Wpe, {cfg.max_seq_len, C}, nullptr}};
+}
+
+std::vector<TensorSpec> last_unit_specs(const ArchConfig& cfg) {
+    const int C = cfg.channels;
+    if (!cfg.llama_family())
+        return {{TensorKind::Lnfw, {C}, nullptr}, {TensorKind::Lnfb, {C}, nullptr}};
+    std::vector<TensorSpec> v = {{TensorKind::Lnfw, {C}, "model.norm.weight"}};
+    if (!cfg.tie_embeddings)
+        v.push_back({TensorKind::LmHead, {cfg.padded_vocab_size, C}, "lm_head.weight"});
+    return v;
+}
+
+double spec_numel(const std::vector<TensorSpec>& specs) {
+    double n = 0;
+    for (const TensorSpec& s : specs) {
+        double k = 1;
+        for (int d : s.shape)
+            k *= d;
+        n += k;
+    }
+    return n;
+}
+
 } // namespace
+
+double param_count(const ArchConfig& cfg) {
+    const std::vector<TensorSpec> blk =
+        cfg.llama_family() ? llama_block_specs(cfg) : gpt2_block_specs(cfg);
+    return spec_numel(first_unit_specs(cfg)) + cfg.num_layers * spec_numel(blk) +
+           spec_numel(last_unit_specs(cfg));
+}
+
+void validate(const ArchConfig& cfg, int sp) {
+    // sizes: positive, then within the bounds (config/config.h), before any product of them
+    auto bounded = [](int v, const char* key, int lo, int hi) {
+        if (v < lo)
+            SOF_FAIL(Config, "model.%s = %d must be %s", key, v,
+                     lo == 0 ? ">= 0 (0 = the default)" : "positive (> 0)");
+        if (v > hi)
+            SOF_FAIL(Config,
+                     "model.%s = %d exceeds the limit of %d (a model size beyond any real model; "
+                     "is it a typo?)",
+                     key, v, hi);
+    };
+    bounded(cfg.num_layers, "num_layers", 1, config::kMaxLayers);
+    bounded(cfg.channels, "channels", 1, config::kMaxChannels);
+    bounded(cfg.num_heads, "num_heads", 1, config::kMaxHeads);
+    bounded(cfg.max_seq_len, "max_seq_len", 1, config::kMaxSeqLen);
+    bounded(cfg.vocab_size, "vocab_size", 1, config::kMaxVocab);
+    bounded(cfg.padded_vocab_size, "padded_vocab_size", 1, config::kMaxVocab);
+    bounded(cfg.num_kv_heads, "num_kv_heads", 0, config::kMaxHeads);
+    bounded(cfg.head_dim, "head_dim", 0, config::kMaxChannels);
+    bounded(cfg.intermediate_size, "intermediate_size", 0, config::kMaxIntermediate);
+    if (cfg.padded_vocab_size < cfg.vocab_size)
+        SOF_FAIL(Config,
+                 "model.padded_vocab_size = %d is smaller than model.vocab_size = %d (use 0 to "
+                 "round the vocabulary up to a multiple of 128)",
+                 cfg.padded_vocab_size, cfg.vocab_size);
+    const bool llama = cfg.llama_family();
+    if (cfg.head_dim == 0 && cfg.channels % cfg.num_heads != 0)
+        SOF_FAIL(Config,
+                 "model.channels = %d is not divisible by model.num_heads = %d (the head size is "
+                 "channels / num_heads%s)",
+                 cfg.channels, cfg.num_heads, llama ? "; or set model.head_dim" : "");
+    if (!llama) {
+        if (cfg.num_kv_heads != 0 && cfg.num_kv_heads != cfg.num_heads)
+            SOF_FAIL(Config, "model.num_kv_heads = %d: GPT-2 has no grouped-query attention",
+                     cfg.num_kv_heads);
+        if (cfg.head_dim != 0 && static_cast<double>(cfg.head_dim) * cfg.num_heads != cfg.channels)
+            SOF_FAIL(Config, "model.head_dim = %d: GPT-2 heads are channels / num_heads = %d",
+                     cfg.head_dim, cfg.channels / cfg.num_heads);
+    } else {
+        if (cfg.intermediate_size <= 0)
+            SOF_FAIL(Config,
+                     "model.intermediate_size must be set for model.type %s (the SwiGLU hidden "
+                     "size, e.g. 14336 for Llama-3-8B)",
+                     arch_name(cfg.arch));
+        if (cfg.num_heads % cfg.kv_heads() != 0)
+            SOF_FAIL(Config,
+                     "model.num_heads = %d is not divisible by model.num_kv_heads = %d (each "
+                     "key/value head serves num_heads / num_kv_heads query heads)",
+                     cfg.num_heads, cfg.kv_heads());
+        if (cfg.hdim() % 2 != 0)
+            SOF_FAIL(Config,
+                     "the head size %d must be even (rotary embeddings rotate pairs): check "
+                     "model.head_dim, model.channels and model.num_heads",
+                     cfg.hdim());
+        if (!(cfg.norm_eps > 0.0f))
+            SOF_FAIL(Config, "model.norm_eps = %g must be positive", cfg.norm_eps);
+        if (!(cfg.rope_theta > 0.0))
+            SOF_FAIL(Config, "model.rope_theta = %g must be positive", cfg.rope_theta);
+        const RopeScaling& r = cfg.rope_scaling;
+        if (r.type == RopeScalingType::Llama3 &&
+            (!(r.factor > 0.0) || !(r.high_freq_factor > r.low_freq_factor) ||
+             !(r.low_freq_factor > 0.0) || r.original_max_position <= 0))
+            SOF_FAIL(Config,
+                     "model.rope_scaling: factor = %g, low_freq_factor = %g, high_freq_factor = "
+                     "%g, original_max_position_embeddings = %d; need factor > 0, "
+                     "0 < low_freq_factor < high_freq_factor and a positive original length",
+                     r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_position);
+    }
+    if (sp > 1) { // Ulysses: every sequence-parallel rank gets whole heads
+        if (cfg.num_heads % sp != 0)
+            SOF_FAIL(Config,
+                     "model.num_heads = %d is not divisible by parallel.sp = %d (Ulysses splits "
+                     "the heads across the sequence-parallel group)",
+                     cfg.num_heads, sp);
+        if (llama && cfg.kv_heads() % sp != 0)
+            SOF_FAIL(Config,
+                     "model.num_kv_heads = %d is not divisible by parallel.sp = %d (Ulysses "
+                     "splits the key/value heads over the sequence-parallel ranks)",
+                     cfg.kv_heads(), sp);
+    }
+    // shapes are int and every tensor's numel a size_t: each matrix below 2^31 elements (in
+    // double: ffn_dim() and q_dim() would overflow int for absurd sizes)
+    const double big = 2147483647.0, C = cfg.channels;
+    const double ffn = cfg.intermediate_size > 0 ? cfg.intermediate_size : 4.0 * C;
+    const double hd = cfg.head_dim > 0 ? cfg.head_dim : C / cfg.num_heads;
+    const double q = hd * cfg.num_heads;
+    if (4.0 * C * C > big || ffn * C > big || q * C > big || q + 2.0 * q > big)
+        SOF_FAIL(Config,
+                 "model.channels = %d (intermediate %.0f, heads x head_dim %.0f) is too large: "
+                 "every weight matrix must have fewer than 2^31 elements",
+                 cfg.channels, ffn, q);
+    const double Vp = cfg.padded_vocab_size, T = cfg.max_seq_len;
+    if (Vp * C > big)
+        SOF_FAIL(Config,
+                 "model.padded_vocab_size = %d x model.channels = %d is too large: the embedding "
+                 "must have fewer than 2^31 elements",
+                 cfg.padded_vocab_size, cfg.channels);
+    if (!llama && T * C > big)
+        SOF_FAIL(Config,
+                 "model.max_seq_len = %d x model.channels = %d is too large: the position "
+                 "embedding must have fewer than 2^31 elements",
+                 cfg.max_seq_len, cfg.channels);
+    const double n = param_count(cfg);
+    if (n > config::kMaxParams)
+        SOF_FAIL(Config,
+                 "the model has %.4g parameters (model.num_layers = %d, model.channels = %d), "
+                 "more than the limit of %.4g (2^42): make it smaller",
+                 n, cfg.num_layers, cfg.channels, config::kMaxParams);
+}
 
 ParamLayout make_layout(const ArchConfig& cfg) {
     validate(cfg);
     ParamLayout lay;
     lay.cfg = cfg;
-    const int L = cfg.num_layers, C = cfg.channels;
+    const int L = cfg.num_layers;
+    const std::vector<TensorSpec> blk =
+        cfg.llama_family() ? llama_block_specs(cfg) : gpt2_block_specs(cfg);
+    lay.tensors.reserve(blk.size() * static_cast<size_t>(L) + 4);
+    lay.unit_begin.reserve(static_cast<size_t>(L) + 3);
+    lay.unit_first_tensor.reserve(static_cast<size_t>(L) + 3);
     size_t off = 0;
     auto add = [&](const TensorSpec& s, int layer, int unit) {
         TensorInfo t;
@@ -266,29 +346,17 @@ ParamLayout make_layout(const ArchConfig& cfg) {
         lay.unit_begin.push_back(off);
         lay.unit_first_tensor.push_back(lay.tensors.size());
     };
-    const bool llama = cfg.llama_family();
     begin_unit();
-    if (llama) {
-        add({TensorKind::Wte, {cfg.padded_vocab_size, C}, "model.embed_tokens.weight"}, -1, 0);
-    } else {
-        add({TensorKind::Wte, {cfg.padded_vocab_size, C}, nullptr}, -1, 0);
-        add({TensorKind::Wpe, {cfg.max_seq_len, C}, nullptr}, -1, 0);
-    }
-    const std::vector<TensorSpec> blk = llama ? llama_block_specs(cfg) : gpt2_block_specs(cfg);
+    for (const TensorSpec& s : first_unit_specs(cfg))
+        add(s, -1, 0);
     for (int l = 0; l < L; l++) {
         begin_unit();
         for (const TensorSpec& s : blk)
             add(s, l, 1 + l);
     }
     begin_unit();
-    if (llama) {
-        add({TensorKind::Lnfw, {C}, "model.norm.weight"}, -1, L + 1);
-        if (!cfg.tie_embeddings)
-            add({TensorKind::LmHead, {cfg.padded_vocab_size, C}, "lm_head.weight"}, -1, L + 1);
-    } else {
-        add({TensorKind::Lnfw, {C}, nullptr}, -1, L + 1);
-        add({TensorKind::Lnfb, {C}, nullptr}, -1, L + 1);
-    }
+    for (const TensorSpec& s : last_unit_specs(cfg))
+        add(s, -1, L + 1);
     begin_unit();
     lay.num_params = off;
     return lay;

@@ -7,14 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
+
 namespace sof::model {
 
-enum class Arch {
-    Gpt2,  // LayerNorm, learned positions, GELU MLP, fused qkv with biases, tied LM head
-    Llama, // RMSNorm, RoPE, SwiGLU, GQA, no biases (attention_bias optional), tied or untied
-    Qwen2, // Llama + q/k/v biases
-    Qwen3, // Llama + per-head RMSNorm on q and k (qk-norm), explicit head_dim
-};
+// The architectures: the deck's model.type enum (config/config.h), one definition.
+using Arch = config::ModelType;
 const char* arch_name(Arch a); // "gpt2", "llama", "qwen2", "qwen3"
 // false when `name` is not one of arch_name's strings
 bool parse_arch(const std::string& name, Arch* out);
@@ -127,8 +125,16 @@ struct ParamLayout {
 
 ParamLayout make_layout(const ArchConfig& cfg);
 
-// Throws a Config error naming the bad field when the config is inconsistent
-// (C % NH, NH % NKV, Vp < V, non-positive sizes, odd head_dim with RoPE).
-void validate(const ArchConfig& cfg);
+// The one check of a model's sizes, whatever they came from (deck, config.json, llm.c header):
+// throws a Config error naming the key(s) and the bound for the first problem. Sizes against the
+// bounds of config/config.h (kMaxLayers, ...; every weight matrix < 2^31 elements, at most
+// kMaxParams parameters: checked from the sizes, before anything is allocated); divisibility
+// (C % NH, NH % NKV, head_dim even for RoPE) and, with sp > 1, the heads and kv heads over the
+// Ulysses degree parallel.sp; Vp >= V; the LLaMA family's required and positive keys.
+void validate(const ArchConfig& cfg, int sp = 1);
+
+// Parameters of the model (as make_layout would count them), from the sizes alone; in double so
+// absurd sizes do not overflow. Call after the sizes are known positive.
+double param_count(const ArchConfig& cfg);
 
 } // namespace sof::model

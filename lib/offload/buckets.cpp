@@ -8,17 +8,25 @@
 
 namespace sof::offload {
 
-static int unit_of(const model::ParamLayout& layout, size_t off) {
-    int u = 0;
-    while (u + 1 < layout.num_units() && layout.unit_begin[static_cast<size_t>(u) + 1] <= off)
-        u++;
-    return u;
+namespace {
+
+// The unit holding flat offset `off` (binary search over the unit starts).
+int unit_of(const model::ParamLayout& layout, size_t off) {
+    const auto first = layout.unit_begin.begin();
+    const auto last = first + layout.num_units(); // starts of units 0..num_units-1
+    const auto it = std::upper_bound(first + 1, last, off);
+    return static_cast<int>(it - first) - 1;
 }
 
+} // namespace
+
+// Linear in buckets + tensors (times a logarithm): each bucket finds its first tensor by binary
+// search and walks only the tensors it overlaps, so a deep model plans fast.
 std::vector<Bucket> make_buckets(const model::ParamLayout& layout,
                                  const std::vector<int64_t>& pieces, size_t bucket_elems) {
     SOF_CHECK(pieces.size() >= 2, "make_buckets: need at least one stat piece");
     if (bucket_elems == 0) bucket_elems = 1;
+    const std::vector<model::TensorInfo>& ts = layout.tensors; // ascending offsets
     std::vector<Bucket> out;
     int hi = static_cast<int>(pieces.size()) - 1; // piece index of the current bucket's end bound
     while (hi > 0) {
@@ -33,9 +41,13 @@ std::vector<Bucket> make_buckets(const model::ParamLayout& layout,
         b.begin = static_cast<size_t>(pieces[static_cast<size_t>(lo)]);
         b.end = static_cast<size_t>(pieces[static_cast<size_t>(hi)]);
         b.ready_unit = unit_of(layout, b.begin);
-        for (const model::TensorInfo& t : layout.tensors) {
-            size_t a = std::max(t.offset, b.begin), e = std::min(t.offset + t.numel, b.end);
-            if (a < e) b.slices.push_back({a, e - a, t.decay});
+        // the first tensor ending after b.begin, then every tensor starting before b.end
+        auto t = std::upper_bound(
+            ts.begin(), ts.end(), b.begin,
+            [](size_t off, const model::TensorInfo& x) { return off < x.offset + x.numel; });
+        for (; t != ts.end() && t->offset < b.end; ++t) {
+            size_t a = std::max(t->offset, b.begin), e = std::min(t->offset + t->numel, b.end);
+            if (a < e) b.slices.push_back({a, e - a, t->decay});
         }
         out.push_back(std::move(b));
         hi = lo;

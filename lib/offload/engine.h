@@ -26,7 +26,7 @@ namespace sof::offload {
 class Engine : public Updater {
   public:
     // Runs on the rank's device and streams (devs outlives the engine). layout is what this rank
-    // updates: the whole model, or its ZeRO-3 shard (model/shard.h). Throws core::Error (Config)
+    // updates: the whole model, or its ZeRO-3 shard (zero/shard.h). Throws core::Error (Config)
     // naming the deck key for combinations it cannot run. The model reads the working weights and
     // adds its grads in the device's memory (device pointers on CUDA: the model runs there).
     // bf16_weights (train.dtype bf16 only): the model reads bf16 weights (the CUDA driver's bf16

@@ -7,7 +7,6 @@
 #include "core/strfmt.h"
 #include "device/device.h"
 #include "kernels/grad_stats.h"
-#include "model/shard.h"
 #include "offload/common.h"
 
 namespace sof::offload {
@@ -249,22 +248,6 @@ MemoryPlanInputs memory_plan_inputs(const config::Config& cfg, const model::Para
         in.bucket_place.push_back(b.place);
     }
     set_modes(in, cfg, work_bf16);
-    return in;
-}
-
-MemoryPlanInputs sharded_plan_inputs(const config::Config& cfg, const model::ParamLayout& layout,
-                                     int shard_ranks, bool work_bf16, int rank) {
-    if (shard_ranks <= 1)
-        return memory_plan_inputs(cfg, layout, engine_buckets(cfg, layout, stat_pieces(layout)),
-                                  work_bf16);
-    model::ParamLayout shard =
-        model::make_shard_layout(layout, model::make_shard_map(layout, shard_ranks, rank));
-    MemoryPlanInputs in =
-        memory_plan_inputs(cfg, shard, engine_buckets(cfg, shard, stat_pieces(shard)), work_bf16);
-    in.shard_ranks = shard_ranks;
-    const model::ShardMap map = model::make_shard_map(layout, shard_ranks, rank);
-    for (size_t s : map.slice)
-        in.zero3_slice = std::max(in.zero3_slice, s);
     return in;
 }
 

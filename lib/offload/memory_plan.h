@@ -145,14 +145,4 @@ bool bf16_working_weights(const config::Config& cfg, bool host_device, int shard
 MemoryPlanInputs memory_plan_inputs(const config::Config& cfg, const model::ParamLayout& layout,
                                     const std::vector<Bucket>& buckets, bool work_bf16);
 
-// Inputs for `rank` of a model of `layout` sharded over `shard_ranks` ZeRO-3 ranks: the engine on
-// that rank's shard layout (model/shard.h: every unit padded and cut 1/N), as the ZeRO-3 path
-// builds it. The slices are equal, but the tensor boundaries inside them are not: bucket cuts and
-// statistic pieces, so a few KiB of buffers, differ from rank to rank. shard_ranks 1 gives
-// memory_plan_inputs(cfg, layout, engine_buckets(...), work_bf16). Placement uses gpu_tail_buckets
-// / interleave_k as given (resolve `auto` first). zero3_slice is set for the wrapper's own slots
-// (zero3_memory_plan), which make_memory_plan does not include: they are not engine buffers.
-MemoryPlanInputs sharded_plan_inputs(const config::Config& cfg, const model::ParamLayout& layout,
-                                     int shard_ranks, bool work_bf16, int rank = 0);
-
 } // namespace sof::offload

@@ -3,7 +3,7 @@
 #include "plan/comm_model.h"
 
 #include "core/strfmt.h"
-#include "model/shard.h"
+#include "zero/shard.h"
 
 namespace sof::plan {
 
@@ -14,7 +14,7 @@ CommVolume comm_per_step(const model::ParamLayout& layout, int world, int sp, in
     const double N = world, f = 4.0; // fp32 bytes
     const int last = layout.num_units() - 1;
     if (zero_stage == 3) {
-        model::ShardMap m = model::make_shard_map(layout, world, 0);
+        zero::ShardMap m = zero::make_shard_map(layout, world, 0);
         double fwd = 0, bwd = 0;
         for (int u = 0; u <= last; u++) {
             double s = static_cast<double>(m.slice[static_cast<size_t>(u)]);

@@ -19,7 +19,7 @@ struct CommVolume {
 // Per rank and optimizer step, sent (= received) bytes of fp32 payload:
 //  ZeRO-3 over N = world ranks, per micro-batch: forward all-gathers every unit, backward every
 //    unit but the embeddings and the final LN (kept from the forward), reduce-scatter every
-//    unit: each (N-1) x the padded slice (model/shard.h). About (N-1)/N x (2 allgathers + 1
+//    unit: each (N-1) x the padded slice (zero/shard.h). About (N-1)/N x (2 allgathers + 1
 //    reduce-scatter) of the model. The allgathers move gather_bytes per element (2 when
 //    train.dtype is bf16: the working weights are bf16 values), the reduce-scatters fp32.
 //  ZeRO-0: one all-reduce per unit per step, 2 (N-1) x ceil(n_u / N) (reduce-scatter + gather).

@@ -10,6 +10,7 @@
 #include "model/layout.h"
 #include "offload/memory_plan.h"
 #include "plan/long_seq.h"
+#include "zero/memory.h"
 
 namespace sof::plan {
 
@@ -147,14 +148,13 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
     pc.offload.schedule = config::Schedule::SuperOffload;
     if (pc.offload.weights == config::WeightsPolicy::Auto)
         pc.offload.weights = config::WeightsPolicy::Stationary;
-    c.mem_base = offload::sharded_plan_inputs(pc, layout, c.shard_ranks, c.work_bf16);
+    c.mem_base = zero::sharded_plan_inputs(pc, layout, c.shard_ranks, c.work_bf16);
     const int stride = c.shard_ranks <= 64 ? 1 : c.shard_ranks / 64;
     for (int r = stride; r < c.shard_ranks; r += stride)
-        c.mem_other.push_back(
-            offload::sharded_plan_inputs(pc, layout, c.shard_ranks, c.work_bf16, r));
+        c.mem_other.push_back(zero::sharded_plan_inputs(pc, layout, c.shard_ranks, c.work_bf16, r));
     if (stride > 1 && (c.shard_ranks - 1) % stride != 0)
-        c.mem_other.push_back(offload::sharded_plan_inputs(pc, layout, c.shard_ranks, c.work_bf16,
-                                                           c.shard_ranks - 1));
+        c.mem_other.push_back(
+            zero::sharded_plan_inputs(pc, layout, c.shard_ranks, c.work_bf16, c.shard_ranks - 1));
     c.num_buckets = std::max(1, static_cast<int>(c.mem_base.bucket_numel.size()));
     EngineModes em; // the deck's; `auto` at the engine's unresolved default
     em.cast_host = cfg.offload.cast == config::CastAt::Host;

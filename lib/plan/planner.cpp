@@ -337,37 +337,6 @@ int tail_buckets_eq45(double move_grad_s, double step_cpu_s, double move_param_s
     return static_cast<int>(std::max(0.0, n));
 }
 
-model::ArchConfig model_config_for(const config::ModelConfig& m) {
-    model::ArchConfig g;
-    g.max_seq_len = m.max_seq_len;
-    g.vocab_size = m.vocab_size;
-    g.padded_vocab_size =
-        m.padded_vocab_size > 0 ? m.padded_vocab_size : (m.vocab_size + 127) / 128 * 128;
-    g.num_layers = m.num_layers;
-    g.num_heads = m.num_heads;
-    g.channels = m.channels;
-    if (!model::parse_arch(m.type, &g.arch))
-        SOF_FAIL(Config, "model.type = '%s' is not one of gpt2, llama, qwen2, qwen3",
-                 m.type.c_str());
-    g.qkv_bias = m.attention_bias;
-    g.tie_embeddings = m.tie_embeddings;
-    model::apply_arch_defaults(&g);
-    if (g.llama_family()) {
-        g.num_kv_heads = m.num_kv_heads;
-        g.head_dim = m.head_dim;
-        g.intermediate_size = m.intermediate_size;
-        g.norm_eps = m.norm_eps;
-        g.rope_theta = m.rope_theta;
-        g.rope_scaling.type = m.rope_scaling_type == "llama3" ? model::RopeScalingType::Llama3
-                                                              : model::RopeScalingType::None;
-        g.rope_scaling.factor = m.rope_scaling_factor;
-        g.rope_scaling.low_freq_factor = m.rope_scaling_low_freq_factor;
-        g.rope_scaling.high_freq_factor = m.rope_scaling_high_freq_factor;
-        g.rope_scaling.original_max_position = m.rope_scaling_original_max_position;
-    }
-    return g;
-}
-
 Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const HardwareProfile& hw,
                int shard_ranks) {
     SOF_CHECK(!hw.h2d.empty() && !hw.d2h.empty(), "hardware profile '%s' without link curves",

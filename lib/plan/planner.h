@@ -90,9 +90,6 @@ int tail_buckets_eq45(double move_grad_s, double step_cpu_s, double move_param_s
                       double bucket_params, double tokens, double flops,
                       double gpu_update_params_per_s);
 
-// The model a deck describes (padded_vocab_size 0 = vocab rounded up to a multiple of 128).
-model::ArchConfig model_config_for(const config::ModelConfig& m);
-
 // Predicted time of one optimizer step (all grad_accum micro-batches) under one schedule, seconds.
 struct IterationTimes {
     std::string schedule;  // "superoffload", "interleaved", "synchronous", "gpu-only"

@@ -156,18 +156,13 @@ void slice_sequence(const int* tokens, int* local, int B, int T, int P, int inde
                     static_cast<size_t>(tl) * sizeof(int));
 }
 
-void check_degrees(int num_heads, int seq_len, int world, int sp) {
+void check_degrees(int seq_len, int world, int sp) {
     if (sp < 1) SOF_FAIL(Config, "parallel.sp = %d must be >= 1", sp);
     if (world % sp != 0)
         SOF_FAIL(Config,
                  "parallel.sp = %d does not divide the %d ranks of this job (world = DP x SP): "
                  "launch a multiple of %d ranks or change parallel.sp",
                  sp, world, sp);
-    if (num_heads % sp != 0)
-        SOF_FAIL(Config,
-                 "model.num_heads = %d is not divisible by parallel.sp = %d (Ulysses gives each "
-                 "sequence-parallel rank num_heads/sp heads)",
-                 num_heads, sp);
     if (seq_len % sp != 0)
         SOF_FAIL(Config,
                  "train.seq_len = %d is not divisible by parallel.sp = %d (each sequence-parallel "

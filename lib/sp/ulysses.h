@@ -65,7 +65,8 @@ class Ulysses : public model::SeqExchange {
 // Positions [index*T/P, (index+1)*T/P) of every sequence: tokens (B, T) -> local (B, T/P).
 void slice_sequence(const int* tokens, int* local, int B, int T, int P, int index);
 
-// Throws a Config error naming the keys when num_heads % sp, seq_len % sp or world % sp fail.
-void check_degrees(int num_heads, int seq_len, int world, int sp);
+// Throws a Config error naming the keys when seq_len % sp or world % sp fail (the heads over sp:
+// model::validate).
+void check_degrees(int seq_len, int world, int sp);
 
 } // namespace sof::sp

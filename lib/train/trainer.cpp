@@ -22,7 +22,8 @@
 #include "core/trace.h"
 #include "data/loader.h"
 #include "model/model.h"
-#include "model/shard.h"
+#include "model/model_config.h"
+#include "zero/shard.h"
 #include "device/device.h"
 #include "offload/memory_plan.h"
 #include "offload/updater_factory.h"
@@ -73,7 +74,7 @@ struct Trainer::Impl {
     float masked_mean(double local_sum, double local_count, double* global_count);
     float evaluate();
     EvalResult eval_pass(int n);
-    model::ShardMap shard_map() const;
+    zero::ShardMap shard_map() const;
     std::string save_checkpoint();
     void write_trace();
     void resume_from(const std::string& dir);
@@ -118,40 +119,22 @@ void Trainer::Impl::setup() {
     const bool hf_init = !cfg.model.init_from.empty() && ckpt::is_hf_dir(cfg.model.init_from);
     if (hf_init) {
         mcfg = ckpt::read_hf_config(cfg.model.init_from);
-        cfg.model.type = model::arch_name(mcfg.arch);
-        cfg.model.max_seq_len = mcfg.max_seq_len;
-        cfg.model.vocab_size = mcfg.vocab_size;
-        cfg.model.padded_vocab_size = mcfg.padded_vocab_size;
-        cfg.model.num_layers = mcfg.num_layers;
-        cfg.model.num_heads = mcfg.num_heads;
-        cfg.model.channels = mcfg.channels;
-        cfg.model.num_kv_heads = mcfg.num_kv_heads;
-        cfg.model.head_dim = mcfg.head_dim;
-        cfg.model.intermediate_size = mcfg.intermediate_size;
-        cfg.model.norm_eps = mcfg.norm_eps;
-        cfg.model.rope_theta = mcfg.rope_theta;
-        cfg.model.tie_embeddings = mcfg.tie_embeddings;
-        cfg.model.attention_bias = mcfg.qkv_bias;
+        model::set_deck_model(mcfg, &cfg.model); // the effective deck names the model trained
         log.info("model: architecture taken from %s/config.json (deck model keys ignored)",
                  cfg.model.init_from.c_str());
     } else if (!cfg.model.init_from.empty()) {
         mcfg = ckpt::read_llmc_header(cfg.model.init_from);
-        cfg.model.max_seq_len = mcfg.max_seq_len;
-        cfg.model.vocab_size = mcfg.vocab_size;
-        cfg.model.padded_vocab_size = mcfg.padded_vocab_size;
-        cfg.model.num_layers = mcfg.num_layers;
-        cfg.model.num_heads = mcfg.num_heads;
-        cfg.model.channels = mcfg.channels;
+        model::set_deck_model(mcfg, &cfg.model);
         log.info("model: architecture taken from %s", cfg.model.init_from.c_str());
     } else {
-        mcfg = plan::model_config_for(cfg.model); // padded_vocab_size 0 -> V rounded to 128
+        mcfg = model::config_for(cfg.model); // padded_vocab_size 0 -> V rounded to 128
         cfg.model.padded_vocab_size = mcfg.padded_vocab_size;
     }
-    model::validate(mcfg);
+    model::validate(mcfg, cfg.parallel.sp);
     if (cfg.train.seq_len > mcfg.max_seq_len)
         SOF_FAIL(Config, "train.seq_len = %d exceeds the model's max_seq_len = %d",
                  cfg.train.seq_len, mcfg.max_seq_len);
-    sp::check_degrees(mcfg.num_heads, cfg.train.seq_len, world.size(), cfg.parallel.sp);
+    sp::check_degrees(cfg.train.seq_len, world.size(), cfg.parallel.sp);
 
     // Offload plan: resolve `auto` choices before the engine is built.
     if (cfg.offload.enabled) {
@@ -172,9 +155,18 @@ void Trainer::Impl::setup() {
         cfg.train.grad_accum = bg.grad_accum;
         if (!bg.note.empty()) log.info("batch: %s", bg.note.c_str());
     }
-    for (const std::string& w : config::deck_warnings(cfg))
-        log.warn("%s", w.c_str());
-    log.info("effective deck:\n%s", config::effective_yaml(cfg).c_str());
+    if (world.rank() == 0)
+        for (const std::string& w : config::deck_warnings(cfg))
+            log.warn("%s", w.c_str());
+    // the effective deck (every key, about 100 lines) goes to the run directory; the log shows
+    // it only at log level debug (`train -v`)
+    const std::string deck_yaml = config::effective_yaml(cfg);
+    if (world.rank() == 0 && !cfg.runtime.out_dir.empty()) {
+        const std::string path = cfg.runtime.out_dir + "/effective_deck.yaml";
+        ckpt::write_file_atomic(path, deck_yaml.data(), deck_yaml.size());
+        log.info("effective deck: %s", path.c_str());
+    }
+    log.debug("effective deck:\n%s", deck_yaml.c_str());
 
     // The rank context: grid, groups, binding, device and streams, collective transport.
     if (!cfg.runtime.trace.empty()) trace = std::make_unique<core::Trace>();
@@ -203,7 +195,7 @@ void Trainer::Impl::setup() {
     const model::ParamLayout& layout = model->layout();
     params.assign(layout.num_params, 0.0f);
     if (hf_init && world.size() == 1)
-        ckpt::import_hf(cfg.model.init_from, layout, model::make_shard_map(layout, 1, 0),
+        ckpt::import_hf(cfg.model.init_from, layout, zero::make_shard_map(layout, 1, 0),
                         params.data());
     else if (!cfg.model.init_from.empty() && !hf_init)
         ckpt::import_llmc(cfg.model.init_from, layout, params.data());
@@ -229,7 +221,7 @@ void Trainer::Impl::setup() {
         std::vector<float> local(st.map.local_size);
         ckpt::import_hf(cfg.model.init_from, layout, st.map, local.data());
         st.params.resize(st.map.real_size);
-        model::shard_pack_real(layout, st.map, local.data(), st.params.data());
+        zero::shard_pack_real(layout, st.map, local.data(), st.params.data());
         st.exp_avg.assign(st.map.real_size, 0.0f);
         st.exp_avg_sq.assign(st.map.real_size, 0.0f);
         shards->set_shard(st);
@@ -291,8 +283,8 @@ void Trainer::Impl::setup() {
     if (!resume.empty()) resume_from(resume);
 }
 
-model::ShardMap Trainer::Impl::shard_map() const {
-    return shards ? shards->shard_map() : model::make_shard_map(model->layout(), 1, 0);
+zero::ShardMap Trainer::Impl::shard_map() const {
+    return shards ? shards->shard_map() : zero::make_shard_map(model->layout(), 1, 0);
 }
 
 // Every rank reads the elements of its own shard from the checkpoint's shards, whatever rank
@@ -397,9 +389,10 @@ EvalResult Trainer::Impl::eval_pass(int n) {
     return r;
 }
 
-// Sharded save: rank 0 prepares the temporary directory, every rank holding a shard writes it,
-// rank 0 commits (manifest, fsync, rename). ZeRO-3 writes one shard per rank; replicated state
-// (one rank, or ZeRO-0) one shard, by rank 0.
+// Sharded save (ckpt::save): rank 0 prepares the temporary directory, every rank holding a shard
+// writes it, rank 0 commits (manifest, fsync, rename); a failure on any rank removes the partial
+// directory and fails the save everywhere. ZeRO-3 writes one shard per rank; replicated state
+// (one rank, or ZeRO-0) one shard, by rank 0. Returns the step directory on every rank.
 // collective: all ranks of world
 std::string Trainer::Impl::save_checkpoint() {
     const model::ParamLayout& layout = model->layout();
@@ -407,7 +400,7 @@ std::string Trainer::Impl::save_checkpoint() {
     if (shards) {
         shards->get_shard(&st);
     } else {
-        st.map = model::make_shard_map(layout, 1, 0);
+        st.map = zero::make_shard_map(layout, 1, 0);
         st.params.resize(layout.num_params);
         st.exp_avg.resize(layout.num_params);
         st.exp_avg_sq.resize(layout.num_params);
@@ -424,22 +417,15 @@ std::string Trainer::Impl::save_checkpoint() {
     m.skips = skips0 + updater->stats().skips;
     m.rollbacks = rollbacks0 + updater->stats().rollbacks;
     m.data_identity = data_id;
-    const std::string& root = cfg.train.checkpoint_dir;
+    ckpt::State s;
+    s.params = std::move(st.params);
+    s.exp_avg = std::move(st.exp_avg);
+    s.exp_avg_sq = std::move(st.exp_avg_sq);
+    comm::Group& all = ctx->all();
+    const ckpt::SaveSync sync{[&all] { all.barrier(); }, [&all](bool b) { return all.any(b); }};
     const int r = world.rank();
-    std::string dir;
-    if (r == 0) ckpt::prepare_save(root, m.step);
-    ctx->all().barrier();
-    if (r < st.map.shards) {
-        ckpt::State s;
-        s.params = std::move(st.params);
-        s.exp_avg = std::move(st.exp_avg);
-        s.exp_avg_sq = std::move(st.exp_avg_sq);
-        ckpt::write_shard(root, m, s, r, st.map.shards);
-    }
-    ctx->all().barrier();
-    if (r == 0) dir = ckpt::commit(root, m, cfg.train.keep_checkpoints);
-    ctx->all().barrier();
-    return dir;
+    return ckpt::save(cfg.train.checkpoint_dir, m, r < st.map.shards ? &s : nullptr,
+                      cfg.train.keep_checkpoints, r, world.size(), sync);
 }
 
 // One file for the job: every rank's events as its own process (pid = rank), on a common clock.
@@ -813,6 +799,8 @@ RunSummary Trainer::run() {
     sum.skips = (s.skips0 + fin.skips);
     sum.rollbacks = (s.rollbacks0 + fin.rollbacks);
     sum.commits = sum.end_step - sum.skips; // every completed step is a commit or a skip
+    const int64_t steps_run = sum.end_step - sum.start_step;
+    sum.all_skipped = steps_run > 0 && fin.skips >= steps_run;
     sum.bytes = fin.bytes;
     sum.last_checkpoint = last_ckpt;
     sum.device_peak = s.ctx->device().peak();
@@ -840,6 +828,10 @@ RunSummary Trainer::run() {
                               {"tokens_per_s", sum.tokens_per_s}});
     if (s.trace) s.write_trace();
     metrics.close();
+    if (sum.all_skipped)
+        log.warn("every one of the %lld steps of this run was skipped (the loss or the gradients "
+                 "were not finite: val loss %.4f): nothing was trained",
+                 static_cast<long long>(steps_run), sum.first_val_loss);
     return sum;
 }
 

@@ -42,6 +42,9 @@ struct RunSummary {
     size_t device_peak = 0, device_used = 0; // the rank device's accounting at the end (bytes)
     bool stopped = false; // ended early on a stop request (a signal), after a whole step
     int stop_signal = 0;  // the signal this rank got (0: another rank's, or none)
+    // every step of this run was skipped (non-finite loss or grads: nothing was trained; the app
+    // exits non-zero). The same on every rank (skips are decided from the global grad norm).
+    bool all_skipped = false;
 };
 
 // One pass of `superoffload eval` (Trainer::evaluate).

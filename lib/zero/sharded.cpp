@@ -103,8 +103,8 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
     Zero3(const config::Config& cfg, const model::ParamLayout& full, rank::Context& ctx,
           const core::Log& log, core::Trace* trace)
         : cfg_(cfg), full_(full), ctx_(ctx), ds_(ctx),
-          map_(model::make_shard_map(full, ctx.shard().size(), ctx.shard().rank())),
-          slayout_(model::make_shard_layout(full, map_)), weights_(*this), sink_(*this) {
+          map_(zero::make_shard_map(full, ctx.shard().size(), ctx.shard().rank())),
+          slayout_(zero::make_shard_layout(full, map_)), weights_(*this), sink_(*this) {
         for (size_t s : map_.slice)
             max_slice_ = std::max(max_slice_, s);
         inner_ = make_inner(cfg, slayout_, ctx, log, trace, ctx.shard().size());
@@ -196,14 +196,14 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
     void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq,
                    int64_t opt_step) override {
         std::vector<float> p(map_.local_size), m(map_.local_size), v(map_.local_size);
-        model::shard_scatter(full_, map_, params, p.data());
-        model::shard_scatter(full_, map_, exp_avg, m.data());
-        model::shard_scatter(full_, map_, exp_avg_sq, v.data());
+        zero::shard_scatter(full_, map_, params, p.data());
+        zero::shard_scatter(full_, map_, exp_avg, m.data());
+        zero::shard_scatter(full_, map_, exp_avg_sq, v.data());
         invalidate();
         inner_->set_state(p.data(), m.data(), v.data(), opt_step);
     }
 
-    const model::ShardMap& shard_map() const override { return map_; }
+    const zero::ShardMap& shard_map() const override { return map_; }
     void get_shard(ShardState* s) override {
         std::vector<float> p(map_.local_size), m(map_.local_size), v(map_.local_size);
         inner_->get_state(p.data(), m.data(), v.data(), &s->opt_step);
@@ -211,15 +211,15 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
         s->params.resize(map_.real_size);
         s->exp_avg.resize(map_.real_size);
         s->exp_avg_sq.resize(map_.real_size);
-        model::shard_pack_real(full_, map_, p.data(), s->params.data());
-        model::shard_pack_real(full_, map_, m.data(), s->exp_avg.data());
-        model::shard_pack_real(full_, map_, v.data(), s->exp_avg_sq.data());
+        zero::shard_pack_real(full_, map_, p.data(), s->params.data());
+        zero::shard_pack_real(full_, map_, m.data(), s->exp_avg.data());
+        zero::shard_pack_real(full_, map_, v.data(), s->exp_avg_sq.data());
     }
     void set_shard(const ShardState& s) override {
         std::vector<float> p(map_.local_size), m(map_.local_size), v(map_.local_size);
-        model::shard_unpack_real(full_, map_, s.params.data(), p.data());
-        model::shard_unpack_real(full_, map_, s.exp_avg.data(), m.data());
-        model::shard_unpack_real(full_, map_, s.exp_avg_sq.data(), v.data());
+        zero::shard_unpack_real(full_, map_, s.params.data(), p.data());
+        zero::shard_unpack_real(full_, map_, s.exp_avg.data(), m.data());
+        zero::shard_unpack_real(full_, map_, s.exp_avg_sq.data(), v.data());
         invalidate();
         inner_->set_state(p.data(), m.data(), v.data(), s.opt_step);
     }
@@ -450,7 +450,7 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
     const model::ParamLayout& full_;
     rank::Context& ctx_;
     DeviceSide ds_;
-    model::ShardMap map_;
+    zero::ShardMap map_;
     model::ParamLayout slayout_; // must outlive inner_ (declared before it)
     size_t max_slice_ = 0;
     std::unique_ptr<offload::Updater> inner_;
@@ -478,7 +478,7 @@ class Zero0 : public offload::Updater, public ShardAccess {
   public:
     Zero0(const config::Config& cfg, const model::ParamLayout& full, rank::Context& ctx,
           const core::Log& log, core::Trace* trace)
-        : cfg_(cfg), full_(full), ctx_(ctx), ds_(ctx), map_(model::make_shard_map(full, 1, 0)),
+        : cfg_(cfg), full_(full), ctx_(ctx), ds_(ctx), map_(zero::make_shard_map(full, 1, 0)),
           sink_(*this) {
         inner_ = make_inner(cfg, full, ctx, log, trace, 1);
         size_t max_unit = 0;
@@ -525,7 +525,7 @@ class Zero0 : public offload::Updater, public ShardAccess {
     void set_state(const float* p, const float* m, const float* v, int64_t t) override {
         inner_->set_state(p, m, v, t);
     }
-    const model::ShardMap& shard_map() const override { return map_; }
+    const zero::ShardMap& shard_map() const override { return map_; }
     void get_shard(ShardState* s) override {
         s->map = map_;
         s->params.resize(full_.num_params);
@@ -587,7 +587,7 @@ class Zero0 : public offload::Updater, public ShardAccess {
     const model::ParamLayout& full_;
     rank::Context& ctx_;
     DeviceSide ds_;
-    model::ShardMap map_;
+    zero::ShardMap map_;
     std::unique_ptr<offload::Updater> inner_;
     Sink sink_;
     float* scratch_ = nullptr; // (allreduce_scratch(largest unit)) device

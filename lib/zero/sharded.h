@@ -10,7 +10,7 @@
 #include "config/config.h"
 #include "core/log.h"
 #include "core/trace.h"
-#include "model/shard.h"
+#include "zero/shard.h"
 #include "offload/updater.h"
 #include "rank/context.h"
 
@@ -27,7 +27,7 @@ std::unique_ptr<offload::Updater> make_parallel_updater(const config::Config& cf
 // This rank's part of the state, for sharded checkpoints: the shard map and the real
 // (non-padding) elements of params / exp_avg / exp_avg_sq (map.real_size each).
 struct ShardState {
-    model::ShardMap map;
+    zero::ShardMap map;
     std::vector<float> params, exp_avg, exp_avg_sq;
     int64_t opt_step = 0;
 };
@@ -36,7 +36,7 @@ struct ShardState {
 class ShardAccess {
   public:
     virtual ~ShardAccess() = default;
-    virtual const model::ShardMap& shard_map() const = 0;
+    virtual const zero::ShardMap& shard_map() const = 0;
     virtual void get_shard(ShardState* s) = 0;       // rank-local
     virtual void set_shard(const ShardState& s) = 0; // rank-local; s.map must equal shard_map()
 };

@@ -207,10 +207,10 @@ TEST_CASE("saving the same step again replaces it") {
 // The ZeRO-3 shard of rank r of `world`: real elements of its per-unit padded slices.
 std::vector<float> zero3_shard(const model::ParamLayout& l, const std::vector<float>& full,
                                int world, int r) {
-    model::ShardMap map = model::make_shard_map(l, world, r);
+    zero::ShardMap map = zero::make_shard_map(l, world, r);
     std::vector<float> padded(map.local_size), real(map.real_size);
-    model::shard_scatter(l, map, full.data(), padded.data());
-    model::shard_pack_real(l, map, padded.data(), real.data());
+    zero::shard_scatter(l, map, full.data(), padded.data());
+    zero::shard_pack_real(l, map, padded.data(), real.data());
     return real;
 }
 
@@ -265,7 +265,7 @@ TEST_CASE("multi-rank: per-rank shard files, rank 0 manifest, world-size mismatc
         for (int r = 0; r < w2; r++) {
             ckpt::Manifest m4;
             ckpt::State s4;
-            ckpt::load_resharded(dir, lay, model::make_shard_map(lay, w2, r), &m4, &s4);
+            ckpt::load_resharded(dir, lay, zero::make_shard_map(lay, w2, r), &m4, &s4);
             CHECK(m4.world_size == world);
             CHECK(bit_equal(s4.params, zero3_shard(lay, full.params, w2, r)));
             CHECK(bit_equal(s4.exp_avg, zero3_shard(lay, full.exp_avg, w2, r)));
@@ -280,14 +280,19 @@ TEST_CASE("multi-rank: per-rank shard files, rank 0 manifest, world-size mismatc
     expect_error([&] { ckpt::commit(root, m, 0); }, core::ErrorKind::Io, {"shard.rank00001.json"});
     CHECK(ckpt::find_latest(root) == dir);
 
-    // the barrier form of save: a no-op barrier is fine when ranks run one after another
-    int calls = 0;
-    auto barrier = [&] { calls++; };
+    // the synchronized form of save: one agreement per phase (prepare, write, commit)
+    int agreements = 0, barriers = 0;
+    ckpt::SaveSync sync{[&] { barriers++; },
+                        [&](bool failed) {
+                            agreements++;
+                            return failed;
+                        }};
     m.step = 14;
     m.world_size = 1;
     ckpt::State one = full;
-    ckpt::save(root, m, one, 0, 0, 1, barrier);
-    CHECK(calls == 3);
+    CHECK(ckpt::save(root, m, &one, 0, 0, 1, sync) == root + "/step_00000014");
+    CHECK(agreements == 3);
+    CHECK(barriers == 0);
     CHECK(ckpt::find_latest(root) == root + "/step_00000014");
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
@@ -112,6 +113,73 @@ TEST_CASE("safetensors: format errors name the file and the tensor") {
                  {"short.safetensors", "header length"});
 }
 
+TEST_CASE("safetensors: the tensors must tile the data area (a header length a byte short)") {
+    const std::string d = ckpt_scratch("st_tiling");
+    auto open = [](const std::string& p) { ckpt::SafetensorsFile f(p); };
+    // a header padded with spaces to 8 bytes, as writers do; data 2 floats + 1 float
+    std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                         R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})";
+    header.append(8 - header.size() % 8 + 2, ' ');
+    const std::string data(12, '\x01');
+    write_raw(d + "/good.safetensors", header, data);
+    open(d + "/good.safetensors");
+    // the length one byte short cuts only into the padding: the JSON still parses, but every
+    // tensor would be read one byte off; one byte of the data area belongs to no tensor
+    std::string bytes = slurp(d + "/good.safetensors");
+    bytes[0] = static_cast<char>(bytes[0] - 1);
+    spit(d + "/short_by_one.safetensors", bytes);
+    expect_error([&] { open(d + "/short_by_one.safetensors"); }, core::ErrorKind::Format,
+                 {"short_by_one.safetensors", "belong to no tensor", "header length"});
+    // a hole between two tensors, and bytes after the last one
+    write_raw(d + "/hole.safetensors",
+              R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+              R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+              std::string(12, '\0'));
+    expect_error([&] { open(d + "/hole.safetensors"); }, core::ErrorKind::Format,
+                 {"hole.safetensors", "[4, 8)", "'b'"});
+    write_raw(d + "/tail.safetensors", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+              std::string(7, '\0'));
+    expect_error([&] { open(d + "/tail.safetensors"); }, core::ErrorKind::Format,
+                 {"tail.safetensors", "3 bytes belong to no tensor"});
+}
+
+TEST_CASE("HF import refuses a non-finite weight, naming the tensor and its first bad index") {
+    const model::ArchConfig c = hf_model(model::Arch::Llama);
+    const model::ParamLayout l = model::make_layout(c);
+    std::vector<float> p(l.num_params);
+    model::init_params(l, p.data(), 0.05f, 5);
+    const model::TensorInfo* t = nullptr;
+    for (const model::TensorInfo& x : l.tensors)
+        if (x.name == "model.layers.1.mlp.up_proj.weight") t = &x;
+    REQUIRE(t != nullptr);
+    REQUIRE(t->shape == std::vector<int>{48, 32});
+    p[t->offset + 3 * 32 + 7] = std::numeric_limits<float>::infinity(); // [3, 7]
+    p[t->offset + 5 * 32 + 1] = std::nanf("");                          // a later one
+    const std::string d = ckpt_scratch("hf_nonfinite");
+    ckpt::HfExportOptions o;
+    o.dtype = "fp32";
+    ckpt::export_hf(d + "/m", l, p.data(), o);
+    std::vector<float> got(l.num_params);
+    expect_error(
+        [&] { ckpt::import_hf(d + "/m", l, zero::make_shard_map(l, 1, 0), got.data()); },
+        core::ErrorKind::Format,
+        {"model.safetensors", "model.layers.1.mlp.up_proj.weight", "non-finite", "[3, 7]"});
+    // a rank whose slice holds no bad value imports its slice; the one holding it refuses
+    int refused = 0;
+    for (int rank = 0; rank < 4; rank++) {
+        const zero::ShardMap m = zero::make_shard_map(l, 4, rank);
+        std::vector<float> mine(m.local_size);
+        try {
+            ckpt::import_hf(d + "/m", l, m, mine.data());
+        } catch (const core::Error& e) {
+            CHECK(std::string(e.what()).find("up_proj") != std::string::npos);
+            refused++;
+        }
+    }
+    CHECK(refused >= 1);
+    CHECK(refused < 4);
+}
+
 TEST_CASE("HF directories: config round trip, sharded export, slice import, errors") {
     for (model::Arch arch : {model::Arch::Llama, model::Arch::Qwen2, model::Arch::Qwen3}) {
         CAPTURE(model::arch_name(arch));
@@ -138,14 +206,14 @@ TEST_CASE("HF directories: config round trip, sharded export, slice import, erro
         CHECK(r.padded_vocab_size == 50); // HF files have no padding rows
         // buffers start as NaN: every element must be written (values or zero padding)
         std::vector<float> full(l.num_params, std::nanf(""));
-        ckpt::import_hf(d + "/out", l, model::make_shard_map(l, 1, 0), full.data());
+        ckpt::import_hf(d + "/out", l, zero::make_shard_map(l, 1, 0), full.data());
         CHECK(bit_equal(full, p));
         // 3 ZeRO-3 shards: each rank's import equals the slice of the full one
         for (int rank = 0; rank < 3; rank++) {
-            const model::ShardMap m = model::make_shard_map(l, 3, rank);
+            const zero::ShardMap m = zero::make_shard_map(l, 3, rank);
             std::vector<float> mine(m.local_size, std::nanf("")), want(m.local_size);
             ckpt::import_hf(d + "/out", l, m, mine.data());
-            model::shard_scatter(l, m, p.data(), want.data());
+            zero::shard_scatter(l, m, p.data(), want.data());
             CHECK(bit_equal(mine, want));
         }
         // a second export into the same place is refused, nothing is lost
@@ -160,14 +228,14 @@ TEST_CASE("HF directories: config round trip, sharded export, slice import, erro
     const std::string d = ckpt_scratch("hf_bf16");
     ckpt::export_hf(d + "/m", l, p.data(), ckpt::HfExportOptions{});
     CHECK(fs::exists(d + "/m/model.safetensors"));
-    ckpt::import_hf(d + "/m", l, model::make_shard_map(l, 1, 0), got.data());
+    ckpt::import_hf(d + "/m", l, zero::make_shard_map(l, 1, 0), got.data());
     for (size_t i = 0; i < p.size(); i++)
         REQUIRE(std::fabs(got[i] - p[i]) <= std::fabs(p[i]) * (1.0f / 256));
     // a config that disagrees with the files: missing and unexpected tensors, wrong shapes
     auto import_as = [&](const model::ArchConfig& cfg) {
         const model::ParamLayout lx = model::make_layout(cfg);
         std::vector<float> x(lx.num_params);
-        ckpt::import_hf(d + "/m", lx, model::make_shard_map(lx, 1, 0), x.data());
+        ckpt::import_hf(d + "/m", lx, zero::make_shard_map(lx, 1, 0), x.data());
     };
     model::ArchConfig biased = c;
     biased.qkv_bias = true;
@@ -181,7 +249,7 @@ TEST_CASE("HF directories: config round trip, sharded export, slice import, erro
     wide.intermediate_size = 64;
     const model::ParamLayout lw = model::make_layout(wide);
     std::vector<float> w(lw.num_params);
-    expect_error([&] { ckpt::import_hf(d + "/m", lw, model::make_shard_map(lw, 1, 0), w.data()); },
+    expect_error([&] { ckpt::import_hf(d + "/m", lw, zero::make_shard_map(lw, 1, 0), w.data()); },
                  core::ErrorKind::Format,
                  {"model.safetensors", "gate_proj", "[48, 32]", "[64, 32]"});
     // an architecture we do not build
@@ -229,6 +297,10 @@ TEST_CASE("config.json as transformers reads it: defaults, refused keys, exact d
     const std::string sw = write_config("Qwen2ForCausalLM", ", \"use_sliding_window\": true");
     expect_error([&] { ckpt::read_hf_config(sw); }, core::ErrorKind::Config,
                  {"config.json", "use_sliding_window"});
+    // rope_scaling as a bare string: the factors would be guesses (before: silently no scaling)
+    const std::string rs = write_config("LlamaForCausalLM", ", \"rope_scaling\": \"llama3\"");
+    expect_error([&] { ckpt::read_hf_config(rs); }, core::ErrorKind::Config,
+                 {"config.json", "rope_scaling must be an object", "got \"llama3\""});
     // export: eps as written (1e-05, not the float's 9.999999747378752e-06), no made-up token
     // ids, and a llama with q/k/v biases refused
     model::ArchConfig c = hf_model(model::Arch::Llama);

@@ -2,6 +2,7 @@
 // against hand-placed values, and bad headers (magic, version, dims, truncation) name the file.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "ckpt/llmc.h"
@@ -135,6 +136,20 @@ TEST_CASE("llm.c file order is tensor-major: hand-placed values land where llm.c
     CHECK(y[lay.offset_of(TensorKind::Fcw, 2) + 9] == 7.0f);
 }
 
+TEST_CASE("llm.c import refuses a non-finite weight, naming the tensor and its first bad index") {
+    std::string d = ckpt_scratch("llmc_nonfinite");
+    model::ArchConfig cfg = small_model();
+    model::ParamLayout lay = model::make_layout(cfg);
+    std::vector<float> x(lay.num_params, 0.5f);
+    const size_t C = static_cast<size_t>(cfg.channels);
+    x[lay.offset_of(TensorKind::Fcw, 1) + 6 * C + 5] = std::nanf(""); // h1.fcw [6, 5]
+    const std::string path = d + "/nan.bin";
+    ckpt::export_llmc(path, cfg, lay, x.data());
+    std::vector<float> y(lay.num_params);
+    expect_error([&] { ckpt::import_llmc(path, lay, y.data()); }, core::ErrorKind::Format,
+                 {"nan.bin", "h1.fcw", "non-finite", "[6, 5]"});
+}
+
 TEST_CASE("llm.c header errors name the file and the reason") {
     std::string d = ckpt_scratch("llmc_errors");
     model::ArchConfig cfg = small_model();
@@ -171,7 +186,10 @@ TEST_CASE("llm.c header errors name the file and the reason") {
     header_error(core::ErrorKind::Format, {p, "channels"});
 
     h = header_for(cfg);
-    h[4] = 2000000000; // absurd layer count: size check, no huge allocation
+    h[4] = 2000000000; // absurd layer count: the bound, before any size arithmetic
+    write_header_file(p, h, 10);
+    header_error(core::ErrorKind::Format, {p, "model.num_layers = 2000000000", "65536"});
+    h[4] = 4; // a plausible one the file is too short for
     write_header_file(p, h, 10);
     header_error(core::ErrorKind::Format, {p, "bytes"});
 

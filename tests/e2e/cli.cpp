@@ -12,10 +12,14 @@
 namespace sof::test {
 
 RunResult run_superoffload(const std::string& args, const std::string& cwd) {
+    return run_command("'" SOF_BINARY_DIR "/bin/superoffload' " + args, cwd);
+}
+
+RunResult run_command(const std::string& cmdline, const std::string& cwd) {
     std::string cmd = "cd '" + cwd +
                       "' && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-                      "OMP_NUM_THREADS=1 '" SOF_BINARY_DIR "/bin/superoffload' " +
-                      args + " 2>&1";
+                      "OMP_NUM_THREADS=1 " +
+                      cmdline + " 2>&1";
     RunResult r;
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) throw std::runtime_error("popen failed for: " + cmd);

@@ -15,6 +15,10 @@ struct RunResult {
 // Runs `build/bin/superoffload <args>` in `cwd` (a shell command line; quote as needed).
 RunResult run_superoffload(const std::string& args, const std::string& cwd);
 
+// Runs a shell command line in `cwd` with the same environment (e.g. an mpirun of the program:
+// SOF_BINARY_DIR "/bin/superoffload" is its path).
+RunResult run_command(const std::string& cmdline, const std::string& cwd);
+
 // A fresh scratch directory under the build tree for test `name`.
 std::string scratch_dir(const std::string& name);
 

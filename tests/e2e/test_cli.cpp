@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <vector>
 
 #include "e2e/cli.h"
@@ -188,6 +189,38 @@ TEST_CASE("train, checkpoint, export to llm.c, re-import, corrupt checkpoint") {
     write_shard(d + "/notllmc.bin", 20240520, 1, 100, some_tokens(100, 64));
     expect_clean_failure(run_superoffload("train deck.yaml --set model.init_from=notllmc.bin", d),
                          4, {"notllmc.bin"});
+}
+
+TEST_CASE("a run whose every step is skipped exits non-zero; a run with one skip exits 0") {
+    std::string d = scratch_dir("cli_all_skipped");
+    write_text(d + "/deck.yaml", kSmallDeck);
+    // before: "skips 3" in the last line and exit 0, as if the run had trained
+    expect_clean_failure(
+        run_superoffload("train deck.yaml --set 'debug.inject_nonfinite_steps=[0,1,2]'", d), 1,
+        {"commits 0, skips 3", "every step of this run was skipped"});
+    RunResult r = run_superoffload("train deck.yaml --set 'debug.inject_nonfinite_steps=[1]'", d);
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.find("commits 2, skips 1") != std::string::npos);
+}
+
+TEST_CASE("the effective deck goes to the run directory; the log prints it only with -v") {
+    std::string d = scratch_dir("cli_effective_deck");
+    write_text(d + "/deck.yaml", kSmallDeck);
+    // before: about 100 lines of deck at the start of every run, no file
+    RunResult r = run_superoffload("train deck.yaml --set train.steps=1", d);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("effective deck: out/effective_deck.yaml") != std::string::npos);
+    CHECK(r.output.find("optimizer:\n") == std::string::npos);
+    std::ifstream f(d + "/out/effective_deck.yaml");
+    std::string deck((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    CHECK(deck.find("  steps: 1\n") != std::string::npos);
+    CHECK(deck.find("optimizer:\n") != std::string::npos);
+    RunResult v = run_superoffload("train deck.yaml --set train.steps=1 -v", d);
+    INFO(v.output);
+    REQUIRE(v.exit_code == 0);
+    CHECK(v.output.find("optimizer:\n") != std::string::npos);
 }
 
 TEST_CASE("a named optimizer plugin that does not exist") {

@@ -4,11 +4,14 @@
 // an export into the checkpoint it reads, a resume of a different run, stale save leftovers.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -147,6 +150,104 @@ TEST_CASE("metrics on a full disk is an I/O error, not an empty file with exit 0
     RunResult r =
         run_superoffload("train deck.yaml --set train.steps=2 --set train.metrics=/dev/full", d);
     check_rc(r, 3, {"metrics file '/dev/full'", "No space left on device"});
+}
+
+namespace {
+
+// Files this process and its children write may not grow beyond `bytes` while it lives; a write
+// past the limit fails with EFBIG (SIGXFSZ ignored), the way a full disk fails it.
+struct FileSizeLimit {
+    struct rlimit old {};
+    void (*old_handler)(int) = nullptr;
+    explicit FileSizeLimit(rlim_t bytes) {
+        ::getrlimit(RLIMIT_FSIZE, &old);
+        old_handler = std::signal(SIGXFSZ, SIG_IGN);
+        struct rlimit small = old;
+        small.rlim_cur = bytes;
+        ::setrlimit(RLIMIT_FSIZE, &small);
+    }
+    ~FileSizeLimit() {
+        ::setrlimit(RLIMIT_FSIZE, &old);
+        std::signal(SIGXFSZ, old_handler);
+    }
+};
+
+std::vector<std::string> tmp_dirs(const std::string& root) {
+    std::vector<std::string> v;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(root, ec))
+        if (e.path().filename().string().rfind(".tmp-step_", 0) == 0)
+            v.push_back(e.path().filename().string());
+    return v;
+}
+
+} // namespace
+
+TEST_CASE("a failed save (a full disk) leaves no temporary directory behind: 1 and 2 ranks") {
+    std::string d = scratch_dir("survive_save_fails");
+    write_text(d + "/deck.yaml", kDeck);
+    // injected: a 32 KiB file size limit (the metrics fit, a 68 KB shard file does not; PMIx's
+    // shared-memory store would not fit either: its hash store keeps MPI_Init in memory)
+    RunResult r;
+    {
+        FileSizeLimit limit(32 << 10);
+        r = run_command("PMIX_MCA_gds=hash '" SOF_BINARY_DIR
+                        "/bin/superoffload' train deck.yaml --set train.steps=2",
+                        d);
+    }
+    check_rc(r, 3, {"File too large"});
+    CHECK(tmp_dirs(d + "/ckpt").empty());
+    CHECK(step_dirs(d + "/ckpt").empty());
+    // a real full disk: the checkpoints on a 128 KiB tmpfs (needs mount rights: root in CI)
+    fs::create_directories(d + "/small");
+    if (std::system(("mount -t tmpfs -o size=128k tmpfs '" + d + "/small' 2>/dev/null").c_str()) !=
+        0) {
+        MESSAGE("no tmpfs mount here (not root?): the real full-disk part is skipped");
+        return;
+    }
+    r = run_superoffload("train deck.yaml --set train.steps=2 --set train.checkpoint_dir=small", d);
+    check_rc(r, 3, {"No space left on device"});
+    CHECK(tmp_dirs(d + "/small").empty());
+    CHECK(step_dirs(d + "/small").empty());
+    // two ranks (ZeRO-3: each writes its half): whichever rank fails, the directory goes
+    r = run_command("mpirun -n 2 --oversubscribe '" SOF_BINARY_DIR
+                    "/bin/superoffload' train deck.yaml --set train.steps=2 "
+                    "--set train.checkpoint_dir=small --set train.batch_size=1",
+                    d);
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(has(r.output, "No space left on device"));
+    CHECK(tmp_dirs(d + "/small").empty());
+    CHECK(step_dirs(d + "/small").empty());
+    CHECK(std::system(("umount '" + d + "/small'").c_str()) == 0);
+}
+
+TEST_CASE("a FIFO among the token shards is refused at once, not opened and waited on") {
+    std::string d = scratch_dir("survive_fifo_shard");
+    std::string deck = kDeck;
+    deck.replace(deck.find("data:\n"), 6, "data:\n  train: shards/*.bin\n");
+    write_text(d + "/deck.yaml", deck);
+    fs::create_directories(d + "/shards");
+    {
+        std::vector<int32_t> header(256, 0);
+        header[0] = 20240520;
+        header[1] = 1;
+        header[2] = 4096;
+        std::vector<uint16_t> tokens(4096);
+        for (size_t i = 0; i < tokens.size(); i++)
+            tokens[i] = static_cast<uint16_t>((i * 7 + 3) % 64);
+        std::ofstream f(d + "/shards/a.bin", std::ios::binary);
+        f.write(reinterpret_cast<const char*>(header.data()), 1024);
+        f.write(reinterpret_cast<const char*>(tokens.data()), 8192);
+    }
+    REQUIRE(::mkfifo((d + "/shards/b.bin").c_str(), 0644) == 0);
+    // before: the loader blocked in fopen, and SIGTERM did not end it (ctest's timeout did);
+    // without checkpoints no data fingerprint looks at the files first
+    check_rc(run_superoffload("train deck.yaml --set train.steps=2 --set train.checkpoint_dir=", d),
+             3, {"shards/b.bin", "not a regular file"});
+    // with checkpoints the fingerprint of the shards refuses it (it never opened files)
+    check_rc(run_superoffload("train deck.yaml --set train.steps=2", d), 3,
+             {"shards/b.bin", "not a regular file"});
 }
 
 TEST_CASE("unusable paths and special deck files fail early with the right exit code") {

@@ -15,6 +15,7 @@
 #include "offload/common.h"
 #include "offload/engine.h"
 #include "offload/memory_plan.h"
+#include "zero/memory.h"
 
 using namespace sof;
 using sof::test::StepPlan;
@@ -75,7 +76,7 @@ void check_config(const config::Config& cfg, int accum = 1, bool bf16w = false,
     int ring = 0; // grad ring slots the engine allocated
     for (const offload::BufferSpec& b : e->memory_plan().buffers)
         ring += b.id == offload::Buf::DevGradRing;
-    CHECK(ring == offload::grad_ring_slots(offload::sharded_plan_inputs(
+    CHECK(ring == offload::grad_ring_slots(zero::sharded_plan_inputs(
                       [&] {
                           config::Config ec = cfg;
                           ec.offload.enabled = true;
@@ -281,7 +282,7 @@ TEST_CASE("engine == plain bitwise: weight flow's grad ring (no accumulation), f
                         c.offload.gpu_tail_buckets = tail;
                         c.offload.bucket_mb = mb;
                         c.offload.enabled = true;
-                        offload::MemoryPlanInputs in = offload::sharded_plan_inputs(c, l, 1, w16);
+                        offload::MemoryPlanInputs in = zero::sharded_plan_inputs(c, l, 1, w16);
                         int slots = offload::grad_ring_slots(in);
                         CHECK(slots >= 2);
                         MESSAGE("grad ring: " << slots << " slots of " << in.max_unit
@@ -297,7 +298,7 @@ TEST_CASE("engine == plain bitwise: weight flow's grad ring (no accumulation), f
     c.offload.weights = config::WeightsPolicy::Flow;
     c.offload.enabled = true;
     c.train.grad_accum = 2;
-    CHECK(offload::grad_ring_slots(offload::sharded_plan_inputs(c, l, 1, false)) == 0);
+    CHECK(offload::grad_ring_slots(zero::sharded_plan_inputs(c, l, 1, false)) == 0);
     check_config(c, 2, false, g);
 }
 

@@ -11,6 +11,7 @@
 #include "engine_test_util.h"
 #include "offload/engine.h"
 #include "offload/memory_plan.h"
+#include "zero/memory.h"
 #include "model/transformer.h"
 #include "plan/cost.h"
 #include "plan/planner.h"
@@ -184,7 +185,7 @@ TEST_CASE("memory plan: engine device peak == plan == planner, every schedule x 
                             CHECK(p.eng->device().used() == peak); // allocated once, up front
                             // the same plan from the deck alone
                             offload::MemoryPlan again = offload::make_memory_plan(
-                                offload::sharded_plan_inputs(c, l, 1, false));
+                                zero::sharded_plan_inputs(c, l, 1, false));
                             CHECK(again.total(offload::MemSide::Device) == peak);
                             CHECK(again.total(offload::MemSide::Pinned) ==
                                   mp.total(offload::MemSide::Pinned));
@@ -212,10 +213,10 @@ TEST_CASE("memory plan: bf16 working weights (the CUDA bf16 model) allocate what
         test::run_compare(*p.ref, *p.eng, l, mixed_plan(), 1);
         CHECK(p.eng->device().peak() == p.eng->memory_plan().total(offload::MemSide::Device));
         offload::MemoryPlan again =
-            offload::make_memory_plan(offload::sharded_plan_inputs(c, l, 1, true));
+            offload::make_memory_plan(zero::sharded_plan_inputs(c, l, 1, true));
         // the planner's figure for a CUDA bf16 model (no device arena here: the engine alone)
         offload::MemoryPlan fp32w =
-            offload::make_memory_plan(offload::sharded_plan_inputs(c, l, 1, false));
+            offload::make_memory_plan(zero::sharded_plan_inputs(c, l, 1, false));
         if (w == config::WeightsPolicy::Stationary) // bf16 working weights: 2 bytes less a param
             CHECK(fp32w.total(offload::MemSide::Device, offload::MemKind::Weights) -
                       again.total(offload::MemSide::Device, offload::MemKind::Weights) ==
@@ -237,8 +238,7 @@ TEST_CASE("interleaved: state streams through two slots, not resident; trains wh
     c.offload.schedule = config::Schedule::Interleaved;
     c.offload.interleave_k = 1; // every bucket stepped on the device
     c.offload.bucket_mb = 0.05;
-    offload::MemoryPlan mp =
-        offload::make_memory_plan(offload::sharded_plan_inputs(c, l, 1, false));
+    offload::MemoryPlan mp = offload::make_memory_plan(zero::sharded_plan_inputs(c, l, 1, false));
     double state = 12.0 * static_cast<double>(l.num_params); // fp32 params, m, v
     size_t slots = mp.total(offload::MemSide::Device, offload::MemKind::State);
     CHECK(static_cast<double>(slots) < state / 4); // two bucket-sized slots, not all the state
@@ -417,7 +417,7 @@ TEST_CASE("memory plan: host bytes per parameter (no whole-model bf16 or second 
         c.offload.rollback = k.exact ? config::Rollback::Exact : config::Rollback::Inverse;
         c.optimizer.state_dtype = k.state16 ? config::StateDtype::BF16 : config::StateDtype::FP32;
         c.train.grad_accum = k.accum;
-        offload::MemoryPlanInputs in = offload::sharded_plan_inputs(c, l, 1, false);
+        offload::MemoryPlanInputs in = zero::sharded_plan_inputs(c, l, 1, false);
         CHECK((k.flow && k.accum == 1) == (offload::grad_ring_slots(in) > 0));
         offload::MemoryPlan mp = offload::make_memory_plan(in);
         double host = static_cast<double>(mp.total(offload::MemSide::Pinned) +

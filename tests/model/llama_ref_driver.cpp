@@ -19,7 +19,7 @@
 #include "ckpt/hf.h"
 #include "core/error.h"
 #include "model/model.h"
-#include "model/shard.h"
+#include "zero/shard.h"
 
 using namespace sof;
 
@@ -102,7 +102,7 @@ int run(int argc, char** argv) {
     model::ArchConfig cfg = ckpt::read_hf_config(hf);
     const model::ParamLayout layout = model::make_layout(cfg);
     std::vector<float> params(layout.num_params);
-    ckpt::import_hf(hf, layout, model::make_shard_map(layout, 1, 0), params.data());
+    ckpt::import_hf(hf, layout, zero::make_shard_map(layout, 1, 0), params.data());
 
     int B = 0, T = 0;
     std::vector<int32_t> toks = read_tokens(tokens_path, &B, &T);

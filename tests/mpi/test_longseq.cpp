@@ -23,6 +23,7 @@
 #include "config/deck.h"
 #include "data/shards.h"
 #include "model/layout.h"
+#include "model/model_config.h"
 #include "plan/comm_model.h"
 #include "plan/planner.h"
 #include "train/trainer.h"
@@ -132,7 +133,7 @@ Files write_files(const std::string& m, const Ref& r, const config::Config& shap
         out.write(reinterpret_cast<const char*>(body.data()),
                   static_cast<std::streamsize>(body.size() * 2));
         REQUIRE(out.good());
-        const model::ArchConfig a = plan::model_config_for(shape.model);
+        const model::ArchConfig a = model::config_for(shape.model);
         const model::ParamLayout lay = model::make_layout(a);
         REQUIRE(lay.num_params == r.init.size());
         if (m == "gpt2") {

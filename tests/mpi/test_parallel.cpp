@@ -10,8 +10,10 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/llmc.h"
 #include "plan/comm_model.h"
+#include "model/model_config.h"
 #include "plan/planner.h"
 #include "offload/memory_plan.h"
+#include "zero/memory.h"
 #include "model/layout.h"
 
 namespace fs = std::filesystem;
@@ -114,11 +116,11 @@ TEST_CASE("ZeRO-3 memory: each rank allocates what `superoffload plan --ranks N`
         const std::vector<std::string> o = with(d, {"train.batch_size=2", "train.steps=2"});
         RunOut r = run_trainer(MPI_COMM_WORLD, o);
         config::Config cfg = config::load_deck_from_string(kParallelDeck, "parallel-test", o);
-        const model::ArchConfig arch = plan::model_config_for(cfg.model);
+        const model::ArchConfig arch = model::config_for(cfg.model);
         const plan::Plan p = plan::make_plan(cfg, arch, plan::hardware_for(cfg), W);
         plan::resolve_auto(cfg, p);
         const offload::MemoryPlanInputs in =
-            offload::sharded_plan_inputs(cfg, model::make_layout(arch), W, false, world_rank());
+            zero::sharded_plan_inputs(cfg, model::make_layout(arch), W, false, world_rank());
         const size_t mine = offload::make_memory_plan(in).total(offload::MemSide::Device) +
                             offload::zero3_memory_plan(W, in.zero3_slice, offload::MemSide::Device,
                                                        cfg.train.dtype == config::Precision::BF16)

@@ -9,6 +9,7 @@
 #include "model/layout.h"
 #include "plan/comm_model.h"
 #include "plan/cost.h"
+#include "model/model_config.h"
 #include "plan/planner.h"
 
 using namespace sof;
@@ -106,7 +107,7 @@ TEST_CASE("GPT-2 activations: the driver's buffers, by hand") {
 
 TEST_CASE("cost inputs of a LLaMA deck: sizes from the layout, GQA attention FLOPs") {
     config::Config c = deck("llama3-8b-gh200.yaml");
-    model::ArchConfig m = model_config_for(c.model);
+    model::ArchConfig m = model::config_for(c.model);
     HardwareProfile hw = gh200();
     CostInputs ci = make_cost_inputs(c, m, hw);
     const double C = 4096, I = 14336, Vp = 128256, KV = 1024;
@@ -151,7 +152,7 @@ TEST_CASE("decks on one GH200: parameter counts, fits and placement (docs/planne
           Case{"llama3-70b-gh200x4.yaml", 70.6e9, 4, config::WeightsPolicy::Flow}}) {
         INFO(k.deck);
         config::Config c = deck(k.deck);
-        model::ArchConfig m = model_config_for(c.model);
+        model::ArchConfig m = model::config_for(c.model);
         CHECK(m.llama_family());
         CHECK(!m.tie_embeddings);
         double n = static_cast<double>(model::make_layout(m).num_params);
@@ -174,7 +175,7 @@ TEST_CASE("what does not fit, and on which side") {
     // deck accumulates 16 micro-batches) + staging
     config::Config q = deck("qwen3-14b-gh200.yaml");
     q.offload.rollback = config::Rollback::Exact;
-    Plan p = make_plan(q, model_config_for(q.model), hw);
+    Plan p = make_plan(q, model::config_for(q.model), hw);
     CHECK(p.fits);
     CHECK(p.mem.host_total > 28.0 * p.num_params);
     CHECK(p.mem.host_total < 30.0 * p.num_params);
@@ -182,20 +183,20 @@ TEST_CASE("what does not fit, and on which side") {
     // 88.6 GB of 93.8) but not in fp32 (fp32 working weights + grads: 8 B/param)
     config::Config qs = deck("qwen3-14b-gh200.yaml");
     qs.offload.weights = config::WeightsPolicy::Stationary;
-    Plan pb = make_plan(qs, model_config_for(qs.model), hw);
+    Plan pb = make_plan(qs, model::config_for(qs.model), hw);
     CHECK(pb.mem.device_fits);
     CHECK(pb.mem.weights == doctest::Approx(2.0 * pb.num_params).epsilon(0.01));
     qs.train.dtype = config::Precision::FP32;
-    Plan ps = make_plan(qs, model_config_for(qs.model), hw);
+    Plan ps = make_plan(qs, model::config_for(qs.model), hw);
     CHECK(!ps.mem.device_fits);
     CHECK(ps.why.find("device memory") != std::string::npos);
     // the decks say rollback: auto: exact where it fits (Qwen3-14B), inverse with its reason
     // where it does not (Llama-70B on four)
     config::Config qa = deck("qwen3-14b-gh200.yaml");
     REQUIRE(qa.offload.rollback == config::Rollback::Auto);
-    CHECK(make_plan(qa, model_config_for(qa.model), hw).rollback == config::Rollback::Exact);
+    CHECK(make_plan(qa, model::config_for(qa.model), hw).rollback == config::Rollback::Exact);
     config::Config la = deck("llama3-70b-gh200x4.yaml");
-    Plan pa = make_plan(la, model_config_for(la.model), hw, 4);
+    Plan pa = make_plan(la, model::config_for(la.model), hw, 4);
     CHECK(pa.rollback == config::Rollback::Inverse);
     REQUIRE(!pa.auto_notes.empty());
     bool why = false;
@@ -208,13 +209,13 @@ TEST_CASE("what does not fit, and on which side") {
     CHECK(resolved.offload.rollback == config::Rollback::Inverse);
     // Llama-3-70B on one GH200: host memory (~16 B/param even with inverse rollback)
     config::Config l = deck("llama3-70b-gh200x4.yaml");
-    Plan one = make_plan(l, model_config_for(l.model), hw, 1);
+    Plan one = make_plan(l, model::config_for(l.model), hw, 1);
     CHECK(!one.mem.host_fits);
     CHECK(one.mem.host_total > 2 * hw.cpu_memory_gb * 1e9);
     // on four with exact rollback: host memory again
     config::Config lx = deck("llama3-70b-gh200x4.yaml");
     lx.offload.rollback = config::Rollback::Exact;
-    Plan four = make_plan(lx, model_config_for(lx.model), hw, 4);
+    Plan four = make_plan(lx, model::config_for(lx.model), hw, 4);
     CHECK(four.mem.device_fits);
     CHECK(!four.mem.host_fits);
 }
@@ -223,7 +224,7 @@ TEST_CASE("ZeRO-3 collectives: hidden behind compute in one node, exposed across
     // Llama-70B on GH200s: 4 ranks = one node (NVLink, 150 GB/s), 8 ranks = two nodes
     // (Slingshot-11, 25 GB/s per Superchip); the bytes are comm_model.h's, bf16 gathers
     config::Config c = deck("llama3-70b-gh200x4.yaml");
-    const model::ArchConfig m = model_config_for(c.model);
+    const model::ArchConfig m = model::config_for(c.model);
     const HardwareProfile hw = gh200();
     for (int ranks : {4, 8}) {
         CAPTURE(ranks);

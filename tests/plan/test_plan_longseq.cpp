@@ -8,6 +8,7 @@
 #include "config/deck.h"
 #include "core/error.h"
 #include "model/activations.h"
+#include "model/model_config.h"
 #include "plan/cost.h"
 #include "plan/long_seq.h"
 #include "plan/planner.h"
@@ -24,7 +25,7 @@ config::Config deck(const std::string& name, const std::vector<std::string>& set
 }
 
 Plan plan_of(const config::Config& c, const std::string& hw) {
-    return make_plan(c, model_config_for(c.model), load_hardware(kSrc + "/inputs/hardware/" + hw),
+    return make_plan(c, model::config_for(c.model), load_hardware(kSrc + "/inputs/hardware/" + hw),
                      8);
 }
 
@@ -36,7 +37,7 @@ TEST_CASE("13B x 1M tokens on 8 GH200 (sp 8): fits with tiles and offloaded chec
     CHECK(p.fits);
     CHECK(p.num_params == doctest::Approx(12.64e9).epsilon(0.01));
     // the device holds no (T, V) logits, no (T, I) MLP buffers and two residual slots
-    const model::ArchConfig m = model_config_for(c.model);
+    const model::ArchConfig m = model::config_for(c.model);
     const model::ActShape a = activation_shape(c, 2.0);
     CHECK(model::loss_rows(a) == 4096);
     CHECK(model::mlp_rows(a) == 4096);
@@ -84,7 +85,7 @@ TEST_CASE("the longest T of the shipped decks: 4.25M on 8 GH200, 2.31M on 8 Alps
 TEST_CASE("offloaded checkpoints: host bytes, link time over the profile, hidden behind blocks") {
     const config::Config c = deck("llama-13b-1m-gh200.yaml");
     const HardwareProfile hw = load_hardware(kSrc + "/inputs/hardware/gh200.yaml");
-    const model::ArchConfig m = model_config_for(c.model);
+    const model::ArchConfig m = model::config_for(c.model);
     const CostInputs ci = make_cost_inputs(c, m, hw, 8);
     const double one = 131072.0 * 5120 * 2; // one block input, bf16
     CHECK(ci.activation_host_bytes == doctest::Approx(39 * one));
@@ -109,13 +110,13 @@ TEST_CASE("offloaded checkpoints: host bytes, link time over the profile, hidden
 TEST_CASE("plan: heads or T not divisible by parallel.sp are refused naming both numbers") {
     config::Config c = deck("llama-13b-1m-gh200.yaml");
     c.parallel.sp = 16; // 40 heads split, 8 kv heads do not
-    CHECK_THROWS_WITH_AS(make_plan(c, model_config_for(c.model),
+    CHECK_THROWS_WITH_AS(make_plan(c, model::config_for(c.model),
                                    load_hardware(kSrc + "/inputs/hardware/gh200.yaml"), 16),
                          doctest::Contains("model.num_kv_heads = 8 must both be divisible by "
                                            "parallel.sp = 16"),
                          core::Error);
     c.parallel.sp = 3;
-    CHECK_THROWS_WITH_AS(make_plan(c, model_config_for(c.model),
+    CHECK_THROWS_WITH_AS(make_plan(c, model::config_for(c.model),
                                    load_hardware(kSrc + "/inputs/hardware/gh200.yaml"), 3),
                          doctest::Contains("model.num_heads = 40 and"), core::Error);
     // the deck check says the same before any plan

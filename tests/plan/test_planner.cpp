@@ -10,6 +10,8 @@
 #include "config/deck.h"
 #include "core/error.h"
 #include "plan/cost.h"
+#include "model/layout.h"
+#include "model/model_config.h"
 #include "plan/planner.h"
 
 using namespace sof;
@@ -127,7 +129,7 @@ TEST_CASE("gh200: 64 MB buckets saturate NVLink-C2C (measured, asymmetric)") {
         CHECK(q.ranks_per_node == 4);
         CHECK(q.cpu_memory_gb == (std::string(node) == "gh200-alps.yaml" ? 128 : 120));
     }
-    Plan p = make_plan(deck_1p5b(), model_config_for(deck_1p5b().model), hw);
+    Plan p = make_plan(deck_1p5b(), model::config_for(deck_1p5b().model), hw);
     CHECK(p.bucket_mb == doctest::Approx(64));
 }
 
@@ -138,7 +140,7 @@ TEST_CASE("Fig. 6 on gh200: weight flow is exposed at small batch*seq, hidden at
         config::Config cfg = deck_with({"train.batch_size=" + std::to_string(B),
                                         "train.seq_len=" + std::to_string(T),
                                         "model.max_seq_len=" + std::to_string(T)});
-        CostInputs c = make_cost_inputs(cfg, model_config_for(cfg.model), hw);
+        CostInputs c = make_cost_inputs(cfg, model::config_for(cfg.model), hw);
         double f = 0, b = 0, wt = 0;
         pass_times(c, hw, config::WeightsPolicy::Flow, &f, &b, &wt);
         CHECK(wt > 0);
@@ -153,14 +155,14 @@ TEST_CASE("Fig. 6 on gh200: weight flow is exposed at small batch*seq, hidden at
     CHECK(flow_overhead(2, 4096) < 1.05);
     // stationary never pays for weights
     config::Config cfg = deck_1p5b();
-    CostInputs c = make_cost_inputs(cfg, model_config_for(cfg.model), hw);
+    CostInputs c = make_cost_inputs(cfg, model::config_for(cfg.model), hw);
     double f = 0, b = 0, wt = 0;
     pass_times(c, hw, config::WeightsPolicy::Stationary, &f, &b, &wt);
     CHECK(wt == 0);
     CHECK(f == doctest::Approx(c.grad_accum * c.fwd_s));
     // the plan reports Eq. 3 at the deck's batch and sequence for this engine's fetch (the fp32
     // master, 4 B/param over the best H2D bandwidth): B=8, T=1024 -> 0.79
-    Plan p = make_plan(cfg, model_config_for(cfg.model), hw);
+    Plan p = make_plan(cfg, model::config_for(cfg.model), hw);
     double expect = 8192 * 345e9 / (8192 * 345e9 + 2 * 989e12 * 0.75);
     CHECK(p.flow_efficiency == doctest::Approx(expect));
 }
@@ -168,14 +170,14 @@ TEST_CASE("Fig. 6 on gh200: weight flow is exposed at small batch*seq, hidden at
 TEST_CASE("weights auto: stationary when the model fits, flow when it does not") {
     HardwareProfile hw = gh200();
     config::Config small = deck_1p5b();
-    Plan p = make_plan(small, model_config_for(small.model), hw);
+    Plan p = make_plan(small, model::config_for(small.model), hw);
     CHECK(p.weights == config::WeightsPolicy::Stationary);
     CHECK(p.mem_stationary.total <= p.capacity_bytes);
     // 96 layers x 6144 channels: ~44B params, bf16 weights alone 87 GB + fp32 grads for
     // accumulation
     config::Config big = deck_with(
         {"model.num_layers=96", "model.channels=6144", "model.num_heads=48", "train.batch_size=1"});
-    Plan q = make_plan(big, model_config_for(big.model), hw);
+    Plan q = make_plan(big, model::config_for(big.model), hw);
     CHECK(q.num_params > 40e9);
     CHECK(q.weights == config::WeightsPolicy::Flow);
     CHECK(q.mem_stationary.total > q.capacity_bytes);
@@ -186,7 +188,7 @@ TEST_CASE("weights auto: stationary when the model fits, flow when it does not")
     // an explicit deck value is kept
     config::Config fixed = deck_with({"offload.weights=stationary", "model.num_layers=96",
                                       "model.channels=6144", "model.num_heads=48"});
-    CHECK(make_plan(fixed, model_config_for(fixed.model), hw).weights ==
+    CHECK(make_plan(fixed, model::config_for(fixed.model), hw).weights ==
           config::WeightsPolicy::Stationary);
 }
 
@@ -195,8 +197,8 @@ TEST_CASE("tail buckets: the smallest count that satisfies Eq. 4-5 and hides the
     for (const char* ga : {"train.grad_accum=1", "train.grad_accum=8"}) {
         CAPTURE(ga);
         config::Config cfg = deck_with({ga, "model.recompute=false", "train.batch_size=2"});
-        Plan p = make_plan(cfg, model_config_for(cfg.model), hw);
-        CostInputs c = make_cost_inputs(cfg, model_config_for(cfg.model), hw);
+        Plan p = make_plan(cfg, model::config_for(cfg.model), hw);
+        CostInputs c = make_cost_inputs(cfg, model::config_for(cfg.model), hw);
         CHECK(p.num_buckets == c.num_buckets);
         CHECK(p.num_buckets == 93); // 1.558e9 params * 4 B / 64 MiB = 92.9
         REQUIRE(p.tail_buckets >= 0);
@@ -226,7 +228,7 @@ TEST_CASE("tail buckets: the smallest count that satisfies Eq. 4-5 and hides the
 TEST_CASE("schedules on gh200: superoffload beats synchronous; STV off waits for all grads") {
     HardwareProfile hw = gh200();
     config::Config cfg = deck_1p5b();
-    CostInputs c = make_cost_inputs(cfg, model_config_for(cfg.model), hw);
+    CostInputs c = make_cost_inputs(cfg, model::config_for(cfg.model), hw);
     IterationTimes so = superoffload_times(c, hw, config::WeightsPolicy::Stationary, 2, true);
     IterationTimes nostv = superoffload_times(c, hw, config::WeightsPolicy::Stationary, 2, false);
     IterationTimes sy = synchronous_times(c, hw, config::WeightsPolicy::Stationary);
@@ -240,7 +242,7 @@ TEST_CASE("schedules on gh200: superoffload beats synchronous; STV off waits for
 TEST_CASE("interleave k from DOS Eq. 1 over the profile's link") {
     HardwareProfile hw = gh200();
     config::Config cfg = deck_1p5b();
-    Plan p = make_plan(cfg, model_config_for(cfg.model), hw);
+    Plan p = make_plan(cfg, model::config_for(cfg.model), hw);
     double B = bandwidth_gbps(hw.h2d, 64 * kMiB) * 1e9 / 4;
     double k = dos_interleave_k(B, hw.gpu_adam_params_per_s, hw.cpu_adam_params_per_s,
                                 hw.cpu_cast_params_per_s);
@@ -251,7 +253,7 @@ TEST_CASE("interleave k from DOS Eq. 1 over the profile's link") {
     CHECK(p.interleave_k == 1);
     // on a PCIe host: rounded, at least 1
     HardwareProfile pcie = load_hardware(kSrc + "/inputs/hardware/h100-pcie.yaml");
-    Plan q = make_plan(cfg, model_config_for(cfg.model), pcie);
+    Plan q = make_plan(cfg, model::config_for(cfg.model), pcie);
     CHECK(std::isfinite(q.interleave_k_raw));
     CHECK(q.interleave_k == std::max(1L, std::lround(q.interleave_k_raw)));
 }
@@ -261,7 +263,7 @@ TEST_CASE("resolve_auto fills only auto values; describe reports the choices") {
     config::Config cfg = deck_1p5b();
     REQUIRE(cfg.offload.weights == config::WeightsPolicy::Auto);
     REQUIRE(cfg.offload.gpu_tail_buckets == -1);
-    Plan p = make_plan(cfg, model_config_for(cfg.model), hw);
+    Plan p = make_plan(cfg, model::config_for(cfg.model), hw);
     config::Config r = cfg;
     resolve_auto(r, p);
     CHECK(r.offload.weights == p.weights);
@@ -269,7 +271,7 @@ TEST_CASE("resolve_auto fills only auto values; describe reports the choices") {
     CHECK(r.offload.interleave_k == p.interleave_k);
     config::Config e =
         deck_with({"offload.gpu_tail_buckets=5", "offload.interleave_k=3", "offload.weights=flow"});
-    Plan pe = make_plan(e, model_config_for(e.model), hw);
+    Plan pe = make_plan(e, model::config_for(e.model), hw);
     CHECK(pe.tail_buckets == 5);
     CHECK(pe.interleave_k == 3);
     resolve_auto(e, p);
@@ -288,7 +290,7 @@ TEST_CASE("the host profile plans every deck without errors") {
          {"tiny.yaml", "gpt2-124m.yaml", "gpt2-1.5b-offload.yaml", "long-seq-ulysses.yaml"}) {
         CAPTURE(f);
         config::Config cfg = config::load_deck(kSrc + "/inputs/" + f, {});
-        Plan p = make_plan(cfg, model_config_for(cfg.model), default_host_profile());
+        Plan p = make_plan(cfg, model::config_for(cfg.model), default_host_profile());
         CHECK(p.weights != config::WeightsPolicy::Auto);
         CHECK(p.interleave_k >= 1);
         CHECK(p.iteration_s > 0);
@@ -306,8 +308,8 @@ TEST_CASE("Ulysses: a rank computes and stores 1/sp of the step") {
         config::load_deck(kSrc + "/inputs/long-seq-ulysses.yaml",
                           {"parallel.sp=1", "model.loss_tile=0", "model.mlp_tile=0"});
     REQUIRE(sp4.parallel.sp == 4);
-    CostInputs a = make_cost_inputs(sp4, model_config_for(sp4.model), hw);
-    CostInputs b = make_cost_inputs(sp1, model_config_for(sp1.model), hw);
+    CostInputs a = make_cost_inputs(sp4, model::config_for(sp4.model), hw);
+    CostInputs b = make_cost_inputs(sp1, model::config_for(sp1.model), hw);
     CHECK(a.seq == doctest::Approx(32768 / 4));
     CHECK(b.seq == doctest::Approx(32768));
     // linear and attention FLOPs scale with 1/sp; so do the per-token activations, but the
@@ -316,7 +318,7 @@ TEST_CASE("Ulysses: a rank computes and stores 1/sp of the step") {
     CHECK(b.activation_bytes / a.activation_bytes > 3.5);
     CHECK(b.activation_bytes / a.activation_bytes < 4.0);
     CHECK(a.params == b.params);
-    Plan p = make_plan(sp4, model_config_for(sp4.model), hw);
+    Plan p = make_plan(sp4, model::config_for(sp4.model), hw);
     bool noted = false;
     for (const std::string& n : p.notes)
         noted = noted || n.find("Ulysses sp = 4") == 0;
@@ -328,7 +330,7 @@ TEST_CASE("host memory: 48.7B GPT (Table 4) does not fit one GH200; why names th
     config::Config c =
         deck_with({"model.num_layers=60", "model.channels=8192", "model.num_heads=64",
                    "train.batch_size=1", "offload.weights=flow"});
-    Plan p = make_plan(c, model_config_for(c.model), hw);
+    Plan p = make_plan(c, model::config_for(c.model), hw);
     CHECK(p.num_params > 48e9);
     CHECK(p.num_params < 49.5e9);
     CHECK(p.mem.device_fits);
@@ -341,7 +343,7 @@ TEST_CASE("host memory: 48.7B GPT (Table 4) does not fit one GH200; why names th
     // exact rollback keeps two state sets: 24 B/param of master + moments
     CHECK(p.mem.host_state == doctest::Approx(24.0 * p.num_params).epsilon(0.001));
     // ZeRO-3 over 4 ranks: a quarter of the state per rank
-    Plan q = make_plan(c, model_config_for(c.model), hw, 4);
+    Plan q = make_plan(c, model::config_for(c.model), hw, 4);
     CHECK(q.mem.host_state == doctest::Approx(p.mem.host_state / 4).epsilon(0.001));
     CHECK(q.fits);
     CHECK(describe(p).find("fits: no: host memory") != std::string::npos);
@@ -349,13 +351,13 @@ TEST_CASE("host memory: 48.7B GPT (Table 4) does not fit one GH200; why names th
 
 TEST_CASE("host memory: the 1.5B deck fits gh200 on both sides; a small host does not") {
     HardwareProfile hw = gh200();
-    Plan p = make_plan(deck_1p5b(), model_config_for(deck_1p5b().model), hw);
+    Plan p = make_plan(deck_1p5b(), model::config_for(deck_1p5b().model), hw);
     CHECK(p.fits);
     CHECK(p.why.empty());
     CHECK(p.mem.host_total > 12.0 * p.num_params); // at least master + moments + grads
     CHECK(p.mem.host_total < p.host_capacity_bytes);
     hw.cpu_memory_gb = 16.0;
-    Plan q = make_plan(deck_1p5b(), model_config_for(deck_1p5b().model), hw);
+    Plan q = make_plan(deck_1p5b(), model::config_for(deck_1p5b().model), hw);
     CHECK(!q.fits);
     CHECK(q.why.find("host memory") != std::string::npos);
 }
@@ -376,7 +378,7 @@ TEST_CASE("Fig. 13: largest GPT on one GH200 (480 GB host) and one Alps node, we
                                              "model.num_layers=" + std::to_string(L)};
             sets.insert(sets.end(), extra.begin(), extra.end());
             config::Config c = deck_with(sets);
-            return make_plan(c, model_config_for(c.model), hw, ranks);
+            return make_plan(c, model::config_for(c.model), hw, ranks);
         };
         int lo = 2, hi = 400; // plan_at(lo) fits, plan_at(hi) does not
         REQUIRE(plan_at(lo).fits);
@@ -420,4 +422,20 @@ TEST_CASE("Fig. 13: largest GPT on one GH200 (480 GB host) and one Alps node, we
     CHECK(b(exact) < b(one)); // 24 B/param of state + grads
     // host bytes per parameter at the limit: the lean engine's 14 (no accumulation) or 16
     CHECK(one1.mem.host_total / one1.num_params < 15.5);
+}
+
+TEST_CASE("the deepest allowed model plans in about a second (linear in layers)") {
+    // before: make_buckets scanned every tensor for every bucket (quadratic): 35 s at 3e4 layers,
+    // minutes at this depth, which ends this test at ctest's timeout; with binary searches it is
+    // linear (65536 layers: ~1.5 s of CPU on a 2-core CI machine, 8192 layers: ~0.2 s)
+    config::Config c = deck_with({"model.num_layers=65536", "model.channels=64",
+                                  "model.num_heads=2", "offload.bucket_mb=1"});
+    const model::ArchConfig a = model::config_for(c.model);
+    Plan p = make_plan(c, a, gh200());
+    const model::ParamLayout l = model::make_layout(a);
+    CHECK(p.num_params == doctest::Approx(static_cast<double>(l.num_params)));
+    // 1 MB buckets over 4 B params: at least one bucket per MB of the model
+    CHECK(p.num_buckets >= static_cast<int>(4.0 * static_cast<double>(l.num_params) / 1.1e6));
+    // one layer past the bound is refused before anything is laid out
+    CHECK_THROWS_AS(deck_with({"model.num_layers=65537"}), core::Error);
 }

@@ -12,6 +12,7 @@
 
 #include "../../app/commands.h"
 #include "core/error.h"
+#include "core/strfmt.h"
 
 namespace {
 
@@ -62,9 +63,24 @@ TEST_CASE("topo command: this machine, dry run") {
     CHECK(out.find("placement: local rank 0/1") != std::string::npos);
 }
 
+TEST_CASE("topo command: --ranks N shows every local rank's placement") {
+    std::string xml = std::string(SOF_SOURCE_DIR) + "/tests/topo/gh200-4x.xml";
+    // before: listed in the program's --help, refused as an unknown argument
+    std::string out = run_topo({"--xml", xml, "--ranks", "4"});
+    for (int r = 0; r < 4; r++)
+        CHECK(out.find(sof::core::strfmt("placement: local rank %d/4: NUMA node %d", r, r)) !=
+              std::string::npos);
+    out = run_topo({"--ranks", "2"}); // this machine
+    CHECK(out.find("placement: local rank 1/2") != std::string::npos);
+}
+
 TEST_CASE("topo command: usage errors") {
-    for (std::vector<std::string> bad :
-         {std::vector<std::string>{"--frobnicate"}, {"--local-rank"}, {"--local-rank", "x"}}) {
+    for (std::vector<std::string> bad : {std::vector<std::string>{"--frobnicate"},
+                                         {"--local-rank"},
+                                         {"--local-rank", "x"},
+                                         {"--ranks", "0"},
+                                         {"--ranks", "2", "--bind"},
+                                         {"stray"}}) {
         try {
             run_topo(bad);
             FAIL("expected a usage error");

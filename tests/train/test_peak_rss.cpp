@@ -12,6 +12,7 @@
 
 #include "comm/world.h"
 #include "config/deck.h"
+#include "model/model_config.h"
 #include "plan/planner.h"
 #include "train/trainer.h"
 
@@ -73,8 +74,7 @@ void check_peak(const std::string& w) {
              "train.eval_batches=1", "train.eval_every=0", "train.log_every=0",
              "model.num_layers=8", "model.channels=256", "offload.weights=" + w,
              "offload.bucket_mb=1", "runtime.log_level=quiet", "runtime.threads=1"});
-        plan::Plan p =
-            plan::make_plan(cfg, plan::model_config_for(cfg.model), plan::hardware_for(cfg));
+        plan::Plan p = plan::make_plan(cfg, model::config_for(cfg.model), plan::hardware_for(cfg));
         REQUIRE(p.fits);
         comm::World world(MPI_COMM_WORLD);
         core::Log log(0, core::LogLevel::Quiet);

@@ -2,6 +2,7 @@
 // a whole training run at every point of its loop, the metrics writer, the advisory directory lock.
 #include "train/mpi_main.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -133,6 +134,61 @@ TEST_CASE("debug.hold_for_stop: every rank waits after that step until a stop is
     CHECK(sum.end_step == 1);
     if (mine) CHECK(calls == 20);
     CHECK(has_step("hold_for_stop", "step_00000001"));
+}
+
+TEST_CASE("a save that fails on one rank (a full disk) fails on every rank and leaves no partial "
+          "directory") {
+    comm::World world(MPI_COMM_WORLD);
+    const std::string name = "save_fails";
+    const std::string root = std::string(SOF_BINARY_DIR) + "/test-scratch/train/" + name + "/ckpt";
+    // the last rank's files may not grow beyond 16 KiB (its metrics fit, its 60 KB shard does
+    // not): its write fails with EFBIG like a full disk, while rank 0 writes its shard fine
+    const bool mine = world.rank() == world.size() - 1;
+    struct rlimit old {};
+    ::getrlimit(RLIMIT_FSIZE, &old);
+    auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    if (mine) {
+        struct rlimit small = old;
+        small.rlim_cur = 16 << 10;
+        REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+    }
+    std::string msg;
+    core::ErrorKind kind = core::ErrorKind::Internal;
+    try {
+        run_with_stop(name, [] { return 0; }, {"train.steps=1"});
+    } catch (const core::Error& e) {
+        msg = e.what();
+        kind = e.kind();
+    }
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+    INFO("rank " << world.rank() << ": " << msg);
+    CHECK(kind == core::ErrorKind::Io);
+    if (world.size() > 1)
+        CHECK(msg.find(mine ? "File too large" : "failed on another rank") != std::string::npos);
+    world.barrier();
+    // neither the step nor its temporary directory is left
+    int entries = 0;
+    for (const auto& e : fs::directory_iterator(root)) {
+        const std::string f = e.path().filename().string();
+        if (f == ".superoffload.lock") continue; // the run's directory lock
+        INFO("left behind: " << e.path());
+        entries++;
+    }
+    CHECK(entries == 0);
+    world.barrier();
+}
+
+TEST_CASE("a run whose every step is skipped says so (the app exits non-zero); one skip does not") {
+    train::RunSummary all =
+        run_with_stop("all_skipped", [] { return 0; },
+                      {"train.steps=3", "debug.inject_nonfinite_steps=[0, 1, 2]"});
+    CHECK(all.skips == 3);
+    CHECK(all.all_skipped);
+    train::RunSummary some = run_with_stop("some_skipped", [] { return 0; },
+                                           {"train.steps=3", "debug.inject_nonfinite_steps=[1]"});
+    CHECK(some.skips == 1);
+    CHECK_FALSE(some.all_skipped);
 }
 
 TEST_CASE("stop_agreed: one rank's signal stops every rank after the same step") {

@@ -1,6 +1,6 @@
 // ZeRO-3 shard maps and shard layouts (see shard.h): per-unit padded 1/N slices of the flat
 // parameter space, and the copies between full buffers, shard buffers and checkpoint shards.
-#include "model/shard.h"
+#include "zero/shard.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,7 +8,10 @@
 #include "core/error.h"
 #include "core/strfmt.h"
 
-namespace sof::model {
+namespace sof::zero {
+
+using model::TensorInfo;
+using model::TensorKind;
 
 namespace {
 size_t unit_size(const ParamLayout& l, int u) {
@@ -133,4 +136,4 @@ void shard_unpack_real(const ParamLayout& full, const ShardMap& map, const float
     }
 }
 
-} // namespace sof::model
+} // namespace sof::zero

@@ -1,10 +1,10 @@
-// CPU forward+backward benchmark of the transformer units: the LLaMA block against the GPT-2 block
-// of equal FLOPs (MHA, I = 8C/3), paired, per unit. Used by `superoffload bench model`.
+// `superoffload bench model`: CPU forward+backward of the LLaMA block against the GPT-2 block of
+// equal FLOPs (MHA, I = 8C/3), paired, per unit. App code: a benchmark is not part of lib/.
 #pragma once
 
 #include <string>
 
-namespace sof::model {
+namespace sof::app {
 
 struct BenchModelOptions {
     int channels = 768;         // C (both models)
@@ -28,4 +28,4 @@ BenchModelOptions parse_bench_model_args(int argc, char** argv);
 // Runs the benchmark and returns the report (text or JSON per options).
 std::string bench_model(const BenchModelOptions& o);
 
-} // namespace sof::model
+} // namespace sof::app

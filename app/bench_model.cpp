@@ -1,6 +1,6 @@
 // `superoffload bench model`: times the block units (acquire..release in forward and backward) of
 // a GPT-2 and a LLaMA-family model on the same batch, alternating, and compares time per FLOP.
-#include "model/bench_model.h"
+#include "bench_model.h"
 
 #include <omp.h>
 
@@ -15,7 +15,9 @@
 #include "core/strfmt.h"
 #include "model/model.h"
 
-namespace sof::model {
+namespace sof::app {
+
+using namespace sof::model;
 
 namespace {
 
@@ -191,4 +193,4 @@ std::string bench_model(const BenchModelOptions& o) {
         o.arch.c_str(), ratio);
 }
 
-} // namespace sof::model
+} // namespace sof::app

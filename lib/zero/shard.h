@@ -7,7 +7,9 @@
 
 #include "model/layout.h"
 
-namespace sof::model {
+namespace sof::zero {
+
+using model::ParamLayout;
 
 // Why per unit and padded 1/N: a unit is what forward/backward need at once, so one allgather of
 // equal slices (MPI_Allgather, no counts) rebuilds it, one reduce-scatter of the unit's grads hands
@@ -61,4 +63,4 @@ void shard_pack_real(const ParamLayout& full, const ShardMap& map, const float* 
 void shard_unpack_real(const ParamLayout& full, const ShardMap& map, const float* real_buf,
                        float* shard_buf);
 
-} // namespace sof::model
+} // namespace sof::zero

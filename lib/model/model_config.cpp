@@ -1,0 +1,111 @@
+// Deck model section <-> ArchConfig, and deck-level validation with the key's location.
+#include "model/model_config.h"
+
+#include <string>
+#include <vector>
+
+#include "config/deck.h"
+#include "core/error.h"
+
+namespace sof::model {
+
+ArchConfig config_for(const config::ModelConfig& m) {
+    ArchConfig g;
+    g.arch = m.type;
+    g.max_seq_len = m.max_seq_len;
+    g.vocab_size = m.vocab_size;
+    // in 64 bits: a vocabulary near INT_MAX must not wrap (validate refuses it)
+    const long long padded = (static_cast<long long>(m.vocab_size) + 127) / 128 * 128;
+    g.padded_vocab_size = m.padded_vocab_size > 0 ? m.padded_vocab_size
+                          : padded > 2147483647LL ? 2147483647
+                                                  : static_cast<int>(padded);
+    g.num_layers = m.num_layers;
+    g.num_heads = m.num_heads;
+    g.channels = m.channels;
+    g.qkv_bias = m.attention_bias;
+    g.tie_embeddings = m.tie_embeddings;
+    apply_arch_defaults(&g);
+    if (g.llama_family()) {
+        g.num_kv_heads = m.num_kv_heads;
+        g.head_dim = m.head_dim;
+        g.intermediate_size = m.intermediate_size;
+        g.norm_eps = m.norm_eps;
+        g.rope_theta = m.rope_theta;
+        g.rope_scaling.type =
+            m.rope_scaling_type == "llama3" ? RopeScalingType::Llama3 : RopeScalingType::None;
+        g.rope_scaling.factor = m.rope_scaling_factor;
+        g.rope_scaling.low_freq_factor = m.rope_scaling_low_freq_factor;
+        g.rope_scaling.high_freq_factor = m.rope_scaling_high_freq_factor;
+        g.rope_scaling.original_max_position = m.rope_scaling_original_max_position;
+    }
+    return g;
+}
+
+void set_deck_model(const ArchConfig& a, config::ModelConfig* m) {
+    m->type = a.arch;
+    m->max_seq_len = a.max_seq_len;
+    m->vocab_size = a.vocab_size;
+    m->padded_vocab_size = a.padded_vocab_size;
+    m->num_layers = a.num_layers;
+    m->num_heads = a.num_heads;
+    m->channels = a.channels;
+    m->tie_embeddings = a.tie_embeddings;
+    m->attention_bias = a.qkv_bias;
+    if (!a.llama_family()) return; // GPT-2 reads none of the LLaMA-family keys
+    m->num_kv_heads = a.num_kv_heads;
+    m->head_dim = a.head_dim;
+    m->intermediate_size = a.intermediate_size;
+    m->norm_eps = a.norm_eps;
+    m->rope_theta = a.rope_theta;
+    m->rope_scaling_type = a.rope_scaling.type == RopeScalingType::Llama3 ? "llama3" : "none";
+    m->rope_scaling_factor = a.rope_scaling.factor;
+    m->rope_scaling_low_freq_factor = a.rope_scaling.low_freq_factor;
+    m->rope_scaling_high_freq_factor = a.rope_scaling.high_freq_factor;
+    m->rope_scaling_original_max_position = a.rope_scaling.original_max_position;
+}
+
+namespace {
+
+bool key_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
+}
+
+// Where the first deck key named in `msg` (as a whole word) was set explicitly; "" when none was.
+std::string locate(const config::Config& cfg, const std::string& msg) {
+    size_t best = std::string::npos;
+    std::string where;
+    for (const std::string& key : config::all_keys()) {
+        auto o = cfg.origins.find(key);
+        if (o == cfg.origins.end()) continue;
+        for (size_t at = msg.find(key); at != std::string::npos; at = msg.find(key, at + 1)) {
+            const size_t end = at + key.size();
+            const bool whole =
+                (at == 0 || !key_char(msg[at - 1])) &&
+                (end == msg.size() || !key_char(msg[end]) ||
+                 (msg[end] == '.' && (end + 1 == msg.size() || !key_char(msg[end + 1]))));
+            if (!whole) continue;
+            if (at < best) {
+                best = at;
+                where = o->second;
+            }
+            break;
+        }
+    }
+    return where;
+}
+
+} // namespace
+
+void validate_deck(const config::Config& cfg) {
+    if (!cfg.model.init_from.empty()) return;
+    try {
+        validate(config_for(cfg.model), cfg.parallel.sp);
+    } catch (const core::Error& e) {
+        if (e.kind() != core::ErrorKind::Config) throw;
+        std::string where = locate(cfg, e.what());
+        if (where.empty()) where = cfg.deck_path.empty() ? "deck" : cfg.deck_path;
+        core::throw_error(core::ErrorKind::Config, where + ": " + e.what());
+    }
+}
+
+} // namespace sof::model
