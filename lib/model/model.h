@@ -70,12 +70,16 @@ class SeqExchange {
     virtual ~SeqExchange() = default;
     virtual int degree() const = 0; // P
     virtual int index() const = 0;  // i: this rank's token slice
+    // Buffers of the model's device, `elem` bytes per element (4: fp32, 2: bf16), in and out not
+    // overlapping; the exchange follows the work the model enqueued on its stream and its result
+    // is ready for the work enqueued after it (on the host device: when the call returns).
     // in (B, Tl, K, P, X) -> out (B, P*Tl, K, X): every token of channel group i (K = 3 for qkv,
     // 1 for the attention output). collective: all ranks of the sequence-parallel group
-    virtual void to_heads(const float* in, float* out, int B, int Tl, int K, int X) = 0;
+    virtual void to_heads(const void* in, void* out, size_t elem, int B, int Tl, int K, int X) = 0;
     // The inverse: in (B, P*Tl, K, X) -> out (B, Tl, K, P, X).
     // collective: all ranks of the sequence-parallel group
-    virtual void to_tokens(const float* in, float* out, int B, int Tl, int K, int X) = 0;
+    virtual void to_tokens(const void* in, void* out, size_t elem, int B, int Tl, int K,
+                           int X) = 0;
 };
 
 struct ModelOptions {

@@ -42,51 +42,14 @@ void DriverT<T>::norm_backward(T* dinp, float* gw, float* gb, const T* dout, con
                                      static_cast<size_t>(C));
 }
 
-// The SeqExchange works on host fp32 buffers: the CPU twins' buffers go straight through; CUDA
-// (or bf16) buffers are staged through host memory (correct, not fast: a device all-to-all is
-// the next step, docs/parallel.md).
+// The Ulysses all-to-alls on the activation buffers themselves (device memory, fp32 or bf16),
+// ordered on the model's stream (sp::Ulysses over rank::DeviceComm).
 template <class T> void DriverT<T>::to_heads(const T* in, T* out, int K, int X) {
-    const size_t n = static_cast<size_t>(B_) * T_ * K * X * P_;
-    if constexpr (std::is_same_v<T, float>) {
-        if (host_mem_) {
-            seq_->to_heads(in, out, B_, T_, K, X);
-            return;
-        }
-    }
-    std::vector<T> tmp(n);
-    dev_->copy(tmp.data(), in, n * sizeof(T), device::CopyKind::DeviceToHost, *stream_);
-    dev_->synchronize(*stream_);
-    xa_.resize(n);
-    xb_.resize(n);
-    for (size_t i = 0; i < n; i++)
-        xa_[i] = core::to_f32(tmp[i]);
-    seq_->to_heads(xa_.data(), xb_.data(), B_, T_, K, X);
-    for (size_t i = 0; i < n; i++)
-        tmp[i] = core::from_f32<T>(xb_[i]);
-    dev_->copy(out, tmp.data(), n * sizeof(T), device::CopyKind::HostToDevice, *stream_);
-    dev_->synchronize(*stream_);
+    seq_->to_heads(in, out, sizeof(T), B_, T_, K, X);
 }
 
 template <class T> void DriverT<T>::to_tokens(const T* in, T* out, int K, int X) {
-    const size_t n = static_cast<size_t>(B_) * T_ * K * X * P_;
-    if constexpr (std::is_same_v<T, float>) {
-        if (host_mem_) {
-            seq_->to_tokens(in, out, B_, T_, K, X);
-            return;
-        }
-    }
-    std::vector<T> tmp(n);
-    dev_->copy(tmp.data(), in, n * sizeof(T), device::CopyKind::DeviceToHost, *stream_);
-    dev_->synchronize(*stream_);
-    xa_.resize(n);
-    xb_.resize(n);
-    for (size_t i = 0; i < n; i++)
-        xa_[i] = core::to_f32(tmp[i]);
-    seq_->to_tokens(xa_.data(), xb_.data(), B_, T_, K, X);
-    for (size_t i = 0; i < n; i++)
-        tmp[i] = core::from_f32<T>(xb_[i]);
-    dev_->copy(out, tmp.data(), n * sizeof(T), device::CopyKind::HostToDevice, *stream_);
-    dev_->synchronize(*stream_);
+    seq_->to_tokens(in, out, sizeof(T), B_, T_, K, X);
 }
 
 // Causal attention of one block over qkv (B,T,W): on the local tokens (P = 1) or, with Ulysses,

@@ -64,7 +64,7 @@ template <class T> class DriverT : public Transformer::Driver {
                       int n = -1);
     void norm_backward(T* dinp, float* gw, float* gb, const T* dout, const T* in, const T* w,
                        const float* mean, const float* rstd, int n = -1);
-    // Ulysses exchange of act buffers (host float buffers passed through; otherwise staged)
+    // Ulysses exchange of act buffers on the device (SeqExchange, elem = sizeof(T))
     void to_heads(const T* in, T* out, int K, int X);
     void to_tokens(const T* in, T* out, int K, int X);
     void upload(void* dst, const void* src, size_t bytes);
@@ -122,7 +122,6 @@ template <class T> class DriverT : public Transformer::Driver {
     std::vector<int> h_tokens_, h_targets_, h_positions_; // (max_BT) host copies
     int* pinned_ids_ = nullptr;                           // (3*max_BT) CUDA upload staging
     float* pinned_losses_ = nullptr;                      // (max_BT) CUDA loss readback
-    std::vector<float> xa_, xb_;                          // Ulysses staging (CUDA / bf16)
 };
 
 } // namespace sof::model

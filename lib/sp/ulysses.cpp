@@ -78,7 +78,7 @@ void Ulysses::finish() {
 
 // out serves as the send buffer: chunk j = channel group j of every local row; the received
 // chunk i (rank i's tokens) goes to positions i*Tl ..
-void Ulysses::to_heads_device(const void* in, void* out, size_t elem, int B, int Tl, int K, int X) {
+void Ulysses::to_heads(const void* in, void* out, size_t elem, int B, int Tl, int K, int X) {
     const size_t P = static_cast<size_t>(g_.size()), x = static_cast<size_t>(X);
     const size_t rows_n = static_cast<size_t>(B) * Tl * K, chunk = rows_n * x;
     const size_t tkx = static_cast<size_t>(Tl) * K * x; // one sequence's tokens of one chunk
@@ -94,8 +94,7 @@ void Ulysses::to_heads_device(const void* in, void* out, size_t elem, int B, int
 
 // chunk j = positions j*Tl .. of this rank's head group; the received chunk i (head group i of
 // this rank's tokens) goes to channel group i of every local row
-void Ulysses::to_tokens_device(const void* in, void* out, size_t elem, int B, int Tl, int K,
-                               int X) {
+void Ulysses::to_tokens(const void* in, void* out, size_t elem, int B, int Tl, int K, int X) {
     const size_t P = static_cast<size_t>(g_.size()), x = static_cast<size_t>(X);
     const size_t rows_n = static_cast<size_t>(B) * Tl * K, chunk = rows_n * x;
     const size_t tkx = static_cast<size_t>(Tl) * K * x;
@@ -107,45 +106,6 @@ void Ulysses::to_tokens_device(const void* in, void* out, size_t elem, int B, in
     for (size_t i = 0; i < P; i++)
         rows(at(out, i * x, elem), P * x, at(scratch_, i * chunk, elem), x, rows_n, x);
     finish();
-}
-
-void Ulysses::to_heads(const float* in, float* out, int B, int Tl, int K, int X) {
-    if (d_.host_accessible()) return to_heads_device(in, out, sizeof(float), B, Tl, K, X);
-    const size_t P = static_cast<size_t>(g_.size());
-    const size_t x = static_cast<size_t>(X), rows = static_cast<size_t>(B) * Tl * K;
-    const size_t chunk = rows * x; // per destination: (B, Tl, K, X)
-    send_.resize(P * chunk);
-    recv_.resize(P * chunk);
-    for (size_t j = 0; j < P; j++) // chunk j: channel group j of every local row
-        for (size_t r = 0; r < rows; r++)
-            std::memcpy(send_.data() + j * chunk + r * x, in + (r * P + j) * x, x * sizeof(float));
-    g_.alltoall(send_.data(), recv_.data(), chunk);
-    const size_t tl = static_cast<size_t>(Tl), k = static_cast<size_t>(K);
-    for (size_t i = 0; i < P; i++) // chunk i: rank i's tokens -> positions i*Tl ..
-        for (size_t b = 0; b < static_cast<size_t>(B); b++)
-            for (size_t t = 0; t < tl; t++)
-                std::memcpy(out + ((b * P * tl + i * tl + t) * k) * x,
-                            recv_.data() + i * chunk + ((b * tl + t) * k) * x,
-                            k * x * sizeof(float));
-}
-
-void Ulysses::to_tokens(const float* in, float* out, int B, int Tl, int K, int X) {
-    if (d_.host_accessible()) return to_tokens_device(in, out, sizeof(float), B, Tl, K, X);
-    const size_t P = static_cast<size_t>(g_.size());
-    const size_t x = static_cast<size_t>(X), tl = static_cast<size_t>(Tl);
-    const size_t k = static_cast<size_t>(K), rows = static_cast<size_t>(B) * tl * k;
-    const size_t chunk = rows * x;
-    send_.resize(P * chunk);
-    recv_.resize(P * chunk);
-    for (size_t j = 0; j < P; j++) // chunk j: positions j*Tl .. of this rank's head group
-        for (size_t b = 0; b < static_cast<size_t>(B); b++)
-            for (size_t t = 0; t < tl; t++)
-                std::memcpy(send_.data() + j * chunk + ((b * tl + t) * k) * x,
-                            in + ((b * P * tl + j * tl + t) * k) * x, k * x * sizeof(float));
-    g_.alltoall(send_.data(), recv_.data(), chunk);
-    for (size_t i = 0; i < P; i++) // chunk i: head group i of this rank's tokens
-        for (size_t r = 0; r < rows; r++)
-            std::memcpy(out + (r * P + i) * x, recv_.data() + i * chunk + r * x, x * sizeof(float));
 }
 
 void slice_sequence(const int* tokens, int* local, int B, int T, int P, int index) {

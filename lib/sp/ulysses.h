@@ -27,20 +27,13 @@ class Ulysses : public model::SeqExchange {
     int degree() const override { return g_.size(); }
     int index() const override { return g_.rank(); }
 
-    // SeqExchange, fp32 host buffers: on a host-accessible device these are its device buffers
-    // (the device path below); on a GPU the model's host staging goes through host all-to-alls.
+    // SeqExchange: device buffers of dc's device, `elem` bytes per element (4: fp32, 2: bf16);
+    // in and out must not overlap. to_heads in (B, Tl, K, P, X) -> out (B, P*Tl, K, X);
+    // to_tokens the inverse. One device scratch of the exchanged size is kept (grown on demand).
     // collective: all ranks of the SP group
-    void to_heads(const float* in, float* out, int B, int Tl, int K, int X) override;
+    void to_heads(const void* in, void* out, size_t elem, int B, int Tl, int K, int X) override;
     // collective: all ranks of the SP group
-    void to_tokens(const float* in, float* out, int B, int Tl, int K, int X) override;
-
-    // Device buffers of dc's device, `elem` bytes per element (4: fp32, 2: bf16); in and out
-    // must not overlap. Layouts as SeqExchange's: to_heads in (B, Tl, K, P, X) -> out
-    // (B, P*Tl, K, X); to_tokens the inverse. One device scratch of the exchanged size is kept
-    // (grown on demand). collective: all ranks of the SP group
-    void to_heads_device(const void* in, void* out, size_t elem, int B, int Tl, int K, int X);
-    // collective: all ranks of the SP group
-    void to_tokens_device(const void* in, void* out, size_t elem, int B, int Tl, int K, int X);
+    void to_tokens(const void* in, void* out, size_t elem, int B, int Tl, int K, int X) override;
 
   private:
     // Enqueues dst[r*ldd + i] = src[r*lds + i] (elements of elem_ bytes) on s_.
@@ -59,7 +52,6 @@ class Ulysses : public model::SeqExchange {
     void* scratch_ = nullptr; // device, cap_ bytes: the received chunks
     size_t cap_ = 0;
     size_t elem_ = 4;
-    std::vector<float> send_, recv_; // (P * B*Tl*K*X) each: the host fp32 path on a GPU
 };
 
 // Positions [index*T/P, (index+1)*T/P) of every sequence: tokens (B, T) -> local (B, T/P).
