@@ -241,6 +241,8 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("data.shuffle", &d.shuffle));
     v.push_back(make("data.seed", &d.seed));
     v.push_back(choice("data.loss_mask", &d.loss_mask, {"auto", "require", "ignore"}));
+    v.push_back(make("data.pack", &d.pack));
+    v.push_back(make("data.eos_id", &d.eos_id, at_least(-1)));
     v.push_back(make("data.builtin.seed", &d.builtin.seed));
     v.push_back(make("data.builtin.train_tokens", &d.builtin.train_tokens, at_least(1)));
     v.push_back(make("data.builtin.val_tokens", &d.builtin.val_tokens, at_least(1)));

@@ -18,6 +18,7 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
     add(Act::Tokens, -1, "tokens", BT * 4);
     add(Act::Targets, -1, "targets", BT * 4);
     add(Act::Positions, -1, "positions", BT * 4);
+    add(Act::Segments, -1, "segments", BT * static_cast<size_t>(a.P) * 4);
     if (s.pos == PosKind::Rope) {
         const size_t npos = static_cast<size_t>(a.P) * a.T * static_cast<size_t>(s.hd / 2);
         add(Act::RopeCos, -1, "rope cos", npos * 4);

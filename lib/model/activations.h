@@ -17,6 +17,7 @@ enum class Act {
     Tokens,    // (BT) int32 input ids
     Targets,   // (BT) int32 target ids (< 0: ignored position)
     Positions, // (BT) int32 position of each token (RoPE angle / wpe row)
+    Segments,  // (B, P*T) int32 document ids of the whole sequence (packed batches)
     RopeCos,   // (P*T, hd/2) fp32 (RoPE only): every position of the whole sequence
     RopeSin,   // (P*T, hd/2) fp32 (RoPE only)
     Res,       // (L+1, BT, C) act: the residual stream, res[0] = embeddings

@@ -20,7 +20,9 @@ namespace sof::model {
 class Transformer::Driver {
   public:
     virtual ~Driver() = default;
-    virtual float forward(WeightSource& w, const int* inputs, const int* targets, int B, int T) = 0;
+    virtual float forward(WeightSource& w, const int* inputs, const int* targets,
+                          const int* segments, int B, int T) = 0;
+    virtual void decode(WeightSource& w, const int* tokens, int n, int pos0) = 0;
     virtual void backward(WeightSource& w, GradSink& sink, float dloss) = 0;
     virtual std::vector<float> logits() const = 0;
     virtual size_t activation_bytes() const = 0;
@@ -31,7 +33,9 @@ template <class T> class DriverT : public Transformer::Driver {
     DriverT(const ArchConfig& cfg, const ParamLayout& layout, const ModelOptions& opts, int max_B,
             int max_T);
     ~DriverT() override;
-    float forward(WeightSource& w, const int* inputs, const int* targets, int B, int Tl) override;
+    float forward(WeightSource& w, const int* inputs, const int* targets, const int* segments,
+                  int B, int Tl) override;
+    void decode(WeightSource& w, const int* tokens, int n, int pos0) override;
     void backward(WeightSource& w, GradSink& sink, float dloss) override;
     std::vector<float> logits() const override;
     size_t activation_bytes() const override { return act_bytes_; }
@@ -49,11 +53,15 @@ template <class T> class DriverT : public Transformer::Driver {
     void to_heads(const T* in, T* out, int K, int X);
     void to_tokens(const T* in, T* out, int K, int X);
     void upload(void* dst, const void* src, size_t bytes);
+    // token ids and their positions (N each) into Act::Tokens / Act::Positions, targets when given
+    void upload_ids(const int* targets, const int* segments, int N, size_t nseg);
     void sync();
 
     T* act(Act id, int set = -1) const { return static_cast<T*>(ptr(id, set)); }
     float* f32(Act id, int set = -1) const { return static_cast<float*>(ptr(id, set)); }
     int* i32(Act id) const { return static_cast<int*>(ptr(id, -1)); }
+    // (B, P*T) document ids of the last forward's batch, or null (one document per row)
+    const int* segments() const { return packed_ ? i32(Act::Segments) : nullptr; }
     void* ptr(Act id, int set) const;
     T* res_at(int l) const { return act(Act::Res) + static_cast<size_t>(l) * max_BT_ * s_.C; }
     int set_of(int l) const { return recompute_ ? 0 : l; }
@@ -67,6 +75,11 @@ template <class T> class DriverT : public Transformer::Driver {
     size_t max_BT_ = 0;
     int B_ = 0, T_ = 0;
     bool have_targets_ = false;
+    bool packed_ = false; // the last forward had segments (Act::Segments holds them)
+    // decode: the block buffers' rows r0_.. are this call's (rows before: the KV cache in Qkv);
+    // 0 in training. cached_: positions whose keys/values are in the cache.
+    size_t r0_ = 0;
+    int cached_ = 0;
     int scratch_layer_ = -1; // recompute: the block whose activations are in set 0 now
 
     std::unique_ptr<device::Device> owned_dev_; // when ModelOptions::device is null
@@ -80,9 +93,10 @@ template <class T> class DriverT : public Transformer::Driver {
     std::vector<void*> allocs_;
     size_t act_bytes_ = 0;
     std::vector<int> h_tokens_, h_targets_, h_positions_; // (max_BT) host copies
-    int* pinned_ids_ = nullptr;                           // (3*max_BT) CUDA upload staging
-    float* pinned_losses_ = nullptr;                      // (max_BT) CUDA loss readback
-    std::vector<float> xa_, xb_;                          // Ulysses staging (CUDA / bf16)
+    int* pinned_ids_ = nullptr;      // ((3+P)*max_BT) CUDA upload staging (tokens, positions,
+                                     // targets, segments)
+    float* pinned_losses_ = nullptr; // (max_BT) CUDA loss readback
+    std::vector<float> xa_, xb_;     // Ulysses staging (CUDA / bf16)
 };
 
 } // namespace sof::model
