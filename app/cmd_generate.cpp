@@ -37,7 +37,8 @@ const char* kGenerateUsage =
     "  --prompt TEXT     the prompt, tokenized as AutoTokenizer(TEXT).input_ids\n"
     "  --chat FILE       JSON list of {\"role\", \"content\"} messages, rendered by the\n"
     "                    tokenizer's chat template with the generation prompt\n"
-    "  --prompt-ids IDS  the prompt as token ids (no tokenizer needed; ids are printed)\n"
+    "  --prompt-ids IDS  the prompt as token ids; prints the new ids (a tokenizer, when there is\n"
+    "                    one, only gives the stop ids)\n"
     "  --tokenizer DIR   the Hugging Face directory with tokenizer.json (default: --hf, or the\n"
     "                    checkpoint's model.init_from); scripts/hf_tokenize.py uses it\n"
     "  --max-tokens N    new tokens at most (default 64); fewer when a stop token (the\n"
@@ -229,7 +230,7 @@ int cmd_generate(int argc, char** argv) {
             stop.push_back(v.get<int>());
     } else {
         prompt = parse_ids(a.prompt_ids);
-        if (!tok.empty()) {
+        if (!tok.empty() && !a.ignore_eos) {
             const std::string out =
                 run_capture(script + "encode --tokenizer " + sh_quote(tok) + " --text ''",
                             "generate: reading the stop ids");
@@ -256,8 +257,8 @@ int cmd_generate(int argc, char** argv) {
     const model::GenerateResult r =
         model::generate(*m, w, prompt, a.max_tokens, max_T, sp, a.seed, stop);
 
-    std::string reply;
-    if (!tok.empty())
+    std::string reply; // ids in, ids out: no text for --prompt-ids
+    if (text)
         reply = run_capture(script + "decode --tokenizer " + sh_quote(tok) + " --ids " +
                                 join_ids(r.ids),
                             "generate: decoding the reply with scripts/hf_tokenize.py");
@@ -269,7 +270,7 @@ int cmd_generate(int argc, char** argv) {
                     ckpt::json_quote(reply).c_str(), r.stopped ? "true" : "false", r.prefill_s,
                     r.decode_s, tps);
     } else {
-        std::printf("%s\n", tok.empty() ? join_ids(r.ids).c_str() : reply.c_str());
+        std::printf("%s\n", text ? reply.c_str() : join_ids(r.ids).c_str());
         std::fprintf(stderr,
                      "generate: %zu prompt tokens (%.3f s), %zu new tokens (%.1f tok/s, %d "
                      "thread(s))%s\n",

@@ -129,15 +129,15 @@ runtime: {{out_dir: {work}/out, threads: 1, log_level: quiet}}
                   f"{want} (the test would not tell much)")
             print(f"  {name} {what}: {len(ids)} prompt tokens, {len(want)} new tokens equal "
                   f"({got['tokens_per_s']:.0f} tok/s)")
-        # sampling: reproducible per seed; top_k = 1 is greedy; sampling differs from greedy
-        s1 = ours(args, out, "--prompt", prompt, "--seed", "3", "--top-k", "20", "--top-p",
-                  "0.9", "--temperature", "1.5", "--max-tokens", str(NEW), "--ignore-eos")
-        s2 = ours(args, out, "--prompt", prompt, "--seed", "3", "--top-k", "20", "--top-p",
-                  "0.9", "--temperature", "1.5", "--max-tokens", str(NEW), "--ignore-eos")
-        k1 = ours(args, out, "--prompt", prompt, "--seed", "9", "--top-k", "1",
-                  "--max-tokens", str(NEW), "--ignore-eos")
-        gr = ours(args, out, "--prompt", prompt, "--temperature", "0", "--max-tokens", str(NEW),
-                  "--ignore-eos")
+        # sampling (ids in, ids out: no tokenizer runs): reproducible per seed; top_k = 1 is
+        # greedy; sampling differs from greedy
+        pids = ",".join(str(i) for i in tok(prompt).input_ids)
+        base = ["--prompt-ids", pids, "--max-tokens", str(NEW), "--ignore-eos"]
+        samp = base + ["--top-k", "20", "--top-p", "0.9", "--temperature", "1.5"]
+        s1 = ours(args, out, *samp, "--seed", "3")
+        s2 = ours(args, out, *samp, "--seed", "3")
+        k1 = ours(args, out, *base, "--seed", "9", "--top-k", "1")
+        gr = ours(args, out, *base, "--temperature", "0")
         check(s1["ids"] == s2["ids"], f"{name}: the same seed sampled {s1['ids']} and {s2['ids']}")
         check(k1["ids"] == gr["ids"], f"{name}: top_k=1 {k1['ids']} != greedy {gr['ids']}")
         check(s1["ids"] != gr["ids"], f"{name}: sampling at temperature 1.5 gave the greedy ids")

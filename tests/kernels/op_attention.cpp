@@ -201,9 +201,11 @@ SOF_OP_CPU("attention", "q_begin computes the last rows only, equal to the full 
             for (int b = 0; b < s.B; b++)
                 for (int t = 0; t < s.T; t++) {
                     const size_t r = (static_cast<size_t>(b) * s.T + t) * p.ldo;
-                    for (size_t i = 0; i < static_cast<size_t>(s.NH) * s.hd; i++)
-                        REQUIRE(t >= q0 ? std::fabs(part[r + i] - full[r + i]) <= 1e-6f
-                                        : part[r + i] == 12345.0f);
+                    for (size_t i = 0; i < static_cast<size_t>(s.NH) * s.hd; i++) {
+                        const bool ok = t >= q0 ? std::fabs(part[r + i] - full[r + i]) <= 1e-6f
+                                                : part[r + i] == 12345.0f;
+                        REQUIRE(ok);
+                    }
                 }
         }
     }
