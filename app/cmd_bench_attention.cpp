@@ -171,7 +171,8 @@ void run_tiled(const Opts& o, const std::vector<float>& qkv, const std::vector<f
                                      o.NH,
                                      o.NH,
                                      hd,
-                                     nullptr};
+                                     nullptr,
+                                     0};
     std::vector<float> out(rows * o.C), lse(rows * o.NH), delta(rows * o.NH), dqkv(rows * C3);
     kernels::cpu::attention_forward(out.data(), lse.data(), a);
     const kernels::AttnGrads<float> d{dqkv.data(), dqkv.data() + o.C, dqkv.data() + 2 * o.C, C3, C3,

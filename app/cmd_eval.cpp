@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "model/model_config.h"
+#include "tools.h"
 #include "train/trainer.h"
 
 namespace sof::app {
@@ -98,27 +99,6 @@ void set_model_keys(config::ModelConfig& c, const model::ArchConfig& m) {
     c.init_from.clear();
 }
 
-// Single-quoted for /bin/sh.
-std::string sh_quote(const std::string& s) {
-    std::string q = "'";
-    for (char c : s)
-        q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
-
-// scripts/prepare_data.py of the source tree this program was built from (build/bin/..), or
-// $SOF_SCRIPTS/prepare_data.py.
-std::string prepare_script() {
-    namespace fs = std::filesystem;
-    if (const char* d = std::getenv("SOF_SCRIPTS")) return std::string(d) + "/prepare_data.py";
-    std::error_code ec;
-    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
-        if (fs::exists(p / "scripts" / "prepare_data.py", ec))
-            return (p / "scripts" / "prepare_data.py").string();
-    return "scripts/prepare_data.py";
-}
-
 // Rank 0 tokenizes the text files into `out` (all of them as validation data); every rank
 // learns whether it worked. collective: all ranks of MPI_COMM_WORLD
 void tokenize_texts(const EvalArgs& a, const std::string& tokenizer, const std::string& out) {
@@ -126,8 +106,8 @@ void tokenize_texts(const EvalArgs& a, const std::string& tokenizer, const std::
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     std::string cmd;
     if (rank == 0) {
-        cmd = sh_quote(prepare_script()) + " --tokenizer " + sh_quote(tokenizer) + " --out " +
-              sh_quote(out) + " --val-fraction 1 --quiet";
+        cmd = sh_quote(script_path("prepare_data.py")) + " --tokenizer " + sh_quote(tokenizer) +
+              " --out " + sh_quote(out) + " --val-fraction 1 --quiet";
         for (const std::string& t : a.texts) {
             cmd += ' ';
             cmd += sh_quote(t);

@@ -7,6 +7,7 @@ namespace sof::app {
 int cmd_train(int argc, char** argv);           // superoffload train DECK [--set k=v ...]
 int cmd_check(int argc, char** argv);           // superoffload check DECK [--set k=v ...]
 int cmd_eval(int argc, char** argv);            // superoffload eval [DECK] [--checkpoint D|--hf D]
+int cmd_generate(int argc, char** argv);        // superoffload generate --hf D --prompt TEXT
 int cmd_plan(int argc, char** argv);            // superoffload plan DECK [--hardware FILE]
 int cmd_bench(int argc, char** argv);           // superoffload bench adam|... [options]
 int cmd_bench_import(int argc, char** argv);    // superoffload bench import --create DIR | DIR

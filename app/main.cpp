@@ -19,6 +19,8 @@ const char* kUsage =
     "  train DECK [--set key=value ...]     train a model from a YAML deck\n"
     "  check DECK [--set key=value ...]     validate a deck and print the effective deck\n"
     "  eval [DECK] [--checkpoint D|--hf D] [--data GLOB]  loss and perplexity on token shards\n"
+    "  generate --hf D|--checkpoint D --prompt TEXT|--chat F  continue a prompt (KV cache, "
+    "sampling)\n"
     "  plan DECK [--hardware F] [--ranks N] print the offload plan, predicted times, comm per "
     "rank\n"
     "       [--model cpu|gpu]               (gpu: plan as if the model ran on the GPU)\n"
@@ -47,6 +49,7 @@ int dispatch(int argc, char** argv) {
     if (cmd == "train") return app::cmd_train(sub_argc, sub_argv);
     if (cmd == "check") return app::cmd_check(sub_argc, sub_argv);
     if (cmd == "eval") return app::cmd_eval(sub_argc, sub_argv);
+    if (cmd == "generate") return app::cmd_generate(sub_argc, sub_argv);
     if (cmd == "plan") return app::cmd_plan(sub_argc, sub_argv);
     if (cmd == "bench") return app::cmd_bench(sub_argc, sub_argv);
     if (cmd == "export") return app::cmd_export(sub_argc, sub_argv);

@@ -89,6 +89,11 @@ struct DataConfig {
     // loss masks (<shard>.mask, docs/data.md): auto = used when every shard of a split has one,
     // require = must be there, ignore = not used (every target counts)
     std::string loss_mask = "auto";
+    // packing (docs/data.md): each row holds documents separated by EOS; attention stays inside
+    // a document, positions restart at each, the target across a boundary is not counted
+    bool pack = false;
+    int eos_id = -1; // the document separator for pack; -1 = auto (prepare.json next to the
+                     // training shards, else model.init_from's config.json eos_token_id)
 };
 
 enum class LrSchedule { Constant, Linear, Cosine, Wsd };

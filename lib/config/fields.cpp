@@ -261,6 +261,8 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(with(make("data.shuffle", &d.shuffle), Resume::Match));
     v.push_back(with(make("data.seed", &d.seed), Resume::Match));
     v.push_back(choice("data.loss_mask", &d.loss_mask, {"auto", "require", "ignore"}));
+    v.push_back(make("data.pack", &d.pack));
+    v.push_back(make("data.eos_id", &d.eos_id, at_least(-1)));
     v.push_back(with(make("data.builtin.seed", &d.builtin.seed), Resume::Match));
     v.push_back(with(make("data.builtin.train_tokens", &d.builtin.train_tokens, at_least(1)),
                      Resume::Match));

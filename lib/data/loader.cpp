@@ -142,6 +142,16 @@ DataLoader::DataLoader(const config::DataConfig& cfg, Split split, int vocab_siz
         SOF_FAIL(Config, "data loader: model.vocab_size = %d; it must be >= 1", vocab_size);
     if (accum < 1)
         SOF_FAIL(Internal, "data loader: %d micro-batches per step; it must be >= 1", accum);
+    if (cfg.pack) {
+        if (cfg.eos_id < 0 || cfg.eos_id >= vocab_size)
+            SOF_FAIL(Config,
+                     "data.pack = true needs the document separator: data.eos_id = %d is not a "
+                     "token id of the vocabulary (0..%d); set data.eos_id to the tokenizer's EOS "
+                     "id (scripts/prepare_data.py writes it to prepare.json as eos_token_id)",
+                     cfg.eos_id, vocab_size - 1);
+        pack_ = true;
+        eos_ = cfg.eos_id;
+    }
     // tokens per global batch (one optimizer step over all ranks)
     const int64_t stride = static_cast<int64_t>(accum) * world * B * T;
     const std::string batch_text =
@@ -258,7 +268,10 @@ void DataLoader::prepare() {
     }
 }
 
-void DataLoader::next(int* inputs, int* targets) {
+void DataLoader::next(int* inputs, int* targets, int* segments) {
+    if ((segments != nullptr) != pack_)
+        SOF_FAIL(Internal, "data loader (%s): segments %s but packing is %s", key_.c_str(),
+                 segments ? "given" : "missing", pack_ ? "on" : "off");
     const int64_t id = shard_id(pos_.shard);
     const Shard& sh = shards_[static_cast<size_t>(id)];
     const int64_t g = shuffle_ ? sample_order_[static_cast<size_t>(pos_.sample)] : pos_.sample;
@@ -270,6 +283,19 @@ void DataLoader::next(int* inputs, int* targets) {
     else
         copy_batch(tokens_.u32.data() + offset, bt, inputs, targets);
     if (masked_) apply_mask(mask_.data() + offset, bt, targets);
+    if (pack_) {
+        for (int b = 0; b < B_; b++) {
+            const size_t row = static_cast<size_t>(b) * T_;
+            int seg = 0;
+            for (int t = 0; t < T_; t++) {
+                segments[row + t] = seg;
+                if (inputs[row + t] == eos_) { // its document ends here
+                    targets[row + t] = kIgnoreTarget;
+                    seg++;
+                }
+            }
+        }
+    }
     if (++micro_ < accum_) return; // the same global batch goes on
     micro_ = 0;
     pos_.sample++;
@@ -328,9 +354,10 @@ std::string DataLoader::describe() const {
     else
         src = "'" + source_ + "'";
     return core::strfmt(
-        "%s: %zu shard(s)%s, %lld tokens, %lld batches of %s%dx%d per epoch "
+        "%s: %zu shard(s)%s%s, %lld tokens, %lld batches of %s%dx%d per epoch "
         "(rank %d of %d), %s",
         src.c_str(), shards_.size(), masked_ ? " with loss masks" : "",
+        pack_ ? core::strfmt(", packed (documents end at EOS %d)", eos_).c_str() : "",
         static_cast<long long>(num_tokens_), static_cast<long long>(batches_per_epoch_),
         accum_ > 1 ? core::strfmt("%d x ", accum_).c_str() : "", B_, T_, rank_, world_,
         shuffle_

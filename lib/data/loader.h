@@ -51,7 +51,8 @@ class DataLoader {
     // directory; names ending in ".mask" are loss masks, not shards), uint16 or uint32 per shard
     // (its header says which). Every shard is validated here (header, size, every token id <
     // vocab_size, at least accum*world*B*T+1 tokens), and its loss mask (<shard>.mask) when
-    // cfg.loss_mask says to use masks. The built-in corpus needs vocab_size <= 65536. The
+    // cfg.loss_mask says to use masks; cfg.pack needs cfg.eos_id in [0, vocab_size) (the
+    // trainer resolves data.eos_id: -1 first). The built-in corpus needs vocab_size <= 65536. The
     // validation split is always sequential. accum: micro-batches per optimizer step: the unit
     // of order (and of shuffling) is the step's global batch of accum*world*B sequences, so the
     // same step reads the same sequences at any (world, accum) with the same product.
@@ -64,9 +65,15 @@ class DataLoader {
     // The next micro-batch: inputs (B*T) and targets (B*T) = the same B*T+1 consecutive tokens
     // shifted by one; with loss masks, a target whose mask byte is 0 is kIgnoreTarget. Micro-batch
     // m of global batch g is read by rank r at token offset g*A*W*B*T + (m*W + r)*B*T (A = accum).
-    void next(int* inputs, int* targets);
-    bool has_masks() const { return masked_; } // targets may be kIgnoreTarget
-    void reset();                              // back to the first batch of epoch 0
+    // Packed (cfg.pack): segments (B*T) gets each row's document ids: an input EOS (cfg.eos_id)
+    // is the last token of its document, the next input starts a new one (ids 0, 1, ... per
+    // row); the target of an input EOS (the next document's first token) is kIgnoreTarget.
+    // segments must be non-null exactly when packed().
+    void next(int* inputs, int* targets, int* segments = nullptr);
+    // targets may be kIgnoreTarget (loss masks, or packing's boundary targets)
+    bool has_masks() const { return masked_ || pack_; }
+    bool packed() const { return pack_; }
+    void reset(); // back to the first batch of epoch 0
     LoaderState state() const;
     void restore(const LoaderState& s); // Config error if the geometry does not match
     std::string describe() const;       // source, #shards, #tokens, batches per epoch
@@ -88,6 +95,8 @@ class DataLoader {
     int micro_ = 0; // next micro-batch of the current global batch (0..accum-1)
     bool shuffle_;
     bool masked_ = false;
+    bool pack_ = false;
+    int eos_ = -1; // document separator when pack_
     uint64_t seed_;
     std::vector<Shard> shards_;
     int64_t num_tokens_ = 0, batches_per_epoch_ = 0;

@@ -22,6 +22,10 @@ template <class E> struct AttnArgs {
     size_t ldq, ldk, ldv, ldo;
     int B, T, num_heads, num_kv_heads, head_dim;
     const int* segments; // (B,T) or null
+    // Forward only: compute query rows q_begin..T-1 (out, lse rows before it are not written);
+    // decoding with a KV cache runs its new rows against every cached key. 0 in training (the
+    // backward requires 0).
+    int q_begin;
 };
 
 // Gradients of q, k, v with their own strides (overwritten by the backward).

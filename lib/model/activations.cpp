@@ -40,8 +40,9 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
     add(Act::Tokens, -1, "tokens", BT * 4);
     add(Act::Targets, -1, "targets", BT * 4);
     add(Act::Positions, -1, "positions", BT * 4);
-    if (s.pos == PosKind::Rope) { // the rank's own positions (RoPE runs before the exchange)
-        const size_t npos = static_cast<size_t>(a.T) * static_cast<size_t>(s.hd / 2);
+    add(Act::Segments, -1, "segments", BT * static_cast<size_t>(a.P) * 4);
+    if (s.pos == PosKind::Rope) { // rows: this slice's positions (unpacked) or each token's own
+        const size_t npos = BT * static_cast<size_t>(s.hd / 2);
         add(Act::RopeCos, -1, "rope cos", npos * 4);
         add(Act::RopeSin, -1, "rope sin", npos * 4);
     }

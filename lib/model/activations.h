@@ -18,8 +18,10 @@ enum class Act {
     Tokens,    // (BT) int32 input ids
     Targets,   // (BT) int32 target ids (< 0: ignored position)
     Positions, // (BT) int32 position of each token (RoPE angle / wpe row)
-    RopeCos,   // (T, hd/2) fp32 (RoPE only): the rank's positions (its slice's with Ulysses)
-    RopeSin,   // (T, hd/2) fp32 (RoPE only)
+    Segments,  // (B, P*T) int32 document ids of the whole sequence (packed batches)
+    RopeCos,   // (B*T, hd/2) fp32 (RoPE only): row j = position t0 + j of this rank's slice
+               // (unpacked), or row n = token n's own position (packed: positions restart)
+    RopeSin,   // (B*T, hd/2) fp32 (RoPE only)
     Res,       // (L+1, BT, C) act: the residual stream, res[0] = embeddings; with offloaded
                // checkpoints (K+2, BT, C): res[l] in slot l for l < K (kept on the device),
                // else in slot K + (l - K) % 2

@@ -115,7 +115,24 @@ class Model {
     // mean cross-entropy over the B*T positions whose target is not -1 (0 if none). With a
     // SeqExchange of degree P, T is the local slice Tl (positions index*Tl ..) and the loss is the
     // mean over the local positions.
-    virtual float forward(WeightSource& w, const int* inputs, const int* targets, int B, int T) = 0;
+    float forward(WeightSource& w, const int* inputs, const int* targets, int B, int T) {
+        return forward(w, inputs, targets, nullptr, B, T);
+    }
+    // The same with packed documents (docs/data.md, "Packing"): segments (B, P*T) in host memory,
+    // the document id of every position of the WHOLE sequence (every Ulysses rank passes all P
+    // slices; ids need only differ between neighbouring documents), or null for one document per
+    // row. Attention does not cross a document boundary and positions (RoPE angles, learned
+    // position rows) restart at 0 at each document start: position t - (first t of its run).
+    virtual float forward(WeightSource& w, const int* inputs, const int* targets,
+                          const int* segments, int B, int T) = 0;
+
+    // Incremental decoding with a KV cache, one sequence: runs the n tokens at positions
+    // pos0..pos0+n-1 against the keys and values of positions 0..pos0-1 kept by the calls before
+    // (pos0 = 0 starts a new sequence; pos0 may go back to re-run a suffix); pos0 + n <= max_T.
+    // logits() then holds their (1, n, Vp) logits. Any max_B (one sequence's rows are used); not
+    // with recompute or Ulysses (Config error). A forward in between drops the cache (pos0 must
+    // be 0 again).
+    virtual void decode(WeightSource& w, const int* tokens, int n, int pos0) = 0;
 
     // After forward with targets. Every position's dloss is `dloss` (1/(B*T) for a mean loss,
     // divided by the accumulation count when accumulating). Adds into sink's grads.

@@ -109,7 +109,8 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ParamLayout& layout, const Mode
         h_targets_.assign(max_BT_, 0);
         h_positions_.assign(max_BT_, 0);
         if (!host_mem_) {
-            pinned_ids_ = static_cast<int*>(dev_->alloc_pinned(3 * max_BT_ * 4, "token ids"));
+            pinned_ids_ = static_cast<int*>(
+                dev_->alloc_pinned((3 + static_cast<size_t>(P_)) * max_BT_ * 4, "token ids"));
             pinned_losses_ = static_cast<float*>(dev_->alloc_pinned(max_BT_ * 4, "losses"));
         }
     } catch (const core::Error& e) {
@@ -141,11 +142,22 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ParamLayout& layout, const Mode
 // cos/sin of the positions base .. base + max_T - 1 (this rank's slice of the sequence: RoPE runs
 // on the local tokens before the exchange); the positions buffer holds the offsets from base.
 template <class T> void DriverT<T>::rope_tables(int base) {
+    rope_fill(static_cast<size_t>(max_T_), [base](size_t j) { return base + static_cast<int>(j); });
+    rope_base_ = base;
+}
+
+template <class T> void DriverT<T>::rope_rows(const int* positions, int n) {
+    rope_fill(static_cast<size_t>(n), [positions](size_t j) { return positions[j]; });
+    rope_base_ = -1; // the next unpacked forward rebuilds the slice's rows
+}
+
+template <class T>
+template <class F>
+void DriverT<T>::rope_fill(size_t rows, F position_of) {
     const size_t half = static_cast<size_t>(s_.hd / 2);
-    const size_t npos = static_cast<size_t>(max_T_);
-    std::vector<float> c(npos * half), sn(npos * half);
-    for (size_t j = 0; j < npos; j++) {
-        const float pos = static_cast<float>(static_cast<size_t>(base) + j);
+    std::vector<float> c(rows * half), sn(rows * half);
+    for (size_t j = 0; j < rows; j++) {
+        const float pos = static_cast<float>(position_of(j));
         for (size_t i = 0; i < half; i++) {
             const float angle = pos * rope_inv_[i]; // fp32, as HF computes it
             c[j * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
@@ -155,7 +167,6 @@ template <class T> void DriverT<T>::rope_tables(int base) {
     upload(f32(Act::RopeCos), c.data(), c.size() * 4);
     upload(f32(Act::RopeSin), sn.data(), sn.size() * 4);
     sync();
-    rope_base_ = base;
 }
 
 template <class T> DriverT<T>::~DriverT() {
@@ -186,12 +197,34 @@ template <class T> void DriverT<T>::upload(void* dst, const void* src, size_t by
     dev_->copy(dst, src, bytes, device::CopyKind::HostToDevice, *stream_);
 }
 
+template <class T>
+void DriverT<T>::upload_ids(const int* targets, const int* segments, int N, size_t nseg) {
+    const size_t n = static_cast<size_t>(N);
+    if (host_mem_) {
+        upload(i32(Act::Tokens), h_tokens_.data(), n * 4);
+        upload(i32(Act::Positions), h_positions_.data(), n * 4);
+        if (targets) upload(i32(Act::Targets), h_targets_.data(), n * 4);
+        if (segments) upload(i32(Act::Segments), segments, nseg * 4);
+        return;
+    }
+    // through pinned staging: the copies are asynchronous
+    std::memcpy(pinned_ids_, h_tokens_.data(), n * 4);
+    std::memcpy(pinned_ids_ + max_BT_, h_positions_.data(), n * 4);
+    if (targets) std::memcpy(pinned_ids_ + 2 * max_BT_, h_targets_.data(), n * 4);
+    if (segments) std::memcpy(pinned_ids_ + 3 * max_BT_, segments, nseg * 4);
+    upload(i32(Act::Tokens), pinned_ids_, n * 4);
+    upload(i32(Act::Positions), pinned_ids_ + max_BT_, n * 4);
+    if (targets) upload(i32(Act::Targets), pinned_ids_ + 2 * max_BT_, n * 4);
+    if (segments) upload(i32(Act::Segments), pinned_ids_ + 3 * max_BT_, nseg * 4);
+}
+
 template <class T> void DriverT<T>::sync() {
     if (!host_mem_) dev_->synchronize(*stream_);
 }
 
 template <class T>
-float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets, int B, int Tl) {
+float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets,
+                          const int* segments, int B, int Tl) {
     if (B <= 0 || Tl <= 0 || B > max_B_ || Tl > max_T_)
         SOF_FAIL(Runtime,
                  "transformer forward: batch (B=%d, T=%d) outside the allocated (1..%d, "
@@ -204,24 +237,37 @@ float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets
     have_targets_ = targets != nullptr;
     std::copy(inputs, inputs + N, h_tokens_.begin());
     if (targets) std::copy(targets, targets + N, h_targets_.begin());
-    // this rank's slice of the sequence starts at sp_index*T; RoPE's tables start there too
-    const bool rope = s_.pos == PosKind::Rope;
-    if (rope && rope_base_ != sp_index_ * Tl) rope_tables(sp_index_ * Tl);
-    for (int n = 0; n < N; n++)
-        h_positions_[static_cast<size_t>(n)] = (rope ? 0 : sp_index_ * Tl) + n % Tl;
-    if (host_mem_) {
-        upload(i32(Act::Tokens), h_tokens_.data(), static_cast<size_t>(N) * 4);
-        upload(i32(Act::Positions), h_positions_.data(), static_cast<size_t>(N) * 4);
-        if (targets) upload(i32(Act::Targets), h_targets_.data(), static_cast<size_t>(N) * 4);
-    } else { // through pinned staging: the copies are asynchronous
-        const size_t n = static_cast<size_t>(N);
-        std::memcpy(pinned_ids_, h_tokens_.data(), n * 4);
-        std::memcpy(pinned_ids_ + max_BT_, h_positions_.data(), n * 4);
-        std::memcpy(pinned_ids_ + 2 * max_BT_, h_targets_.data(), n * 4);
-        upload(i32(Act::Tokens), pinned_ids_, n * 4);
-        upload(i32(Act::Positions), pinned_ids_ + max_BT_, n * 4);
-        if (targets) upload(i32(Act::Targets), pinned_ids_ + 2 * max_BT_, n * 4);
+    // this rank's slice of the sequence starts at t0 = sp_index*T; packed: a position counts
+    // from its document's first position (which may lie on an earlier rank's slice)
+    const int t0 = sp_index_ * Tl, Tw = P_ * Tl;
+    packed_ = segments != nullptr;
+    for (int b = 0; b < B; b++) {
+        const int* seg = segments ? segments + static_cast<size_t>(b) * Tw : nullptr;
+        int start = 0;
+        if (seg)
+            for (start = t0; start > 0 && seg[start - 1] == seg[t0];)
+                start--;
+        for (int i = 0; i < Tl; i++) {
+            const int t = t0 + i;
+            if (seg && i > 0 && seg[t] != seg[t - 1]) start = t;
+            h_positions_[static_cast<size_t>(b) * Tl + i] = t - start;
+        }
     }
+    // RoPE reads its tables by row (activations.h RopeCos): unpacked, row j is position t0 + j
+    // (built once per slice start); packed, row n is token n's own position (built per batch)
+    if (s_.pos == PosKind::Rope) {
+        if (packed_) {
+            rope_rows(h_positions_.data(), N);
+            for (int n = 0; n < N; n++)
+                h_positions_[static_cast<size_t>(n)] = n;
+        } else {
+            if (rope_base_ != t0) rope_tables(t0);
+            for (int n = 0; n < N; n++)
+                h_positions_[static_cast<size_t>(n)] = n % Tl;
+        }
+    }
+    upload_ids(targets, segments, N, static_cast<size_t>(N) * P_);
+    cached_ = 0; // the block buffers now hold this batch
 
     const bool tied = s_.tied_head;
     const T* p0 = reinterpret_cast<const T*>(w.acquire(0, Pass::Forward));
@@ -251,6 +297,67 @@ float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets
         losses = pinned_losses_;
     }
     return detail::mean_loss(losses, h_targets_.data(), N);
+}
+
+// The new rows run through the same block code as training, on the rows r0_ = pos0.. of the
+// per-block buffers: each block's Qkv rows 0..pos0-1 (post-RoPE k, v) are the cache, and
+// attention computes only the new query rows (q_begin) against keys 0..pos0+n-1.
+template <class T> void DriverT<T>::decode(WeightSource& w, const int* tokens, int n, int pos0) {
+    const char* arch = s_.pos == PosKind::Learned ? "gpt2" : "llama family";
+    if (P_ > 1 || recompute_)
+        SOF_FAIL(Config,
+                 "%s: decoding with a KV cache runs on one rank without recompute (parallel.sp = "
+                 "1, model.recompute: false)",
+                 arch);
+    if (n <= 0 || pos0 < 0 || static_cast<long>(pos0) + n > max_T_)
+        SOF_FAIL(Runtime, "decode: positions %d..%d outside the allocated 0..%d", pos0,
+                 pos0 + n - 1, max_T_ - 1);
+    if (pos0 > cached_)
+        SOF_FAIL(Runtime,
+                 "decode: tokens at position %d but the cache holds positions 0..%d only (start "
+                 "a sequence at 0)",
+                 pos0, cached_ - 1);
+    const int L = s_.L, C = s_.C, V = s_.V, Vp = s_.Vp;
+    detail::check_tokens("transformer decode", tokens, nullptr, n, V);
+    B_ = 1;
+    T_ = n;
+    have_targets_ = false;
+    packed_ = false;
+    std::copy(tokens, tokens + n, h_tokens_.begin());
+    for (int i = 0; i < n; i++)
+        h_positions_[static_cast<size_t>(i)] = pos0 + i;
+    if (s_.pos == PosKind::Rope && rope_base_ != 0) rope_tables(0); // rows = positions 0..
+    upload_ids(nullptr, nullptr, n, 0);
+
+    const size_t r0 = static_cast<size_t>(pos0);
+    const bool tied = s_.tied_head;
+    const T* p0 = reinterpret_cast<const T*>(w.acquire(0, Pass::Forward));
+    kernels::embedding_forward(ex_, res_at(0) + r0 * C, i32(Act::Tokens), i32(Act::Positions),
+                               p0 + off_.wte, s_.pos == PosKind::Learned ? p0 + off_.wpe : nullptr,
+                               n, C);
+    if (!tied) w.release(0, Pass::Forward);
+    r0_ = r0;
+    try {
+        detail::forward_blocks(w, L, [this, r0, C](int l, const float* p) {
+            block_forward(reinterpret_cast<const T*>(p), l, res_at(l) + r0 * C,
+                          res_at(l + 1) + r0 * C, true);
+        });
+    } catch (...) {
+        r0_ = 0;
+        throw;
+    }
+    r0_ = 0;
+    cached_ = pos0 + n;
+    const T* pf = reinterpret_cast<const T*>(w.acquire(L + 1, Pass::Forward));
+    norm_forward(act(Act::Lnf), s_.norm == NormKind::LayerNorm ? f32(Act::LnfMean) : nullptr,
+                 f32(Act::LnfRstd), res_at(L) + r0 * C, pf + off_.lnfw,
+                 off_.lnfb != kNoTensor ? pf + off_.lnfb : nullptr);
+    const T* head = tied ? p0 + off_.wte : pf + off_.head;
+    kernels::matmul_forward<T>(ex_, act(Act::Logits), nullptr, act(Act::Lnf), head, nullptr, n, C,
+                               Vp);
+    w.release(L + 1, Pass::Forward);
+    if (tied) w.release(0, Pass::Forward);
+    sync();
 }
 
 template <class T> void DriverT<T>::backward(WeightSource& w, GradSink& sink, float dloss) {
@@ -432,8 +539,12 @@ Transformer::Transformer(const ArchConfig& cfg, const ModelOptions& opts, int ma
 
 Transformer::~Transformer() = default;
 
-float Transformer::forward(WeightSource& w, const int* inputs, const int* targets, int B, int T) {
-    return impl_->forward(w, inputs, targets, B, T);
+float Transformer::forward(WeightSource& w, const int* inputs, const int* targets,
+                           const int* segments, int B, int T) {
+    return impl_->forward(w, inputs, targets, segments, B, T);
+}
+void Transformer::decode(WeightSource& w, const int* tokens, int n, int pos0) {
+    impl_->decode(w, tokens, n, pos0);
 }
 void Transformer::backward(WeightSource& w, GradSink& sink, float dloss) {
     impl_->backward(w, sink, dloss);

@@ -20,7 +20,10 @@ class Transformer : public Model {
 
     const ArchConfig& config() const override { return cfg_; }
     const ParamLayout& layout() const override { return layout_; }
-    float forward(WeightSource& w, const int* inputs, const int* targets, int B, int T) override;
+    using Model::forward;
+    float forward(WeightSource& w, const int* inputs, const int* targets, const int* segments,
+                  int B, int T) override;
+    void decode(WeightSource& w, const int* tokens, int n, int pos0) override;
     void backward(WeightSource& w, GradSink& sink, float dloss) override;
     std::vector<float> logits() const override;
     size_t activation_bytes() const override;

@@ -57,11 +57,12 @@ template <class T> void DriverT<T>::to_tokens(const T* in, T* out, int K, int X)
 template <class T> void DriverT<T>::attention_forward(int set) {
     const int Q = s_.Q, KV = s_.KV, W = s_.W, N = B_ * T_;
     const T* qkv = act(Act::Qkv, set);
-    if (P_ == 1) {
+    if (P_ == 1) { // decode: the new rows r0_.. against every key before them (the cache)
         const size_t w = static_cast<size_t>(W);
+        const int r0 = static_cast<int>(r0_);
         const kernels::AttnArgs<T> a{
-            qkv, qkv + Q, qkv + Q + KV, w,      w,     w,      static_cast<size_t>(Q),
-            B_,  T_,      s_.NH,        s_.NKV, s_.hd, nullptr};
+            qkv, qkv + Q, qkv + Q + KV, w,      w,     w,          static_cast<size_t>(Q),
+            B_,  r0 + T_, s_.NH,        s_.NKV, s_.hd, segments(), r0};
         kernels::attention_forward<T>(ex_, act(Act::Atty, set), f32(Act::Lse, set), a);
         return;
     }
@@ -75,8 +76,8 @@ template <class T> void DriverT<T>::attention_forward(int set) {
     to_heads(qloc, qh, 1, Xq);
     to_heads(kvloc, kvh, 2, Xkv);
     const size_t xq = static_cast<size_t>(Xq), xkv2 = static_cast<size_t>(2 * Xkv);
-    const kernels::AttnArgs<T> a{qh, kvh,     kvh + Xkv,  xq,          xkv2,  xkv2,   xq,
-                                 B_, P_ * T_, s_.NH / P_, s_.NKV / P_, s_.hd, nullptr};
+    const kernels::AttnArgs<T> a{qh, kvh,     kvh + Xkv,  xq,          xkv2,  xkv2,       xq,
+                                 B_, P_ * T_, s_.NH / P_, s_.NKV / P_, s_.hd, segments(), 0};
     kernels::attention_forward<T>(ex_, act(Act::Attyh, set), f32(Act::Lse, set), a);
     to_tokens(act(Act::Attyh, set), act(Act::Atty, set), 1, Xq);
 }
@@ -89,8 +90,8 @@ template <class T> void DriverT<T>::attention_backward(int set) {
     if (P_ == 1) {
         const size_t w = static_cast<size_t>(W);
         const kernels::AttnArgs<T> a{
-            qkv, qkv + Q, qkv + Q + KV, w,      w,     w,      static_cast<size_t>(Q),
-            B_,  T_,      s_.NH,        s_.NKV, s_.hd, nullptr};
+            qkv, qkv + Q, qkv + Q + KV, w,      w,     w,          static_cast<size_t>(Q),
+            B_,  T_,      s_.NH,        s_.NKV, s_.hd, segments(), 0};
         const kernels::AttnGrads<T> d{dqkv, dqkv + Q, dqkv + Q + KV, w, w, w};
         kernels::attention_backward<T>(ex_, d, act(Act::DAtty), act(Act::Atty, set),
                                        f32(Act::Lse, set), f32(Act::Delta), a);
@@ -104,8 +105,8 @@ template <class T> void DriverT<T>::attention_backward(int set) {
     const T* qh = act(Act::Qh, set);
     const T* kvh = act(Act::Kvh, set);
     const size_t xq = static_cast<size_t>(Xq), xkv2 = static_cast<size_t>(2 * Xkv);
-    const kernels::AttnArgs<T> a{qh, kvh,     kvh + Xkv,  xq,          xkv2,  xkv2,   xq,
-                                 B_, P_ * T_, s_.NH / P_, s_.NKV / P_, s_.hd, nullptr};
+    const kernels::AttnArgs<T> a{qh, kvh,     kvh + Xkv,  xq,          xkv2,  xkv2,       xq,
+                                 B_, P_ * T_, s_.NH / P_, s_.NKV / P_, s_.hd, segments(), 0};
     const kernels::AttnGrads<T> d{dqh, dkvh, dkvh + Xkv, xq, xkv2, xkv2};
     kernels::attention_backward<T>(ex_, d, dattyh, act(Act::Attyh, set), f32(Act::Lse, set),
                                    f32(Act::Delta), a);
@@ -124,18 +125,21 @@ void DriverT<T>::block_forward(const T* p, int set, const T* in, T* out, bool ou
     const bool ln = s_.norm == NormKind::LayerNorm;
     const size_t w = static_cast<size_t>(W);
     auto opt = [p](size_t o) { return o == kNoTensor ? nullptr : p + o; };
+    // rows r0_.. of a per-block buffer of `width` elements per row (r0_ = 0 but in decode)
+    auto rows = [this, set](Act id, size_t width) { return act(id, set) + r0_ * width; };
+    auto rows32 = [this, set](Act id, size_t width) { return f32(id, set) + r0_ * width; };
 
-    T* ln1 = act(Act::Ln1, set);
-    norm_forward(ln1, ln ? f32(Act::Ln1Mean, set) : nullptr, f32(Act::Ln1Rstd, set), in,
+    T* ln1 = rows(Act::Ln1, C);
+    norm_forward(ln1, ln ? rows32(Act::Ln1Mean, 1) : nullptr, rows32(Act::Ln1Rstd, 1), in,
                  p + off_.ln1w, opt(off_.ln1b));
-    T* qkv = act(Act::Qkv, set);
+    T* qkv = rows(Act::Qkv, w);
     if (s_.qk_norm) {
-        T* raw = act(Act::QkvRaw, set);
+        T* raw = rows(Act::QkvRaw, w);
         kernels::matmul_forward<T>(ex_, raw, nullptr, ln1, p + off_.wqkv, opt(off_.bqkv), N, C, W);
-        kernels::rmsnorm_forward<T>(ex_, qkv, f32(Act::QRstd, set), raw, p + off_.qnorm, N, s_.NH,
-                                    s_.hd, w, s_.norm_eps);
-        kernels::rmsnorm_forward<T>(ex_, qkv + Q, f32(Act::KRstd, set), raw + Q, p + off_.knorm, N,
-                                    s_.NKV, s_.hd, w, s_.norm_eps);
+        kernels::rmsnorm_forward<T>(ex_, qkv, rows32(Act::QRstd, s_.NH), raw, p + off_.qnorm, N,
+                                    s_.NH, s_.hd, w, s_.norm_eps);
+        kernels::rmsnorm_forward<T>(ex_, qkv + Q, rows32(Act::KRstd, s_.NKV), raw + Q,
+                                    p + off_.knorm, N, s_.NKV, s_.hd, w, s_.norm_eps);
         kernels::copy_rows<T>(ex_, qkv + Q + KV, w, raw + Q + KV, w, N, KV); // v unnormalized
     } else {
         kernels::matmul_forward<T>(ex_, qkv, nullptr, ln1, p + off_.wqkv, opt(off_.bqkv), N, C, W);
@@ -148,12 +152,12 @@ void DriverT<T>::block_forward(const T* p, int set, const T* in, T* out, bool ou
         kernels::rope_forward<T>(ex_, qkv + Q, cs, sn, pos, N, s_.NKV, s_.hd, w);
     }
     attention_forward(set);
-    T* res2 = act(Act::Res2, set);
-    kernels::matmul_forward<T>(ex_, res2, nullptr, act(Act::Atty, set), p + off_.wo, opt(off_.bo),
-                               N, Q, C);
+    T* res2 = rows(Act::Res2, C);
+    kernels::matmul_forward<T>(ex_, res2, nullptr, rows(Act::Atty, Q), p + off_.wo, opt(off_.bo), N,
+                               Q, C);
     kernels::residual_forward<T>(ex_, res2, in, res2, NC);
-    T* ln2 = act(Act::Ln2, set);
-    norm_forward(ln2, ln ? f32(Act::Ln2Mean, set) : nullptr, f32(Act::Ln2Rstd, set), res2,
+    T* ln2 = rows(Act::Ln2, C);
+    norm_forward(ln2, ln ? rows32(Act::Ln2Mean, 1) : nullptr, rows32(Act::Ln2Rstd, 1), res2,
                  p + off_.ln2w, opt(off_.ln2b));
     if (!mlp_tiled_) {
         mlp_forward(p, set, 0, N, output ? out : nullptr);
@@ -168,7 +172,7 @@ void DriverT<T>::block_forward(const T* p, int set, const T* in, T* out, bool ou
 
 template <class T> void DriverT<T>::mlp_forward(const T* p, int set, int r0, int n, T* out) {
     const int C = s_.C, I = s_.I;
-    const size_t r = static_cast<size_t>(r0);
+    const size_t r = static_cast<size_t>(r0) + r0_; // decode: the block buffers' rows r0_..
     auto opt = [p](size_t o) { return o == kNoTensor ? nullptr : p + o; };
     const int fs = mlp_tiled_ ? -1 : set; // tiled: the one tile's buffers
     const T* ln2 = act(Act::Ln2, set) + r * C;
@@ -181,7 +185,7 @@ template <class T> void DriverT<T>::mlp_forward(const T* p, int set, int r0, int
         kernels::swiglu_forward<T>(ex_, fca, pre, n, I);
     }
     if (!out) return; // recompute: the block output is already in res
-    T* o = out + r * C;
+    T* o = out + static_cast<size_t>(r0) * C; // out starts at the call's first row
     kernels::matmul_forward<T>(ex_, o, nullptr, fca, p + off_.wproj, opt(off_.bproj), n, I, C);
     kernels::residual_forward<T>(ex_, o, act(Act::Res2, set) + r * C, o, static_cast<long>(n) * C);
 }

@@ -21,7 +21,9 @@ namespace sof::model {
 class Transformer::Driver {
   public:
     virtual ~Driver() = default;
-    virtual float forward(WeightSource& w, const int* inputs, const int* targets, int B, int T) = 0;
+    virtual float forward(WeightSource& w, const int* inputs, const int* targets,
+                          const int* segments, int B, int T) = 0;
+    virtual void decode(WeightSource& w, const int* tokens, int n, int pos0) = 0;
     virtual void backward(WeightSource& w, GradSink& sink, float dloss) = 0;
     virtual std::vector<float> logits() const = 0;
     virtual size_t activation_bytes() const = 0;
@@ -32,7 +34,9 @@ template <class T> class DriverT : public Transformer::Driver {
     DriverT(const ArchConfig& cfg, const ParamLayout& layout, const ModelOptions& opts, int max_B,
             int max_T);
     ~DriverT() override;
-    float forward(WeightSource& w, const int* inputs, const int* targets, int B, int Tl) override;
+    float forward(WeightSource& w, const int* inputs, const int* targets, const int* segments,
+                  int B, int Tl) override;
+    void decode(WeightSource& w, const int* tokens, int n, int pos0) override;
     void backward(WeightSource& w, GradSink& sink, float dloss) override;
     std::vector<float> logits() const override;
     size_t activation_bytes() const override { return act_bytes_; }
@@ -49,7 +53,10 @@ template <class T> class DriverT : public Transformer::Driver {
     void head_forward(const T* pf, const T* head, const int* targets);
     void head_backward(const T* pf, float* gf, const T* head, float* ghead, float dloss);
     void final_norm(const T* pf, int r0, int n); // rows [r0, r0+n) of res[L] into Lnf (row 0)
+    // RoPE cos/sin rows: positions base, base+1, .. (max_T rows); or positions[0..n) (packed)
     void rope_tables(int base);
+    void rope_rows(const int* positions, int n);
+    template <class F> void rope_fill(size_t rows, F position_of);
     // offloaded checkpoints: res[l] to host memory (forward), its slot ready again (forward:
     // before a block writes over res[l-2]), res[l] back ahead of block l's backward
     void save_checkpoint(int l);
@@ -68,11 +75,15 @@ template <class T> class DriverT : public Transformer::Driver {
     void to_heads(const T* in, T* out, int K, int X);
     void to_tokens(const T* in, T* out, int K, int X);
     void upload(void* dst, const void* src, size_t bytes);
+    // token ids and their positions (N each) into Act::Tokens / Act::Positions, targets when given
+    void upload_ids(const int* targets, const int* segments, int N, size_t nseg);
     void sync();
 
     T* act(Act id, int set = -1) const { return static_cast<T*>(ptr(id, set)); }
     float* f32(Act id, int set = -1) const { return static_cast<float*>(ptr(id, set)); }
     int* i32(Act id) const { return static_cast<int*>(ptr(id, -1)); }
+    // (B, P*T) document ids of the last forward's batch, or null (one document per row)
+    const int* segments() const { return packed_ ? i32(Act::Segments) : nullptr; }
     void* ptr(Act id, int set) const;
     T* res_at(int l) const {
         const int slot = !offload_ || l < kept_ ? l : kept_ + (l - kept_) % 2;
@@ -92,6 +103,11 @@ template <class T> class DriverT : public Transformer::Driver {
     size_t max_BT_ = 0;
     int B_ = 0, T_ = 0;
     bool have_targets_ = false;
+    bool packed_ = false; // the last forward had segments (Act::Segments holds them)
+    // decode: the block buffers' rows r0_.. are this call's (rows before: the KV cache in Qkv);
+    // 0 in training. cached_: positions whose keys/values are in the cache.
+    size_t r0_ = 0;
+    int cached_ = 0;
     int scratch_layer_ = -1; // recompute: the block whose activations are in set 0 now
     int loss_rows_ = 0;      // rows per LM head + loss tile (max_BT_: untiled)
     int mlp_rows_ = 0;       // rows per MLP tile (max_BT_: untiled)
@@ -120,8 +136,9 @@ template <class T> class DriverT : public Transformer::Driver {
     std::vector<void*> allocs_, pinned_allocs_;
     size_t act_bytes_ = 0;
     std::vector<int> h_tokens_, h_targets_, h_positions_; // (max_BT) host copies
-    int* pinned_ids_ = nullptr;                           // (3*max_BT) CUDA upload staging
-    float* pinned_losses_ = nullptr;                      // (max_BT) CUDA loss readback
+    int* pinned_ids_ = nullptr;      // ((3+P)*max_BT) CUDA upload staging (tokens, positions,
+                                     // targets, segments)
+    float* pinned_losses_ = nullptr; // (max_BT) CUDA loss readback
 };
 
 } // namespace sof::model

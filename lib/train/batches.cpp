@@ -2,13 +2,68 @@
 // and duration text for the step log.
 #include "train/batches.h"
 
+#include <glob.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
+#include "ckpt/json.h"
 #include "core/error.h"
 #include "core/strfmt.h"
 
 namespace sof::train {
+
+namespace {
+
+// eos_token_id of a JSON file (an int, or the first of a list); -1 when the file or key is
+// missing or null. A file that is not JSON is an error naming it.
+int eos_in(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) return -1;
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const ckpt::Json j = ckpt::json_parse(ss.str(), path);
+    if (!j.is_object() || !j.contains("eos_token_id")) return -1;
+    ckpt::Json v = j["eos_token_id"];
+    if (v.is_array() && !v.empty()) v = v[0];
+    if (!v.is_number_integer()) return -1;
+    const int64_t id = v.get<int64_t>();
+    return id >= 0 && id <= INT32_MAX ? static_cast<int>(id) : -1;
+}
+
+} // namespace
+
+int resolve_eos_id(const config::Config& cfg) {
+    const config::DataConfig& d = cfg.data;
+    if (!d.pack || d.eos_id >= 0) return d.eos_id;
+    std::vector<std::string> looked;
+    if (d.train != "builtin") {
+        glob_t g{};
+        if (glob(d.train.c_str(), 0, nullptr, &g) == 0 && g.gl_pathc > 0) {
+            const std::string first = g.gl_pathv[0];
+            const std::filesystem::path dir = std::filesystem::path(first).parent_path();
+            looked.push_back((dir / "prepare.json").string());
+        }
+        globfree(&g);
+    }
+    if (!cfg.model.init_from.empty() && std::filesystem::is_directory(cfg.model.init_from))
+        looked.push_back((std::filesystem::path(cfg.model.init_from) / "config.json").string());
+    for (const std::string& p : looked) {
+        const int id = eos_in(p);
+        if (id >= 0) return id;
+    }
+    std::string where;
+    for (const std::string& p : looked)
+        where += (where.empty() ? "" : ", ") + p;
+    SOF_FAIL(Config,
+             "data.pack = true with data.eos_id = -1 (auto), but no EOS id was found (looked for "
+             "eos_token_id in: %s); set data.eos_id to the id that ends each document",
+             where.empty() ? "nothing: builtin data and no Hugging Face model.init_from"
+                           : where.c_str());
+}
 
 BatchGeometry resolve_batch(const config::TrainConfig& t, int dp) {
     BatchGeometry g{t.batch_size, t.grad_accum, ""};

@@ -21,6 +21,12 @@ struct BatchGeometry {
 // global_batch is not a multiple of dp.
 BatchGeometry resolve_batch(const config::TrainConfig& t, int dp);
 
+// data.eos_id for packing: the deck's value when >= 0 (or when data.pack is off); -1 (auto): the
+// eos_token_id of prepare.json in the directory of data.train's first shard, else of
+// model.init_from's config.json (a Hugging Face directory; the first id of a list). Throws Config
+// naming the files looked at when none has one.
+int resolve_eos_id(const config::Config& cfg);
+
 // "1h02m03s", "4m05s", "12.3s"
 std::string format_duration(double seconds);
 

@@ -54,8 +54,11 @@ struct Trainer::Impl {
     std::unique_ptr<data::DataLoader> train_data, val_data;
     std::vector<int> inputs, targets;   // (B*T) whole sequences from the loader
     std::vector<int> linputs, ltargets; // (B*T/sp) this rank's slice of them
+    std::vector<int> segments;          // (B*T) document ids of the whole sequences (data.pack),
+                                        // every SP rank all of them; empty when not packed
     std::vector<std::vector<int>> step_inputs, step_targets; // (accum, B*T/sp): a masked step's
                                                              // micro-batches, read ahead
+    std::vector<std::vector<int>> step_segments;             // (accum, B*T) when packed
     int64_t step = 0;                                        // steps completed
     int64_t skips0 = 0, rollbacks0 = 0; // counted by the run(s) before the resumed checkpoint
     std::function<void()> crash;        // debug.fail_hard: kills this process (set by the app)
@@ -70,6 +73,7 @@ struct Trainer::Impl {
     void setup();
     void check_same_deck();
     void next_batch(data::DataLoader& d);
+    const int* seg_ptr() const { return segments.empty() ? nullptr : segments.data(); }
     float global_loss(double local);
     float masked_mean(double local_sum, double local_count, double* global_count);
     float evaluate();
@@ -155,6 +159,7 @@ void Trainer::Impl::setup() {
         cfg.train.grad_accum = bg.grad_accum;
         if (!bg.note.empty()) log.info("batch: %s", bg.note.c_str());
     }
+    cfg.data.eos_id = resolve_eos_id(cfg); // data.pack: the document separator (-1: auto)
     if (world.rank() == 0)
         for (const std::string& w : config::deck_warnings(cfg))
             log.warn("%s", w.c_str());
@@ -244,9 +249,11 @@ void Trainer::Impl::setup() {
     targets.resize(static_cast<size_t>(B) * T);
     linputs.resize(static_cast<size_t>(B) * Tl);
     ltargets.resize(static_cast<size_t>(B) * Tl);
+    if (cfg.data.pack) segments.resize(static_cast<size_t>(B) * T);
     if (train_data->has_masks()) {
         step_inputs.assign(static_cast<size_t>(cfg.train.grad_accum), linputs);
         step_targets.assign(static_cast<size_t>(cfg.train.grad_accum), ltargets);
+        step_segments.assign(static_cast<size_t>(cfg.train.grad_accum), segments);
     }
     if (mcfg.llama_family())
         log.info("model: %s L=%d NH=%d NKV=%d hd=%d C=%d I=%d V=%d (padded %d) maxT=%d, %s head, "
@@ -320,7 +327,7 @@ void Trainer::Impl::resume_from(const std::string& dir) {
 }
 
 void Trainer::Impl::next_batch(data::DataLoader& d) {
-    d.next(inputs.data(), targets.data());
+    d.next(inputs.data(), targets.data(), d.packed() ? segments.data() : nullptr);
     const rank::Grid& g = ctx->grid();
     if (g.sp == 1) {
         linputs = inputs;
@@ -367,7 +374,7 @@ EvalResult Trainer::Impl::eval_pass(int n) {
     for (int i = 0; i < n; i++) {
         next_batch(*val_data);
         const float l = model->forward(updater->weights(), linputs.data(), ltargets.data(),
-                                       cfg.train.batch_size, Tl);
+                                       seg_ptr(), cfg.train.batch_size, Tl);
         const double c = static_cast<double>(
             std::count_if(ltargets.begin(), ltargets.end(), [](int t) { return t >= 0; }));
         sum += val_data->has_masks() ? l * c : l;
@@ -651,6 +658,7 @@ RunSummary Trainer::run() {
                 s.next_batch(*s.train_data);
                 s.step_inputs[static_cast<size_t>(micro)] = s.linputs;
                 s.step_targets[static_cast<size_t>(micro)] = s.ltargets;
+                s.step_segments[static_cast<size_t>(micro)] = s.segments;
                 counts[static_cast<size_t>(micro)] = static_cast<int>(std::count_if(
                     s.ltargets.begin(), s.ltargets.end(), [](int t) { return t >= 0; }));
                 step_counted += counts[static_cast<size_t>(micro)];
@@ -662,12 +670,13 @@ RunSummary Trainer::run() {
             if (masked) {
                 s.linputs = s.step_inputs[static_cast<size_t>(micro)];
                 s.ltargets = s.step_targets[static_cast<size_t>(micro)];
+                s.segments = s.step_segments[static_cast<size_t>(micro)];
             } else {
                 s.next_batch(*s.train_data);
             }
             core::Timer t;
-            const float l =
-                s.model->forward(s.updater->weights(), s.linputs.data(), s.ltargets.data(), B, Tl);
+            const float l = s.model->forward(s.updater->weights(), s.linputs.data(),
+                                             s.ltargets.data(), s.seg_ptr(), B, Tl);
             loss_sum += masked ? static_cast<double>(l) * counts[static_cast<size_t>(micro)] : l;
             fwd_ms += t.ms();
             t.reset();

@@ -234,6 +234,8 @@ data:
   shuffle: false
   seed: 18446744073709551615
   loss_mask: require
+  pack: true
+  eos_id: 50256
   builtin:
     seed: 99
     train_tokens: 123457

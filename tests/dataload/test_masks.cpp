@@ -143,3 +143,28 @@ TEST_CASE("accumulation: a step reads the same sequences at any ranks x accum, r
                                          "world=2 shuffle=0 seed=0")
               .accum == 0);
 }
+
+TEST_CASE("packing: document ids restart after each EOS, the target after an EOS is -1") {
+    const std::string d = scratch("pack_basic");
+    const int B = 2, T = 6, E = 9; // E: the EOS id
+    // rows: [1 2 E 3 E E] [4 5 6 E 7 8] then one more token (9 = E) for the last target
+    const std::vector<uint16_t> toks = {1, 2, E, 3, E, E, 4, 5, 6, E, 7, 8, E};
+    write_shard(d + "/p_000.bin", toks);
+    config::DataConfig c = cfg_for(d + "/p_*");
+    c.pack = true;
+    c.eos_id = E;
+    data::DataLoader dl(c, data::Split::Train, 16, B, T, 0, 1);
+    CHECK(dl.packed());
+    CHECK(dl.has_masks()); // targets may be -1: the trainer's counted mean applies
+    std::vector<int> in(B * T), tg(B * T), seg(B * T);
+    dl.next(in.data(), tg.data(), seg.data());
+    CHECK(seg == std::vector<int>{0, 0, 0, 1, 1, 2, 0, 0, 0, 0, 1, 1});
+    CHECK(tg == std::vector<int>{2, E, -1, E, -1, -1, 5, 6, E, -1, 8, E});
+    CHECK(error_of([&] { dl.next(in.data(), tg.data()); }).find("segments missing") !=
+          std::string::npos);
+    // the EOS id must be a token of the vocabulary (the trainer resolves -1 first)
+    c.eos_id = -1;
+    CHECK(error_of([&] {
+              data::DataLoader(c, data::Split::Train, 16, B, T, 0, 1);
+          }).find("data.eos_id = -1") != std::string::npos);
+}

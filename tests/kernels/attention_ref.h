@@ -76,7 +76,8 @@ struct AttnProblem {
                                     s.NH,
                                     s.NKV,
                                     s.hd,
-                                    seg.empty() ? nullptr : seg.data()};
+                                    seg.empty() ? nullptr : seg.data(),
+                                    0};
     }
     template <class E> kernels::AttnGrads<E> grads(E* dfused) const {
         return kernels::AttnGrads<E>{dfused, dfused + koff(), dfused + voff(), W, W, W};

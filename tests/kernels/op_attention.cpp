@@ -180,3 +180,33 @@ SOF_OP_CPU("attention", "shapes it cannot run are refused by name") {
         CHECK(msg.find("num_kv_heads=3") != std::string::npos);
     }
 }
+
+// Decoding with a KV cache: q_begin = k computes only rows k..T-1, the rows of the full forward
+// (within rounding: the key tiles end elsewhere), and leaves the rows before it alone.
+SOF_OP_CPU("attention", "q_begin computes the last rows only, equal to the full forward") {
+    kernels::cpu::use_single_threaded_blas();
+    for (const AttnShape& s :
+         {AttnShape{1, 300, 4, 2, 32, false, 61}, AttnShape{2, 140, 4, 4, 64, true, 62}}) {
+        CAPTURE(name(s));
+        const AttnProblem p(s);
+        std::vector<float> full(p.out_size()), lse(p.stat_size());
+        kernels::attention_forward(kernels::cpu_exec(), full.data(), lse.data(),
+                                   p.args(p.qkv.data()));
+        for (int q0 : {s.T - 1, s.T - 7, 130}) {
+            CAPTURE(q0);
+            std::vector<float> part(p.out_size(), 12345.0f), lse2(p.stat_size());
+            kernels::AttnArgs<float> a = p.args(p.qkv.data());
+            a.q_begin = q0;
+            kernels::attention_forward(kernels::cpu_exec(), part.data(), lse2.data(), a);
+            for (int b = 0; b < s.B; b++)
+                for (int t = 0; t < s.T; t++) {
+                    const size_t r = (static_cast<size_t>(b) * s.T + t) * p.ldo;
+                    for (size_t i = 0; i < static_cast<size_t>(s.NH) * s.hd; i++) {
+                        const bool ok = t >= q0 ? std::fabs(part[r + i] - full[r + i]) <= 1e-6f
+                                                : part[r + i] == 12345.0f;
+                        REQUIRE(ok);
+                    }
+                }
+        }
+    }
+}

@@ -160,6 +160,8 @@ void check_args(const AttnArgs<float>& a, const char* op) {
                  "%s: a row stride is shorter than its heads (ldq=%zu ldk=%zu ldv=%zu "
                  "ldo=%zu for num_heads=%d num_kv_heads=%d head_dim=%d)",
                  op, a.ldq, a.ldk, a.ldv, a.ldo, a.num_heads, a.num_kv_heads, a.head_dim);
+    if (a.q_begin < 0 || a.q_begin > a.T)
+        SOF_FAIL(Internal, "%s: q_begin = %d outside 0..T = %d", op, a.q_begin, a.T);
 }
 
 } // namespace
@@ -169,7 +171,7 @@ void check_args(const AttnArgs<float>& a, const char* op) {
 void attention_forward(float* out, float* lse, const AttnArgs<float>& a) {
     check_args(a, "attention_forward");
     const Geo g = make_geo(a);
-    const int T = a.T, hd = a.head_dim, nqt = (T + kBr - 1) / kBr;
+    const int T = a.T, hd = a.head_dim, q0 = a.q_begin, nqt = (T - q0 + kBr - 1) / kBr;
     const long tasks = static_cast<long>(a.B) * a.num_heads * nqt;
 #pragma omp parallel
     {
@@ -182,7 +184,7 @@ void attention_forward(float* out, float* lse, const AttnArgs<float>& a) {
             const int qt = nqt - 1 - static_cast<int>(task % nqt);
             const int h = static_cast<int>((task / nqt) % a.num_heads);
             const int b = static_cast<int>(task / nqt / a.num_heads);
-            const int kh = h / g.group, t0 = qt * kBr, nr = std::min(kBr, T - t0);
+            const int kh = h / g.group, t0 = q0 + qt * kBr, nr = std::min(kBr, T - t0);
             row_starts(g, b, t0, nr, 0, start);
             std::fill(acc.begin(), acc.end(), 0.0f);
             std::fill(m, m + nr, -INFINITY);
@@ -238,6 +240,9 @@ void attention_forward(float* out, float* lse, const AttnArgs<float>& a) {
 void attention_backward(const AttnGrads<float>& d, const float* dout, const float* out,
                         const float* lse, float* delta, const AttnArgs<float>& a) {
     check_args(a, "attention_backward");
+    if (a.q_begin != 0)
+        SOF_FAIL(Internal, "attention_backward: q_begin = %d (the backward runs every row)",
+                 a.q_begin);
     const Geo g = make_geo(a);
     const int B = a.B, T = a.T, NH = a.num_heads, NKV = a.num_kv_heads, hd = a.head_dim;
     auto dout_row = [&](int b, int t, int h) {

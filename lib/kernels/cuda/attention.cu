@@ -48,6 +48,7 @@ struct Dims {
     int B, T, NH, group;
     float scale;
     size_t ldq, ldk, ldv, ldo;
+    int q_begin; // forward: first query row computed
 };
 
 __device__ __forceinline__ size_t row_of(const Dims& g, int b, int t) {
@@ -136,7 +137,7 @@ __global__ void __launch_bounds__(kBlock) fwd_kernel(D* out, float* lse, const D
     __shared__ float vs[kBc][C::kLd];
     __shared__ int rs[C::kBr];
     __shared__ int scratch;
-    const int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * C::kBr;
+    const int b = blockIdx.z, h = blockIdx.y, t0 = g.q_begin + blockIdx.x * C::kBr;
     const int nr = min(C::kBr, g.T - t0), last = t0 + nr - 1, kh = h / g.group;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int* seg = segments ? segments + static_cast<size_t>(b) * g.T : nullptr;
@@ -317,7 +318,7 @@ __global__ void __launch_bounds__(kBlock)
     __shared__ float Ls[C::kBr], Ds[C::kBr];
     __shared__ int rs[C::kBr];
     __shared__ int scratch;
-    const int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * C::kBr;
+    const int b = blockIdx.z, h = blockIdx.y, t0 = g.q_begin + blockIdx.x * C::kBr;
     const int nr = min(C::kBr, g.T - t0), last = t0 + nr - 1, kh = h / g.group;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int* seg = segments ? segments + static_cast<size_t>(b) * g.T : nullptr;
@@ -387,7 +388,8 @@ template <class T> Dims dims_of(const AttnArgs<T>& a, const char* op) {
                 a.ldq,
                 a.ldk,
                 a.ldv,
-                a.ldo};
+                a.ldo,
+                a.q_begin};
 }
 
 [[noreturn]] void unsupported_head_dim(int hd, const char* op) {
@@ -403,7 +405,7 @@ unsigned int ceil_div(int n, int d) {
 
 template <int HD, class T>
 void launch_forward(T* out, float* lse, const AttnArgs<T>& a, const Dims& g, cudaStream_t s) {
-    const dim3 grid(ceil_div(a.T, Cfg<HD>::kBr), a.num_heads, a.B);
+    const dim3 grid(ceil_div(a.T - a.q_begin, Cfg<HD>::kBr), a.num_heads, a.B);
     fwd_kernel<HD><<<grid, kBlock, 0, s>>>(dev_ptr(out), lse, dev_ptr(a.q), dev_ptr(a.k),
                                            dev_ptr(a.v), a.segments, g);
     SOF_CHECK_CUDA(cudaGetLastError());
@@ -435,7 +437,9 @@ void launch_backward(const AttnGrads<T>& d, const T* dout, const T* out, const f
 template <class T> void attention_forward(T* out, float* lse, const AttnArgs<T>& a, void* stream) {
     const char* op = "attention_forward";
     const Dims g = dims_of(a, op);
-    if (a.B == 0 || a.T == 0) return;
+    if (a.q_begin < 0 || a.q_begin > a.T)
+        SOF_FAIL(Internal, "%s: q_begin = %d outside 0..T = %d", op, a.q_begin, a.T);
+    if (a.B == 0 || a.T == a.q_begin) return;
     const cudaStream_t s = as_stream(stream);
     switch (a.head_dim) {
     case 32:
@@ -460,6 +464,8 @@ void attention_backward(const AttnGrads<T>& d, const T* dout, const T* out, cons
                         float* delta, const AttnArgs<T>& a, void* stream) {
     const char* op = "attention_backward";
     const Dims g = dims_of(a, op);
+    if (a.q_begin != 0)
+        SOF_FAIL(Internal, "%s: q_begin = %d (the backward runs every row)", op, a.q_begin);
     if (a.B == 0 || a.T == 0) return;
     const cudaStream_t s = as_stream(stream);
     switch (a.head_dim) {
