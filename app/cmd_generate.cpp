@@ -18,7 +18,8 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "model/sample.h"
-#include "model/shard.h"
+#include "zero/shard.h"
+#include "cli.h"
 #include "tools.h"
 
 namespace sof::app {
@@ -71,55 +72,51 @@ double number(const std::string& opt, const std::string& v) {
 
 GenArgs parse(int argc, char** argv) {
     GenArgs a;
-    for (int i = 0; i < argc; i++) {
-        const std::string s = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) usage_fail(s + " needs a value");
-            return argv[++i];
-        };
-        if (s == "-h" || s == "--help") {
-            a.help = true;
-        } else if (s == "--hf") {
-            a.hf = value();
-        } else if (s == "--checkpoint") {
-            a.checkpoint = value();
-        } else if (s == "--llmc") {
-            a.llmc = value();
-        } else if (s == "--prompt") {
-            a.prompt = value();
-            a.has_prompt = true;
-        } else if (s == "--chat") {
-            a.chat = value();
-        } else if (s == "--prompt-ids") {
-            a.prompt_ids = value();
-        } else if (s == "--tokenizer") {
-            a.tokenizer = value();
-        } else if (s == "--max-tokens") {
-            const double x = number(s, value());
-            if (x < 1 || x > 1e7 || x != static_cast<int>(x))
-                usage_fail("--max-tokens must be >= 1");
-            a.max_tokens = static_cast<int>(x);
-        } else if (s == "--temperature") {
-            a.temperature = static_cast<float>(number(s, value()));
-            if (a.temperature < 0) usage_fail("--temperature must be >= 0");
-        } else if (s == "--top-k") {
-            const double x = number(s, value());
-            if (x < 0 || x != static_cast<int>(x)) usage_fail("--top-k must be an integer >= 0");
-            a.top_k = static_cast<int>(x);
-        } else if (s == "--top-p") {
-            a.top_p = static_cast<float>(number(s, value()));
-            if (!(a.top_p > 0 && a.top_p <= 1)) usage_fail("--top-p must be in (0, 1]");
-        } else if (s == "--seed") {
-            const double x = number(s, value());
-            if (x < 0) usage_fail("--seed must be >= 0");
-            a.seed = static_cast<uint64_t>(x);
-        } else if (s == "--ignore-eos") {
-            a.ignore_eos = true;
-        } else if (s == "--json") {
-            a.json = true;
-        } else {
-            usage_fail("unknown argument '" + s + "'");
-        }
+    CliParser p({kGenerateUsage, "generate: unknown argument '%s'",
+                 [](const std::string& opt) { return "generate: " + opt + " needs a value"; }});
+    CLI::App& app = p.app();
+    std::string max_tokens, temperature, top_k, top_p, seed;
+    for (auto [name, dst] : {std::pair{"--hf", &a.hf},
+                             {"--checkpoint", &a.checkpoint},
+                             {"--llmc", &a.llmc},
+                             {"--prompt", &a.prompt},
+                             {"--chat", &a.chat},
+                             {"--prompt-ids", &a.prompt_ids},
+                             {"--tokenizer", &a.tokenizer},
+                             {"--max-tokens", &max_tokens},
+                             {"--temperature", &temperature},
+                             {"--top-k", &top_k},
+                             {"--top-p", &top_p},
+                             {"--seed", &seed}})
+        CliParser::last_wins(app.add_option(name, *dst));
+    app.add_flag("--ignore-eos", a.ignore_eos);
+    app.add_flag("--json", a.json);
+    app.add_flag("-h,--help", a.help);
+    const std::vector<std::string> pos = p.parse(argc, argv);
+    if (!pos.empty()) usage_fail("unknown argument '" + pos[0] + "'");
+    a.has_prompt = app.count("--prompt") > 0;
+    if (app.count("--max-tokens")) {
+        const double x = number("--max-tokens", max_tokens);
+        if (x < 1 || x > 1e7 || x != static_cast<int>(x)) usage_fail("--max-tokens must be >= 1");
+        a.max_tokens = static_cast<int>(x);
+    }
+    if (app.count("--temperature")) {
+        a.temperature = static_cast<float>(number("--temperature", temperature));
+        if (a.temperature < 0) usage_fail("--temperature must be >= 0");
+    }
+    if (app.count("--top-k")) {
+        const double x = number("--top-k", top_k);
+        if (x < 0 || x != static_cast<int>(x)) usage_fail("--top-k must be an integer >= 0");
+        a.top_k = static_cast<int>(x);
+    }
+    if (app.count("--top-p")) {
+        a.top_p = static_cast<float>(number("--top-p", top_p));
+        if (!(a.top_p > 0 && a.top_p <= 1)) usage_fail("--top-p must be in (0, 1]");
+    }
+    if (app.count("--seed")) {
+        const double x = number("--seed", seed);
+        if (x < 0) usage_fail("--seed must be >= 0");
+        a.seed = static_cast<uint64_t>(x);
     }
     if (a.help) return a;
     if ((!a.hf.empty()) + (!a.checkpoint.empty()) + (!a.llmc.empty()) != 1)
@@ -160,7 +157,7 @@ void load_model(const GenArgs& a, model::ArchConfig* cfg, std::vector<float>* pa
         *cfg = ckpt::read_hf_config(a.hf);
         const model::ParamLayout lay = model::make_layout(*cfg);
         params->assign(lay.num_params, 0.0f);
-        ckpt::import_hf(a.hf, lay, model::make_shard_map(lay, 1, 0), params->data());
+        ckpt::import_hf(a.hf, lay, zero::make_shard_map(lay, 1, 0), params->data());
     } else if (!a.llmc.empty()) {
         *cfg = ckpt::read_llmc_header(a.llmc);
         const model::ParamLayout lay = model::make_layout(*cfg);

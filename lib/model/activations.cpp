@@ -76,6 +76,7 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
         add(Act::DAttyh, -1, "datty heads", BT * Q * act);
         add(Act::DQh, -1, "dq heads", BT * Q * act);
         add(Act::DKvh, -1, "dkv heads", BT * 2 * KV * act);
+        add(Act::XRecv, -1, "all-to-all receive", BT * std::max(Q, 2 * KV) * act);
     }
     const int sets = a.recompute ? 1 : s.L;
     for (int l = 0; l < sets; l++) {

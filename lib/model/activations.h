@@ -45,6 +45,7 @@ enum class Act {
     DAttyh,    // (BT, Q) act, Ulysses: grad of the attention output, head layout
     DQh,       // (BT, Q) act, Ulysses
     DKvh,      // (BT, 2*KV) act, Ulysses
+    XRecv,     // (BT, max(Q, 2*KV)) act, Ulysses: the all-to-all's received chunks
     // per block set
     Ln1,     // (BT, C) act
     Ln1Mean, // (BT) fp32 (LayerNorm only)

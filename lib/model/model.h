@@ -70,15 +70,18 @@ class SeqExchange {
     virtual ~SeqExchange() = default;
     virtual int degree() const = 0; // P
     virtual int index() const = 0;  // i: this rank's token slice
-    // Buffers of the model's device, `elem` bytes per element (4: fp32, 2: bf16), in and out not
-    // overlapping; the exchange follows the work the model enqueued on its stream and its result
-    // is ready for the work enqueued after it (on the host device: when the call returns).
-    // in (B, Tl, K, P, X) -> out (B, P*Tl, K, X): every token of channel group i (K = 3 for qkv,
-    // 1 for the attention output). collective: all ranks of the sequence-parallel group
-    virtual void to_heads(const void* in, void* out, size_t elem, int B, int Tl, int K, int X) = 0;
+    // Buffers of the model's device, `elem` bytes per element (4: fp32, 2: bf16), in, out and
+    // recv not overlapping; recv (P*B*Tl*K*X elements) receives the chunks (the model's buffer,
+    // so its memory is in the activation list). The exchange follows the work the model enqueued
+    // on its stream and its result is ready for the work enqueued after it (on the host device:
+    // when the call returns).
+    // in (B, Tl, K, P, X) -> out (B, P*Tl, K, X): every token of channel group i (K = 2 for kv,
+    // 1 for q and the attention output). collective: all ranks of the sequence-parallel group
+    virtual void to_heads(const void* in, void* out, void* recv, size_t elem, int B, int Tl, int K,
+                          int X) = 0;
     // The inverse: in (B, P*Tl, K, X) -> out (B, Tl, K, P, X).
     // collective: all ranks of the sequence-parallel group
-    virtual void to_tokens(const void* in, void* out, size_t elem, int B, int Tl, int K,
+    virtual void to_tokens(const void* in, void* out, void* recv, size_t elem, int B, int Tl, int K,
                            int X) = 0;
 };
 

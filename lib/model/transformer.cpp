@@ -151,9 +151,7 @@ template <class T> void DriverT<T>::rope_rows(const int* positions, int n) {
     rope_base_ = -1; // the next unpacked forward rebuilds the slice's rows
 }
 
-template <class T>
-template <class F>
-void DriverT<T>::rope_fill(size_t rows, F position_of) {
+template <class T> template <class F> void DriverT<T>::rope_fill(size_t rows, F position_of) {
     const size_t half = static_cast<size_t>(s_.hd / 2);
     std::vector<float> c(rows * half), sn(rows * half);
     for (size_t j = 0; j < rows; j++) {

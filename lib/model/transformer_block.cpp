@@ -45,11 +45,11 @@ void DriverT<T>::norm_backward(T* dinp, float* gw, float* gb, const T* dout, con
 // The Ulysses all-to-alls on the activation buffers themselves (device memory, fp32 or bf16),
 // ordered on the model's stream (sp::Ulysses over rank::DeviceComm).
 template <class T> void DriverT<T>::to_heads(const T* in, T* out, int K, int X) {
-    seq_->to_heads(in, out, sizeof(T), B_, T_, K, X);
+    seq_->to_heads(in, out, ptr(Act::XRecv, -1), sizeof(T), B_, T_, K, X);
 }
 
 template <class T> void DriverT<T>::to_tokens(const T* in, T* out, int K, int X) {
-    seq_->to_tokens(in, out, sizeof(T), B_, T_, K, X);
+    seq_->to_tokens(in, out, ptr(Act::XRecv, -1), sizeof(T), B_, T_, K, X);
 }
 
 // Causal attention of one block over qkv (B,T,W): on the local tokens (P = 1) or, with Ulysses,
@@ -184,7 +184,7 @@ template <class T> void DriverT<T>::mlp_forward(const T* p, int set, int r0, int
         kernels::matmul_forward<T>(ex_, pre, nullptr, ln2, p + off_.wfc, nullptr, n, C, 2 * I);
         kernels::swiglu_forward<T>(ex_, fca, pre, n, I);
     }
-    if (!out) return; // recompute: the block output is already in res
+    if (!out) return;                         // recompute: the block output is already in res
     T* o = out + static_cast<size_t>(r0) * C; // out starts at the call's first row
     kernels::matmul_forward<T>(ex_, o, nullptr, fca, p + off_.wproj, opt(off_.bproj), n, I, C);
     kernels::residual_forward<T>(ex_, o, act(Act::Res2, set) + r * C, o, static_cast<long>(n) * C);

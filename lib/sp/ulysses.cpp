@@ -23,13 +23,7 @@ char* at(void* p, size_t elems, size_t elem) {
 Ulysses::Ulysses(rank::DeviceComm& dc, device::Stream& s)
     : dc_(dc), g_(dc.group()), d_(dc.device()), s_(s), ev_(d_.create_event()) {}
 
-Ulysses::~Ulysses() {
-    try {
-        d_.synchronize(s_); // the last unpack reads the scratch
-    } catch (...) {         // an abandoned step's error: nothing left to report it to
-    }
-    d_.free(scratch_);
-}
+Ulysses::~Ulysses() = default;
 
 void Ulysses::rows(void* dst, size_t ldd, const void* src, size_t lds, size_t nrows, size_t width) {
     const size_t e = elem_;
@@ -43,23 +37,19 @@ void Ulysses::rows(void* dst, size_t ldd, const void* src, size_t lds, size_t nr
     });
 }
 
-void Ulysses::prepare(const void* in, const void* out, size_t elem, size_t chunk) {
+void Ulysses::prepare(const void* in, const void* out, void* recv, size_t elem, size_t chunk) {
     if (elem != sizeof(float) && elem != sizeof(uint16_t))
         SOF_FAIL(Internal, "ulysses: %zu-byte elements (fp32 or bf16 only)", elem);
     const size_t bytes = static_cast<size_t>(g_.size()) * chunk * elem;
-    const char* i = static_cast<const char*>(in);
-    const char* o = static_cast<const char*>(out);
-    if (i < o + bytes && o < i + bytes)
-        SOF_FAIL(Internal, "ulysses: the exchange's input and output overlap");
+    auto overlap = [bytes](const void* a, const void* b) {
+        const char* x = static_cast<const char*>(a);
+        const char* y = static_cast<const char*>(b);
+        return x < y + bytes && y < x + bytes;
+    };
+    if (overlap(in, out) || overlap(in, recv) || overlap(out, recv))
+        SOF_FAIL(Internal, "ulysses: the exchange's input, output and receive buffers overlap");
     elem_ = elem;
-    if (bytes > cap_) {
-        d_.synchronize(s_); // the last unpack may still read the old scratch
-        d_.free(scratch_);
-        scratch_ = nullptr;
-        cap_ = 0;
-        scratch_ = d_.alloc(bytes, "Ulysses all-to-all receive buffer");
-        cap_ = bytes;
-    }
+    scratch_ = recv;
 }
 
 void Ulysses::exchange(const void* send, size_t chunk) {
@@ -78,11 +68,12 @@ void Ulysses::finish() {
 
 // out serves as the send buffer: chunk j = channel group j of every local row; the received
 // chunk i (rank i's tokens) goes to positions i*Tl ..
-void Ulysses::to_heads(const void* in, void* out, size_t elem, int B, int Tl, int K, int X) {
+void Ulysses::to_heads(const void* in, void* out, void* recv, size_t elem, int B, int Tl, int K,
+                       int X) {
     const size_t P = static_cast<size_t>(g_.size()), x = static_cast<size_t>(X);
     const size_t rows_n = static_cast<size_t>(B) * Tl * K, chunk = rows_n * x;
     const size_t tkx = static_cast<size_t>(Tl) * K * x; // one sequence's tokens of one chunk
-    prepare(in, out, elem, chunk);
+    prepare(in, out, recv, elem, chunk);
     for (size_t j = 0; j < P; j++)
         rows(at(out, j * chunk, elem), x, at(in, j * x, elem), P * x, rows_n, x);
     exchange(out, chunk);
@@ -94,11 +85,12 @@ void Ulysses::to_heads(const void* in, void* out, size_t elem, int B, int Tl, in
 
 // chunk j = positions j*Tl .. of this rank's head group; the received chunk i (head group i of
 // this rank's tokens) goes to channel group i of every local row
-void Ulysses::to_tokens(const void* in, void* out, size_t elem, int B, int Tl, int K, int X) {
+void Ulysses::to_tokens(const void* in, void* out, void* recv, size_t elem, int B, int Tl, int K,
+                        int X) {
     const size_t P = static_cast<size_t>(g_.size()), x = static_cast<size_t>(X);
     const size_t rows_n = static_cast<size_t>(B) * Tl * K, chunk = rows_n * x;
     const size_t tkx = static_cast<size_t>(Tl) * K * x;
-    prepare(in, out, elem, chunk);
+    prepare(in, out, recv, elem, chunk);
     for (size_t j = 0; j < P; j++)
         rows(at(out, j * chunk, elem), tkx, at(in, j * tkx, elem), P * tkx, static_cast<size_t>(B),
              tkx);

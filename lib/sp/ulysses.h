@@ -29,17 +29,19 @@ class Ulysses : public model::SeqExchange {
 
     // SeqExchange: device buffers of dc's device, `elem` bytes per element (4: fp32, 2: bf16);
     // in and out must not overlap. to_heads in (B, Tl, K, P, X) -> out (B, P*Tl, K, X);
-    // to_tokens the inverse. One device scratch of the exchanged size is kept (grown on demand).
+    // to_tokens the inverse. recv (P*B*Tl*K*X elements): the caller's receive buffer.
     // collective: all ranks of the SP group
-    void to_heads(const void* in, void* out, size_t elem, int B, int Tl, int K, int X) override;
+    void to_heads(const void* in, void* out, void* recv, size_t elem, int B, int Tl, int K,
+                  int X) override;
     // collective: all ranks of the SP group
-    void to_tokens(const void* in, void* out, size_t elem, int B, int Tl, int K, int X) override;
+    void to_tokens(const void* in, void* out, void* recv, size_t elem, int B, int Tl, int K,
+                   int X) override;
 
   private:
     // Enqueues dst[r*ldd + i] = src[r*lds + i] (elements of elem_ bytes) on s_.
     void rows(void* dst, size_t ldd, const void* src, size_t lds, size_t nrows, size_t width);
-    // Checks the arguments, grows the scratch to P*chunk elements.
-    void prepare(const void* in, const void* out, size_t elem, size_t chunk);
+    // Checks the arguments (P*chunk elements each, no overlap); recv becomes scratch_.
+    void prepare(const void* in, const void* out, void* recv, size_t elem, size_t chunk);
     // scratch_ (P*chunk) = the all-to-all of out (P*chunk) after the work enqueued on s_.
     void exchange(const void* send, size_t chunk);
     void finish();
@@ -49,8 +51,7 @@ class Ulysses : public model::SeqExchange {
     device::Device& d_;
     device::Stream& s_;
     std::unique_ptr<device::Event> ev_;
-    void* scratch_ = nullptr; // device, cap_ bytes: the received chunks
-    size_t cap_ = 0;
+    void* scratch_ = nullptr; // the call's receive buffer (the caller's, P*chunk elements)
     size_t elem_ = 4;
 };
 

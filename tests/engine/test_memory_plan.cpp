@@ -61,8 +61,8 @@ class FakeExchange : public model::SeqExchange {
     explicit FakeExchange(int p) : p_(p) {}
     int degree() const override { return p_; }
     int index() const override { return 0; }
-    void to_heads(const void*, void*, size_t, int, int, int, int) override {}
-    void to_tokens(const void*, void*, size_t, int, int, int, int) override {}
+    void to_heads(const void*, void*, void*, size_t, int, int, int, int) override {}
+    void to_tokens(const void*, void*, void*, size_t, int, int, int, int) override {}
 
   private:
     int p_;

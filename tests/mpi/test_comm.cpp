@@ -218,12 +218,13 @@ TEST_CASE("Ulysses on device buffers: the definition, its inverse, fp32 and 16-b
         CHECK(u.degree() == g.size());
         float* a = static_cast<float*>(d.alloc(n * 4, "a"));
         float* b = static_cast<float*>(d.alloc(n * 4, "b"));
+        void* recv = d.alloc(n * 4, "recv"); // the caller's receive buffer (n elements)
         d.copy(a, in.data(), n * 4, device::CopyKind::HostToDevice, devs.compute());
-        u.to_heads(a, b, 4, B, Tl, K, X); // fp32: ready when it returns here (host device)
+        u.to_heads(a, b, recv, 4, B, Tl, K, X); // fp32: ready when it returns here (host device)
         std::vector<float> heads(b, b + n);
         CHECK(bits_equal(heads, want));
         d.memset(a, 0, n * 4, devs.compute());
-        u.to_tokens(b, a, 4, B, Tl, K, X);
+        u.to_tokens(b, a, recv, 4, B, Tl, K, X);
         std::vector<float> back(a, a + n);
         CHECK(bits_equal(back, in));
         // 16-bit elements (bf16 activations): the low halves of the fp32 data, moved alike
@@ -238,12 +239,15 @@ TEST_CASE("Ulysses on device buffers: the definition, its inverse, fp32 and 16-b
         uint16_t* a16 = static_cast<uint16_t*>(d.alloc(n * 2, "a16"));
         uint16_t* b16 = static_cast<uint16_t*>(d.alloc(n * 2, "b16"));
         std::memcpy(a16, in16.data(), n * 2);
-        u.to_heads(a16, b16, 2, B, Tl, K, X);
+        u.to_heads(a16, b16, recv, 2, B, Tl, K, X);
         CHECK(std::vector<uint16_t>(b16, b16 + n) == want16);
-        u.to_tokens(b16, a16, 2, B, Tl, K, X);
+        u.to_tokens(b16, a16, recv, 2, B, Tl, K, X);
         CHECK(std::vector<uint16_t>(a16, a16 + n) == in16);
-        CHECK_THROWS_WITH(u.to_heads(a16, a16 + 1, 2, B, Tl, K, X),
+        CHECK_THROWS_WITH(u.to_heads(a16, a16 + 1, recv, 2, B, Tl, K, X),
                           doctest::Contains("overlap"));
+        CHECK_THROWS_WITH(u.to_heads(a16, b16, b16 + 1, 2, B, Tl, K, X),
+                          doctest::Contains("overlap"));
+        d.free(recv);
         d.free(a16);
         d.free(b16);
         d.free(a);

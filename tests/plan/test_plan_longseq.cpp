@@ -119,7 +119,7 @@ TEST_CASE("plan: heads or T not divisible by parallel.sp are refused naming both
     CHECK_THROWS_WITH_AS(make_plan(c, model::config_for(c.model),
                                    load_hardware(kSrc + "/inputs/hardware/gh200.yaml"), 3),
                          doctest::Contains("model.num_heads = 40 and"), core::Error);
-    // the deck check says the same before any plan
-    CHECK_THROWS_WITH_AS(deck("llama-13b-1m-gh200.yaml", {"parallel.sp=16"}),
+    // the deck check (what `check`, `plan` and `train` run first) says the same before any plan
+    CHECK_THROWS_WITH_AS(model::validate_deck(deck("llama-13b-1m-gh200.yaml", {"parallel.sp=16"})),
                          doctest::Contains("not divisible by parallel.sp = 16"), core::Error);
 }
