@@ -1,6 +1,7 @@
 // The training loop (see trainer.h): builds every piece from the deck and the rank context, and
 // runs the steps. Rank 0 logs; every rank writes its JSONL metrics; checkpoints are sharded.
 #include "train/trainer.h"
+#include "train/trainer_impl.h"
 
 #include <omp.h>
 #include <sys/stat.h>
@@ -39,53 +40,6 @@
 namespace sof::train {
 
 namespace fs = std::filesystem;
-
-struct Trainer::Impl {
-    config::Config cfg;
-    const comm::World& world;
-    core::Log log;
-    model::ArchConfig mcfg;
-    std::unique_ptr<core::Trace> trace;   // before ctx: the device's stream lanes point into it
-    std::unique_ptr<rank::Context> ctx;   // the rank context (device, streams, groups, lane)
-    std::unique_ptr<sp::Ulysses> ulysses; // the model's exchange hook (parallel.sp > 1)
-    std::unique_ptr<model::Model> model;
-    std::unique_ptr<offload::Updater> updater;
-    zero::ShardAccess* shards = nullptr; // updater's shard view (multi-rank), else null
-    std::unique_ptr<data::DataLoader> train_data, val_data;
-    std::vector<int> inputs, targets;   // (B*T) whole sequences from the loader
-    std::vector<int> linputs, ltargets; // (B*T/sp) this rank's slice of them
-    std::vector<int> segments;          // (B*T) document ids of the whole sequences (data.pack),
-                                        // every SP rank all of them; empty when not packed
-    std::vector<std::vector<int>> step_inputs, step_targets; // (accum, B*T/sp): a masked step's
-                                                             // micro-batches, read ahead
-    std::vector<std::vector<int>> step_segments;             // (accum, B*T) when packed
-    int64_t step = 0;                                        // steps completed
-    int64_t skips0 = 0, rollbacks0 = 0; // counted by the run(s) before the resumed checkpoint
-    std::function<void()> crash;        // debug.fail_hard: kills this process (set by the app)
-    RunDirs dirs;                       // locks on out_dir and checkpoint_dir (rank 0)
-    std::string data_id;                // ckpt::data_identity of the training data
-    StopCheck stop_check;               // the app's signal flag (empty: never stops early)
-    int eval_n = 1;                     // validation batches per evaluation (clamped to the data)
-
-    Impl(const config::Config& c, const comm::World& w, const core::Log& l)
-        : cfg(c), world(w), log(l) {}
-
-    void setup();
-    void check_same_deck();
-    void next_batch(data::DataLoader& d);
-    const int* seg_ptr() const { return segments.empty() ? nullptr : segments.data(); }
-    float global_loss(double local);
-    float masked_mean(double local_sum, double local_count, double* global_count);
-    float evaluate();
-    EvalResult eval_pass(int n);
-    zero::ShardMap shard_map() const;
-    std::string save_checkpoint();
-    void write_trace();
-    void resume_from(const std::string& dir);
-    RunSummary finish_stopped(RunSummary& sum, MetricsWriter& metrics, int64_t saved_step,
-                              std::string last_ckpt, bool after_eval);
-    bool hold_for_stop(RunSummary& sum);
-};
 
 // Ranks that read different decks (or overrides) would train different models and hang in the
 // first collective that differs: compare a checksum of the effective deck first.
@@ -294,38 +248,6 @@ zero::ShardMap Trainer::Impl::shard_map() const {
     return shards ? shards->shard_map() : zero::make_shard_map(model->layout(), 1, 0);
 }
 
-// Every rank reads the elements of its own shard from the checkpoint's shards, whatever rank
-// count wrote it (resharding is an exact copy of the state).
-void Trainer::Impl::resume_from(const std::string& dir) {
-    ckpt::Manifest m;
-    ckpt::State s;
-    const model::ParamLayout& layout = model->layout();
-    zero::ShardState st;
-    st.map = shard_map();
-    ckpt::load_resharded(dir, layout, st.map, &m, &s);
-    for (const ckpt::DeckChange& c : ckpt::check_resume(dir, m, cfg, mcfg, data_id))
-        log.info("resume: %s changed: %s -> %s", c.key.c_str(), c.saved.c_str(), c.now.c_str());
-    st.params = std::move(s.params);
-    st.exp_avg = std::move(s.exp_avg);
-    st.exp_avg_sq = std::move(s.exp_avg_sq);
-    st.opt_step = m.opt_step;
-    if (shards)
-        shards->set_shard(st);
-    else
-        updater->set_state(st.params.data(), st.exp_avg.data(), st.exp_avg_sq.data(), m.opt_step);
-    train_data->restore(m.train_data);
-    skips0 = m.skips; // the counters go on across resumes (the manifest holds the totals)
-    rollbacks0 = m.rollbacks;
-    step = m.step;
-    log.info(
-        "resume: %s (step %lld, optimizer step %lld%s)", dir.c_str(),
-        static_cast<long long>(m.step), static_cast<long long>(m.opt_step),
-        m.world_size != st.map.shards
-            ? core::strfmt(", written as %d shard(s), resharded to %d", m.world_size, st.map.shards)
-                  .c_str()
-            : "");
-}
-
 void Trainer::Impl::next_batch(data::DataLoader& d) {
     d.next(inputs.data(), targets.data(), d.packed() ? segments.data() : nullptr);
     const rank::Grid& g = ctx->grid();
@@ -396,74 +318,6 @@ EvalResult Trainer::Impl::eval_pass(int n) {
     return r;
 }
 
-// Sharded save (ckpt::save): rank 0 prepares the temporary directory, every rank holding a shard
-// writes it, rank 0 commits (manifest, fsync, rename); a failure on any rank removes the partial
-// directory and fails the save everywhere. ZeRO-3 writes one shard per rank; replicated state
-// (one rank, or ZeRO-0) one shard, by rank 0. Returns the step directory on every rank.
-// collective: all ranks of world
-std::string Trainer::Impl::save_checkpoint() {
-    const model::ParamLayout& layout = model->layout();
-    zero::ShardState st;
-    if (shards) {
-        shards->get_shard(&st);
-    } else {
-        st.map = zero::make_shard_map(layout, 1, 0);
-        st.params.resize(layout.num_params);
-        st.exp_avg.resize(layout.num_params);
-        st.exp_avg_sq.resize(layout.num_params);
-        updater->get_state(st.params.data(), st.exp_avg.data(), st.exp_avg_sq.data(), &st.opt_step);
-    }
-    ckpt::Manifest m;
-    m.step = step;
-    m.opt_step = st.opt_step;
-    m.model = mcfg;
-    m.num_params = static_cast<int64_t>(layout.num_params);
-    m.world_size = st.map.shards;
-    m.deck_yaml = config::effective_yaml(cfg);
-    m.train_data = train_data->state();
-    m.skips = skips0 + updater->stats().skips;
-    m.rollbacks = rollbacks0 + updater->stats().rollbacks;
-    m.data_identity = data_id;
-    ckpt::State s;
-    s.params = std::move(st.params);
-    s.exp_avg = std::move(st.exp_avg);
-    s.exp_avg_sq = std::move(st.exp_avg_sq);
-    comm::Group& all = ctx->all();
-    const ckpt::SaveSync sync{[&all] { all.barrier(); }, [&all](bool b) { return all.any(b); }};
-    const int r = world.rank();
-    return ckpt::save(cfg.train.checkpoint_dir, m, r < st.map.shards ? &s : nullptr,
-                      cfg.train.keep_checkpoints, r, world.size(), sync);
-}
-
-// One file for the job: every rank's events as its own process (pid = rank), on a common clock.
-// collective: all ranks of world
-void Trainer::Impl::write_trace() {
-    if (world.size() == 1) {
-        trace->write(cfg.runtime.trace);
-        return;
-    }
-    std::vector<double> origins = ctx->all().allgather_value(trace->origin_unix_us());
-    const double t0 = *std::min_element(origins.begin(), origins.end());
-    std::string mine = trace->events_json(world.rank(), core::strfmt("rank %d", world.rank()),
-                                          trace->origin_unix_us() - t0);
-    int len = static_cast<int>(mine.size());
-    std::vector<int> lens(static_cast<size_t>(world.size())), displs(lens.size(), 0);
-    SOF_CHECK_MPI(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, world.comm()));
-    std::string all;
-    if (world.rank() == 0) {
-        for (size_t r = 1; r < lens.size(); r++)
-            displs[r] = displs[r - 1] + lens[r - 1];
-        all.resize(static_cast<size_t>(displs.back() + lens.back()));
-    }
-    SOF_CHECK_MPI(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
-                              MPI_CHAR, 0, world.comm()));
-    if (world.rank() != 0) return;
-    std::vector<std::string> parts;
-    for (size_t r = 0; r < lens.size(); r++)
-        parts.push_back(all.substr(static_cast<size_t>(displs[r]), static_cast<size_t>(lens[r])));
-    core::Trace::write_parts(cfg.runtime.trace, parts);
-}
-
 Trainer::Trainer(const config::Config& cfg, const comm::World& world, const core::Log& log)
     : impl_(std::make_unique<Impl>(cfg, world, log)) {
     impl_->setup();
@@ -481,28 +335,6 @@ const model::ArchConfig& Trainer::model_config() const {
 
 void Trainer::set_stop_check(StopCheck check) {
     impl_->stop_check = std::move(check);
-}
-
-void Trainer::load_weights(const std::string& step_dir) {
-    Impl& s = *impl_;
-    ckpt::Manifest m;
-    ckpt::State st;
-    zero::ShardState sh;
-    sh.map = s.shard_map();
-    ckpt::load_resharded(step_dir, s.model->layout(), sh.map, &m, &st, /*with_moments=*/false);
-    if (!(m.model.arch == s.mcfg.arch && m.model.num_layers == s.mcfg.num_layers &&
-          m.model.channels == s.mcfg.channels && m.model.vocab_size == s.mcfg.vocab_size &&
-          m.model.padded_vocab_size == s.mcfg.padded_vocab_size))
-        SOF_FAIL(Config, "checkpoint %s holds another architecture than this run's model",
-                 step_dir.c_str());
-    sh.params = std::move(st.params);
-    sh.exp_avg.assign(sh.params.size(), 0.0f);
-    sh.exp_avg_sq.assign(sh.params.size(), 0.0f);
-    if (s.shards)
-        s.shards->set_shard(sh);
-    else
-        s.updater->set_state(sh.params.data(), sh.exp_avg.data(), sh.exp_avg_sq.data(), 0);
-    s.log.info("eval: weights of %s (step %lld)", step_dir.c_str(), static_cast<long long>(m.step));
 }
 
 EvalResult Trainer::evaluate(int batches) {

@@ -109,8 +109,14 @@ void scores(float* S, int nr, int nc, int hd, float scale, const float* q, size_
 // vectorize: no result changes). Cloned for AVX-512F / AVX2 / baseline x86-64, picked at load
 // time: the same operations in each (no FMA contraction in ISO C++), so the same bits.
 // Arguments are <= 0 up to rounding (x - max, s - lse).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void exp_row(float* x, int n,
-                                                                          float sub) {
+// Not under TSan: the clones' resolver runs at load time, before the TSan runtime is up (a crash
+// in the dynamic loader); the TSan build runs the baseline version.
+#if defined(__SANITIZE_THREAD__)
+#define SOF_EXP_ROW_CLONES
+#else
+#define SOF_EXP_ROW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+SOF_EXP_ROW_CLONES void exp_row(float* x, int n, float sub) {
     constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f,
                     kRound = 12582912.0f;      // 1.5 * 2^23
     constexpr int32_t kRoundBits = 0x4B400000; // bits of kRound
