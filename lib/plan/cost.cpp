@@ -29,8 +29,7 @@ struct BucketStages {
 // Whether weight flow keeps the model's grads in pinned host memory (no grad ring): the backward
 // writes them over the link itself, the bucket pipeline has no D2H stage.
 bool flow_pinned_grads(const CostInputs& c, config::WeightsPolicy weights) {
-    if (weights != config::WeightsPolicy::Flow) return false;
-    return offload::grad_ring_slots(offload_plan_inputs(c, weights, 0, 0)) == 0;
+    return weights == config::WeightsPolicy::Flow && !c.flow_ring;
 }
 
 BucketStages bucket_stages(const CostInputs& c, const HardwareProfile& hw,
@@ -181,6 +180,8 @@ void apply_modes(CostInputs& c, const EngineModes& m) {
     set(c.mem_base);
     for (offload::MemoryPlanInputs& in : c.mem_other)
         set(in);
+    c.flow_ring =
+        offload::grad_ring_slots(offload_plan_inputs(c, config::WeightsPolicy::Flow, 0, 0)) > 0;
 }
 
 offload::MemoryPlanInputs offload_plan_inputs(const CostInputs& c, config::WeightsPolicy weights,

@@ -37,6 +37,7 @@ struct CostInputs {
     double param_move_bytes = 4; // bytes per param moved H2D (idem)
     double fetch_bytes = 4;      // weight flow: bytes per param fetched (the fp32 master)
     EngineModes modes;           // apply_modes sets them with the move bytes and memory inputs
+    bool flow_ring = false;      // weight flow keeps the grads in a device ring with these modes
     bool stv = true;
     int prefetch_layers = 1;
     // GPU compute for one micro-batch, seconds
@@ -67,7 +68,8 @@ struct CostInputs {
     std::vector<offload::MemoryPlanInputs> mem_other;
 };
 
-// Sets c's engine modes: the link bytes per param and the memory plan inputs of every rank.
+// Sets c's engine modes: the link bytes per param, the memory plan inputs of every rank and
+// whether weight flow has a grad ring (flow_ring).
 void apply_modes(CostInputs& c, const EngineModes& m);
 
 // Saved activations of one micro-batch on one rank, bytes (see docs/planner.md "Activations").

@@ -10,6 +10,7 @@
 #include "plan/comm_model.h"
 #include "plan/cost.h"
 #include "plan/long_seq.h"
+#include "plan/modes.h"
 #include "plan/planner.h"
 
 namespace sof::plan {
@@ -58,6 +59,8 @@ config::WeightsPolicy choose_weights(const CostInputs& c, const config::Config& 
                           "enable model.recompute or add ranks (ZeRO-3)");
     return config::WeightsPolicy::Flow;
 }
+
+} // namespace
 
 int choose_tail(const CostInputs& c, const HardwareProfile& hw, config::WeightsPolicy w,
                 const config::Config& cfg, Plan& p) {
@@ -126,196 +129,7 @@ int stride_of(const config::Config& cfg, const Plan& p) {
     return cfg.offload.schedule == config::Schedule::Interleaved ? p.interleave_k : 0;
 }
 
-std::string gb_text(double b) {
-    return core::strfmt("%.2f GB", b / kGB);
-}
-
-// Weight flow without accumulation: the model's grads in a device ring of units (host memory:
-// only the offloaded copy) when the ring fits the device, else one pinned fp32 buffer.
-void choose_flow_grads(CostInputs& c, const config::Config& cfg, Plan& p) {
-    const config::FlowGrads deck = cfg.offload.flow_grads;
-    p.flow_grads = deck == config::FlowGrads::Host ? deck : config::FlowGrads::Device;
-    if (p.weights != config::WeightsPolicy::Flow) return; // only weight flow has the choice
-    const int k = stride_of(cfg, p);
-    const int slots = offload::grad_ring_slots(offload_plan_inputs(c, p.weights, 0, k));
-    if (deck != config::FlowGrads::Auto) {
-        p.notes.push_back(core::strfmt(
-            "flow grads: %s (set in the deck%s)",
-            deck == config::FlowGrads::Host ? "host" : "device",
-            deck == config::FlowGrads::Device && slots == 0
-                ? "; no ring here (accumulation, interleaved or a small model): pinned host"
-                : ""));
-        if (slots == 0) p.flow_grads = config::FlowGrads::Host;
-        return;
-    }
-    std::string note;
-    if (slots == 0) {
-        p.flow_grads = config::FlowGrads::Host;
-        note = core::strfmt(
-            "flow grads: host: the model's fp32 grads in one pinned buffer (4 B/param, read by the "
-            "host step directly): %s",
-            c.grad_accum > 1 ? "they accumulate over the step's micro-batches"
-                             : (k > 0 ? "streamed buckets step after the backward"
-                                      : "a ring would not be smaller than the model"));
-    } else {
-        MemoryEstimate ring = offload_memory(c, p.weights, 0, k);
-        EngineModes m = c.modes;
-        m.ring_ok = false;
-        CostInputs h = c;
-        apply_modes(h, m);
-        MemoryEstimate pinned = offload_memory(h, p.weights, 0, k);
-        if (ring.device_fits || !pinned.device_fits) {
-            note = core::strfmt(
-                "flow grads: device: a ring of %d unit slots on the device (%s with the rest of "
-                "the device's %s) instead of %s of pinned fp32 grads; host %s instead of %s",
-                slots, gb_text(ring.total).c_str(), gb_text(c.capacity_bytes).c_str(),
-                gb_text(c.params * 4.0 / c.shard_ranks).c_str(), gb_text(ring.host_total).c_str(),
-                gb_text(pinned.host_total).c_str());
-        } else {
-            p.flow_grads = config::FlowGrads::Host;
-            c = h;
-            note =
-                core::strfmt("flow grads: host: the device ring of %d unit slots does not fit "
-                             "(%s > %s usable); pinned fp32 grads instead (host %s)",
-                             slots, gb_text(ring.total).c_str(), gb_text(c.capacity_bytes).c_str(),
-                             gb_text(pinned.host_total).c_str());
-        }
-    }
-    p.notes.push_back(note);
-    p.auto_notes.push_back(note);
-}
-
-// bf16 training: where values change precision on the link. By predicted step time (each with
-// the tail count it would get), within host memory.
-void choose_cast(CostInputs& c, const HardwareProfile& hw, const config::Config& cfg, Plan& p) {
-    const bool bf16 = cfg.train.dtype == config::Precision::BF16;
-    if (cfg.offload.cast != config::CastAt::Auto) {
-        p.cast = cfg.offload.cast;
-        if (bf16)
-            p.notes.push_back(core::strfmt("cast: %s (set in the deck)",
-                                           p.cast == config::CastAt::Host ? "host" : "device"));
-        return;
-    }
-    if (!bf16) {
-        p.cast = config::CastAt::Device;
-        std::string n = "cast: device (fp32 training: nothing is cast)";
-        p.notes.push_back(n);
-        p.auto_notes.push_back(n);
-        return;
-    }
-    struct Opt {
-        CostInputs c;
-        double t = 0;
-        MemoryEstimate mem;
-    } opt[2]; // device, host
-    for (int h = 0; h < 2; h++) {
-        opt[h].c = c;
-        EngineModes m = c.modes;
-        m.cast_host = h == 1;
-        apply_modes(opt[h].c, m);
-        Plan scratch;
-        int n = choose_tail(opt[h].c, hw, p.weights, cfg, scratch);
-        opt[h].t = superoffload_times(opt[h].c, hw, p.weights, n, opt[h].c.stv).iteration;
-        opt[h].mem = offload_memory(opt[h].c, p.weights, n, stride_of(cfg, p));
-    }
-    // faster first; a tie (0.5%) goes to the leaner host side; what fits the host wins
-    int pick = opt[1].t < opt[0].t * 0.995 ? 1 : (opt[0].t < opt[1].t * 0.995 ? 0 : 1);
-    if (!opt[pick].mem.host_fits && opt[1 - pick].mem.host_fits) pick = 1 - pick;
-    p.cast = pick ? config::CastAt::Host : config::CastAt::Device;
-    c = opt[pick].c;
-    const double bk = c.bucket_params;
-    std::string n = core::strfmt(
-        "cast: %s: predicted step %.2f ms (cast device %.2f ms: fp32 grads D2H at %.0f GB/s; "
-        "cast host %.2f ms: bf16 grads D2H at %.0f GB/s%s); host memory %s vs %s",
-        pick ? "host" : "device", 1e3 * opt[pick].t, 1e3 * opt[0].t,
-        bandwidth_gbps(hw.d2h, bk * 4.0), 1e3 * opt[1].t, bandwidth_gbps(hw.d2h, bk * 2.0),
-        p.weights == config::WeightsPolicy::Flow ? "" : ", bf16 params H2D cast by the CPU step",
-        gb_text(opt[pick].mem.host_total).c_str(), gb_text(opt[1 - pick].mem.host_total).c_str());
-    p.notes.push_back(n);
-    p.auto_notes.push_back(n);
-}
-
-// Host memory: exact rollback and fp32 moments where they fit, in this order of preference
-// (inverse rollback drifts by a few ulp per rollback; bf16 moments change every step's math):
-// exact+fp32, inverse+fp32, exact+bf16, inverse+bf16, among what the deck allows.
-void choose_host_modes(CostInputs& c, const config::Config& cfg, Plan& p) {
-    const bool rb_auto = cfg.offload.rollback == config::Rollback::Auto;
-    const bool sd_auto = cfg.optimizer.state_dtype == config::StateDtype::Auto;
-    std::vector<bool> exacts =
-        rb_auto ? std::vector<bool>{true, false}
-                : std::vector<bool>{cfg.offload.rollback == config::Rollback::Exact};
-    std::vector<bool> bf16s =
-        sd_auto ? std::vector<bool>{false, true}
-                : std::vector<bool>{cfg.optimizer.state_dtype == config::StateDtype::BF16};
-    struct Cand {
-        bool exact, bf16;
-        MemoryEstimate mem;
-    };
-    std::vector<Cand> cands;
-    for (bool b : bf16s)
-        for (bool e : exacts) {
-            CostInputs t = c;
-            EngineModes m = c.modes;
-            m.exact = e;
-            m.state_bf16 = b;
-            apply_modes(t, m);
-            cands.push_back({e, b, offload_memory(t, p.weights, 0, stride_of(cfg, p))});
-        }
-    size_t pick = cands.size() - 1; // the leanest when nothing fits (the plan says so)
-    for (size_t i = 0; i < cands.size(); i++)
-        if (cands[i].mem.host_fits) {
-            pick = i;
-            break;
-        }
-    const Cand& ch = cands[pick];
-    EngineModes m = c.modes;
-    m.exact = ch.exact;
-    m.state_bf16 = ch.bf16;
-    apply_modes(c, m);
-    p.rollback = ch.exact ? config::Rollback::Exact : config::Rollback::Inverse;
-    p.state_dtype = ch.bf16 ? config::StateDtype::BF16 : config::StateDtype::FP32;
-    const std::string cap = gb_text(c.host_capacity_bytes);
-    double exact_need = 0, fp32_need = 0; // exact with the chosen moments; leanest fp32 moments
-    for (const Cand& x : cands) {
-        if (x.exact && x.bf16 == ch.bf16) exact_need = x.mem.host_total;
-        if (!x.bf16 && (fp32_need == 0 || x.mem.host_total < fp32_need))
-            fp32_need = x.mem.host_total;
-    }
-    if (!rb_auto)
-        p.notes.push_back(
-            core::strfmt("rollback: %s (set in the deck)", ch.exact ? "exact" : "inverse"));
-    if (rb_auto) {
-        std::string n;
-        if (!c.modes.speculate)
-            n = "rollback: exact (nothing speculates in this schedule: one state set)";
-        else if (ch.exact)
-            n = core::strfmt("rollback: exact (bitwise; the second state set fits: host %s of %s)",
-                             gb_text(ch.mem.host_total).c_str(), cap.c_str());
-        else
-            n = core::strfmt(
-                "rollback: inverse: exact rollback's second state set needs host %s > %s; "
-                "inverse keeps one set (host %s) and undoes a rolled-back step arithmetically: "
-                "not bitwise, measured drift at most 4.7e-6 absolute after 6 rollbacks "
-                "(tests/train/test_combinations, docs/engine.md), once per rollback",
-                gb_text(exact_need).c_str(), cap.c_str(), gb_text(ch.mem.host_total).c_str());
-        p.notes.push_back(n);
-        p.auto_notes.push_back(n);
-    }
-    if (sd_auto) {
-        std::string n =
-            ch.bf16
-                ? core::strfmt("optimizer state: bf16 moments (m, v rounded to nearest even "
-                               "every step): fp32 moments need host %s > %s even with "
-                               "%s rollback; bf16 needs %s (see docs/engine.md for its "
-                               "convergence against fp32 state)",
-                               gb_text(fp32_need).c_str(), cap.c_str(),
-                               ch.exact ? "exact" : "inverse", gb_text(ch.mem.host_total).c_str())
-                : core::strfmt("optimizer state: fp32 moments (fit: host %s of %s)",
-                               gb_text(ch.mem.host_total).c_str(), cap.c_str());
-        p.notes.push_back(n);
-        p.auto_notes.push_back(n);
-    }
-}
+namespace {
 
 double mine_iteration(const config::Config& cfg, const IterationTimes& so, const IterationTimes& il,
                       const IterationTimes& sy) {
@@ -395,9 +209,12 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
         p.auto_notes.push_back(p.notes.back());
     p.weights = choose_weights(c, cfg, p);
     if (cfg.offload.weights == config::WeightsPolicy::Auto) p.auto_notes.push_back(p.notes.back());
-    choose_flow_grads(c, cfg, p);
-    choose_cast(c, hw, cfg, p);
-    choose_host_modes(c, cfg, p);
+    p.mode_choices = resolve_modes(c, hw, cfg, p); // flow grads, cast, rollback, moments
+    for (const ModeChoice& mc : p.mode_choices) {
+        if (mc.line.empty()) continue;
+        p.notes.push_back(mc.line);
+        if (!mc.from_deck) p.auto_notes.push_back(mc.line);
+    }
     p.tail_buckets = choose_tail(c, hw, p.weights, cfg, p);
     if (cfg.offload.gpu_tail_buckets < 0) p.auto_notes.push_back(p.notes.back());
 

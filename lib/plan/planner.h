@@ -127,6 +127,21 @@ struct MemoryEstimate {
     bool host_fits = true;   // host_total <= host memory
 };
 
+// One engine-mode choice of the plan (offload.flow_grads, offload.cast, offload.rollback,
+// optimizer.state_dtype) and the figures its why-line quotes, all of the final plan; for an
+// `auto` choice also those of the plan with only this choice flipped (`other`: the deck values
+// that give it, every other choice as made; it gets its own tail count).
+struct ModeChoice {
+    std::string key;        // the deck key, e.g. "offload.cast"
+    std::string value;      // the chosen value: "device", "host", "exact", "inverse", "fp32", ...
+    bool from_deck = false; // the deck set it (no alternative)
+    std::string line;       // the why-line ("" when there is nothing to say)
+    // the plan: host total, device total (bytes), the deck's schedule's step (s, no collectives)
+    double host_bytes = 0, device_bytes = 0, step_s = 0;
+    std::vector<std::string> other; // key=value settings of the flipped plan (empty: none)
+    double other_host_bytes = 0, other_device_bytes = 0, other_step_s = 0; // the flipped plan's
+};
+
 struct Plan {
     config::WeightsPolicy weights = config::WeightsPolicy::Stationary; // never Auto
     // the engine modes the plan assumes (the deck's, or the planner's choice where `auto`)
@@ -164,6 +179,7 @@ struct Plan {
     // exposed_s and iteration_s; the lane overlaps them with forward and backward).
     double comm_bytes = 0, comm_s = 0, comm_exposed_s = 0;
     std::vector<IterationTimes> schedules; // every schedule, for comparison
+    std::vector<ModeChoice> mode_choices;  // flow grads (weight flow), cast, rollback, moments
     std::vector<std::string> notes;        // why each choice was made
     std::vector<std::string> auto_notes;   // the subset for choices the deck left `auto`
 };
@@ -172,6 +188,8 @@ struct Plan {
 // are kept (and used for the predictions); `auto` ones are chosen by the model. shard_ranks: the
 // ZeRO-3 ranks parameters, grads and optimizer state are sharded over (memory per rank).
 // On a GPU profile the model runs on the GPU (its activations and the engine's buffers there).
+// cfg's batch geometry must be the run's: train.global_batch resolved for the job's rank count
+// (config::apply_batch_geometry, as `train` and `plan` do) before the plan is made.
 Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const HardwareProfile& hw,
                int shard_ranks = 1);
 
