@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "config/batch.h"
 #include "config/deck.h"
 #include "core/error.h"
 #include "plan/comm_model.h"
@@ -38,12 +39,16 @@ int cmd_plan(int argc, char** argv) {
                      rk->second.c_str());
         world = static_cast<int>(v);
     }
+    // train.global_batch: the per-rank micro-batch and accumulation of a job of `world` ranks,
+    // resolved before planning as `train` does (config/batch.h)
+    const std::string batch_note = config::apply_batch_geometry(cfg, world);
     int shard_ranks = cfg.parallel.zero_stage == 3 ? world : 1;
     plan::Plan p = plan::make_plan(cfg, model::config_for(cfg.model), hw, shard_ranks);
     if (rank == 0) {
         for (const std::string& w : config::deck_warnings(cfg))
             std::fprintf(stderr, "superoffload: warning: %s\n", w.c_str());
         std::fflush(stderr);
+        if (!batch_note.empty()) std::printf("batch: %s\n", batch_note.c_str());
         std::printf("%s", plan::describe(p).c_str());
         if (!cfg.model.init_from.empty())
             std::printf("note: the model sizes come from the deck's model section, not from %s\n",

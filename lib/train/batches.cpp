@@ -1,5 +1,5 @@
-// Batch geometry (see batches.h): train.global_batch -> batch_size x grad_accum per rank count,
-// and duration text for the step log.
+// Run details (see batches.h): data.eos_id from the shards' prepare.json or the model's
+// config.json, and duration text for the step log.
 #include "train/batches.h"
 
 #include <glob.h>
@@ -63,40 +63,6 @@ int resolve_eos_id(const config::Config& cfg) {
              "eos_token_id in: %s); set data.eos_id to the id that ends each document",
              where.empty() ? "nothing: builtin data and no Hugging Face model.init_from"
                            : where.c_str());
-}
-
-BatchGeometry resolve_batch(const config::TrainConfig& t, int dp) {
-    BatchGeometry g{t.batch_size, t.grad_accum, ""};
-    if (t.global_batch <= 0) return g;
-    const int G = t.global_batch;
-    if (dp < 1) SOF_FAIL(Internal, "resolve_batch: %d data-parallel ranks", dp);
-    if (G % dp != 0) {
-        const int lower = G / dp * dp, upper = lower + dp;
-        const std::string eg =
-            lower > 0 ? core::strfmt("%d or %d", lower, upper) : core::strfmt("%d", upper);
-        SOF_FAIL(Config,
-                 "train.global_batch = %d sequences cannot be split evenly over %d data-parallel "
-                 "rank(s) (ranks / parallel.sp): set train.global_batch to a multiple of %d "
-                 "(e.g. %s), or run on a rank count whose data-parallel part divides %d",
-                 G, dp, dp, eg.c_str(), G);
-    }
-    const int per_rank = G / dp;
-    int b = std::min(t.batch_size, per_rank);
-    while (per_rank % b != 0)
-        b--;
-    g.batch_size = b;
-    g.grad_accum = per_rank / b;
-    if (g.batch_size != t.batch_size || g.grad_accum != t.grad_accum)
-        g.note = core::strfmt(
-            "train.global_batch = %d over %d data-parallel rank(s): %d sequences per rank = "
-            "batch_size %d x grad_accum %d (the deck says batch_size %d, grad_accum %d)%s",
-            G, dp, per_rank, g.batch_size, g.grad_accum, t.batch_size, t.grad_accum,
-            g.batch_size != t.batch_size
-                ? core::strfmt("; batch_size lowered: %d does not divide %d", t.batch_size,
-                               per_rank)
-                      .c_str()
-                : "");
-    return g;
 }
 
 std::string format_duration(double seconds) {

@@ -17,6 +17,7 @@
 #include "ckpt/fileio.h"
 #include "ckpt/hf.h"
 #include "ckpt/llmc.h"
+#include "config/batch.h"
 #include "config/deck.h"
 #include "core/error.h"
 #include "core/timer.h"
@@ -94,6 +95,10 @@ void Trainer::Impl::setup() {
                  cfg.train.seq_len, mcfg.max_seq_len);
     sp::check_degrees(cfg.train.seq_len, world.size(), cfg.parallel.sp);
 
+    // train.global_batch: batch_size x grad_accum for this rank count (config/batch.h), before
+    // the plan: the planner sizes the micro-batch and accumulation the engine runs
+    if (const std::string note = config::apply_batch_geometry(cfg, world.size()); !note.empty())
+        log.info("batch: %s", note.c_str());
     // Offload plan: resolve `auto` choices before the engine is built.
     if (cfg.offload.enabled) {
         plan::HardwareProfile hw = plan::hardware_for(cfg);
@@ -104,14 +109,6 @@ void Trainer::Impl::setup() {
         for (const std::string& n : p.auto_notes) // every `auto` the planner resolved, and why
             log.info("plan: %s", n.c_str());
         if (!p.fits) log.warn("plan on %s: does not fit: %s", p.hardware.c_str(), p.why.c_str());
-    }
-    {
-        // train.global_batch: batch_size x grad_accum for this rank count (batches.h)
-        const int dp = world.size() / std::max(1, cfg.parallel.sp);
-        const BatchGeometry bg = resolve_batch(cfg.train, dp);
-        cfg.train.batch_size = bg.batch_size;
-        cfg.train.grad_accum = bg.grad_accum;
-        if (!bg.note.empty()) log.info("batch: %s", bg.note.c_str());
     }
     cfg.data.eos_id = resolve_eos_id(cfg); // data.pack: the document separator (-1: auto)
     if (world.rank() == 0)

@@ -89,3 +89,28 @@ TEST_CASE("plan command: the GH200 LLaMA/Qwen decks plan without their token sha
     out = run_plan({src + "/inputs/llama3-70b-gh200x4.yaml", "--hardware", hw, "--ranks", "4"});
     CHECK(out.find("4 ranks, ZeRO-3") != std::string::npos);
 }
+
+TEST_CASE("plan command: train.global_batch is resolved for --ranks before planning") {
+    // the engine of a global_batch run accumulates global_batch / (ranks x batch_size)
+    // micro-batches; the plan must size that geometry (weight flow with accumulation keeps pinned
+    // fp32 grads, no grad ring), not the deck's batch_size x grad_accum
+    std::string src = SOF_SOURCE_DIR;
+    const std::vector<std::string> deck = {src + "/inputs/tiny.yaml", "--set",
+                                           "offload.weights=flow", "--set",
+                                           "train.global_batch=64"};
+    std::string out = run_plan(deck); // one rank: 8 x 8
+    CHECK(out.find("batch: train.global_batch = 64 over 1 data-parallel rank(s): 64 sequences "
+                   "per rank = batch_size 8 x grad_accum 8") != std::string::npos);
+    CHECK(out.find("4096 tokens per step") != std::string::npos);
+    CHECK(out.find("offload.flow_grads=host") != std::string::npos);
+    CHECK(out.find("accumulate over the step's 8 micro-batches") != std::string::npos);
+    CHECK(out.find("a ring of") == std::string::npos);
+    std::vector<std::string> eight = deck;
+    eight.insert(eight.end(), {"--ranks", "8"}); // 8 per rank: no accumulation
+    out = run_plan(eight);
+    CHECK(out.find("512 tokens per step") != std::string::npos);
+    CHECK(out.find("micro-batches") == std::string::npos);
+    std::vector<std::string> five = deck;
+    five.insert(five.end(), {"--ranks", "5"});
+    CHECK_THROWS_WITH_AS(run_plan(five), doctest::Contains("multiple of 5"), sof::core::Error);
+}

@@ -1,5 +1,6 @@
 // Weight flow past device capacity (paper 4.2): inputs/flow-capacity.yaml, whose training state is
-// >= 8x the emulated device, trains under `flow` and matches the stationary run with enough memory.
+// >= 8x the emulated device, trains under `flow` and matches the stationary run with enough memory;
+// a train.global_batch run allocates what the plan of its batch geometry says.
 #include "train/mpi_main.h"
 
 #include <cstring>
@@ -8,8 +9,11 @@
 #include <vector>
 
 #include "comm/world.h"
+#include "config/batch.h"
 #include "config/deck.h"
 #include "core/error.h"
+#include "model/model_config.h"
+#include "plan/planner.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -80,4 +84,40 @@ TEST_CASE("weight flow trains a model whose state is >= 8x the device, same as s
                   count_diff(ref.params, flow.params)
                       << " params differ between flow and stationary");
     CHECK(flow.losses.back() < flow.losses.front()); // it trains
+}
+
+TEST_CASE("train.global_batch: the engine allocates what the plan of the run's geometry says") {
+    // tiny.yaml with weight flow and global_batch 64 on one rank runs batch_size 8 x grad_accum 8:
+    // the model's grads accumulate in pinned host memory (no grad ring), so with bf16 the two
+    // casts tie and the plan keeps fp32 grads. A plan made before the geometry (grad_accum 1)
+    // chose the grad ring and cast host instead, and the engine allocated something else.
+    const std::string dir = std::string(SOF_BINARY_DIR) + "/test-scratch/capacity/global_batch";
+    fs::remove_all(dir);
+    const config::Config cfg = config::load_deck(
+        std::string(SOF_SOURCE_DIR) + "/inputs/tiny.yaml",
+        {"runtime.out_dir=" + dir, "train.steps=1", "train.eval_batches=1", "train.eval_every=0",
+         "train.log_every=0", "train.checkpoint_dir=", "train.checkpoint_every=0",
+         "runtime.log_level=quiet", "runtime.threads=1", "train.dtype=bf16", "offload.weights=flow",
+         "offload.cast=auto", "offload.flow_grads=auto", "train.global_batch=64"});
+    comm::World world(MPI_COMM_WORLD);
+    core::Log log(0, core::LogLevel::Quiet);
+    train::RunSummary s;
+    {
+        train::Trainer t(cfg, world, log);
+        s = t.run();
+    }
+    // the plan as `train` and `plan` make it: the batch geometry first
+    config::Config pc = cfg;
+    CHECK(config::apply_batch_geometry(pc, world.size()).find("batch_size 8 x grad_accum 8") !=
+          std::string::npos);
+    const plan::Plan p = plan::make_plan(pc, model::config_for(pc.model), plan::hardware_for(pc));
+    CHECK(p.flow_grads == config::FlowGrads::Host);
+    CHECK(p.cast == config::CastAt::Device);
+    CHECK(static_cast<double>(s.device_peak) == p.mem.total);
+    // the run planned that geometry too: its effective deck carries the plan's choices
+    const config::Config eff = config::load_deck(dir + "/effective_deck.yaml", {});
+    CHECK(eff.train.batch_size == 8);
+    CHECK(eff.train.grad_accum == 8);
+    CHECK(eff.offload.flow_grads == config::FlowGrads::Host);
+    CHECK(eff.offload.cast == config::CastAt::Device);
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "config/batch.h"
 #include "config/deck.h"
 #include "core/error.h"
 #include "train/batches.h"
@@ -86,24 +87,24 @@ TEST_CASE("train.global_batch: batch_size x grad_accum for each data-parallel ra
     config::TrainConfig t;
     t.batch_size = 8;
     t.grad_accum = 1;
-    auto g = train::resolve_batch(t, 4); // not stated: the deck's values
+    auto g = config::resolve_batch(t, 4); // not stated: the deck's values
     CHECK((g.batch_size == 8 && g.grad_accum == 1 && g.note.empty()));
     t.global_batch = 64;
-    g = train::resolve_batch(t, 1);
+    g = config::resolve_batch(t, 1);
     CHECK((g.batch_size == 8 && g.grad_accum == 8));
-    g = train::resolve_batch(t, 4);
+    g = config::resolve_batch(t, 4);
     CHECK((g.batch_size == 8 && g.grad_accum == 2));
-    g = train::resolve_batch(t, 8);
+    g = config::resolve_batch(t, 8);
     CHECK((g.batch_size == 8 && g.grad_accum == 1 && g.note.empty()));
-    g = train::resolve_batch(t, 16); // 4 per rank: batch_size lowered
+    g = config::resolve_batch(t, 16); // 4 per rank: batch_size lowered
     CHECK((g.batch_size == 4 && g.grad_accum == 1));
     CHECK(g.note.find("batch_size lowered") != std::string::npos);
     t.global_batch = 24;
     t.batch_size = 5;
-    g = train::resolve_batch(t, 2); // 12 per rank: 4 x 3
+    g = config::resolve_batch(t, 2); // 12 per rank: 4 x 3
     CHECK((g.batch_size == 4 && g.grad_accum == 3));
     try {
-        train::resolve_batch(t, 5);
+        config::resolve_batch(t, 5);
         FAIL("24 sequences over 5 ranks must be refused");
     } catch (const core::Error& e) {
         CHECK(e.kind() == core::ErrorKind::Config);
