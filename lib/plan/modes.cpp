@@ -125,7 +125,8 @@ void decide_cast(CostInputs& c, Ctx& x, Plan& p) {
     const config::Config& cfg = x.cfg;
     const bool bf16 = cfg.train.dtype == config::Precision::BF16;
     if (cfg.offload.cast != config::CastAt::Auto || !bf16) {
-        p.cast = bf16 ? cfg.offload.cast : config::CastAt::Device;
+        p.cast =
+            cfg.offload.cast != config::CastAt::Auto ? cfg.offload.cast : config::CastAt::Device;
         EngineModes m = c.modes;
         m.cast_host = p.cast == config::CastAt::Host;
         apply_modes(c, m);
