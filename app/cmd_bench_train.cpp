@@ -69,6 +69,9 @@ int cmd_bench_train(int argc, char** argv) {
                           "train.resume=", "runtime.trace=", "train.log_every=0"})
         common.push_back(o);
     common.push_back(core::strfmt("train.steps=%d", steps));
+    // --hardware is the machine measured: the planner's `auto` choices are made for it too
+    if (args.options.count("hardware"))
+        common.push_back("offload.hardware=" + args.options["hardware"]);
     const std::vector<Variant> all = {
         {"deck", "offload (deck)", {"offload.enabled=true"}},
         {"exposed",
@@ -103,9 +106,7 @@ int cmd_bench_train(int argc, char** argv) {
         std::vector<std::string> ov = common;
         ov.insert(ov.end(), v.overrides.begin(), v.overrides.end());
         config::Config cfg = config::load_deck(args.deck, ov);
-        plan::HardwareProfile hw = args.options.count("hardware")
-                                       ? plan::load_hardware(args.options["hardware"])
-                                       : plan::hardware_for(cfg);
+        const plan::HardwareProfile hw = plan::hardware_for(cfg);
         train::Trainer t(cfg, world, quiet);
         train::RunSummary sum = t.run();
         const model::ArchConfig& arch = t.model_config();
