@@ -51,6 +51,7 @@ run)
   STEPS=${STEPS:-10}
   [ -x "$LLMC" ] || { echo "llmc_peer: no $LLMC (run: $0 source; $0 build)" >&2; exit 2; }
   bash scripts/gpu/bench_data.sh >/dev/null
+  mkdir -p .peer # the two runs' logs (llmc_run.log, sof_run.log)
   tokens=65536
   echo "== llm.c: $LLMC -e d24 -b 16 -t 1024 -d $tokens -x $STEPS"
   "$LLMC" -i 'data/bench/gpt2_train_*.bin' -j 'data/bench/gpt2_val_*.bin' -e d24 -b 16 -t 1024 \
