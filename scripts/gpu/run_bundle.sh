@@ -14,7 +14,8 @@
 # Environment: BUNDLE (default .gpu-bundle), TESTS (regex of test names, default all),
 #   DECKS (space-separated deck names of inputs/bench, default all four), STEPS (bench steps,
 #   default 5), BUDGET (seconds for the whole run, default 540: every limit is cut to what is left,
-#   so the logs come back inside the device tool's 600 s).
+#   so the logs come back inside the device tool's 600 s), TEST_LIMIT (seconds per test, default
+#   240: a hung test costs that much, not the whole call).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd -P)
@@ -98,6 +99,7 @@ if has test; then
     wd=${wd//@BIN@/$BIN_REC}; wd=${wd//@SRC@/$SRC_REC}
     [ "$envs" = - ] && envs=""
     mkdir -p "$wd"
+    [ "$tmo" -gt "${TEST_LIMIT:-240}" ] && tmo=${TEST_LIMIT:-240} # a hang costs this, not the call
     l=$(limit "$tmo")
     echo "===== $name (limit ${l}s): $cmd" >>"$LOGS/test.log"
     t1=$(date +%s)
@@ -123,11 +125,15 @@ if has bench; then
   } >"$LOGS/bench.log" 2>&1
   bash scripts/gpu/bench_data.sh >>"$LOGS/bench.log" 2>&1
   for d in ${DECKS:-gpt2-350m llama3-1b gpt2-350m-offload-500k llama-5b-offload}; do
-    extra=()
-    [ "$d" = llama-5b-offload ] && extra=(--variants deck)
+    # limits: model init, pinned host memory (87 GB for the 5B model) and 3 variants x STEPS steps
+    extra=() dl=150
+    case $d in
+    gpt2-350m) dl=120 ;;
+    llama-5b-offload) extra=(--variants deck) dl=240 ;;
+    esac
     echo "===== bench train $d --hardware $HW ${extra[*]}" >>"$LOGS/bench.log"
     t1=$(date +%s)
-    timeout -k 10 "$(limit 300)" "$BIN_REC/bin/superoffload" bench train "inputs/bench/$d.yaml" \
+    timeout -k 10 "$(limit $dl)" "$BIN_REC/bin/superoffload" bench train "inputs/bench/$d.yaml" \
       --hardware "$HW" --steps "${STEPS:-5}" "${extra[@]}" >>"$LOGS/bench.log" 2>&1
     rc=$?
     say "bench $d: rc=$rc ($(($(date +%s) - t1))s)"
@@ -137,7 +143,7 @@ fi
 
 if has peer; then
   LLMC=${LLMC:-$BUNDLE/llmc/train_gpt2cu} SOF=$BIN_REC/bin/superoffload HW=$HW \
-    timeout -k 10 "$(limit 240)" bash scripts/bench/llmc_peer.sh run >"$LOGS/peer.log" 2>&1
+    timeout -k 10 "$(limit 150)" bash scripts/bench/llmc_peer.sh run >"$LOGS/peer.log" 2>&1
   say "peer: rc=$?"
   tail -4 "$LOGS/peer.log" | tee -a "$SUMMARY" >/dev/null
 fi
