@@ -7,10 +7,17 @@
 # shellcheck shell=bash
 SOF_DEBS=${1:-.debs}
 SOF_PREFIX=${2:-/tmp/sofdeps}
+# unpack DEB DIR: dpkg -x, or (an image without dpkg) the deb's data archive through ar and tar
+_sof_unpack() {
+  if command -v dpkg >/dev/null; then dpkg -x "$1" "$2"; else
+    local m; m=$(ar t "$1" | grep '^data\.tar')
+    ar p "$1" "$m" | tar -x -C "$2" "$([[ $m == *.xz ]] && echo -J || ([[ $m == *.zst ]] && echo --zstd || echo -z))"
+  fi
+}
 if [ ! -f "$SOF_PREFIX/.unpacked" ]; then
   mkdir -p "$SOF_PREFIX/fallback" "$SOF_PREFIX/fallback-lib"
-  for f in "$SOF_DEBS"/*.deb; do dpkg -x "$f" "$SOF_PREFIX"; done
-  for f in "$SOF_DEBS"/fallback/*.deb; do [ -e "$f" ] && dpkg -x "$f" "$SOF_PREFIX/fallback"; done
+  for f in "$SOF_DEBS"/*.deb; do _sof_unpack "$f" "$SOF_PREFIX"; done
+  for f in "$SOF_DEBS"/fallback/*.deb; do [ -e "$f" ] && _sof_unpack "$f" "$SOF_PREFIX/fallback"; done
   for so in "$SOF_PREFIX"/fallback/usr/lib/x86_64-linux-gnu/*.so.* \
     "$SOF_PREFIX"/fallback/lib/x86_64-linux-gnu/*.so.*; do
     [ -e "$so" ] || continue
@@ -36,7 +43,7 @@ if ! ldconfig -p 2>/dev/null | grep -q "libcublasLt.so.13 "; then
     [ -e "$d/libcublasLt.so.13" ] && { _sof_ld=$_sof_ld:$d; break; }
   done
   if ! [[ $_sof_ld == *cuda* ]] && command -v python3 >/dev/null; then
-    _sof_py=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null)
+    _sof_py=$(python3 -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]))' 2>/dev/null)
     for d in "$_sof_py"/nvidia/cu13/lib "$_sof_py"/nvidia/cublas/lib "$_sof_py"/nvidia/cuda_runtime/lib; do
       [ -d "$d" ] && _sof_ld=$_sof_ld:$d
     done
@@ -72,3 +79,4 @@ SOF_CMAKE_HINTS=(
 )
 export SOF_PREFIX
 unset _sof_lib _sof_ld _sof_py
+unset -f _sof_unpack
