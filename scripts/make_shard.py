@@ -9,6 +9,7 @@
   scripts/make_shard.py out.bin --bytes corpus.txt --split 1000000   # out_000000.bin, ...
   scripts/make_shard.py out.bin --ids llama3_ids.txt --vocab 128256  # uint32 when an id > 65535
   scripts/make_shard.py wide.bin --shard narrow.bin --dtype uint32    # convert uint16 -> uint32
+  scripts/make_shard.py data/bench/r.bin --random 1048576 --vocab 50257 --seed 1  # benchmark data
 
 Token width (--dtype): uint16 (llm.c's GPT-2 shards) holds ids in [0, 65535]; uint32 (llm.c's
 llama-3 shards) holds ids in [0, 4294967295]. The default, auto, writes uint16 when every id is
@@ -17,6 +18,7 @@ Only the standard library is used (no numpy needed). Formats: docs/data.md.
 """
 import argparse
 import array
+import random
 import struct
 import sys
 
@@ -104,6 +106,10 @@ def main():
     src.add_argument("--bytes", help="file whose bytes are the tokens (vocab 256)")
     src.add_argument("--shard", help="an llm.c shard (uint16 or uint32) to rewrite: convert "
                      "between the formats with --dtype, re-split with --split")
+    src.add_argument("--random", type=int, metavar="N",
+                     help="N ids drawn uniformly from [0, --vocab) (needs --vocab; --seed): "
+                     "benchmark data, whose speed does not depend on the text")
+    ap.add_argument("--seed", type=int, default=1, help="seed of --random")
     ap.add_argument("--split", type=int, default=0, help="tokens per shard (0 = one shard)")
     ap.add_argument("--dtype", choices=("auto", "uint16", "uint32"), default="auto",
                     help="token width: auto = uint16 when every id < 65536, else uint32")
@@ -119,6 +125,11 @@ def main():
             tokens = [int(x) for x in f.read().split()]
     elif a.shard is not None:
         tokens = read_shard(a.shard)
+    elif a.random is not None:
+        if a.vocab < 1 or a.random < 1:
+            sys.exit("make_shard: --random N needs N >= 1 and --vocab V >= 1")
+        rng = random.Random(a.seed)
+        tokens = [rng.randrange(a.vocab) for _ in range(a.random)]
     else:
         with open(a.bytes, "rb") as f:
             tokens = list(f.read())

@@ -29,39 +29,6 @@ size_t dtype_bytes(const std::string& d) {
     return 0;
 }
 
-float bf16_to_float(uint16_t h) {
-    const uint32_t u = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
-
-float f16_to_float(uint16_t h) {
-    const uint32_t sign = (h & 0x8000u) << 16;
-    const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    uint32_t u;
-    if (exp == 0) {
-        if (man == 0) {
-            u = sign;
-        } else { // subnormal: normalize
-            int e = -1;
-            uint32_t m = man;
-            do {
-                e++;
-                m <<= 1;
-            } while ((m & 0x400u) == 0);
-            u = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (m & 0x3ffu) << 13;
-        }
-    } else if (exp == 31) {
-        u = sign | 0x7f800000u | man << 13;
-    } else {
-        u = sign | (exp + 127 - 15) << 23 | man << 13;
-    }
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
-
 } // namespace
 
 uint16_t float_to_bf16(float f) {
@@ -208,7 +175,7 @@ ReadStats SafetensorsFile::read_f32(const std::vector<F32Read>& reads,
         for (size_t k = 0; k < n; k++) {
             uint16_t h;
             std::memcpy(&h, src + 2 * k, 2);
-            o[k] = bf ? bf16_to_float(h) : f16_to_float(h);
+            o[k] = bf ? core::bf16_to_f32(h) : core::f16_to_f32(h);
         }
     };
     return read_ranges(path_, ranges, widen, opt);

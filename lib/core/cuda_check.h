@@ -27,6 +27,18 @@ namespace sof::core {
         }                                                                                          \
     } while (0)
 
+// A status already in hand (a call whose other results were looked at first), named `call`.
+#define SOF_CHECK_CUDA_STATUS(status, call)                                                        \
+    do {                                                                                           \
+        const cudaError_t sof_e_ = (status);                                                       \
+        if (sof_e_ != cudaSuccess) {                                                               \
+            (void)cudaGetLastError();                                                              \
+            ::sof::core::throw_library_error("CUDA", __FILE__, __LINE__, call,                     \
+                                             cudaGetErrorName(sof_e_),                             \
+                                             cudaGetErrorString(sof_e_));                          \
+        }                                                                                          \
+    } while (0)
+
 // After a kernel launch: the launch configuration error, if any.
 #define SOF_CHECK_LAUNCH(what) SOF_CHECK_CUDA(((void)(what), cudaGetLastError()))
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "core/cuda_check.h"
 #include "core/error.h"
 #include "core/strfmt.h"
 #include "core/trace.h"
@@ -25,14 +26,6 @@ size_t round_up(size_t n) {
     return n == 0 ? kAlign : (n + kAlign - 1) / kAlign * kAlign;
 }
 
-void check(cudaError_t e, int ordinal, const char* what) {
-    if (e != cudaSuccess) {
-        cudaGetLastError(); // clear the sticky-free error state of this thread
-        SOF_FAIL(Runtime, "CUDA device %d: %s failed: %s (%s)", ordinal, what, cudaGetErrorName(e),
-                 cudaGetErrorString(e));
-    }
-}
-
 // ---- streams, events, host tasks ----
 
 // Error slot of one stream: the first exception thrown by one of its host tasks.
@@ -43,24 +36,28 @@ struct StreamState {
 
 class CudaEvent : public Event {
   public:
-    explicit CudaEvent(int ordinal) : ordinal_(ordinal) {
-        check(cudaSetDevice(ordinal), ordinal, "cudaSetDevice");
-        check(cudaEventCreateWithFlags(&ev_, cudaEventDisableTiming), ordinal, "cudaEventCreate");
+    CudaEvent(int ordinal, bool timing) : timing_(timing) {
+        SOF_CHECK_CUDA(cudaSetDevice(ordinal));
+        SOF_CHECK_CUDA(
+            cudaEventCreateWithFlags(&ev_, timing ? cudaEventDefault : cudaEventDisableTiming));
     }
     ~CudaEvent() override { cudaEventDestroy(ev_); }
     bool query() override {
-        cudaError_t e = cudaEventQuery(ev_);
-        if (e == cudaErrorNotReady) return false;
-        check(e, ordinal_, "cudaEventQuery");
+        const cudaError_t e = cudaEventQuery(ev_);
+        if (e == cudaErrorNotReady) {
+            (void)cudaGetLastError();
+            return false;
+        }
+        SOF_CHECK_CUDA_STATUS(e, "cudaEventQuery(ev_)");
         return true;
     }
-    void synchronize() override {
-        check(cudaEventSynchronize(ev_), ordinal_, "cudaEventSynchronize");
-    }
+    void synchronize() override { SOF_CHECK_CUDA(cudaEventSynchronize(ev_)); }
+    bool timing() const override { return timing_; }
     cudaEvent_t handle() const { return ev_; }
+    bool recorded = false; // set by CudaDevice::record (elapsed_ms refuses an unrecorded event)
 
   private:
-    int ordinal_;
+    bool timing_;
     cudaEvent_t ev_ = nullptr;
 };
 
@@ -104,9 +101,8 @@ struct Registry {
 CudaStream::CudaStream(std::string name, int ordinal, core::Trace* trace,
                        std::shared_ptr<Registry> reg)
     : name_(std::move(name)), ordinal_(ordinal), reg_(std::move(reg)) {
-    check(cudaSetDevice(ordinal_), ordinal_, "cudaSetDevice");
-    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), ordinal_,
-          "cudaStreamCreateWithFlags");
+    SOF_CHECK_CUDA(cudaSetDevice(ordinal_));
+    SOF_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     if (trace) lane_ = trace->lane("stream " + name_);
     std::lock_guard<std::mutex> lk(reg_->mu);
     reg_->streams.push_back(this);
@@ -189,20 +185,36 @@ class CudaDevice : public Device {
     std::unique_ptr<Stream> create_stream(const std::string& name) override {
         return std::make_unique<CudaStream>(name, ordinal_, trace_, registry_);
     }
-    std::unique_ptr<Event> create_event() override { return std::make_unique<CudaEvent>(ordinal_); }
+    std::unique_ptr<Event> create_event() override {
+        return std::make_unique<CudaEvent>(ordinal_, false);
+    }
+    std::unique_ptr<Event> create_timing_event() override {
+        return std::make_unique<CudaEvent>(ordinal_, true);
+    }
     void record(Event& e, Stream& s) override {
         set_device();
-        check(cudaEventRecord(cuda_event(e).handle(), cuda_stream(s).handle()), ordinal_,
-              "cudaEventRecord");
+        SOF_CHECK_CUDA(cudaEventRecord(cuda_event(e).handle(), cuda_stream(s).handle()));
+        cuda_event(e).recorded = true;
+    }
+    double elapsed_ms(Event& start, Event& end) override {
+        CudaEvent &a = cuda_event(start), &b = cuda_event(end);
+        SOF_CHECK(a.timing() && b.timing(),
+                  "elapsed_ms: an event was made by create_event(), not create_timing_event()");
+        SOF_CHECK(a.recorded && b.recorded, "elapsed_ms: an event was never recorded");
+        set_device();
+        SOF_CHECK_CUDA(cudaEventSynchronize(a.handle()));
+        SOF_CHECK_CUDA(cudaEventSynchronize(b.handle()));
+        float ms = 0.0f;
+        SOF_CHECK_CUDA(cudaEventElapsedTime(&ms, a.handle(), b.handle()));
+        return static_cast<double>(ms);
     }
     void wait(Stream& s, Event& e) override {
         set_device();
-        check(cudaStreamWaitEvent(cuda_stream(s).handle(), cuda_event(e).handle(), 0), ordinal_,
-              "cudaStreamWaitEvent");
+        SOF_CHECK_CUDA(cudaStreamWaitEvent(cuda_stream(s).handle(), cuda_event(e).handle(), 0));
     }
     void synchronize(Stream& s) override {
         set_device();
-        check(cudaStreamSynchronize(cuda_stream(s).handle()), ordinal_, "cudaStreamSynchronize");
+        SOF_CHECK_CUDA(cudaStreamSynchronize(cuda_stream(s).handle()));
         cuda_stream(s).rethrow();
     }
     void synchronize() override;
@@ -211,8 +223,7 @@ class CudaDevice : public Device {
     void memset(void* dst, int value, size_t bytes, Stream& s) override {
         if (bytes == 0) return;
         set_device();
-        check(cudaMemsetAsync(dst, value, bytes, cuda_stream(s).handle()), ordinal_,
-              "cudaMemsetAsync");
+        SOF_CHECK_CUDA(cudaMemsetAsync(dst, value, bytes, cuda_stream(s).handle()));
     }
     void host_task(Stream& s, std::function<void()> fn, const std::string& name) override;
 
@@ -227,7 +238,7 @@ class CudaDevice : public Device {
     }
 
   private:
-    void set_device() const { check(cudaSetDevice(ordinal_), ordinal_, "cudaSetDevice"); }
+    void set_device() const { SOF_CHECK_CUDA(cudaSetDevice(ordinal_)); }
 
     int ordinal_;
     core::Trace* trace_;
@@ -246,7 +257,7 @@ CudaDevice::CudaDevice(int ordinal, double memory_gb, core::Trace* trace)
     : ordinal_(ordinal), trace_(trace) {
     set_device();
     cudaDeviceProp prop{};
-    check(cudaGetDeviceProperties(&prop, ordinal_), ordinal_, "cudaGetDeviceProperties");
+    SOF_CHECK_CUDA(cudaGetDeviceProperties(&prop, ordinal_));
     sms_ = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
     capacity_ = prop.totalGlobalMem;
     if (memory_gb > 0.0) {
@@ -303,7 +314,9 @@ void* CudaDevice::alloc(size_t bytes, const std::string& what) {
                                format_bytes(static_cast<double>(free_b)).c_str(),
                                format_bytes(static_cast<double>(total_b)).c_str()));
     }
-    check(e, ordinal_, core::strfmt("cudaMalloc(%zu bytes for %s)", r, what.c_str()).c_str());
+    SOF_CHECK_CUDA_STATUS(
+        e, core::strfmt("cudaMalloc(%zu bytes for %s) on device %d", r, what.c_str(), ordinal_)
+               .c_str());
     allocs_[p] = r;
     names_[p] = what;
     used_ += r;
@@ -352,7 +365,7 @@ void CudaDevice::free_pinned(void* p) noexcept {
 
 void CudaDevice::synchronize() {
     set_device();
-    check(cudaDeviceSynchronize(), ordinal_, "cudaDeviceSynchronize");
+    SOF_CHECK_CUDA(cudaDeviceSynchronize());
     std::vector<CudaStream*> all;
     {
         std::lock_guard<std::mutex> lk(registry_->mu);
@@ -367,17 +380,16 @@ void CudaDevice::synchronize() {
 void CudaDevice::copy(void* dst, const void* src, size_t bytes, CopyKind, Stream& s) {
     if (bytes == 0) return;
     set_device();
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda_stream(s).handle()), ordinal_,
-          "cudaMemcpyAsync");
+    SOF_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda_stream(s).handle()));
 }
 
 void CudaDevice::host_task(Stream& s, std::function<void()> fn, const std::string& name) {
     CudaStream& cs = cuda_stream(s);
     auto* t = new HostTask{std::move(fn), cs.state(), trace_, cs.lane(), name};
     set_device();
-    cudaError_t e = cudaLaunchHostFunc(cs.handle(), run_host_task, t);
+    const cudaError_t e = cudaLaunchHostFunc(cs.handle(), run_host_task, t);
     if (e != cudaSuccess) delete t;
-    check(e, ordinal_, "cudaLaunchHostFunc");
+    SOF_CHECK_CUDA_STATUS(e, "cudaLaunchHostFunc(cs.handle(), run_host_task, t)");
 }
 
 } // namespace

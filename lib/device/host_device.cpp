@@ -2,6 +2,7 @@
 // FIFO of tasks; events are generation counters under a mutex; copies are memcpy on the stream.
 #include "device/host_device.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +28,8 @@ size_t round_up(size_t n) {
 
 class HostEvent : public Event {
   public:
+    explicit HostEvent(bool timing) : timing_(timing) {}
+    bool timing() const override { return timing_; }
     // Called by record(): the generation this record will complete.
     uint64_t next_generation() {
         std::lock_guard<std::mutex> lk(mu_);
@@ -36,12 +39,29 @@ class HostEvent : public Event {
         std::lock_guard<std::mutex> lk(mu_);
         return recorded_;
     }
+    // Runs on the stream's thread when the stream reaches the record: a timing event reads the
+    // steady clock there, so the time between two events is the stream's time between them.
     void complete(uint64_t gen) {
+        const auto now =
+            timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         {
             std::lock_guard<std::mutex> lk(mu_);
-            if (gen > completed_) completed_ = gen;
+            if (gen > completed_) {
+                completed_ = gen;
+                at_ = now;
+            }
         }
         cv_.notify_all();
+    }
+    // The time of the most recent record (waits for it); throws when never recorded.
+    std::chrono::steady_clock::time_point time() {
+        std::unique_lock<std::mutex> lk(mu_);
+        SOF_CHECK(timing_, "elapsed_ms: the event was made by create_event(), not "
+                           "create_timing_event()");
+        SOF_CHECK(recorded_ > 0, "elapsed_ms: the event was never recorded");
+        const uint64_t gen = recorded_;
+        cv_.wait(lk, [&] { return completed_ >= gen; });
+        return at_;
     }
     void wait_for(uint64_t gen) {
         std::unique_lock<std::mutex> lk(mu_);
@@ -54,9 +74,11 @@ class HostEvent : public Event {
     void synchronize() override { wait_for(recorded()); }
 
   private:
+    const bool timing_;
     std::mutex mu_;
     std::condition_variable cv_;
     uint64_t recorded_ = 0, completed_ = 0;
+    std::chrono::steady_clock::time_point at_{}; // when completed_ was reached (timing events)
 };
 
 } // namespace
@@ -214,7 +236,16 @@ std::unique_ptr<Stream> HostDevice::create_stream(const std::string& name) {
 }
 
 std::unique_ptr<Event> HostDevice::create_event() {
-    return std::make_unique<HostEvent>();
+    return std::make_unique<HostEvent>(false);
+}
+
+std::unique_ptr<Event> HostDevice::create_timing_event() {
+    return std::make_unique<HostEvent>(true);
+}
+
+double HostDevice::elapsed_ms(Event& start, Event& end) {
+    const auto a = host_event(start).time(), b = host_event(end).time();
+    return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
 void HostDevice::record(Event& e, Stream& s) {

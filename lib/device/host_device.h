@@ -33,6 +33,8 @@ class HostDevice : public Device {
 
     std::unique_ptr<Stream> create_stream(const std::string& name) override;
     std::unique_ptr<Event> create_event() override;
+    std::unique_ptr<Event> create_timing_event() override;
+    double elapsed_ms(Event& start, Event& end) override;
     void record(Event& e, Stream& s) override;
     void wait(Stream& s, Event& e) override;
     void synchronize(Stream& s) override;

@@ -458,6 +458,15 @@ RunSummary Trainer::run() {
     const int64_t stop = tc.stop_after > 0 ? std::min(tc.stop_after, tc.steps) : tc.steps;
     comm::CommBytes bytes0 = s.ctx->bytes();
     double busy0 = s.ctx->lane().busy_ms(), waited0 = s.ctx->lane().waited_ms();
+    // The forward/backward split is device time on the compute stream: timing events before the
+    // forward, after it and after the backward of each micro-batch (host timers would charge the
+    // backward's GPU time to the next forward's loss readback and give the backward its enqueue
+    // time only).
+    device::Device& dev = s.ctx->device();
+    device::Stream& compute = s.ctx->devices().compute();
+    std::vector<std::unique_ptr<device::Event>> marks; // (3 * accum)
+    for (int i = 0; i < 3 * accum; i++)
+        marks.push_back(dev.create_timing_event());
     while (s.step < stop) {
         if (s.cfg.debug.fail_rank == s.world.rank() && s.cfg.debug.fail_step == s.step) {
             if (s.cfg.debug.fail_hard && s.crash) s.crash();
@@ -503,17 +512,20 @@ RunSummary Trainer::run() {
             } else {
                 s.next_batch(*s.train_data);
             }
-            core::Timer t;
+            dev.record(*marks[static_cast<size_t>(3 * micro)], compute);
             const float l = s.model->forward(s.updater->weights(), s.linputs.data(),
                                              s.ltargets.data(), s.seg_ptr(), B, Tl);
             loss_sum += masked ? static_cast<double>(l) * counts[static_cast<size_t>(micro)] : l;
-            fwd_ms += t.ms();
-            t.reset();
+            dev.record(*marks[static_cast<size_t>(3 * micro + 1)], compute);
             s.updater->begin_micro(micro, micro == accum - 1);
             s.model->backward(s.updater->weights(), s.updater->grads(), dloss);
-            bwd_ms += t.ms();
+            dev.record(*marks[static_cast<size_t>(3 * micro + 2)], compute);
         }
         offload::StepReport rep = s.updater->finish_step();
+        for (size_t micro = 0; micro < static_cast<size_t>(accum); micro++) {
+            fwd_ms += dev.elapsed_ms(*marks[3 * micro], *marks[3 * micro + 1]);
+            bwd_ms += dev.elapsed_ms(*marks[3 * micro + 1], *marks[3 * micro + 2]);
+        }
         float loss = masked ? (s.world.size() > 1 ? s.ctx->all().ordered_sum(loss_sum) : loss_sum) /
                                   std::max(1.0, step_counted)
                             : s.global_loss(loss_sum / accum);

@@ -17,6 +17,9 @@
 namespace sof::train {
 
 // Wall time of one step and its split (ms), as the step log prints it.
+// One step's wall time and its split: forward/backward are device time on the compute stream
+// (timing events around each micro-batch, summed), the exposed parts host time waited in
+// finish_step.
 struct StepTimes {
     double ms = 0, forward_ms = 0, backward_ms = 0, exposed_optimizer_ms = 0,
            exposed_transfer_ms = 0;

@@ -5,7 +5,6 @@
 
 #include <cstdint>
 
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "core/dtype.h"
@@ -88,7 +87,7 @@ __device__ inline float load_grad(const void* g, int gdt, int64_t i) {
     if (gdt == 0) return static_cast<const float*>(g)[i];
     uint16_t h = static_cast<const uint16_t*>(g)[i];
     if (gdt == 1) return bf16_bits_to_f32(h);
-    return __half2float(__ushort_as_half(h));
+    return sof::core::f16_to_f32(h);
 }
 
 // Four grads starting at i (i is a multiple of 4 and the slice is aligned).
@@ -102,7 +101,7 @@ __device__ inline void load_grad4(const void* g, int gdt, int64_t i, float out[4
     uint16_t h[4] = {static_cast<uint16_t>(x.x & 0xffffu), static_cast<uint16_t>(x.x >> 16),
                      static_cast<uint16_t>(x.y & 0xffffu), static_cast<uint16_t>(x.y >> 16)};
     for (int k = 0; k < 4; k++)
-        out[k] = gdt == 1 ? bf16_bits_to_f32(h[k]) : __half2float(__ushort_as_half(h[k]));
+        out[k] = gdt == 1 ? bf16_bits_to_f32(h[k]) : sof::core::f16_to_f32(h[k]);
 }
 
 // Moment i of a state buffer of dtype sdt (0 fp32, 1 bf16 widened exactly).

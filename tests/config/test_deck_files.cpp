@@ -109,10 +109,13 @@ TEST_CASE("docs/deck.md documents every key") {
         CHECK_MESSAGE(contains(doc, "| `" + k + "` |"), "docs/deck.md has no table row for " << k);
 }
 
-TEST_CASE("every deck under inputs/ validates") {
-    fs::path dir = fs::path(SOF_SOURCE_DIR) / "inputs";
+TEST_CASE("every deck under inputs/ and inputs/bench/ validates") {
     int n = 0;
-    for (const auto& e : fs::directory_iterator(dir)) {
+    std::vector<fs::directory_entry> decks;
+    for (const char* sub : {"inputs", "inputs/bench"})
+        for (const auto& e : fs::directory_iterator(fs::path(SOF_SOURCE_DIR) / sub))
+            decks.push_back(e);
+    for (const auto& e : decks) {
         if (e.path().extension() != ".yaml") continue;
         INFO(e.path().string());
         Config c;

@@ -1,8 +1,13 @@
 // Throughput of the CUDA device's own kernels (not a ctest): casts and grad_prep over N fp32
-// grads in pieces of kernels::kStatPiece. Usage: bench_cuda_device [N] [iterations].
+// grads in pieces of kernels::kStatPiece; with --link also the host link (pinned H2D and D2H
+// copies from 0.25 to 1024 MiB, timed with the device's timing events), printed as the h2d/d2h
+// curves of a hardware profile (inputs/hardware/*.yaml).
+// Usage: bench_cuda_device [N] [iterations] [--link].
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "config/config.h"
@@ -12,13 +17,58 @@
 
 using namespace sof;
 
+namespace {
+
+// Pinned host <-> device copies of 0.25..1024 MiB on one stream, timed between timing events
+// (median of 5 after a warm-up), as "h2d: [[MiB, GB/s], ...]" for a hardware profile.
+void link_curves(device::Device& dev, device::Stream& s) {
+    const std::vector<double> mib = {0.25, 1, 4, 16, 64, 256, 1024};
+    const size_t most = static_cast<size_t>(mib.back() * (1 << 20));
+    void* host = dev.alloc_pinned(most, "link bench (pinned)");
+    void* devbuf = dev.alloc(most, "link bench (device)");
+    std::memset(host, 1, most);
+    auto a = dev.create_timing_event(), b = dev.create_timing_event();
+    for (bool h2d : {true, false}) {
+        std::printf("%s: [", h2d ? "h2d" : "d2h");
+        for (size_t k = 0; k < mib.size(); k++) {
+            const size_t bytes = static_cast<size_t>(mib[k] * (1 << 20));
+            std::vector<double> ms;
+            for (int r = 0; r < 6; r++) {
+                dev.record(*a, s);
+                if (h2d)
+                    dev.copy(devbuf, host, bytes, device::CopyKind::HostToDevice, s);
+                else
+                    dev.copy(host, devbuf, bytes, device::CopyKind::DeviceToHost, s);
+                dev.record(*b, s);
+                if (r > 0) ms.push_back(dev.elapsed_ms(*a, *b));
+            }
+            std::sort(ms.begin(), ms.end());
+            const double gbps = static_cast<double>(bytes) / (ms[ms.size() / 2] / 1e3) / 1e9;
+            std::printf("%s[%g, %.1f]", k ? ", " : "", mib[k], gbps);
+        }
+        std::printf("]\n");
+    }
+    dev.free(devbuf);
+    dev.free_pinned(host);
+}
+
+} // namespace
+
 int main(int argc, char** argv) {
     if (device::cuda_device_count() == 0) {
         std::printf("SKIPPED: no usable CUDA device\n");
         return 77;
     }
-    size_t n = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (size_t(1) << 28);
-    int iters = argc > 2 ? std::atoi(argv[2]) : 20;
+    bool link = false;
+    std::vector<const char*> pos;
+    for (int i = 1; i < argc; i++) {
+        if (std::strcmp(argv[i], "--link") == 0)
+            link = true;
+        else
+            pos.push_back(argv[i]);
+    }
+    size_t n = pos.size() > 0 ? std::strtoull(pos[0], nullptr, 10) : (size_t(1) << 28);
+    int iters = pos.size() > 1 ? std::atoi(pos[1]) : 20;
     try {
         config::DeviceConfig cfg;
         cfg.type = config::DeviceType::Cuda;
@@ -63,6 +113,7 @@ int main(int argc, char** argv) {
         dev->free(h);
         dev->free(f);
         dev->free(st);
+        if (link) link_curves(*dev, *s);
     } catch (const core::Error& e) {
         std::fprintf(stderr, "bench_cuda_device: %s\n", e.what());
         return 2;

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "device/cuda_device.h"
 #include "device/host_device.h"
+#include "kernels/event_timing_check.h"
 
 using namespace sof;
 using device::CopyKind;
@@ -279,6 +280,11 @@ TEST_CASE("streams, events and host tasks: order, cross-stream waits, errors") {
     gpu->free(d);
     gpu->free_pinned(pinned);
     gpu->free_pinned(pinned2);
+}
+
+TEST_CASE("timing events: device time between records, parts add up, misuse throws") {
+    auto gpu = make_gpu();
+    test::check_event_timing(*gpu, 0.01); // cudaEventElapsedTime: float ms, ~0.5 us resolution
 }
 
 int main(int argc, char** argv) {

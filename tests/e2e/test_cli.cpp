@@ -258,3 +258,25 @@ TEST_CASE("a LLaMA-family model trains end to end; bench model runs and names ba
     expect_clean_failure(run_superoffload("bench model --arch gpt2", d), 2, {"--arch 'gpt2'"});
     expect_clean_failure(run_superoffload("bench model --seq x", d), 2, {"--seq 'x'"});
 }
+
+TEST_CASE(
+    "bench train: --variants picks the runs, --hardware the profile; a bad variant is named") {
+    std::string d = scratch_dir("cli_bench_train");
+    write_text(d + "/deck.yaml", kSmallDeck);
+    const std::string hw = std::string(SOF_SOURCE_DIR) + "/inputs/hardware/h100-sxm.yaml";
+    RunResult r = run_superoffload(
+        "bench train deck.yaml --steps 3 --variants no-offload,deck --hardware " + hw, d);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("hardware profile h100-sxm (peak 989.0 TFLOPS)") != std::string::npos);
+    // both asked for, in the fixed order, and the line that compares them; not the exposed run
+    const size_t deck = r.output.find("offload (deck)"), none = r.output.find("no offload (state");
+    CHECK(deck != std::string::npos);
+    CHECK(none != std::string::npos);
+    CHECK(deck < none);
+    CHECK(r.output.find("offload / no offload iteration time") != std::string::npos);
+    CHECK(r.output.find("CPU step exposed") == std::string::npos);
+    CHECK(r.output.find("hidden behind compute") == std::string::npos);
+    expect_clean_failure(run_superoffload("bench train deck.yaml --variants deck,fast", d), 2,
+                         {"--variants deck,fast", "'fast'"});
+}

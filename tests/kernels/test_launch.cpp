@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "device/host_device.h"
+#include "kernels/event_timing_check.h"
 #include "harness.h"
 #include "kernels/cast.h"
 #include "kernels/grad_stats.h"
@@ -31,6 +32,12 @@ TEST_CASE("Device::launch on the host device: CPU Exec, stream order, errors at 
     dev.launch(*s, "bad", [](const kernels::Exec&) { throw std::runtime_error("op failed"); });
     CHECK_THROWS_WITH(dev.synchronize(*s), "op failed");
     CHECK_NOTHROW(dev.synchronize(*s));
+}
+
+TEST_CASE("timing events on the host device: the stream's clock, parts add up" *
+          doctest::test_suite("cpu")) {
+    device::HostDevice dev(size_t(1) << 26, nullptr);
+    test::check_event_timing(dev, 1e-9); // one steady clock, double arithmetic
 }
 
 TEST_CASE("device ops through launch equal the kernels (host device)" *

@@ -54,7 +54,8 @@ std::string error_of(const std::string& path) {
 } // namespace
 
 TEST_CASE("hardware files load; this-host.yaml equals the built-in profile") {
-    for (const char* f : {"gh200", "gh200-alps", "gh200-deltaai", "h100-pcie", "this-host"}) {
+    for (const char* f :
+         {"gh200", "gh200-alps", "gh200-deltaai", "h100-pcie", "h100-sxm", "h200", "this-host"}) {
         HardwareProfile hw = load_hardware(kSrc + "/inputs/hardware/" + f + ".yaml");
         CHECK(!hw.h2d.empty());
         CHECK(!hw.d2h.empty());

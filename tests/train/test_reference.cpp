@@ -247,6 +247,22 @@ TEST_CASE("PyTorch reference through the trainer: synchronous engine") {
     check_path("engine_sync", ov);
 }
 
+// The step's time split (trainer.cpp: timing events on the compute stream around each
+// micro-batch's forward and backward): both parts are device time inside the step, so each is
+// positive and together they fit in the step's wall time (the host device's events read the same
+// steady clock as the step timer, on the stream's thread when it reaches them).
+TEST_CASE("the step's time split: forward and backward are device time inside the step") {
+    Result r = train_run(make_config("split", kEngine));
+    REQUIRE(!r.summary.step_times.empty());
+    for (const train::StepTimes& st : r.summary.step_times) {
+        INFO("step " << st.ms << " ms: forward " << st.forward_ms << ", backward "
+                     << st.backward_ms);
+        CHECK(st.forward_ms > 0.0);
+        CHECK(st.backward_ms > 0.0);
+        CHECK(st.forward_ms + st.backward_ms <= st.ms);
+    }
+}
+
 TEST_CASE("PyTorch reference through the trainer: checkpoint, export to llm.c, bitwise") {
     const auto& ref = gpt2_ref();
     const std::string ckpt_dir = scratch_root() + "/export/ckpt";

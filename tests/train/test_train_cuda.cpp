@@ -1,6 +1,7 @@
-// The model trained on the CUDA device (issue 17, label gpu): 20 steps of a tiny GPT-2 and a tiny
-// Llama on CUDA against the CPU run, STV on == off bitwise on CUDA with a NaN injected, and 2
-// ranks on one GPU (ZeRO-3) against 1 rank. Exits 77 (skipped) without a visible GPU.
+// The model trained on the CUDA device (issue 17, label gpu): 20 steps of a tiny GPT-2, Llama,
+// Qwen2 (biases) and Qwen3 (qk-norm) on CUDA against the CPU run, STV on == off bitwise on CUDA
+// with a NaN injected, and 2 ranks on one GPU (ZeRO-3) against 1 rank. Exits 77 (skipped) without
+// a visible GPU.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <mpi.h>
@@ -39,11 +40,13 @@ std::vector<std::string> deck(const std::string& arch, const std::string& device
                                   "offload.enabled=true",
                                   "offload.bucket_mb=0.01",
                                   "offload.gpu_tail_buckets=1"};
-    if (arch == "llama") {
-        o.push_back("model.type=llama");
+    // the LLaMA family at head_dim 16 (C=32, 2 heads): llama (GQA, untied), qwen2 (q/k/v biases,
+    // tied head), qwen3 (per-head q/k RMSNorm, untied)
+    if (arch != "gpt2") {
+        o.push_back("model.type=" + arch);
         o.push_back("model.num_kv_heads=1");
         o.push_back("model.intermediate_size=96");
-        o.push_back("model.tie_embeddings=false");
+        o.push_back(std::string("model.tie_embeddings=") + (arch == "qwen2" ? "true" : "false"));
     }
     return o;
 }
@@ -67,9 +70,9 @@ bool same(const std::vector<float>& a, const std::vector<float>& b) {
 
 } // namespace
 
-TEST_CASE("CUDA: 20 steps of a tiny GPT-2 and a tiny Llama equal the CPU run") {
+TEST_CASE("CUDA: 20 steps of a tiny GPT-2, Llama, Qwen2 and Qwen3 equal the CPU run") {
     if (world_size() != 1) return; // the 2-rank case below
-    for (std::string arch : {"gpt2", "llama"}) {
+    for (std::string arch : {"gpt2", "llama", "qwen2", "qwen3"}) {
         CAPTURE(arch);
         RunOut cpu = run_trainer(MPI_COMM_SELF, deck(arch, "host", "fp32"));
         RunOut g32 = run_trainer(MPI_COMM_SELF, deck(arch, "cuda", "fp32"));

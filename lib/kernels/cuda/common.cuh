@@ -32,17 +32,19 @@ template <class T> inline const dev_t<T>* dev_ptr(const T* p) {
 __device__ __forceinline__ float to_float(float x) {
     return x;
 }
+// bf16 <-> fp32 through core/dtype.h, the tree's one rounding (round to nearest even, NaN kept
+// quiet with its sign and top payload bits): the CUDA twins store exactly the bits the CPU twins,
+// the runtime and the file readers do (__float2bfloat16_rn would agree on every non-NaN value but
+// turn each NaN into 0x7fff).
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) {
-    return __bfloat162float(x);
+    return core::bf16_to_f32(__bfloat16_as_ushort(x));
 }
-// fp32 -> storage type, round to nearest even (bf16: the same bits as core::f32_to_bf16 for
-// finite values).
 template <class D> __device__ __forceinline__ D from_float(float x);
 template <> __device__ __forceinline__ float from_float<float>(float x) {
     return x;
 }
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-    return __float2bfloat16_rn(x);
+    return __ushort_as_bfloat16(core::f32_to_bf16(x));
 }
 
 inline cudaStream_t as_stream(void* s) {

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Run THERE (a lent GPU machine: x86-64, NVIDIA driver + CUDA 13 + python3 with torch, no network,
+# none of our Debian libraries): runs the prebuilt bundle of scripts/gpu/make_bundle.sh, no build.
+# Unpacks its runtime .debs into a prefix (scripts/gpu/env.sh), links the build's absolute paths
+# (compiled into the tests) to this checkout and the bundle, then runs the stages asked for and
+# writes one log per stage plus summary.txt into $OUT (the device tool's output folder; else
+# gpu-logs/). The one-step recipe (the exact device-tool call) is in scripts/gpu/README.md.
+# Usage: scripts/gpu/run_bundle.sh [STAGE...]   (default: env test)
+#   env    machine, GPU, library resolution of every bundled binary (ldd), MPI smoke test
+#   test   the GPU tests of ctest -L 'gpu|cuda' (tests.tsv), each under a time limit
+#   bench  bench_cuda_device (kernels + link curve), bench_gpu_adam, superoffload bench train on
+#          inputs/bench/*.yaml with the GPU's hardware profile
+#   peer   llm.c's train_gpt2cu beside superoffload on GPT-2 350M (scripts/bench/llmc_peer.sh)
+# Environment: BUNDLE (default .gpu-bundle), TESTS (regex of test names, default all),
+#   DECKS (space-separated deck names of inputs/bench, default all four), STEPS (bench steps,
+#   default 5), BUDGET (seconds for the whole run, default 540: every limit is cut to what is left,
+#   so the logs come back inside the device tool's 600 s), TEST_LIMIT (seconds per test, default
+#   240: a hung test costs that much, not the whole call).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd -P)
+T0=$(date +%s)
+BUDGET=${BUDGET:-540}
+BUNDLE=$(cd "${BUNDLE:-.gpu-bundle}" 2>/dev/null && pwd -P) ||
+  { echo "run_bundle: no bundle at ${BUNDLE:-.gpu-bundle} (make it HERE with scripts/gpu/make_bundle.sh and carry it)" >&2; exit 2; }
+LOGS=${OUT:-$ROOT/gpu-logs}
+mkdir -p "$LOGS"
+STAGES=("$@")
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(env test)
+has() { for s in "${STAGES[@]}"; do [ "$s" = "$1" ] || [ "$s" = all ] && return 0; done; return 1; }
+SUMMARY=$LOGS/summary.txt
+say() { echo "$*" | tee -a "$SUMMARY"; }
+left() { echo $((BUDGET - ($(date +%s) - T0))); }
+# limit N: N seconds, cut to what the budget has left (10 s kept for the summary)
+limit() { local l; l=$(($(left) - 10)); [ "$1" -lt "$l" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
+
+# shellcheck source=env.sh
+source scripts/gpu/env.sh "$BUNDLE/debs" "${SOF_PREFIX:-/tmp/sofdeps}"
+MPIRUN=$SOF_PREFIX/usr/bin/mpirun.openmpi
+SRC_REC=$(sed -n 's/^src=//p' "$BUNDLE/manifest.txt")
+BIN_REC=$(sed -n 's/^bin=//p' "$BUNDLE/manifest.txt")
+
+# The tests hold the build's absolute paths (SOF_SOURCE_DIR, SOF_BINARY_DIR, SOF_PLUGIN_DIR): make
+# them name this checkout and the bundle. REC -> TARGET: a symlink where nothing is; a real folder
+# there (e.g. a build left by build_and_test.sh) is moved aside only with FORCE_LINK=1.
+link_path() {
+  local rec=$1 target=$2
+  if [ -e "$rec" ] && [ "$(cd "$rec" && pwd -P)" = "$(cd "$target" && pwd -P)" ]; then return 0; fi
+  if [ -L "$rec" ]; then
+    ln -sfn "$target" "$rec"
+  elif [ -e "$rec" ]; then
+    [ "${FORCE_LINK:-0}" = 1 ] || { say "run_bundle: $rec is a real folder (FORCE_LINK=1 moves it aside)"; return 1; }
+    mv "$rec" "$rec.moved-by-run_bundle.$$" && ln -s "$target" "$rec"
+  else
+    mkdir -p "$(dirname "$rec")" && ln -s "$target" "$rec"
+  fi
+}
+link_path "$SRC_REC" "$ROOT" && link_path "$BIN_REC" "$BUNDLE" ||
+  { say "run_bundle: cannot link $SRC_REC / $BIN_REC to this checkout / the bundle"; exit 2; }
+
+say "run_bundle: $(date -u +%FT%TZ), stages ${STAGES[*]}, budget ${BUDGET}s, bundle $(sed -n 's/^commit=//p' "$BUNDLE/manifest.txt")"
+say "  checkout $ROOT (build paths: $SRC_REC, $BIN_REC); prefix $SOF_PREFIX"
+GPU=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)
+say "  GPU: $GPU"
+case $GPU in
+*H200*) HW=inputs/hardware/h200.yaml ;;
+*) HW=inputs/hardware/h100-sxm.yaml ;;
+esac
+
+if has env; then
+  {
+    echo "== uname"; uname -a; cat /etc/os-release 2>/dev/null | head -2
+    echo "== nvidia-smi"; nvidia-smi 2>&1 | head -15
+    echo "== nproc $(nproc), $(free -g 2>/dev/null | sed -n 2p)"
+    echo "== python3 $(command -v python3): $(python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, "cuda", torch.cuda.is_available())' 2>&1 | tail -1)"
+    echo "== LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+    echo "== ldd (only what is not found)"
+    for f in "$BUNDLE"/bin/* "$BUNDLE"/plugins/*.so "$BUNDLE"/llmc/* "$MPIRUN" "$SOF_PREFIX"/usr/bin/orted; do
+      [ -f "$f" ] || continue
+      miss=$(ldd "$f" 2>&1 | grep "not found")
+      echo "$(basename "$f"): ${miss:-ok}"
+    done
+    echo "== superoffload --help"; timeout 30 "$BIN_REC/bin/superoffload" --help 2>&1 | head -5
+    echo "== superoffload check inputs/tiny.yaml (singleton MPI_Init)"
+    timeout 60 "$BIN_REC/bin/superoffload" check inputs/tiny.yaml 2>&1 | tail -3
+    echo "rc=${PIPESTATUS[0]}" | tee "$LOGS/.check_rc"
+    echo "== mpirun -n 2 hostname"; timeout 60 "$MPIRUN" -n 2 hostname 2>&1
+    echo "rc=${PIPESTATUS[0]}" | tee "$LOGS/.mpirun_rc"
+  } >"$LOGS/env.log" 2>&1
+  say "env: $(grep -c '=> not found' "$LOGS/env.log") unresolved libraries; superoffload check $(cat "$LOGS/.check_rc"); mpirun -n 2 $(cat "$LOGS/.mpirun_rc")"
+  rm -f "$LOGS/.check_rc" "$LOGS/.mpirun_rc"
+fi
+
+if has test; then
+  pass=0 fail=0 skip=0
+  while IFS=$'\t' read -r name tmo skipcode wd envs cmd; do
+    [[ $name =~ ${TESTS:-.} ]] || continue
+    cmd=${cmd//@MPIEXEC@/$MPIRUN}; cmd=${cmd//@BIN@/$BIN_REC}; cmd=${cmd//@SRC@/$SRC_REC}
+    wd=${wd//@BIN@/$BIN_REC}; wd=${wd//@SRC@/$SRC_REC}
+    [ "$envs" = - ] && envs=""
+    mkdir -p "$wd"
+    [ "$tmo" -gt "${TEST_LIMIT:-240}" ] && tmo=${TEST_LIMIT:-240} # a hang costs this, not the call
+    l=$(limit "$tmo")
+    echo "===== $name (limit ${l}s): $cmd" >>"$LOGS/test.log"
+    t1=$(date +%s)
+    # shellcheck disable=SC2086
+    # stdin from /dev/null: mpirun forwards stdin to rank 0 and would eat the rest of tests.tsv
+    (cd "$wd" && env $envs timeout -k 10 "$l" bash -c "$cmd") </dev/null >>"$LOGS/test.log" 2>&1
+    rc=$?
+    dt=$(($(date +%s) - t1))
+    if [ $rc -eq 0 ]; then r=passed; pass=$((pass + 1));
+    elif [ $rc -eq "$skipcode" ]; then r=skipped; skip=$((skip + 1));
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then r="TIMEOUT after ${l}s"; fail=$((fail + 1));
+    else r="FAILED rc=$rc"; fail=$((fail + 1)); fi
+    echo "===== $name: $r (${dt}s)" >>"$LOGS/test.log"
+    say "test $name: $r (${dt}s)"
+  done <"$BUNDLE/tests.tsv"
+  say "tests: $pass passed, $fail failed, $skip skipped"
+fi
+
+if has bench; then
+  {
+    echo "== bench_cuda_device --link"; timeout "$(limit 60)" "$BIN_REC/bin/bench_cuda_device" 67108864 20 --link 2>&1
+    echo "== bench_gpu_adam 268435456 10"; timeout "$(limit 60)" "$BIN_REC/bin/bench_gpu_adam" 268435456 10 2>&1
+  } >"$LOGS/bench.log" 2>&1
+  bash scripts/gpu/bench_data.sh >>"$LOGS/bench.log" 2>&1
+  for d in ${DECKS:-gpt2-350m llama3-1b gpt2-350m-offload-500k llama-5b-offload}; do
+    # limits: model init, pinned host memory (87 GB for the 5B model) and 3 variants x STEPS steps
+    extra=() dl=150
+    case $d in
+    gpt2-350m) dl=120 ;;
+    llama-5b-offload) extra=(--variants deck) dl=240 ;;
+    esac
+    echo "===== bench train $d --hardware $HW ${extra[*]}" >>"$LOGS/bench.log"
+    t1=$(date +%s)
+    timeout -k 10 "$(limit $dl)" "$BIN_REC/bin/superoffload" bench train "inputs/bench/$d.yaml" \
+      --hardware "$HW" --steps "${STEPS:-5}" "${extra[@]}" >>"$LOGS/bench.log" 2>&1
+    rc=$?
+    say "bench $d: rc=$rc ($(($(date +%s) - t1))s)"
+    grep -A4 "^.*variant " "$LOGS/bench.log" | tail -4 | sed 's/^/  /' | tee -a "$SUMMARY" >/dev/null
+  done
+fi
+
+if has peer; then
+  LLMC=${LLMC:-$BUNDLE/llmc/train_gpt2cu} SOF=$BIN_REC/bin/superoffload HW=$HW \
+    timeout -k 10 "$(limit 150)" bash scripts/bench/llmc_peer.sh run >"$LOGS/peer.log" 2>&1
+  say "peer: rc=$?"
+  tail -4 "$LOGS/peer.log" | tee -a "$SUMMARY" >/dev/null
+fi
+say "run_bundle: done in $(($(date +%s) - T0))s"
