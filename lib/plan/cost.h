@@ -53,11 +53,12 @@ struct CostInputs {
     double capacity_bytes = 0;      // usable device memory
     double host_capacity_bytes = 0; // host memory of this rank
     bool host_device = true;        // the `host` device: its "device" memory is host memory too
-    // the engine keeps bf16 working weights (the model on a CUDA device in bf16:
-    // offload::bf16_working_weights); the ZeRO-3 wrapper's unit slots are device memory
+    // the model reads bf16 weights (on a CUDA device in bf16: offload::bf16_working_weights):
+    // the engine keeps bf16 working weights and the ZeRO-3 wrapper bf16 gather slots (its unit
+    // slots are device memory)
     bool work_bf16 = false;
     int shard_ranks = 1;   // ZeRO-3 ranks the state is sharded over
-    bool gather16 = false; // ZeRO-3 gathers bf16 weights (zero3_memory_plan)
+    bool gather16 = false; // ZeRO-3 gathers bf16 weights (offload::Zero3Slots)
     int interleave_k = 0;  // schedule interleaved: the stride used for placement
     // The engine's memory plan inputs of rank 0 (buckets of the deck's bucket_mb, unplaced;
     // offload_memory places them for a weights policy / tail count / stride), and of the other

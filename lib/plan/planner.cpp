@@ -449,15 +449,17 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
                          100.0 * (mine_iteration(cfg, so, il, sy) / go.iteration - 1)));
     if (c.shard_ranks > 1) {
         const bool g16 = c.gather16;
-        const size_t zb = offload::zero3_memory_plan(c.shard_ranks, c.mem_base.zero3_slice,
-                                                     offload::MemSide::Device, g16)
-                              .total(offload::MemSide::Device);
+        const size_t zb =
+            offload::zero3_memory_plan(offload::zero3_slots(c.mem_base, g16, c.work_bf16),
+                                       offload::MemSide::Device)
+                .total(offload::MemSide::Device);
         p.notes.push_back(core::strfmt(
             "memory per rank with ZeRO-3 over %d ranks: the engine on a 1/%d shard, plus the "
-            "wrapper's %d gather and %d grad slots of the largest whole unit%s (%s, in %s "
-            "memory)",
-            c.shard_ranks, c.shard_ranks, offload::kZeroGatherSlots, offload::kZeroGradSlots,
-            g16 ? " and the bf16 gather buffers" : "",
+            "wrapper's whole-unit slots (%s gather, fp32 grad: one each of the largest unit, "
+            "%d and %d of the largest block)%s (%s, in %s memory)",
+            c.shard_ranks, c.shard_ranks, c.work_bf16 ? "bf16" : "fp32",
+            offload::kZeroGatherSlots - 1, offload::kZeroGradSlots - 1,
+            g16 && !c.work_bf16 ? " and the bf16 gather buffers" : "",
             device::format_bytes(static_cast<double>(zb)).c_str(),
             c.host_device ? "the host device's arena" : "device"));
     } else
@@ -490,7 +492,10 @@ void add_collectives(Plan& p, const config::Config& cfg, const model::ArchConfig
     const CommVolume v = comm_per_step(
         model::make_layout(model), shard_ranks, cfg.parallel.sp, 3, cfg.train.batch_size,
         cfg.train.seq_len, cfg.train.grad_accum, cfg.model.recompute,
-        cfg.train.dtype == config::Precision::BF16 && !cfg.debug.fp32_gathers ? 2 : 4);
+        cfg.train.dtype == config::Precision::BF16 &&
+                (!cfg.debug.fp32_gathers || offload::bf16_working_weights(cfg, hw.host_device))
+            ? 2
+            : 4); // a model that reads bf16 gathers bf16 slots
     p.comm_bytes = v.total();
     const bool one_node = shard_ranks <= hw.ranks_per_node;
     const std::string& net = one_node ? hw.intra_node : hw.inter_node;
