@@ -265,6 +265,19 @@ MemoryEstimate offload_memory(const CostInputs& c, config::WeightsPolicy weights
     return m;
 }
 
+MemoryEstimate flow_memory(const CostInputs& c, const config::Config& cfg, int tail,
+                           int interleave_k) {
+    MemoryEstimate ring = offload_memory(c, config::WeightsPolicy::Flow, tail, interleave_k);
+    if (ring.device_fits || cfg.offload.flow_grads != config::FlowGrads::Auto) return ring;
+    CostInputs h = c;
+    EngineModes m = c.modes;
+    m.ring_ok = false;
+    apply_modes(h, m);
+    const MemoryEstimate pinned =
+        offload_memory(h, config::WeightsPolicy::Flow, tail, interleave_k);
+    return pinned.device_fits ? pinned : ring;
+}
+
 double gpu_only_memory(const CostInputs& c) {
     // weights + fp32 grads + fp32 params (when the working precision is lower) + m + v
     double state = c.weight_bytes < 4 ? 12.0 : 8.0;

@@ -45,7 +45,7 @@ config::WeightsPolicy choose_weights(const CostInputs& c, const config::Config& 
             st.total / kGB, c.capacity_bytes / kGB, 100.0 * p.flow_efficiency));
         return config::WeightsPolicy::Stationary;
     }
-    MemoryEstimate fl = offload_memory(c, config::WeightsPolicy::Flow, 0);
+    MemoryEstimate fl = flow_memory(c, cfg); // the grads' fallback to host memory included
     p.notes.push_back(core::strfmt(
         "weights: flow: stationary needs %.2f GB > %.2f GB usable; flow needs %.2f GB; Eq. 3 "
         "efficiency at B*T = %.0f is %.0f%%%s",
@@ -54,8 +54,8 @@ config::WeightsPolicy choose_weights(const CostInputs& c, const config::Config& 
         p.flow_efficiency < 0.6 ? " (below 60%: weight fetches will be exposed; raise batch*seq)"
                                 : ""));
     if (fl.total > c.capacity_bytes)
-        p.notes.push_back("warning: even weight flow does not fit the device: lower batch_size, "
-                          "enable model.recompute or add ranks (ZeRO-3)");
+        p.notes.push_back("warning: even weight flow does not fit the device: " +
+                          device_memory_advice(cfg, config::WeightsPolicy::Flow, 0));
     return config::WeightsPolicy::Flow;
 }
 
@@ -414,23 +414,19 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
     auto gb = [](double b) { return device::format_bytes(b); };
     if (!p.mem.device_fits)
         p.why = core::strfmt(
-            "device memory: needs %s (engine buffers %s + activations %s) > %s usable: use "
-            "offload.weights: flow, fewer gpu_tail_buckets, a larger interleave_k, smaller "
-            "offload.bucket_mb, a smaller batch, model.recompute or more ranks",
+            "device memory: needs %s (engine buffers %s + activations %s) > %s usable: %s",
             gb(p.mem.total).c_str(), gb(p.mem.engine_device).c_str(),
             gb(p.mem.activations_on_device ? p.mem.activations : 0.0).c_str(),
-            gb(c.capacity_bytes).c_str());
+            gb(c.capacity_bytes).c_str(),
+            device_memory_advice(cfg, p.weights, p.tail_buckets).c_str());
     if (!p.mem.host_fits)
         p.why += core::strfmt(
             "%shost memory: needs %s per rank (master+moments %s, grads %s, weights %s, "
-            "staging %s, activation checkpoints %s) > %s: use offload.rollback: inverse or auto "
-            "(one state set), optimizer.state_dtype: bf16 or auto (2-byte moments), "
-            "offload.cast: host with bf16 (bf16 grads), shard over more ranks (ZeRO-3), or keep "
-            "checkpoints on the device (model.device_checkpoints)",
+            "staging %s, activation checkpoints %s) > %s: %s",
             p.why.empty() ? "" : "; ", gb(p.mem.host_total).c_str(), gb(p.mem.host_state).c_str(),
             gb(p.mem.host_grads).c_str(), gb(p.mem.host_weights).c_str(),
             gb(p.mem.host_staging).c_str(), gb(p.mem.host_activations).c_str(),
-            gb(c.host_capacity_bytes).c_str());
+            gb(c.host_capacity_bytes).c_str(), host_memory_advice(cfg, p).c_str());
     if (!p.fits) p.notes.push_back("does not fit: " + p.why);
 
     IterationTimes so = superoffload_times(c, hw, p.weights, p.tail_buckets, c.stv);
