@@ -261,23 +261,24 @@ void run_case(const std::string& m, int ranks) {
 }
 
 // Scaled-down variants of the longest-T decks (issue 18 point 5): inputs/llama-13b-4m-gh200.yaml
-// and inputs/llama-13b-2m-alps.yaml with a 4-layer Llama of the reference's shape at T = 2048,
-// the decks' settings (recompute, offloaded checkpoints, Alps: the first block input kept on the
-// device, inverse rollback, cast host; both bf16 with ZeRO-3 and Ulysses over the ranks), the
-// planner's resolved choices for the 13B (weight flow; the model's grads in pinned host memory
-// on GH200, in a device ring on Alps; one tail bucket), tiles forced (partial last tiles), a
-// larger lr than the decks' so that errors show and a clip below the steps' grad norms (~0.53),
-// so every step is rolled back and re-run clipped (exact rollback on GH200, inverse on Alps).
-// Each trains 3 steps at sp = `ranks` and at 1 rank on the same sequences; arena peak = plan on
-// both.
+// and inputs/llama-13b-2m-alps.yaml with a 3-layer Llama of the reference's block at T = 1536 and
+// a 1024-token vocabulary (the embedding and the head are 2.1x a block, 2.3x in the 13B: the
+// ZeRO-3 slot of the largest unit and the block slots differ), the decks' settings (recompute,
+// offloaded checkpoints, Alps: the first block input kept on the device, inverse rollback, cast
+// host; both bf16 with ZeRO-3 and Ulysses over the ranks), the planner's resolved choices for the
+// 13B (weight flow; the model's grads in pinned host memory on GH200, in a device ring on Alps; one
+// tail bucket), tiles forced (320 and 224 rows: partial last tiles at 768 and 1536 rows), a larger
+// lr than the decks' so that errors show and a clip below the steps' grad norms (~0.34), so every
+// step is rolled back and re-run clipped (exact rollback on GH200, inverse on Alps). Each trains 3
+// steps at sp = `ranks` and at 1 rank on the same sequences; arena peak = plan on both.
 constexpr int kScaledT = 1536, kScaledSteps = 3;
 
 // Against the 1-rank run (not bitwise: the ranks add their partial grads and norms in rank order,
 // the 1-rank run inside the kernels, ~1e-7 relative; the bf16 working weights can round such a
 // difference to the neighbouring bf16 value, 2^-8 relative for that weight). Measured in
 // docs/model.md "Long sequences"; a lost slice, a stale slot or a wrong checkpoint moves losses
-// by > 1e-3 and params by ~lr.
-constexpr double kScaledLossRel = 1e-4, kScaledNormRel = 2e-3, kScaledParamAbs = 1e-3;
+// by > 1e-3 and params by ~lr (an lr 10% off fails all three bounds).
+constexpr double kScaledLossRel = 1e-4, kScaledNormRel = 5e-4, kScaledParamAbs = 1e-3;
 
 std::vector<std::string> scaled_deck(const std::string& deck, int sp) {
     std::vector<std::string> o = {"model.num_layers=3",
@@ -285,12 +286,12 @@ std::vector<std::string> scaled_deck(const std::string& deck, int sp) {
                                   "model.num_kv_heads=4",
                                   "model.channels=64",
                                   "model.intermediate_size=96",
-                                  "model.vocab_size=128",
-                                  "model.padded_vocab_size=128",
+                                  "model.vocab_size=1024",
+                                  "model.padded_vocab_size=1024",
                                   "model.max_seq_len=" + std::to_string(kScaledT),
                                   "model.rope_theta=10000",
-                                  "model.loss_tile=384",
-                                  "model.mlp_tile=256",
+                                  "model.loss_tile=320",
+                                  "model.mlp_tile=224",
                                   "data.train=builtin",
                                   "data.val=builtin",
                                   "data.builtin.train_tokens=65536",
@@ -303,7 +304,7 @@ std::vector<std::string> scaled_deck(const std::string& deck, int sp) {
                                   "train.schedule=constant",
                                   "train.eval_every=0",
                                   "train.log_every=0",
-                                  "train.grad_clip=0.52",
+                                  "train.grad_clip=0.25",
                                   "train.checkpoint_dir=",
                                   "train.checkpoint_every=0",
                                   "optimizer.threads=1",
