@@ -26,6 +26,27 @@ int mlp_rows(const ActShape& a) {
     return tile_rows(a.mlp_tile, a.B * a.T, a.recompute);
 }
 
+Act shared_buffer(const BlockSpec& s, const ActShape& a, Act id) {
+    if (a.P <= 1) return Act::kCount;
+    const int Q = s.Q, KV2 = 2 * s.KV, C = s.C;
+    switch (id) {
+    case Act::Qkv:
+        return Act::DQkv;
+    case Act::QLoc:
+        return Act::DAtty;
+    case Act::DAttyh:
+        return a.recompute && Q <= C ? Act::Res2 : Act::kCount;
+    case Act::DQh:
+        return a.recompute ? Act::Atty : Act::kCount;
+    case Act::DKvh:
+        return a.recompute && KV2 <= C ? Act::DLn : Act::kCount;
+    case Act::XRecv:
+        return a.recompute && std::max(Q, KV2) <= C ? Act::Ln2 : Act::kCount;
+    default:
+        return Act::kCount;
+    }
+}
+
 std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a) {
     std::vector<ActBuffer> v;
     const size_t BT = static_cast<size_t>(a.B) * a.T, act = static_cast<size_t>(a.act_bytes);
@@ -34,7 +55,8 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
     const bool ln = s.norm == NormKind::LayerNorm, sp = a.P > 1;
     const size_t RL = static_cast<size_t>(loss_rows(a)), RM = static_cast<size_t>(mlp_rows(a));
     const bool tiled_mlp = RM < BT, offload = a.offload && a.recompute;
-    auto add = [&v](Act id, int set, const char* name, size_t bytes, bool host = false) {
+    auto add = [&v, &s, &a](Act id, int set, const char* name, size_t bytes, bool host = false) {
+        if (shared_buffer(s, a, id) != Act::kCount) return; // in another buffer's memory
         v.push_back({id, set, set < 0 ? name : core::strfmt("%s[%d]", name, set), bytes, host});
     };
     add(Act::Tokens, -1, "tokens", BT * 4);
@@ -71,7 +93,7 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
         add(Act::FcAct, -1, "fc act tile", RM * I * act);
     }
     add(Act::Delta, -1, "attention delta", BT * NH * 4);
-    if (sp) { // q rows: the datty buffer (their lifetimes do not meet)
+    if (sp) { // q rows: the datty buffer; the rest as shared_buffer says
         add(Act::KvLoc, -1, "kv rows", BT * 2 * KV * act);
         add(Act::DAttyh, -1, "datty heads", BT * Q * act);
         add(Act::DQh, -1, "dq heads", BT * Q * act);
@@ -88,7 +110,7 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
             add(Act::QRstd, l, "q rstd", BT * NH * 4);
             add(Act::KRstd, l, "k rstd", BT * NKV * 4);
         }
-        if (!sp) add(Act::Qkv, l, "qkv", BT * W * act); // Ulysses: the dqkv buffer
+        add(Act::Qkv, l, "qkv", BT * W * act); // Ulysses: the dqkv buffer
         add(Act::Lse, l, "attention lse", BT * NH * 4);
         if (sp) {
             add(Act::Qh, l, "q heads", BT * Q * act);

@@ -42,10 +42,12 @@ enum class Act {
     QLoc,      // (BT, Q) act, Ulysses: q rows (forward) / dq rows (backward) in token layout;
                // not allocated: the DAtty buffer (DAtty is dead once exchanged to heads)
     KvLoc,     // (BT, 2*KV) act, Ulysses
-    DAttyh,    // (BT, Q) act, Ulysses: grad of the attention output, head layout
-    DQh,       // (BT, Q) act, Ulysses
-    DKvh,      // (BT, 2*KV) act, Ulysses
-    XRecv,     // (BT, max(Q, 2*KV)) act, Ulysses: the all-to-all's received chunks
+    DAttyh,    // (BT, Q) act, Ulysses: grad of the attention output, head layout; with
+               // recompute and Q <= C not allocated: the Res2 buffer (shared_buffer)
+    DQh,       // (BT, Q) act, Ulysses; with recompute not allocated: the Atty buffer
+    DKvh,      // (BT, 2*KV) act, Ulysses; with recompute and 2*KV <= C: the DLn buffer
+    XRecv,     // (BT, max(Q, 2*KV)) act, Ulysses: the all-to-all's received chunks; with
+               // recompute and max(Q, 2*KV) <= C: the Ln2 buffer
     // per block set
     Ln1,     // (BT, C) act
     Ln1Mean, // (BT) fp32 (LayerNorm only)
@@ -110,8 +112,19 @@ struct ActBuffer {
     bool host = false; // pinned host memory (Device::alloc_pinned), not device memory
 };
 
+// Buffers whose lifetimes do not meet share memory: the buffer `id` lives in `shared_buffer(s,
+// a, id)`'s memory, or in its own (Act::kCount). With Ulysses the qkv projection is the DQkv
+// buffer and the q rows the DAtty buffer. With Ulysses and recompute (one block set), the
+// backward's head-layout buffers live in the block set's buffers that the block's backward has
+// consumed by then (its MLP and ln2 backward read Ln2 and Res2, the output projection's backward
+// Atty): d(attention out) heads in Res2, dq heads in Atty, dk|dv heads in DLn (dead between the
+// ln2 and the qkv backward), and the all-to-all's receive buffer in Ln2 (written only after the
+// block's exchanges, read before the backward's). Each only where it fits (Q, 2*KV <= C).
+Act shared_buffer(const BlockSpec& s, const ActShape& a, Act id);
+
 // Every buffer, in allocation order. Buffers a model does not use (LayerNorm means for RMSNorm,
-// Ulysses staging at P = 1, qk-norm inputs without qk_norm) are not in the list.
+// Ulysses staging at P = 1, qk-norm inputs without qk_norm) and buffers that share another's
+// memory (shared_buffer) are not in the list.
 std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a);
 
 // Sum of the list's device bytes (host = false) or pinned host bytes (host = true), each rounded

@@ -128,10 +128,13 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ParamLayout& layout, const Mode
                  arch, max_B, max_T, s_.L, s_.C,
                  device::format_bytes(model::activation_bytes(s_, shape, 1)).c_str(), e.what());
     }
-    if (P_ > 1) { // buffers whose lifetimes do not meet share memory (activations.h)
-        for (void*& q : bufs_[static_cast<size_t>(Act::Qkv)])
-            q = bufs_[static_cast<size_t>(Act::DQkv)][0];
-        bufs_[static_cast<size_t>(Act::QLoc)][0] = bufs_[static_cast<size_t>(Act::DAtty)][0];
+    // buffers whose lifetimes do not meet share memory (activations.h shared_buffer): every set
+    // of such a buffer is the host buffer (held once, or set 0: the one set with recompute)
+    for (size_t id = 0; id < bufs_.size(); id++) {
+        const Act host = shared_buffer(s_, shape, static_cast<Act>(id));
+        if (host != Act::kCount)
+            for (void*& q : bufs_[id])
+                q = bufs_[static_cast<size_t>(host)][0];
     }
     if (s_.pos == PosKind::Rope) {
         rope_inv_ = rope_inv_freq(cfg);

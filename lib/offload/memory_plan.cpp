@@ -228,8 +228,8 @@ static void set_modes(MemoryPlanInputs& in, const config::Config& cfg, bool work
     in.prefetch_layers = std::max(0, cfg.offload.prefetch_layers);
 }
 
-bool bf16_working_weights(const config::Config& cfg, bool host_device, int shard_ranks) {
-    return !host_device && cfg.train.dtype == config::Precision::BF16 && shard_ranks <= 1;
+bool bf16_working_weights(const config::Config& cfg, bool host_device) {
+    return !host_device && cfg.train.dtype == config::Precision::BF16;
 }
 
 MemoryPlanInputs memory_plan_inputs(const config::Config& cfg, const model::ParamLayout& layout,
@@ -251,27 +251,43 @@ MemoryPlanInputs memory_plan_inputs(const config::Config& cfg, const model::Para
     return in;
 }
 
-MemoryPlan zero3_memory_plan(int shards, size_t slice, MemSide side, bool gather16) {
+MemoryPlan zero3_memory_plan(const Zero3Slots& z, MemSide side) {
     MemoryPlan p;
-    const size_t slot = static_cast<size_t>(shards) * slice * sizeof(float);
+    const size_t N = static_cast<size_t>(z.shards);
     auto add = [&](Buf id, int index, MemKind kind, size_t bytes, std::string name) {
         if (bytes > 0) p.buffers.push_back({id, index, side, kind, bytes, std::move(name)});
     };
+    auto slice_of = [&](int i) { return i == 0 ? z.slice : std::min(z.block_slice, z.slice); };
+    const size_t ew = z.slots16 ? sizeof(uint16_t) : sizeof(float);
     for (int i = 0; i < kZeroGatherSlots; i++)
-        add(Buf::ZeroGather, i, MemKind::Weights, slot,
-            "ZeRO-3 gathered unit " + std::to_string(i));
-    add(Buf::ZeroRecv, 0, MemKind::Grads, slot, "ZeRO-3 reduce-scatter receive buffer");
+        add(Buf::ZeroGather, i, MemKind::Weights, N * slice_of(i) * ew,
+            core::strfmt("ZeRO-3 gathered unit %d (%s%s)", i, z.slots16 ? "bf16" : "fp32",
+                         i == 0 ? ", largest unit" : ""));
+    add(Buf::ZeroRecv, 0, MemKind::Grads, N * z.slice * sizeof(float),
+        "ZeRO-3 reduce-scatter receive buffer");
     for (int i = 0; i < kZeroGradSlots; i++) {
-        add(Buf::ZeroGrads, i, MemKind::Grads, slot, "ZeRO-3 unit grads " + std::to_string(i));
-        add(Buf::ZeroGradSlice, i, MemKind::Grads, slice * sizeof(float),
-            "ZeRO-3 reduced grad slice " + std::to_string(i));
+        add(Buf::ZeroGrads, i, MemKind::Grads, N * slice_of(i) * sizeof(float),
+            core::strfmt("ZeRO-3 unit grads %d%s", i, i == 0 ? " (largest unit)" : ""));
+        add(Buf::ZeroGradSlice, i, MemKind::Grads, slice_of(i) * sizeof(float),
+            core::strfmt("ZeRO-3 reduced grad slice %d", i));
     }
-    if (gather16) { // the lane runs one allgather at a time: one pair serves every slot
-        add(Buf::ZeroSend16, 0, MemKind::Staging, slice * sizeof(uint16_t),
+    if (z.gather16 && !z.slots16) { // the lane runs one allgather at a time: one pair serves all
+        add(Buf::ZeroSend16, 0, MemKind::Staging, z.slice * sizeof(uint16_t),
             "ZeRO-3 bf16 gather send buffer");
-        add(Buf::ZeroRecv16, 0, MemKind::Staging, slot / 2, "ZeRO-3 bf16 gather receive buffer");
+        add(Buf::ZeroRecv16, 0, MemKind::Staging, N * z.slice * sizeof(uint16_t),
+            "ZeRO-3 bf16 gather receive buffer");
     }
     return p;
+}
+
+Zero3Slots zero3_slots(const MemoryPlanInputs& in, bool gather16, bool slots16) {
+    Zero3Slots z;
+    z.shards = in.shard_ranks;
+    z.slice = in.zero3_slice;
+    z.block_slice = in.zero3_block_slice;
+    z.gather16 = gather16;
+    z.slots16 = slots16;
+    return z;
 }
 
 } // namespace sof::offload

@@ -50,12 +50,15 @@ enum class Buf {
                     // their way H2D, ring slot `index` (0, 1)
     HostNaN,        // (1) NaN for the debug injection
     // the ZeRO-3 wrapper's (lib/zero) buffers, whole units of the full model: zero3_memory_plan
-    ZeroGather,    // (slot) all-gathered unit, gather slot `index`
-    ZeroRecv,      // (slot) reduce-scatter receive buffer (one: the lane runs one at a time)
-    ZeroGrads,     // (slot) a unit's full grads the model adds into, grad slot `index`
-    ZeroGradSlice, // (slice) this rank's reduced slice of grad slot `index`
-    ZeroSend16,    // (slice) bf16 gathers: this rank's slice of the unit as bf16
-    ZeroRecv16,    // (slot) bf16 gathers: the gathered bf16 unit, widened into a gather slot
+    // (slot `index` 0: N x the largest slice; the others: N x the largest block slice)
+    ZeroGather,    // (slot) all-gathered unit, gather slot `index` (fp32, or bf16: slots16)
+    ZeroRecv,      // (N x largest slice) fp32 reduce-scatter receive buffer (one: the lane runs
+                   // one collective at a time)
+    ZeroGrads,     // (slot) fp32: a unit's full grads the model adds into, grad slot `index`
+    ZeroGradSlice, // (slot / N) this rank's reduced slice of grad slot `index`
+    ZeroSend16,    // (largest slice) bf16 gathers into fp32 slots: this rank's slice as bf16
+    ZeroRecv16,    // (N x largest slice) bf16 gathers into fp32 slots: the gathered bf16 unit,
+                   // widened into a gather slot
 };
 
 struct BufferSpec {
@@ -93,6 +96,7 @@ struct MemoryPlanInputs {
     int prefetch_layers = 1;
     int shard_ranks = 1;    // ZeRO-3 ranks the state is sharded over (sizes above are per rank)
     size_t zero3_slice = 0; // ZeRO-3: largest unit slice of the shard (0 without ZeRO-3)
+    size_t zero3_block_slice = 0; // ZeRO-3: largest slice of the blocks (units 1..L)
 };
 
 struct MemoryPlan {
@@ -105,18 +109,34 @@ struct MemoryPlan {
 // The buffers of the engine for `in` (the one place that decides what the engine allocates).
 MemoryPlan make_memory_plan(const MemoryPlanInputs& in);
 
-// The ZeRO-3 wrapper (lib/zero) gathers whole units into kZeroGatherSlots slots (unit 0, held
-// all pass, + current + prefetch) and collects whole-unit grads in kZeroGradSlots slots (unit 0
-// + current + one reduce-scatter in flight), each of shards * slice elements.
+// The ZeRO-3 wrapper (lib/zero) gathers whole units into kZeroGatherSlots slots and collects
+// whole-unit grads in kZeroGradSlots slots. Slot 0 of each holds N x the largest unit slice (the
+// embedding / LM head of a large vocabulary: 2.3x a 13B Llama block), the others N x the largest
+// block slice, and a unit takes the smallest free slot it fits (the least recently used among
+// equals). So the blocks alternate in slots 1 and 2 (current + prefetched; current + one
+// reduce-scatter in flight), a tied embedding held all pass sits in slot 0, and an untied
+// model's embedding (start of the forward, end of the backward) and LM head (end of the forward,
+// start of the backward), never needed at once, take slot 0 in turn.
 constexpr int kZeroGatherSlots = 3;
 constexpr int kZeroGradSlots = 3;
 
-// The wrapper's buffers for `shards` ranks and largest unit slice `slice` (elements), on `side`
-// (the wrapper allocates them in device memory: the model reads and writes them there).
-// The one place that decides what the wrapper allocates; the planner adds it to the engine's.
-// gather16: weights are all-gathered as bf16 (train.dtype bf16: the working weights are bf16
-// values, so the gather is exact at half the bytes) through one send and one receive buffer.
-MemoryPlan zero3_memory_plan(int shards, size_t slice, MemSide side, bool gather16);
+// What the wrapper's buffers depend on.
+struct Zero3Slots {
+    int shards = 1;         // N
+    size_t slice = 0;       // largest unit slice (elements): slot 0 and the receive buffer
+    size_t block_slice = 0; // largest slice of the blocks (units 1..L): slots 1.. (<= slice)
+    bool gather16 = false;  // fp32 slots, train.dtype bf16: the gather moves bf16 through one
+                            // send and one receive buffer (exact: the weights are bf16 values)
+    bool slots16 = false;   // the model reads bf16 weights (bf16_working_weights): bf16 gather
+                            // slots, gathered straight from the engine's bf16 working weights
+};
+
+// The wrapper's buffers on `side` (it allocates them in device memory: the model reads and
+// writes them there). The one place that decides what the wrapper allocates; the planner adds it
+// to the engine's. Slot i's capacity: bytes / N / element size.
+MemoryPlan zero3_memory_plan(const Zero3Slots& z, MemSide side);
+// Zero3Slots of a rank's plan inputs (zero3_slice, zero3_block_slice, shard_ranks).
+Zero3Slots zero3_slots(const MemoryPlanInputs& in, bool gather16, bool slots16);
 
 // Slots of the weight-flow grad ring for `in` (0: no ring, the model's fp32 grads are one
 // whole-model pinned buffer). A ring is used with weight flow, no accumulation (grad_accum 1), no
@@ -135,11 +155,11 @@ int stream_slot_count(int nstream);
 std::vector<Bucket> engine_buckets(const config::Config& cfg, const model::ParamLayout& layout,
                                    const std::vector<int64_t>& pieces);
 
-// Whether the engine keeps bf16 working weights (MemoryPlanInputs::work_bf16): the model reads bf16
-// weights when it runs on a CUDA device (host_device false) with train.dtype bf16 (the CUDA
-// driver's bf16 activations); the CPU twins read fp32, and under ZeRO-3 (shard_ranks > 1) the
-// wrapper gathers into fp32 slots (its inner engine keeps bf16 values held in fp32).
-bool bf16_working_weights(const config::Config& cfg, bool host_device, int shard_ranks);
+// Whether the model reads bf16 weights, so that the engine keeps bf16 working weights
+// (MemoryPlanInputs::work_bf16) and the ZeRO-3 wrapper bf16 gather slots (Zero3Slots::slots16):
+// on a CUDA device (host_device false) with train.dtype bf16 (the CUDA driver's bf16
+// activations). The CPU twins read fp32 (bf16 values held in fp32 in bf16 runs).
+bool bf16_working_weights(const config::Config& cfg, bool host_device);
 
 // Inputs of the engine on `layout` (one rank, its own shard) with `buckets` (engine_buckets).
 MemoryPlanInputs memory_plan_inputs(const config::Config& cfg, const model::ParamLayout& layout,

@@ -136,7 +136,7 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
     c.host_capacity_bytes = hw.cpu_memory_gb * 1e9;
     c.host_device = hw.host_device;
     c.shard_ranks = std::max(1, shard_ranks);
-    c.work_bf16 = offload::bf16_working_weights(cfg, hw.host_device, c.shard_ranks);
+    c.work_bf16 = offload::bf16_working_weights(cfg, hw.host_device);
     c.gather16 = cfg.train.dtype == config::Precision::BF16 && !cfg.debug.fp32_gathers;
     c.interleave_k =
         cfg.offload.schedule == config::Schedule::Interleaved ? cfg.offload.interleave_k : 0;
@@ -216,8 +216,8 @@ MemoryEstimate rank_memory(const CostInputs& c, const offload::MemoryPlanInputs&
     offload::MemoryPlan plan =
         offload::make_memory_plan(offload_plan_inputs(base, weights, tail, interleave_k));
     if (c.shard_ranks > 1) { // the ZeRO-3 wrapper's whole-unit slots, in device memory
-        const offload::MemoryPlan z = offload::zero3_memory_plan(c.shard_ranks, base.zero3_slice,
-                                                                 MemSide::Device, c.gather16);
+        const offload::MemoryPlan z = offload::zero3_memory_plan(
+            offload::zero3_slots(base, c.gather16, c.work_bf16), MemSide::Device);
         plan.buffers.insert(plan.buffers.end(), z.buffers.begin(), z.buffers.end());
     }
     auto dev = [&](MemKind k) { return static_cast<double>(plan.total(MemSide::Device, k)); };
@@ -264,6 +264,19 @@ MemoryEstimate offload_memory(const CostInputs& c, config::WeightsPolicy weights
         m.host_fits = m.host_fits && o.host_fits;
     }
     return m;
+}
+
+MemoryEstimate flow_memory(const CostInputs& c, const config::Config& cfg, int tail,
+                           int interleave_k) {
+    MemoryEstimate ring = offload_memory(c, config::WeightsPolicy::Flow, tail, interleave_k);
+    if (ring.device_fits || cfg.offload.flow_grads != config::FlowGrads::Auto) return ring;
+    CostInputs h = c;
+    EngineModes m = c.modes;
+    m.ring_ok = false;
+    apply_modes(h, m);
+    const MemoryEstimate pinned =
+        offload_memory(h, config::WeightsPolicy::Flow, tail, interleave_k);
+    return pinned.device_fits ? pinned : ring;
 }
 
 double gpu_only_memory(const CostInputs& c) {

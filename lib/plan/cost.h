@@ -54,11 +54,12 @@ struct CostInputs {
     double capacity_bytes = 0;      // usable device memory
     double host_capacity_bytes = 0; // host memory of this rank
     bool host_device = true;        // the `host` device: its "device" memory is host memory too
-    // the engine keeps bf16 working weights (the model on a CUDA device in bf16:
-    // offload::bf16_working_weights); the ZeRO-3 wrapper's unit slots are device memory
+    // the model reads bf16 weights (on a CUDA device in bf16: offload::bf16_working_weights):
+    // the engine keeps bf16 working weights and the ZeRO-3 wrapper bf16 gather slots (its unit
+    // slots are device memory)
     bool work_bf16 = false;
     int shard_ranks = 1;   // ZeRO-3 ranks the state is sharded over
-    bool gather16 = false; // ZeRO-3 gathers bf16 weights (zero3_memory_plan)
+    bool gather16 = false; // ZeRO-3 gathers bf16 weights (offload::Zero3Slots)
     int interleave_k = 0;  // schedule interleaved: the stride used for placement
     // The engine's memory plan inputs of rank 0 (buckets of the deck's bucket_mb, unplaced;
     // offload_memory places them for a weights policy / tail count / stride), and of the other
@@ -106,6 +107,21 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
 // the largest over the ranks evaluated (mem_base, mem_other).
 MemoryEstimate offload_memory(const CostInputs& c, config::WeightsPolicy weights, int tail,
                               int interleave_k = 0);
+// Weight flow's memory with offload.flow_grads as the planner resolves it: the device ring, or,
+// when the deck leaves it `auto` and the ring does not fit the device, the model's grads in pinned
+// host memory (what the planner falls back to).
+MemoryEstimate flow_memory(const CostInputs& c, const config::Config& cfg, int tail = 0,
+                           int interleave_k = 0);
+// What could make a plan with `weights` and `tail` tail buckets fit the device, among the
+// settings the deck does not have already (weight flow, tail buckets, the interleave stride,
+// bucket size, batch, recompute, offloaded checkpoints, tiles; a shorter sequence and more ranks
+// always): "use a, b or c" (advice.cpp).
+std::string device_memory_advice(const config::Config& cfg, config::WeightsPolicy weights,
+                                 int tail);
+// The same for host memory, with the plan's resolved modes: one state set (inverse rollback),
+// bf16 moments, bf16 grads (cast host), checkpoints kept on the device, where the plan does not
+// have them; a shorter sequence (with offloaded checkpoints) and more ranks always.
+std::string host_memory_advice(const config::Config& cfg, const Plan& p);
 // The engine's memory plan inputs for that choice (what offload_memory sums).
 offload::MemoryPlanInputs offload_plan_inputs(const CostInputs& c, config::WeightsPolicy weights,
                                               int tail, int interleave_k);

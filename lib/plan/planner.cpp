@@ -46,7 +46,7 @@ config::WeightsPolicy choose_weights(const CostInputs& c, const config::Config& 
             st.total / kGB, c.capacity_bytes / kGB, 100.0 * p.flow_efficiency));
         return config::WeightsPolicy::Stationary;
     }
-    MemoryEstimate fl = offload_memory(c, config::WeightsPolicy::Flow, 0);
+    MemoryEstimate fl = flow_memory(c, cfg); // the grads' fallback to host memory included
     p.notes.push_back(core::strfmt(
         "weights: flow: stationary needs %.2f GB > %.2f GB usable; flow needs %.2f GB; Eq. 3 "
         "efficiency at B*T = %.0f is %.0f%%%s",
@@ -55,8 +55,8 @@ config::WeightsPolicy choose_weights(const CostInputs& c, const config::Config& 
         p.flow_efficiency < 0.6 ? " (below 60%: weight fetches will be exposed; raise batch*seq)"
                                 : ""));
     if (fl.total > c.capacity_bytes)
-        p.notes.push_back("warning: even weight flow does not fit the device: lower batch_size, "
-                          "enable model.recompute or add ranks (ZeRO-3)");
+        p.notes.push_back("warning: even weight flow does not fit the device: " +
+                          device_memory_advice(cfg, config::WeightsPolicy::Flow, 0));
     return config::WeightsPolicy::Flow;
 }
 
@@ -231,23 +231,19 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
     auto gb = [](double b) { return device::format_bytes(b); };
     if (!p.mem.device_fits)
         p.why = core::strfmt(
-            "device memory: needs %s (engine buffers %s + activations %s) > %s usable: use "
-            "offload.weights: flow, fewer gpu_tail_buckets, a larger interleave_k, smaller "
-            "offload.bucket_mb, a smaller batch, model.recompute or more ranks",
+            "device memory: needs %s (engine buffers %s + activations %s) > %s usable: %s",
             gb(p.mem.total).c_str(), gb(p.mem.engine_device).c_str(),
             gb(p.mem.activations_on_device ? p.mem.activations : 0.0).c_str(),
-            gb(c.capacity_bytes).c_str());
+            gb(c.capacity_bytes).c_str(),
+            device_memory_advice(cfg, p.weights, p.tail_buckets).c_str());
     if (!p.mem.host_fits)
         p.why += core::strfmt(
             "%shost memory: needs %s per rank (master+moments %s, grads %s, weights %s, "
-            "staging %s, activation checkpoints %s) > %s: use offload.rollback: inverse or auto "
-            "(one state set), optimizer.state_dtype: bf16 or auto (2-byte moments), "
-            "offload.cast: host with bf16 (bf16 grads), shard over more ranks (ZeRO-3), or keep "
-            "checkpoints on the device (model.device_checkpoints)",
+            "staging %s, activation checkpoints %s) > %s: %s",
             p.why.empty() ? "" : "; ", gb(p.mem.host_total).c_str(), gb(p.mem.host_state).c_str(),
             gb(p.mem.host_grads).c_str(), gb(p.mem.host_weights).c_str(),
             gb(p.mem.host_staging).c_str(), gb(p.mem.host_activations).c_str(),
-            gb(c.host_capacity_bytes).c_str());
+            gb(c.host_capacity_bytes).c_str(), host_memory_advice(cfg, p).c_str());
     if (!p.fits) p.notes.push_back("does not fit: " + p.why);
 
     IterationTimes so = superoffload_times(c, hw, p.weights, p.tail_buckets, c.stv);
@@ -266,15 +262,17 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
                          100.0 * (mine_iteration(cfg, so, il, sy) / go.iteration - 1)));
     if (c.shard_ranks > 1) {
         const bool g16 = c.gather16;
-        const size_t zb = offload::zero3_memory_plan(c.shard_ranks, c.mem_base.zero3_slice,
-                                                     offload::MemSide::Device, g16)
-                              .total(offload::MemSide::Device);
+        const size_t zb =
+            offload::zero3_memory_plan(offload::zero3_slots(c.mem_base, g16, c.work_bf16),
+                                       offload::MemSide::Device)
+                .total(offload::MemSide::Device);
         p.notes.push_back(core::strfmt(
             "memory per rank with ZeRO-3 over %d ranks: the engine on a 1/%d shard, plus the "
-            "wrapper's %d gather and %d grad slots of the largest whole unit%s (%s, in %s "
-            "memory)",
-            c.shard_ranks, c.shard_ranks, offload::kZeroGatherSlots, offload::kZeroGradSlots,
-            g16 ? " and the bf16 gather buffers" : "",
+            "wrapper's whole-unit slots (%s gather, fp32 grad: one each of the largest unit, "
+            "%d and %d of the largest block)%s (%s, in %s memory)",
+            c.shard_ranks, c.shard_ranks, c.work_bf16 ? "bf16" : "fp32",
+            offload::kZeroGatherSlots - 1, offload::kZeroGradSlots - 1,
+            g16 && !c.work_bf16 ? " and the bf16 gather buffers" : "",
             device::format_bytes(static_cast<double>(zb)).c_str(),
             c.host_device ? "the host device's arena" : "device"));
     } else
@@ -307,7 +305,10 @@ void add_collectives(Plan& p, const config::Config& cfg, const model::ArchConfig
     const CommVolume v = comm_per_step(
         model::make_layout(model), shard_ranks, cfg.parallel.sp, 3, cfg.train.batch_size,
         cfg.train.seq_len, cfg.train.grad_accum, cfg.model.recompute,
-        cfg.train.dtype == config::Precision::BF16 && !cfg.debug.fp32_gathers ? 2 : 4);
+        cfg.train.dtype == config::Precision::BF16 &&
+                (!cfg.debug.fp32_gathers || offload::bf16_working_weights(cfg, hw.host_device))
+            ? 2
+            : 4); // a model that reads bf16 gathers bf16 slots
     p.comm_bytes = v.total();
     const bool one_node = shard_ranks <= hw.ranks_per_node;
     const std::string& net = one_node ? hw.intra_node : hw.inter_node;

@@ -141,12 +141,11 @@ void Trainer::Impl::setup() {
     mopts.seq = ulysses.get();
     // The model runs on the rank's device and compute stream, its activations in the device's
     // memory (the host device's arena counts them); on a CUDA device with train.dtype bf16 it
-    // reads the engine's bf16 working weights (offload::bf16_working_weights: ZeRO-3 gathers fp32).
+    // reads bf16 weights (offload::bf16_working_weights): the engine's bf16 working weights, or
+    // under ZeRO-3 the wrapper's bf16 gather slots.
     mopts.device = &ctx->device();
     mopts.stream = &ctx->devices().compute();
-    mopts.bf16 = offload::bf16_working_weights(
-        cfg, ctx->device().host_accessible(),
-        cfg.parallel.zero_stage == 3 && world.size() > 1 ? ctx->shard().size() : 1);
+    mopts.bf16 = offload::bf16_working_weights(cfg, ctx->device().host_accessible());
     model = model::make_model(mcfg, mopts, B, Tl);
     const model::ParamLayout& layout = model->layout();
     params.assign(layout.num_params, 0.0f);
@@ -158,7 +157,7 @@ void Trainer::Impl::setup() {
     else if (!hf_init)
         model::init_params(layout, params.data(), cfg.model.init_std, cfg.train.seed);
 
-    updater = zero::make_parallel_updater(cfg, layout, *ctx, log, trace.get());
+    updater = zero::make_parallel_updater(cfg, layout, *ctx, log, trace.get(), mopts.bf16);
     shards = dynamic_cast<zero::ShardAccess*>(updater.get());
     if (updater->bf16_weights() != mopts.bf16)
         SOF_FAIL(Internal, "the update path hands %s weights, the model reads %s",

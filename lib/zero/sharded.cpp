@@ -16,6 +16,7 @@
 #include "offload/engine.h"
 #include "offload/memory_plan.h"
 #include "offload/plain.h"
+#include "zero/memory.h"
 
 namespace sof::zero {
 
@@ -71,12 +72,12 @@ int next_unit(int u, Pass pass, int num_units) {
     return u > 1 ? u - 1 : -1;
 }
 
-// The single-rank update path under the wrappers. shard_ranks: ZeRO-3 ranks (1 otherwise); the
-// engine keeps bf16 working weights where the model reads them so (bf16_working_weights).
+// The single-rank update path under the wrappers; the engine keeps bf16 working weights where
+// the model reads them so (model_bf16: the ZeRO-3 wrapper gathers them as they are).
 std::unique_ptr<offload::Updater> make_inner(const config::Config& cfg,
                                              const model::ParamLayout& layout, rank::Context& ctx,
                                              const core::Log& log, core::Trace* trace,
-                                             int shard_ranks) {
+                                             bool model_bf16) {
     const bool host = ctx.device().host_accessible();
     if (!cfg.offload.enabled) {
         if (!host)
@@ -86,10 +87,12 @@ std::unique_ptr<offload::Updater> make_inner(const config::Config& cfg,
                      "offload.enabled: true (with offload.gpu_tail_buckets larger than the bucket "
                      "count every bucket's state and step stay on the GPU)",
                      ctx.device().describe().c_str());
+        if (model_bf16)
+            SOF_FAIL(Internal, "the plain update path hands fp32 weights to a model that reads "
+                               "bf16; bf16 working weights need the engine (offload.enabled)");
         return std::make_unique<offload::PlainUpdater>(cfg, layout, log, trace);
     }
-    return std::make_unique<offload::Engine>(cfg, layout, log, trace, ctx.devices(),
-                                             offload::bf16_working_weights(cfg, host, shard_ranks));
+    return std::make_unique<offload::Engine>(cfg, layout, log, trace, ctx.devices(), model_bf16);
 }
 
 bool injects_here(const offload::StepHparams& hp, const config::Config& cfg, int rank) {
@@ -101,28 +104,42 @@ bool injects_here(const offload::StepHparams& hp, const config::Config& cfg, int
 class Zero3 : public offload::Updater, public ShardAccess, public offload::StatReducer {
   public:
     Zero3(const config::Config& cfg, const model::ParamLayout& full, rank::Context& ctx,
-          const core::Log& log, core::Trace* trace)
+          const core::Log& log, core::Trace* trace, bool model_bf16)
         : cfg_(cfg), full_(full), ctx_(ctx), ds_(ctx),
           map_(zero::make_shard_map(full, ctx.shard().size(), ctx.shard().rank())),
           slayout_(zero::make_shard_layout(full, map_)), weights_(*this), sink_(*this) {
-        for (size_t s : map_.slice)
-            max_slice_ = std::max(max_slice_, s);
-        inner_ = make_inner(cfg, slayout_, ctx, log, trace, ctx.shard().size());
+        inner_ = make_inner(cfg, slayout_, ctx, log, trace, model_bf16);
         inner_->set_stat_reducer(this);
         // the slots as the memory plan lists them (what `superoffload plan` counts per rank), in
-        // device memory: the model reads and writes them on the compute stream
-        gather16_ = cfg.train.dtype == config::Precision::BF16 && !cfg.debug.fp32_gathers;
-        const offload::MemoryPlan zp = offload::zero3_memory_plan(
-            map_.shards, max_slice_, offload::MemSide::Device, gather16_);
-        for (const offload::BufferSpec& b : zp.buffers) {
+        // device memory: the model reads and writes them on the compute stream. A model that
+        // reads bf16 weights gets bf16 slots, gathered from the engine's bf16 working weights;
+        // an fp32 model of a bf16 run gets fp32 slots, gathered as bf16 and widened.
+        slots16_ = inner_->bf16_weights();
+        gather16_ =
+            !slots16_ && cfg.train.dtype == config::Precision::BF16 && !cfg.debug.fp32_gathers;
+        offload::Zero3Slots z;
+        z.shards = map_.shards;
+        z.slice = zero::max_slice(map_, false);
+        z.block_slice = zero::max_slice(map_, true);
+        z.gather16 = gather16_;
+        z.slots16 = slots16_;
+        const size_t ew = slots16_ ? 2 : 4;
+        for (const offload::BufferSpec& b :
+             offload::zero3_memory_plan(z, offload::MemSide::Device).buffers) {
             void* p = ds_.dev.alloc(b.bytes, b.name);
             owned_.push_back(p);
             ds_.dev.memset(p, 0, b.bytes, ds_.compute);
             float* f = static_cast<float*>(p);
             const size_t i = static_cast<size_t>(b.index);
-            if (b.id == offload::Buf::ZeroGather) gslots_[i].buf = f;
+            if (b.id == offload::Buf::ZeroGather) {
+                gslots_[i].buf = p;
+                gslots_[i].cap = b.bytes / ew;
+            }
             if (b.id == offload::Buf::ZeroRecv) rs_scratch_ = f;
-            if (b.id == offload::Buf::ZeroGrads) rslots_[i].buf = f;
+            if (b.id == offload::Buf::ZeroGrads) {
+                rslots_[i].buf = f;
+                rslots_[i].cap = b.bytes / sizeof(float);
+            }
             if (b.id == offload::Buf::ZeroGradSlice) rslots_[i].out = f;
             if (b.id == offload::Buf::ZeroSend16) send16_ = static_cast<uint16_t*>(p);
             if (b.id == offload::Buf::ZeroRecv16) recv16_ = static_cast<uint16_t*>(p);
@@ -136,9 +153,10 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
             g.ev = ds_.dev.create_event();
         ev16_ = ds_.dev.create_event();
         log.info("zero: stage 3 over %d ranks, per-unit padded 1/%d shards: %zu of %zu params "
-                 "here (%zu padding)",
+                 "here (%zu padding); %s gather slots of %zu, %zu, %zu elements",
                  map_.shards, map_.shards, map_.real_size, full.num_params,
-                 map_.local_size - map_.real_size);
+                 map_.local_size - map_.real_size, slots16_ ? "bf16" : "fp32", gslots_[0].cap,
+                 gslots_[1].cap, gslots_[2].cap);
     }
     ~Zero3() override {
         try {
@@ -155,6 +173,7 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
 
     model::WeightSource& weights() override { return weights_; }
     model::GradSink& grads() override { return sink_; }
+    bool bf16_weights() const override { return slots16_; }
 
     void begin_step(const offload::StepHparams& hp) override {
         hp_ = hp;
@@ -179,7 +198,7 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
     void get_state(float* params, float* exp_avg, float* exp_avg_sq, int64_t* opt_step) override {
         std::vector<float> p(map_.local_size), m(map_.local_size), v(map_.local_size);
         inner_->get_state(p.data(), m.data(), v.data(), opt_step);
-        std::vector<float> all(static_cast<size_t>(map_.shards) * max_slice_);
+        std::vector<float> all(static_cast<size_t>(map_.shards) * zero::max_slice(map_, false));
         for (auto [src, dst] : {std::pair{&p, params}, {&m, exp_avg}, {&v, exp_avg_sq}}) {
             for (int u = 0; u < full_.num_units(); u++) {
                 size_t s = map_.slice[static_cast<size_t>(u)];
@@ -236,7 +255,9 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
     static constexpr int kGradSlots = offload::kZeroGradSlots;
 
     struct GSlot {
-        float* buf = nullptr; // (N*slice) device: the gathered unit, padding at the end
+        void* buf = nullptr; // (cap) device, fp32 or bf16 (slots16_): the gathered unit, padding
+                             // at the end
+        size_t cap = 0;      // elements: N x the largest slice it is sized for
         int unit = -1;
         bool held = false;
         uint64_t ticket = 0;               // allgather on the comm lane
@@ -246,7 +267,8 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
         uint64_t used = 0;                 // LRU clock
     };
     struct RSlot {
-        float* buf = nullptr;     // (N*slice) device: the model's grads of one unit (padded)
+        float* buf = nullptr;     // (cap) device: the model's grads of one unit (padded)
+        size_t cap = 0;           // elements: N x the largest slice it is sized for
         float* scratch = nullptr; // (N*slice) device: the other ranks' chunks (rs_scratch_)
         float* out = nullptr;     // (slice) device: this rank's reduced chunk
         int unit = -1;            // assigned in this micro-batch
@@ -288,13 +310,20 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
         if (s.inner_held) inner_->weights().release(s.unit, s.pass);
         s.inner_held = false;
     }
-    // Issues unit u's allgather into a free slot (the least recently used unheld one).
-    // Slot choice depends only on the call sequence, never on timing, so every rank submits the
-    // same collectives in the same order.
+    // Elements of unit u's gathered form (N equal slices, padding included).
+    size_t whole(int unit) const {
+        return static_cast<size_t>(map_.shards) * map_.slice[static_cast<size_t>(unit)];
+    }
+    // Issues unit u's allgather into a free slot: the smallest unheld slot it fits, the least
+    // recently used among equals (offload/memory_plan.h). Slot choice depends only on the call
+    // sequence, never on timing, so every rank submits the same collectives in the same order.
     GSlot* issue(int unit, Pass pass) {
         GSlot* v = nullptr;
+        const size_t need = whole(unit);
         for (GSlot& s : gslots_)
-            if (!s.held && (!v || s.used < v->used)) v = &s;
+            if (!s.held && s.cap >= need &&
+                (!v || s.cap < v->cap || (s.cap == v->cap && s.used < v->used)))
+                v = &s;
         if (!v) return nullptr;
         settle(*v);
         const float* mine = inner_->weights().acquire(unit, pass);
@@ -303,17 +332,20 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
         v->pass = pass;
         v->used = ++clock_;
         const size_t s = map_.slice[static_cast<size_t>(unit)];
-        float* dst = v->buf;
+        void* dst = v->buf;
         // the inner path's unit is ready for the compute stream, and the model's reads of the
         // slot's previous unit were enqueued there: the allgather waits for both
         device::Event* after = v->ev.get();
         ds_.dev.record(*after, ds_.compute);
         v->ticket = ctx_.lane().submit(
             [this, mine, dst, s, unit, after] {
-                if (gather16_)
-                    allgather_bf16(mine, dst, s, unit, after);
+                if (slots16_) // the engine's bf16 working weights, gathered as they are
+                    ds_.dc.allgather(reinterpret_cast<const uint16_t*>(mine),
+                                     static_cast<uint16_t*>(dst), s, after);
+                else if (gather16_)
+                    allgather_bf16(mine, static_cast<float*>(dst), s, unit, after);
                 else
-                    ds_.dc.allgather(mine, dst, s, after);
+                    ds_.dc.allgather(mine, static_cast<float*>(dst), s, after);
             },
             core::strfmt("allgather u%d", unit));
         return v;
@@ -358,13 +390,15 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
         last_pass_ = pass;
         GSlot* s = find(unit);
         if (!s) s = issue(unit, pass);
-        if (!s) SOF_FAIL(Internal, "zero: every gather slot is held when acquiring unit %d", unit);
+        if (!s)
+            SOF_FAIL(Internal, "zero: no unheld gather slot fits unit %d (%zu elements)", unit,
+                     whole(unit));
         settle(*s);
         s->held = true;
         s->used = ++clock_;
         int w = next_unit(unit, pass, full_.num_units());
         if (w >= 0 && !find(w)) issue(w, pass); // prefetch: overlaps this unit's compute
-        return s->buf;
+        return static_cast<const float*>(s->buf);
     }
     void drop_unheld(int keep_a, int keep_b) {
         for (GSlot& s : gslots_)
@@ -384,23 +418,26 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
     RSlot& grad_slot(int unit) {
         for (RSlot& s : rslots_)
             if (s.unit == unit && s.ticket == 0) return s;
-        RSlot* f = free_rslot();
-        if (!f) { // every slot has a reduce-scatter in flight: finish the oldest
-            deliver_one();
-            f = free_rslot();
+        const size_t need = whole(unit);
+        RSlot* f = free_rslot(need);
+        while (!f && !inflight_.empty()) { // the fitting slots have reduce-scatters in flight:
+            deliver_one();                 // finish the oldest
+            f = free_rslot(need);
         }
-        if (!f) SOF_FAIL(Internal, "zero: no grad slot free for unit %d", unit);
+        if (!f)
+            SOF_FAIL(Internal, "zero: no grad slot free that fits unit %d (%zu elements)", unit,
+                     need);
         f->unit = unit;
-        ds_.dev.memset(f->buf, 0,
-                       map_.shards * map_.slice[static_cast<size_t>(unit)] * sizeof(float),
-                       ds_.compute);
+        ds_.dev.memset(f->buf, 0, need * sizeof(float), ds_.compute);
         ds_.ready_for_model();
         return *f;
     }
-    RSlot* free_rslot() {
+    // The smallest free grad slot of at least `need` elements (the first among equals).
+    RSlot* free_rslot(size_t need) {
+        RSlot* v = nullptr;
         for (RSlot& s : rslots_)
-            if (s.unit < 0) return &s;
-        return nullptr;
+            if (s.unit < 0 && s.cap >= need && (!v || s.cap < v->cap)) v = &s;
+        return v;
     }
     void unit_done(int unit) {
         RSlot* s = nullptr;
@@ -452,14 +489,14 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
     DeviceSide ds_;
     zero::ShardMap map_;
     model::ParamLayout slayout_; // must outlive inner_ (declared before it)
-    size_t max_slice_ = 0;
     std::unique_ptr<offload::Updater> inner_;
     Weights weights_;
     Sink sink_;
     GSlot gslots_[kGatherSlots];
     RSlot rslots_[kGradSlots];
     float* rs_scratch_ = nullptr;         // (N*max slice) device
-    bool gather16_ = false;               // weights gathered as bf16 (train.dtype bf16)
+    bool slots16_ = false;                // the model reads bf16: bf16 gather slots
+    bool gather16_ = false;               // fp32 slots, weights gathered as bf16 (train.dtype bf16)
     uint16_t* send16_ = nullptr;          // (max slice) device, bf16 gathers: this rank's slice
     uint16_t* recv16_ = nullptr;          // (N*max slice) device, bf16 gathers: the gathered unit
     std::unique_ptr<device::Event> ev16_; // the lane: send16_ cast (bf16 gathers)
@@ -477,10 +514,10 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
 class Zero0 : public offload::Updater, public ShardAccess {
   public:
     Zero0(const config::Config& cfg, const model::ParamLayout& full, rank::Context& ctx,
-          const core::Log& log, core::Trace* trace)
+          const core::Log& log, core::Trace* trace, bool model_bf16)
         : cfg_(cfg), full_(full), ctx_(ctx), ds_(ctx), map_(zero::make_shard_map(full, 1, 0)),
           sink_(*this) {
-        inner_ = make_inner(cfg, full, ctx, log, trace, 1);
+        inner_ = make_inner(cfg, full, ctx, log, trace, model_bf16);
         size_t max_unit = 0;
         for (int u = 0; u < full.num_units(); u++)
             max_unit = std::max(max_unit, full.unit_begin[static_cast<size_t>(u) + 1] -
@@ -603,10 +640,11 @@ class Zero0 : public offload::Updater, public ShardAccess {
 std::unique_ptr<offload::Updater> make_parallel_updater(const config::Config& cfg,
                                                         const model::ParamLayout& full,
                                                         rank::Context& ctx, const core::Log& log,
-                                                        core::Trace* trace) {
-    if (ctx.world().size() == 1) return make_inner(cfg, full, ctx, log, trace, 1);
-    if (cfg.parallel.zero_stage == 3) return std::make_unique<Zero3>(cfg, full, ctx, log, trace);
-    return std::make_unique<Zero0>(cfg, full, ctx, log, trace);
+                                                        core::Trace* trace, bool model_bf16) {
+    if (ctx.world().size() == 1) return make_inner(cfg, full, ctx, log, trace, model_bf16);
+    if (cfg.parallel.zero_stage == 3)
+        return std::make_unique<Zero3>(cfg, full, ctx, log, trace, model_bf16);
+    return std::make_unique<Zero0>(cfg, full, ctx, log, trace, model_bf16);
 }
 
 } // namespace sof::zero

@@ -18,11 +18,13 @@ namespace sof::zero {
 
 // Builds the update path for cfg.parallel.zero_stage over every rank of ctx (a 1-rank job gets
 // the plain path or engine itself). `full` must outlive it. Wrapped paths expose whole-model
-// weights and grads to the model; collectives run on ctx.lane().
+// weights and grads to the model; collectives run on ctx.lane(). model_bf16: the model reads bf16
+// weights (offload::bf16_working_weights, the trainer's ModelOptions::bf16): the engine keeps
+// bf16 working weights, and ZeRO-3 gathers them as they are into bf16 slots.
 std::unique_ptr<offload::Updater> make_parallel_updater(const config::Config& cfg,
                                                         const model::ParamLayout& full,
                                                         rank::Context& ctx, const core::Log& log,
-                                                        core::Trace* trace);
+                                                        core::Trace* trace, bool model_bf16);
 
 // This rank's part of the state, for sharded checkpoints: the shard map and the real
 // (non-padding) elements of params / exp_avg / exp_avg_sq (map.real_size each).

@@ -15,6 +15,10 @@
 #include "offload/memory_plan.h"
 #include "zero/memory.h"
 #include "model/layout.h"
+#include "core/dtype.h"
+#include "offload/engine.h"
+#include "rank/context.h"
+#include "zero/sharded.h"
 
 namespace fs = std::filesystem;
 using namespace sof;
@@ -121,11 +125,15 @@ TEST_CASE("ZeRO-3 memory: each rank allocates what `superoffload plan --ranks N`
         plan::resolve_auto(cfg, p);
         const offload::MemoryPlanInputs in =
             zero::sharded_plan_inputs(cfg, model::make_layout(arch), W, false, world_rank());
-        const size_t mine = offload::make_memory_plan(in).total(offload::MemSide::Device) +
-                            offload::zero3_memory_plan(W, in.zero3_slice, offload::MemSide::Device,
-                                                       cfg.train.dtype == config::Precision::BF16)
-                                .total(offload::MemSide::Device);
+        const size_t mine =
+            offload::make_memory_plan(in).total(offload::MemSide::Device) +
+            offload::zero3_memory_plan(
+                offload::zero3_slots(in, cfg.train.dtype == config::Precision::BF16, false),
+                offload::MemSide::Device)
+                .total(offload::MemSide::Device);
         CHECK(in.zero3_slice > 0);
+        CHECK(in.zero3_block_slice > 0);
+        CHECK(in.zero3_block_slice <= in.zero3_slice);
         // the model's activations are in the same arena (the driver's list, as the plan sums it)
         CHECK(p.mem.activations > 0);
         CHECK(static_cast<double>(r.device_peak) == static_cast<double>(mine) + p.mem.activations);
@@ -133,6 +141,130 @@ TEST_CASE("ZeRO-3 memory: each rank allocates what `superoffload plan --ranks N`
         MPI_Allreduce(&peak, &largest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
         CHECK(static_cast<double>(largest) == p.mem.engine_device + p.mem.activations);
         CHECK(static_cast<double>(largest) == p.mem.total);
+    }
+}
+
+// The driver's unit protocol (model/transformer.cpp) with fake grads, for a model that reads bf16
+// weights (the CUDA bf16 model): forward reads every unit (unit 0 released at once when untied,
+// held to the end when tied), backward the head unit, the blocks, then unit 0's grads. `seen`
+// gets the weights read in forward (widened); grads of element i are 0.05 * w[i] + a
+// deterministic offset where `add` (one rank only: the reduce-scatter's sum stays exact).
+void bf16_model_step(const model::ParamLayout& l, offload::Updater& u, int64_t step, bool add,
+                     std::vector<float>& seen) {
+    const int L = l.cfg.num_layers;
+    const bool tied = l.cfg.tie_embeddings;
+    auto n_of = [&](int k) { return l.unit_begin[k + 1] - l.unit_begin[k]; };
+    auto widen = [&](const float* p, int k, float* dst) {
+        const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+        for (size_t i = 0; i < n_of(k); i++)
+            dst[i] = core::bf16_to_f32(h[i]);
+    };
+    model::WeightSource& w = u.weights();
+    model::GradSink& g = u.grads();
+    seen.assign(l.num_params, 0.0f);
+    const float* p0 = w.acquire(0, model::Pass::Forward);
+    widen(p0, 0, seen.data());
+    if (!tied) w.release(0, model::Pass::Forward);
+    for (int k = 1; k <= L + 1; k++) {
+        widen(w.acquire(k, model::Pass::Forward), k, seen.data() + l.unit_begin[k]);
+        w.release(k, model::Pass::Forward);
+    }
+    if (tied) w.release(0, model::Pass::Forward);
+    auto grads = [&](int k) {
+        float* gk = g.grads(k);
+        const size_t o = l.unit_begin[k];
+        for (size_t i = 0; add && i < n_of(k); i++)
+            gk[i] += 0.05f * seen[o + i] +
+                     0.01f * (static_cast<float>((o + i + 7 * step) % 97) / 48.0f - 1.0f);
+    };
+    if (tied) w.acquire(0, model::Pass::Backward);
+    w.acquire(L + 1, model::Pass::Backward);
+    grads(L + 1);
+    if (tied) g.grads(0); // the tied head adds into unit 0 first
+    w.release(L + 1, model::Pass::Backward);
+    g.unit_done(L + 1);
+    for (int k = L; k >= 1; k--) {
+        w.acquire(k, model::Pass::Backward);
+        grads(k);
+        w.release(k, model::Pass::Backward);
+        g.unit_done(k);
+    }
+    grads(0);
+    if (tied) w.release(0, model::Pass::Backward);
+    g.unit_done(0);
+}
+
+TEST_CASE("ZeRO-3 for a model that reads bf16 weights (the CUDA bf16 model): bf16 gather slots "
+          "sized per unit class, bitwise the 1-rank engine's bf16 working weights") {
+    // run here on the host device with a fake model that reads the bf16 units: a tied GPT-2
+    // (unit 0 held the whole pass) stationary, an untied Llama with weight flow; a 512-token
+    // vocabulary makes unit 0 (and the Llama's head unit) larger than a block, so slot 0 of each
+    // kind is larger than the others. No clipping: the updates do not depend on the norm's
+    // summation order, and the grads come from rank 0 alone, so the params are bitwise.
+    const int W = world_size();
+    for (const std::vector<std::string>& d :
+         {with(kEngine, {}),
+          with(kEngine, {"offload.weights=flow", "model.type=llama", "model.num_heads=4",
+                         "model.num_kv_heads=2", "model.intermediate_size=48",
+                         "model.tie_embeddings=false"})}) {
+        const std::vector<std::string> o =
+            with(d, {"train.dtype=bf16", "train.grad_clip=0", "model.vocab_size=512"});
+        const config::Config cfg = config::load_deck_from_string(kParallelDeck, "bf16-slots", o);
+        const model::ArchConfig arch = model::config_for(cfg.model);
+        const model::ParamLayout l = model::make_layout(arch);
+        INFO(d.back() << " at " << W << " ranks");
+        comm::World world(MPI_COMM_WORLD);
+        core::Log log(world.rank(), core::LogLevel::Quiet);
+        rank::Context ctx(cfg, world, log, nullptr);
+        std::unique_ptr<offload::Updater> z =
+            zero::make_parallel_updater(cfg, l, ctx, log, nullptr, true);
+        std::unique_ptr<offload::Updater> one; // the 1-rank engine with bf16 working weights
+        if (world_rank() == 0) one = std::make_unique<offload::Engine>(cfg, l, log, nullptr, true);
+        CHECK(z->bf16_weights());
+        std::vector<float> p(l.num_params), zero(l.num_params, 0.0f);
+        for (size_t i = 0; i < p.size(); i++) // bf16 values, as the run's working weights are
+            p[i] = core::bf16_to_f32(core::f32_to_bf16(0.02f * static_cast<float>(i % 101) - 1.0f));
+        z->set_state(p.data(), zero.data(), zero.data(), 0);
+        if (one) one->set_state(p.data(), zero.data(), zero.data(), 0);
+        std::vector<float> seen_z, seen_1;
+        for (int64_t step = 0; step < 3; step++) {
+            offload::StepHparams hp;
+            hp.step = step;
+            hp.lr = 1e-2f;
+            for (offload::Updater* u : {z.get(), one.get()}) {
+                if (!u) continue;
+                u->begin_step(hp);
+                u->begin_micro(0, true);
+                bf16_model_step(l, *u, step, u == one.get() || world_rank() == 0,
+                                u == one.get() ? seen_1 : seen_z);
+                u->finish_step();
+            }
+            if (one) CHECK(count_bit_diffs(seen_z, seen_1) == 0);
+        }
+        std::vector<float> pz(l.num_params), m(l.num_params), v(l.num_params);
+        int64_t t = 0;
+        z->get_state(pz.data(), m.data(), v.data(), &t); // collective
+        if (one) {
+            std::vector<float> p1(l.num_params);
+            one->get_state(p1.data(), m.data(), v.data(), &t);
+            CHECK(count_bit_diffs(pz, p1) == 0);
+        }
+        // this rank's device memory: its engine (bf16 working weights) and the wrapper's slots
+        const offload::MemoryPlanInputs in =
+            zero::sharded_plan_inputs(cfg, l, W, true, world_rank());
+        const offload::MemoryPlan zp = offload::zero3_memory_plan(
+            offload::zero3_slots(in, true, true), offload::MemSide::Device);
+        CHECK(in.zero3_block_slice < in.zero3_slice);
+        for (const offload::BufferSpec& b : zp.buffers) {
+            CHECK(b.id != offload::Buf::ZeroSend16); // gathered straight into bf16 slots
+            CHECK(b.id != offload::Buf::ZeroRecv16);
+            if (b.id == offload::Buf::ZeroGather)
+                CHECK(b.bytes == W * (b.index == 0 ? in.zero3_slice : in.zero3_block_slice) * 2);
+        }
+        CHECK(ctx.device().peak() == offload::make_memory_plan(in).total(offload::MemSide::Device) +
+                                         zp.total(offload::MemSide::Device));
+        z.reset();
+        MPI_Barrier(MPI_COMM_WORLD);
     }
 }
 

@@ -242,15 +242,17 @@ TEST_CASE("ZeRO-3 collectives: hidden behind compute in one node, exposed across
         if (ranks == 4) CHECK(p.comm_exposed_s == 0.0);
         if (ranks == 8) CHECK(p.comm_exposed_s > 100.0); // ~314 s of traffic vs ~53 s compute
     }
-    // fp32 gathers move twice the allgather bytes
+    // fp32 gathers (debug.fp32_gathers) move twice the allgather bytes where the slots are fp32
+    // (the host device's fp32 model); a model that reads bf16 (the GPU) has bf16 slots
     c.debug.fp32_gathers = true;
-    const Plan f = make_plan(c, m, hw, 4);
+    const Plan f = make_plan(c, m, default_host_profile(), 4);
     const CommVolume v32 = comm_per_step(model::make_layout(m), 4, 1, 3, c.train.batch_size,
                                          c.train.seq_len, c.train.grad_accum, c.model.recompute, 4);
     CHECK(f.comm_bytes == v32.total());
     const CommVolume v16 = comm_per_step(model::make_layout(m), 4, 1, 3, c.train.batch_size,
                                          c.train.seq_len, c.train.grad_accum, c.model.recompute, 2);
     CHECK(v32.allgather == 2 * v16.allgather);
+    CHECK(make_plan(c, m, hw, 4).comm_bytes == v16.total());
     CHECK(v32.reduce_scatter == v16.reduce_scatter);
     // a profile without a network section: bytes, no time
     const Plan h = make_plan(c, m, load_hardware(kSrc + "/inputs/hardware/h100-pcie.yaml"), 4);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "model/activations.h"
 #include "model/model_config.h"
+#include "offload/memory_plan.h"
 #include "plan/cost.h"
 #include "plan/long_seq.h"
 #include "plan/planner.h"
@@ -58,28 +59,121 @@ TEST_CASE("13B x 1M tokens on 8 GH200 (sp 8): fits with tiles and offloaded chec
     (void)m;
 }
 
-TEST_CASE("the longest T of the shipped decks: 3.06M on 8 GH200, 2.31M on 8 Alps GH200") {
-    const config::Config g = deck("llama-13b-3m-gh200.yaml");
-    CHECK(g.train.seq_len >= 3 * 1048576);
-    CHECK(plan_of(g, "gh200.yaml").fits);
-    const std::string longer = std::to_string(g.train.seq_len + 65536);
-    CHECK_FALSE(plan_of(deck("llama-13b-3m-gh200.yaml",
-                             {"model.max_seq_len=" + longer, "train.seq_len=" + longer}),
-                        "gh200.yaml")
-                    .fits);
+TEST_CASE("the longest T of the shipped decks: 4.65M on 8 GH200, 2.56M on 8 Alps GH200") {
+    auto at = [](const std::string& name, int T, std::vector<std::string> more = {}) {
+        more.push_back("model.max_seq_len=" + std::to_string(T));
+        more.push_back("train.seq_len=" + std::to_string(T));
+        return deck(name, more);
+    };
+    // past Arctic Long Sequence Training's 3.7M tokens (Llama-8B on 8 H100) and 4 x 2^20
+    const config::Config g = deck("llama-13b-4m-gh200.yaml");
+    CHECK(g.train.seq_len >= 4 * 1048576);
+    const Plan pg = plan_of(g, "gh200.yaml");
+    CHECK(pg.fits);
+    CHECK(pg.weights == config::WeightsPolicy::Flow);
+    CHECK_FALSE(plan_of(at("llama-13b-4m-gh200.yaml", g.train.seq_len + 65536), "gh200.yaml").fits);
+    // on Alps Grace memory is what limits: with fp32 moments the deck's T is the longest for any
+    // number of checkpoints kept in HBM; bf16 moments fit two steps more
     const config::Config a = deck("llama-13b-2m-alps.yaml");
     const Plan pa = plan_of(a, "gh200-alps.yaml");
     CHECK(pa.fits);
     CHECK(pa.host_capacity_bytes == doctest::Approx(128e9));
-    const std::string along = std::to_string(a.train.seq_len + 65536);
-    CHECK_FALSE(plan_of(deck("llama-13b-2m-alps.yaml",
-                             {"model.max_seq_len=" + along, "train.seq_len=" + along}),
-                        "gh200-alps.yaml")
-                    .fits);
-    // on Alps Grace memory is what limits: all 39 block inputs on the host do not fit at 2.31M
+    CHECK(pa.state_dtype == config::StateDtype::FP32);
     CHECK_FALSE(
         plan_of(deck("llama-13b-2m-alps.yaml", {"model.device_checkpoints=0"}), "gh200-alps.yaml")
             .mem.host_fits);
+    const int along = a.train.seq_len + 65536;
+    for (int k = 0; k <= 39; k++) {
+        CAPTURE(k);
+        const std::string K = "model.device_checkpoints=" + std::to_string(k);
+        CHECK_FALSE(plan_of(at("llama-13b-2m-alps.yaml", along, {K}), "gh200-alps.yaml").fits);
+    }
+    const std::string bf16 = "optimizer.state_dtype=bf16";
+    const int bf16_T = a.train.seq_len + 2 * 65536;
+    CHECK(plan_of(at("llama-13b-2m-alps.yaml", bf16_T, {bf16, "model.device_checkpoints=8"}),
+                  "gh200-alps.yaml")
+              .fits);
+    for (int k = 0; k <= 39; k++) {
+        CAPTURE(k);
+        const std::string K = "model.device_checkpoints=" + std::to_string(k);
+        CHECK_FALSE(
+            plan_of(at("llama-13b-2m-alps.yaml", bf16_T + 65536, {bf16, K}), "gh200-alps.yaml")
+                .fits);
+    }
+}
+
+TEST_CASE("the 13B's ZeRO-3 slots: bf16 gathers, the embedding / LM head in a slot of its own") {
+    // 657M-parameter embedding and head units against 283M per block: slot 0 of each kind holds
+    // the largest unit, the other two a block; the model reads bf16 on the GPU (bf16 slots, no
+    // 16-bit staging), the host device's fp32 model gets fp32 slots and the 16-bit staging
+    const config::Config c = deck("llama-13b-4m-gh200.yaml");
+    const model::ArchConfig m = model::config_for(c.model);
+    const CostInputs gpu =
+        make_cost_inputs(c, m, load_hardware(kSrc + "/inputs/hardware/gh200.yaml"), 8);
+    CHECK(gpu.work_bf16);
+    const offload::MemoryPlanInputs& in = gpu.mem_base;
+    CHECK(in.zero3_slice * 8 >= 128256u * 5120u);
+    CHECK(in.zero3_block_slice * 8 < 300000000u);
+    CHECK(static_cast<double>(in.zero3_slice) > 2.3 * static_cast<double>(in.zero3_block_slice));
+    const offload::MemoryPlan z16 =
+        offload::zero3_memory_plan(offload::zero3_slots(in, true, true), offload::MemSide::Device);
+    const offload::MemoryPlan z32 =
+        offload::zero3_memory_plan(offload::zero3_slots(in, true, false), offload::MemSide::Device);
+    const double E = 8.0 * in.zero3_slice, Bk = 8.0 * in.zero3_block_slice;
+    // gather 2 B (E + 2 Bk), grads 4 B (E + 2 Bk), slices, receive buffer 4 B E
+    const double want16 = 2 * (E + 2 * Bk) + 4 * (E + 2 * Bk) + 4 * (E + 2 * Bk) / 8 + 4 * E;
+    CHECK(static_cast<double>(z16.total(offload::MemSide::Device)) ==
+          doctest::Approx(want16).epsilon(1e-6));
+    // fp32 slots: 2 B more per gathered element, and the bf16 send and receive buffers
+    CHECK(static_cast<double>(z32.total(offload::MemSide::Device)) ==
+          doctest::Approx(want16 + 2 * (E + 2 * Bk) + 2 * E / 8 + 2 * E).epsilon(1e-6));
+    // what every slot of the largest unit cost before (7 fp32 slots of E, 3 slices, bf16 staging)
+    const double before = 7 * 4 * E + 3 * 4 * E / 8 + 2 * E / 8 + 2 * E;
+    CHECK(static_cast<double>(z16.total(offload::MemSide::Device)) < 0.55 * before);
+}
+
+TEST_CASE("plan advice: weight flow's fallback counted, no advice the deck already follows") {
+    // the 4M deck needs weight flow with the model's grads in pinned host memory (the device
+    // ring does not fit): no warning that flow does not fit
+    const Plan p = plan_of(deck("llama-13b-4m-gh200.yaml"), "gh200.yaml");
+    CHECK(p.fits);
+    for (const std::string& n : p.notes)
+        CHECK(n.find("does not fit the device") == std::string::npos);
+    // one step longer: the device advice names neither weight flow, recompute, offloaded
+    // checkpoints nor tiles (the deck has them), but a shorter sequence and more ranks
+    const config::Config c = deck("llama-13b-4m-gh200.yaml");
+    const std::string T = std::to_string(c.train.seq_len + 65536);
+    const Plan q =
+        plan_of(deck("llama-13b-4m-gh200.yaml", {"model.max_seq_len=" + T, "train.seq_len=" + T}),
+                "gh200.yaml");
+    CHECK_FALSE(q.fits);
+    CHECK(q.why.find("device memory") != std::string::npos);
+    for (const char* has : {"offload.weights: flow", "model.recompute", "model.offload_checkpoints",
+                            "model.loss_tile", "train.batch_size", "interleave_k"})
+        CHECK_MESSAGE(q.why.find(has) == std::string::npos, has);
+    CHECK(q.why.find("a shorter train.seq_len") != std::string::npos);
+    CHECK(q.why.find("more ranks") != std::string::npos);
+    bool warned = false;
+    for (const std::string& n : q.notes)
+        warned |= n.find("warning: even weight flow does not fit the device: use") == 0;
+    CHECK(warned);
+    // a deck without recompute and tiles is told to use them
+    const Plan r = plan_of(
+        deck("llama-13b-1m-gh200.yaml",
+             {"model.recompute=false", "model.offload_checkpoints=false", "model.loss_tile=0"}),
+        "gh200.yaml");
+    CHECK_FALSE(r.fits);
+    CHECK(r.why.find("model.recompute: true") != std::string::npos);
+    CHECK(r.why.find("model.loss_tile") != std::string::npos);
+    // host side (Alps, every checkpoint offloaded): the deck's inverse rollback and cast host are
+    // not suggested again, fp32 moments and checkpoints in HBM are
+    const Plan h =
+        plan_of(deck("llama-13b-2m-alps.yaml", {"model.device_checkpoints=0"}), "gh200-alps.yaml");
+    CHECK(h.why.find("host memory") != std::string::npos);
+    CHECK(h.why.find("offload.rollback") == std::string::npos);
+    CHECK(h.why.find("offload.cast") == std::string::npos);
+    CHECK(h.why.find("optimizer.state_dtype: bf16") != std::string::npos);
+    CHECK(h.why.find("model.device_checkpoints") != std::string::npos);
 }
 
 TEST_CASE("offloaded checkpoints: host bytes, link time over the profile, hidden behind blocks") {
