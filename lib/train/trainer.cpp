@@ -88,11 +88,11 @@ void Trainer::Impl::setup() {
         mcfg = model::config_for(cfg.model); // padded_vocab_size 0 -> V rounded to 128
         cfg.model.padded_vocab_size = mcfg.padded_vocab_size;
     }
-    model::validate(mcfg, cfg.parallel.sp);
+    // the model (sizes, heads, and the heads and seq_len over parallel.sp), then the ranks
+    sp::check_degrees(mcfg, cfg.train.seq_len, world.size(), cfg.parallel.sp);
     if (cfg.train.seq_len > mcfg.max_seq_len)
         SOF_FAIL(Config, "train.seq_len = %d exceeds the model's max_seq_len = %d",
                  cfg.train.seq_len, mcfg.max_seq_len);
-    sp::check_degrees(cfg.train.seq_len, world.size(), cfg.parallel.sp);
 
     // Offload plan: resolve `auto` choices before the engine is built.
     if (cfg.offload.enabled) {
