@@ -315,6 +315,31 @@ TEST_CASE("resume refuses a different run and names each difference; lr changes 
         run_superoffload(
             "train deck.yaml --set train.steps=4 --set train.resume=auto --set train.lr=1e-3", d),
         0, {"resume: train.lr changed: 0.003 -> 0.001"});
+
+    // a Llama with llama3 rope scaling: a change of any rope_scaling key is refused, naming it
+    // (before, only the factor was compared: the other three were silently accepted)
+    const std::string llama = " --set model.type=llama --set model.intermediate_size=64 "
+                              "--set model.rope_scaling.type=llama3 --set train.checkpoint_dir=lck "
+                              "--set runtime.out_dir=lout";
+    check_rc(run_superoffload("train deck.yaml --set train.steps=1" + llama, d), 0, {});
+    const struct {
+        const char* key;
+        const char* value;
+        const char* saved;
+    } rope[] = {{"factor", "4", "8"},
+                {"low_freq_factor", "2", "1"},
+                {"high_freq_factor", "3", "4"},
+                {"original_max_position_embeddings", "4096", "8192"}};
+    for (const auto& r : rope) {
+        CAPTURE(r.key);
+        const std::string key = std::string("model.rope_scaling.") + r.key;
+        check_rc(run_superoffload("train deck.yaml --set train.steps=2 --set train.resume=auto" +
+                                      llama + " --set " + key + "=" + r.value,
+                                  d),
+                 2,
+                 {"cannot resume from lck/step_00000001",
+                  key + ": checkpoint " + r.saved + ", this run " + r.value});
+    }
 }
 
 TEST_CASE("leftovers of a killed save are cleaned when a run starts") {
