@@ -250,6 +250,39 @@ TEST_CASE("a FIFO among the token shards is refused at once, not opened and wait
              {"shards/b.bin", "not a regular file"});
 }
 
+TEST_CASE("a config.json with 2^31-1 layers or vocabulary is refused at once, naming the key and "
+          "the bound") {
+    std::string d = scratch_dir("survive_huge_hf");
+    write_text(d + "/deck.yaml", kDeck);
+    // before: make_layout grew memory at ~90 MB/s, 26 s until an out-of-memory message. The run
+    // gets 60 s of CPU time (a refusal takes well under a second on any machine): a regression
+    // to that growth ends in SIGXCPU and fails this test instead of waiting for ctest's timeout.
+    const struct {
+        const char* key;
+        const char* bound;
+    } cases[] = {{"num_hidden_layers", "65536"}, {"vocab_size", "16777216"}};
+    for (const auto& c : cases) {
+        CAPTURE(c.key);
+        const std::string dir = d + "/hf_" + c.key;
+        fs::create_directories(dir);
+        std::string cfg = R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 32,
+  "intermediate_size": 64, "num_attention_heads": 2, "num_key_value_heads": 2,
+  "num_hidden_layers": 1, "vocab_size": 64, "max_position_embeddings": 16,
+  "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false})";
+        const std::string k = std::string("\"") + c.key + "\": ";
+        const size_t at = cfg.find(k) + k.size();
+        cfg.replace(at, cfg.find(',', at) - at, "2147483647");
+        write_text(dir + "/config.json", cfg);
+        RunResult r = run_command("ulimit -t 60; '" SOF_BINARY_DIR "/bin/superoffload' train "
+                                  "deck.yaml --set model.init_from=hf_" +
+                                      std::string(c.key),
+                                  d);
+        check_rc(r, 2,
+                 {"= 2147483647 exceeds the limit of " + std::string(c.bound),
+                  "config.json key '" + std::string(c.key) + "'"});
+    }
+}
+
 TEST_CASE("unusable paths and special deck files fail early with the right exit code") {
     std::string d = scratch_dir("survive_paths");
     write_text(d + "/deck.yaml", kDeck);
