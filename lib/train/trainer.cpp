@@ -122,7 +122,7 @@ void Trainer::Impl::setup() {
     const std::string deck_yaml = config::effective_yaml(cfg);
     if (world.rank() == 0 && !cfg.runtime.out_dir.empty()) {
         const std::string path = cfg.runtime.out_dir + "/effective_deck.yaml";
-        ckpt::write_file_atomic(path, deck_yaml.data(), deck_yaml.size());
+        ckpt::write_file_atomic(path, deck_yaml.data(), deck_yaml.size(), "effective deck");
         log.info("effective deck: %s", path.c_str());
     }
     log.debug("effective deck:\n%s", deck_yaml.c_str());

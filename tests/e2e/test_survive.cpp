@@ -301,6 +301,20 @@ TEST_CASE("unusable paths and special deck files fail early with the right exit 
     RunResult r = run_superoffload("check fifo.yaml", d);
     check_rc(r, 3, {"fifo.yaml", "not a regular file"});
     check_rc(run_superoffload("check /dev/zero", d), 3, {"/dev/zero", "not a regular file"});
+    // FIFOs where the run writes its outputs: refused with exit 3, never written into (the
+    // metrics went into the pipe and were lost with exit 0 before; the effective deck's rename
+    // replaced the FIFO)
+    for (const char* name : {"metrics.jsonl", "effective_deck.yaml"}) {
+        const std::string out = std::string("fifo_out_") + (name[0] == 'm' ? "m" : "e");
+        fs::create_directories(d + "/" + out);
+        REQUIRE(::mkfifo((d + "/" + out + "/" + name).c_str(), 0644) == 0);
+        check_rc(run_superoffload("train deck.yaml --set train.steps=1 --set train.checkpoint_dir= "
+                                  "--set runtime.out_dir=" +
+                                      out,
+                                  d),
+                 3, {out + "/" + name, "is a FIFO (not a regular file)"});
+        CHECK(fs::is_fifo(d + "/" + out + "/" + name));
+    }
 }
 
 TEST_CASE("control bytes of a garbage deck are escaped in the message") {
@@ -327,6 +341,10 @@ TEST_CASE("export refuses to write into the checkpoint it reads") {
              {"lies inside the checkpoint"});
     CHECK(slurp(params) == before);
     CHECK_FALSE(fs::exists(d + "/ckpt/step_00000002/x.bin"));
+    REQUIRE(::mkfifo((d + "/fifo.bin").c_str(), 0644) == 0);
+    check_rc(run_superoffload("export --llmc fifo.bin ckpt", d), 3,
+             {"fifo.bin", "it exists and is a FIFO (not a regular file)"});
+    CHECK(fs::is_fifo(d + "/fifo.bin"));
     check_rc(run_superoffload("export --llmc model.bin ckpt", d), 0, {"exported"});
     // the checkpoint still resumes
     check_rc(run_superoffload("train deck.yaml --set train.steps=3 --set train.resume=auto", d), 0,
