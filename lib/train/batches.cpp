@@ -24,7 +24,7 @@ namespace {
 // regular file (read through core::InputFile: a FIFO is refused, never waited on).
 int eos_in(const std::string& path) {
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) return -1;
+    if (::stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR)) return -1;
     const ckpt::Json j =
         ckpt::json_parse(ckpt::read_text(path, "eos_token_id file (data.pack)"), path);
     if (!j.is_object() || !j.contains("eos_token_id")) return -1;
