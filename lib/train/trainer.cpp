@@ -236,9 +236,8 @@ void Trainer::Impl::setup() {
     }
 
     std::string resume = cfg.train.resume;
-    if (resume == "auto") {
-        resume = cfg.train.checkpoint_dir.empty() ? std::string()
-                                                  : ckpt::find_latest(cfg.train.checkpoint_dir);
+    if (resume == "auto") { // rank 0's choice on every rank
+        resume = agreed_latest_checkpoint();
         if (resume.empty()) log.info("resume: auto, no checkpoint found, starting fresh");
     }
     if (!resume.empty()) resume_from(resume);
