@@ -9,8 +9,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "cli.h"
 #include "core/error.h"
 #include "core/strfmt.h"
 #include "model/model.h"
@@ -71,49 +74,41 @@ BenchModelOptions parse_bench_model_args(int argc, char** argv) {
                         "[--layers L] [--batch B] [--seq T] [--pairs K] [--threads N] [--json]";
     if (argc < 1 || std::strcmp(argv[0], "model") != 0)
         SOF_FAIL(Usage, "bench: expected the benchmark name 'model' first\n%s", usage);
-    for (int i = 1; i < argc; i++) {
-        const std::string a = argv[i];
-        if (a == "--json") {
-            o.json = true;
-            continue;
-        }
-        if (i + 1 >= argc) SOF_FAIL(Usage, "bench model: %s needs a value\n%s", a.c_str(), usage);
-        const std::string v = argv[++i];
-        if (a == "--arch") {
-            Arch x;
-            if (!parse_arch(v, &x) || x == Arch::Gpt2)
-                SOF_FAIL(Usage, "bench model: --arch '%s' must be llama, qwen2 or qwen3",
-                         v.c_str());
-            o.arch = v;
-            continue;
-        }
+    CliParser p({usage, "bench model: unknown option '%s'",
+                 [](const std::string& opt) { return "bench model: " + opt + " needs a value"; }});
+    CLI::App& app = p.app();
+    // the integer options and where each goes
+    const std::vector<std::pair<const char*, int*>> ints = {
+        {"--channels", &o.channels}, {"--heads", &o.heads},
+        {"--kv-heads", &o.kv_heads}, {"--intermediate", &o.intermediate},
+        {"--layers", &o.layers},     {"--batch", &o.batch},
+        {"--seq", &o.seq},           {"--pairs", &o.pairs},
+        {"--threads", &o.threads}};
+    std::vector<std::string> text(ints.size());
+    for (size_t i = 0; i < ints.size(); i++)
+        CliParser::last_wins(app.add_option(ints[i].first, text[i]));
+    std::string arch;
+    CliParser::last_wins(app.add_option("--arch", arch));
+    app.add_flag("--json", o.json);
+    const std::vector<std::string> extra = p.parse(argc - 1, argv + 1);
+    if (!extra.empty()) p.fail("bench model: unknown option '" + extra[0] + "'");
+    if (app.count("--arch")) {
+        Arch x;
+        if (!parse_arch(arch, &x) || x == Arch::Gpt2)
+            p.fail("bench model: --arch '" + arch + "' must be llama, qwen2 or qwen3");
+        o.arch = arch;
+    }
+    for (size_t i = 0; i < ints.size(); i++) {
+        if (!app.count(ints[i].first)) continue;
+        const std::string& v = text[i];
         char* end = nullptr;
         const long n = std::strtol(v.c_str(), &end, 10);
-        if (!end || *end || n < 0 || n > 1000000)
-            SOF_FAIL(Usage, "bench model: %s '%s' must be an integer in [0, 1000000]\n%s",
-                     a.c_str(), v.c_str(), usage);
-        const int x = static_cast<int>(n);
-        if (a == "--channels")
-            o.channels = x;
-        else if (a == "--heads")
-            o.heads = x;
-        else if (a == "--kv-heads")
-            o.kv_heads = x;
-        else if (a == "--intermediate")
-            o.intermediate = x;
-        else if (a == "--layers")
-            o.layers = x;
-        else if (a == "--batch")
-            o.batch = x;
-        else if (a == "--seq")
-            o.seq = x;
-        else if (a == "--pairs")
-            o.pairs = std::max(1, x);
-        else if (a == "--threads")
-            o.threads = x;
-        else
-            SOF_FAIL(Usage, "bench model: unknown option '%s'\n%s", a.c_str(), usage);
+        if (v.empty() || *end || n < 0 || n > 1000000)
+            p.fail(core::strfmt("bench model: %s '%s' must be an integer in [0, 1000000]",
+                                ints[i].first, v.c_str()));
+        *ints[i].second = static_cast<int>(n);
     }
+    o.pairs = std::max(1, o.pairs);
     return o;
 }
 

@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <cstring>
 
+#include "bench/bench_adam.h"
+#include "bench_adam_args.h"
 #include "bench_model.h"
 #include "commands.h"
 #include "core/error.h"
-#include "bench/bench_adam.h"
+#include "core/strfmt.h"
 
 namespace sof::app {
 
@@ -21,7 +23,13 @@ int cmd_bench(int argc, char** argv) {
         std::fputs(bench_model(parse_bench_model_args(argc, argv)).c_str(), stdout);
         return 0;
     }
-    bench::BenchAdamOptions o = bench::parse_bench_adam_args(argc, argv);
+    if (argc < 1 || std::strcmp(argv[0], "adam") != 0)
+        SOF_FAIL(Usage,
+                 "bench: %s; the benchmarks are adam, model, attention, import and train (see "
+                 "superoffload --help)",
+                 argc < 1 ? "name a benchmark"
+                          : core::strfmt("unknown benchmark '%s'", argv[0]).c_str());
+    bench::BenchAdamOptions o = parse_bench_adam_args(argc, argv);
     bench::BenchAdamReport r = bench::bench_adam(o);
     std::fputs(o.json ? bench::bench_adam_json(r).c_str() : bench::bench_adam_text(r).c_str(),
                stdout);

@@ -10,10 +10,13 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "cli.h"
 #include "commands.h"
 #include "core/error.h"
+#include "core/strfmt.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 
@@ -206,37 +209,35 @@ Opts parse(int argc, char** argv) {
     const char* usage = "usage: superoffload bench attention [--seq T] [--channels C] [--heads NH] "
                         "[--batch B] [--threads N] [--reps R] [--baseline 0|1]";
     Opts o;
-    for (int i = 1; i < argc; i++) {
-        const std::string a = argv[i];
-        if (i + 1 >= argc)
-            SOF_FAIL(Usage, "bench attention: %s needs a value\n%s", a.c_str(), usage);
-        const std::string v = argv[++i];
+    CliParser p({usage, "bench attention: unknown option '%s'", [](const std::string& opt) {
+                     return "bench attention: " + opt + " needs a value";
+                 }});
+    CLI::App& app = p.app();
+    int baseline = 1;
+    const std::vector<std::pair<const char*, int*>> ints = {
+        {"--seq", &o.T},          {"--channels", &o.C},      {"--heads", &o.NH},
+        {"--batch", &o.B},        {"--threads", &o.threads}, {"--reps", &o.reps},
+        {"--baseline", &baseline}};
+    std::vector<std::string> text(ints.size());
+    for (size_t i = 0; i < ints.size(); i++)
+        CliParser::last_wins(app.add_option(ints[i].first, text[i]));
+    // argv[0] is "attention"
+    const std::vector<std::string> extra = p.parse(argc - 1, argv + 1);
+    if (!extra.empty()) p.fail("bench attention: unknown option '" + extra[0] + "'");
+    for (size_t i = 0; i < ints.size(); i++) {
+        if (!app.count(ints[i].first)) continue;
+        const std::string& v = text[i];
         char* end = nullptr;
         const long n = std::strtol(v.c_str(), &end, 10);
-        if (!end || *end || n < 0 || n > 10000000)
-            SOF_FAIL(Usage, "bench attention: %s '%s' must be an integer in [0, 10000000]\n%s",
-                     a.c_str(), v.c_str(), usage);
-        const int x = static_cast<int>(n);
-        if (a == "--seq")
-            o.T = x;
-        else if (a == "--channels")
-            o.C = x;
-        else if (a == "--heads")
-            o.NH = x;
-        else if (a == "--batch")
-            o.B = x;
-        else if (a == "--threads")
-            o.threads = x;
-        else if (a == "--reps")
-            o.reps = x;
-        else if (a == "--baseline")
-            o.baseline = x != 0;
-        else
-            SOF_FAIL(Usage, "bench attention: unknown option '%s'\n%s", a.c_str(), usage);
+        if (v.empty() || *end || n < 0 || n > 10000000)
+            p.fail(core::strfmt("bench attention: %s '%s' must be an integer in [0, 10000000]",
+                                ints[i].first, v.c_str()));
+        *ints[i].second = static_cast<int>(n);
     }
-    if (o.C % o.NH != 0)
-        SOF_FAIL(Usage, "bench attention: --channels %d is not a multiple of --heads %d", o.C,
-                 o.NH);
+    o.baseline = baseline != 0;
+    if (o.NH < 1 || o.C % o.NH != 0)
+        p.fail(core::strfmt("bench attention: --channels %d is not a multiple of --heads %d", o.C,
+                            o.NH));
     return o;
 }
 

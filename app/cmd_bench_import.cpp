@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ckpt/hf.h"
+#include "cli.h"
 #include "commands.h"
 #include "core/error.h"
 #include "model/model.h"
@@ -66,7 +67,17 @@ double read_files(const std::string& dir, uint64_t* bytes) {
 
 int cmd_bench_import(int argc, char** argv) {
     const char* usage = "usage: superoffload bench import --create DIR | DIR [--rounds N]";
-    if (argc == 3 && std::strcmp(argv[1], "--create") == 0) {
+    CliParser p({usage, "bench import: unknown option '%s'",
+                 [](const std::string& opt) { return "bench import: " + opt + " needs a value"; }});
+    CLI::App& app = p.app();
+    std::string create, rounds_s;
+    CliParser::last_wins(app.add_option("--create", create));
+    CliParser::last_wins(app.add_option("--rounds", rounds_s));
+    // argv[0] is "import"
+    const std::vector<std::string> dirs = p.parse(argc - 1, argv + 1);
+    if (app.count("--create")) {
+        if (!dirs.empty() || app.count("--rounds"))
+            p.fail("bench import: --create DIR writes a model and takes nothing else");
         model::ArchConfig c; // ~1.0B parameters: Llama-style, 18 layers of C=2048, GQA 16/8
         c.arch = model::Arch::Llama;
         model::apply_arch_defaults(&c);
@@ -79,16 +90,25 @@ int cmd_bench_import(int argc, char** argv) {
         c.max_seq_len = 4096;
         c.tie_embeddings = false;
         const model::ParamLayout l = model::make_layout(c);
-        std::vector<float> p(l.num_params);
-        model::init_params(l, p.data(), 0.02f, 1);
-        ckpt::export_hf(argv[2], l, p.data(), ckpt::HfExportOptions{});
-        std::printf("bench import: wrote %s (%zu params, bf16)\n", argv[2], l.num_params);
+        std::vector<float> w(l.num_params);
+        model::init_params(l, w.data(), 0.02f, 1);
+        ckpt::export_hf(create, l, w.data(), ckpt::HfExportOptions{});
+        std::printf("bench import: wrote %s (%zu params, bf16)\n", create.c_str(), l.num_params);
         return 0;
     }
+    if (dirs.size() != 1)
+        p.fail(dirs.empty()
+                   ? std::string("bench import: give --create DIR or one DIR to import")
+                   : "bench import: one DIR only, got '" + dirs[0] + "' and '" + dirs[1] + "'");
     int rounds = 3;
-    if (argc == 4 && std::strcmp(argv[2], "--rounds") == 0) rounds = std::atoi(argv[3]);
-    if ((argc != 2 && argc != 4) || rounds < 1) SOF_FAIL(Usage, "%s", usage);
-    const std::string dir = argv[1];
+    if (app.count("--rounds")) {
+        char* end = nullptr;
+        const long n = std::strtol(rounds_s.c_str(), &end, 10);
+        if (rounds_s.empty() || *end || n < 1 || n > 1000)
+            p.fail("bench import: --rounds '" + rounds_s + "' must be an integer in [1, 1000]");
+        rounds = static_cast<int>(n);
+    }
+    const std::string dir = dirs[0];
     const model::ArchConfig c = ckpt::read_hf_config(dir);
     const model::ParamLayout l = model::make_layout(c);
     const zero::ShardMap whole = zero::make_shard_map(l, 1, 0);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sanitizer builds of the tests (CPU-only): ASan+UBSan over every CPU test and a bounded fuzz run of
-# each harness (tests/fuzz, label fuzz: SOF_FUZZ_SECONDS each), TSan over the threaded engine tests,
-# the job queue and the pipelined checkpoint reader. Run by .ci/run after the main test command.
+# each harness (tests/fuzz, label fuzz: a fixed number of mutations each, the same work on any
+# machine), TSan over the threaded engine tests, the job queue and the pipelined checkpoint
+# reader. Run by .ci/run after the main test command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh build-asan -DSOF_SANITIZE=address -DSOF_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo

@@ -16,8 +16,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
 scripts/setup.sh build
-# test-only Python packages (tests/ckpt/hf_roundtrip.py: torch + transformers for the Hugging Face
-# round trip; scripts/requirements-test.txt): the first run on a machine downloads torch (~3 GB)
+# the Python venvs, strictly (a failed install fails the run): the tools (scripts/prepare_data.py,
+# tests/dataload/prepare_reference.py) and the test-only packages (tests/ckpt/hf_roundtrip.py:
+# torch + transformers for the Hugging Face round trip; scripts/requirements-test.txt): the first
+# run on a machine downloads torch (~3 GB)
+scripts/python_env.sh tools >/dev/null
 scripts/python_env.sh test >/dev/null
+# the Python-dependent tests fail here instead of skipping (exit 77) when their environment is
+# missing, so CI cannot go green without them; run by hand they may still skip
+export SOF_REQUIRE_PYENV=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ctest --test-dir build --output-on-failure -j 2 "$@"

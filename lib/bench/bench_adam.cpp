@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <memory>
 
@@ -156,66 +155,6 @@ void init_buffers(BenchBuffers& b, int threads) {
 }
 
 } // namespace
-
-BenchAdamOptions parse_bench_adam_args(int argc, char** argv) {
-    BenchAdamOptions o;
-    const char* usage =
-        "usage: superoffload bench adam --params N [--plugin NAME] "
-        "[--plugin-dir DIR] [--threads T] [--bf16-copy on|off] [--reps R] [--pairs K] "
-        "[--json]";
-    if (argc < 1 || std::strcmp(argv[0], "adam") != 0)
-        SOF_FAIL(Usage, "bench: expected the benchmark name 'adam' first\n%s", usage);
-    auto value = [&](int& i) -> std::string {
-        if (i + 1 >= argc) SOF_FAIL(Usage, "bench adam: %s needs a value\n%s", argv[i], usage);
-        return argv[++i];
-    };
-    auto as_int = [&](const std::string& flag, const std::string& s, int64_t lo) -> int64_t {
-        char* end = nullptr;
-        double d =
-            std::strtod(s.c_str(), &end); // accepts 268435456, 2.68e8 and 256M (binary K/M/G)
-        if (end && end != s.c_str() && end[0] && !end[1]) {
-            const char* units = "KMG";
-            for (int u = 0; u < 3; u++)
-                if (*end == units[u] || *end == units[u] + ('a' - 'A')) {
-                    d *= static_cast<double>(int64_t{1} << (10 * (u + 1)));
-                    end++;
-                    break;
-                }
-        }
-        if (!end || *end || d < static_cast<double>(lo) || d > 9e15 || d != static_cast<int64_t>(d))
-            SOF_FAIL(Usage,
-                     "bench adam: %s '%s' must be an integer >= %lld (K, M, G suffixes allowed)",
-                     flag.c_str(), s.c_str(), static_cast<long long>(lo));
-        return static_cast<int64_t>(d);
-    };
-    for (int i = 1; i < argc; i++) {
-        std::string a = argv[i];
-        if (a == "--params") {
-            o.params = as_int(a, value(i), 1);
-        } else if (a == "--plugin") {
-            o.plugin = value(i);
-        } else if (a == "--plugin-dir") {
-            o.plugin_dir = value(i);
-        } else if (a == "--threads") {
-            o.threads = static_cast<int>(as_int(a, value(i), 1));
-        } else if (a == "--reps") {
-            o.reps = static_cast<int>(as_int(a, value(i), 1));
-        } else if (a == "--pairs") {
-            o.pairs = static_cast<int>(as_int(a, value(i), 1));
-        } else if (a == "--bf16-copy") {
-            std::string v = value(i);
-            if (v != "on" && v != "off")
-                SOF_FAIL(Usage, "bench adam: --bf16-copy '%s' must be on or off", v.c_str());
-            o.lowp_copy = v == "on";
-        } else if (a == "--json") {
-            o.json = true;
-        } else {
-            SOF_FAIL(Usage, "bench adam: unknown argument '%s'\n%s", a.c_str(), usage);
-        }
-    }
-    if (o.params <= 0) SOF_FAIL(Usage, "bench adam: --params N is required\n%s", usage);
-    return o;
-}
 
 BenchAdamReport bench_adam(const BenchAdamOptions& opt) {
     BenchAdamReport r;

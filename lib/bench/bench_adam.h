@@ -10,6 +10,7 @@
 
 namespace sof::bench {
 
+// What `superoffload bench adam` measures (its command line: app/bench_adam_args.h).
 struct BenchAdamOptions {
     int64_t params = 0; // number of fp32 parameters
     std::string plugin = "auto";
@@ -20,11 +21,6 @@ struct BenchAdamOptions {
     int pairs = 0;          // ceiling/plugin pairs timed after calibration; 0 = auto (11)
     bool json = false;      // print JSON instead of the table
 };
-
-// Parses `adam --params N [--plugin NAME] [--plugin-dir DIR] [--threads T]
-// [--bf16-copy on|off] [--reps R] [--pairs K] [--json]`; throws core::Error (Usage) naming the
-// bad argument.
-BenchAdamOptions parse_bench_adam_args(int argc, char** argv);
 
 // One ceiling strategy's calibration result.
 struct BenchCeilingTry {

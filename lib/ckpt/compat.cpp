@@ -18,6 +18,7 @@
 #include "core/input_file.h"
 #include "core/strfmt.h"
 #include "data/shards.h"
+#include "model/model_config.h"
 
 namespace sof::ckpt {
 
@@ -25,8 +26,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void add_arch(std::vector<DeckChange>* out, const char* key, int saved, int now) {
-    if (saved != now) out->push_back({key, std::to_string(saved), std::to_string(now), false});
+// An architecture as the deck's model section would state it: its implied sizes spelled out
+// (kv heads, head size, MLP size of the LLaMA family), the rope scaling factors only when scaling
+// is on, so that two spellings of one model compare equal.
+config::Config arch_as_deck(const model::ArchConfig& a) {
+    model::ArchConfig c = a;
+    if (c.llama_family()) {
+        c.num_kv_heads = c.kv_heads();
+        c.head_dim = c.hdim();
+        c.intermediate_size = c.ffn_dim();
+    }
+    if (c.rope_scaling.type == model::RopeScalingType::None) c.rope_scaling = model::RopeScaling{};
+    config::Config d;
+    model::set_deck_model(c, &d.model);
+    return d;
 }
 
 // Bytes [off, off+n) of an open file, hashed into h.
@@ -71,30 +84,16 @@ std::string data_identity(const config::DataConfig& data) {
 std::vector<DeckChange> compare_runs(const Manifest& m, const config::Config& cfg,
                                      const model::ArchConfig& mcfg, const std::string& data_id) {
     std::vector<DeckChange> out;
-    add_arch(&out, "model.num_layers", m.model.num_layers, mcfg.num_layers);
-    add_arch(&out, "model.num_heads", m.model.num_heads, mcfg.num_heads);
-    add_arch(&out, "model.channels", m.model.channels, mcfg.channels);
-    add_arch(&out, "model.max_seq_len", m.model.max_seq_len, mcfg.max_seq_len);
-    add_arch(&out, "model.vocab_size", m.model.vocab_size, mcfg.vocab_size);
-    add_arch(&out, "model.padded_vocab_size", m.model.padded_vocab_size, mcfg.padded_vocab_size);
-    if (m.model.arch != mcfg.arch)
-        out.push_back({"model architecture", model::arch_name(m.model.arch),
-                       model::arch_name(mcfg.arch), false});
-    add_arch(&out, "model.num_kv_heads", m.model.kv_heads(), mcfg.kv_heads());
-    add_arch(&out, "model.head_dim", m.model.hdim(), mcfg.hdim());
-    add_arch(&out, "model.intermediate_size", m.model.ffn_dim(), mcfg.ffn_dim());
-    add_arch(&out, "model.tie_embeddings", m.model.tie_embeddings, mcfg.tie_embeddings);
-    add_arch(&out, "model.attention_bias (q/k/v biases)", m.model.qkv_bias, mcfg.qkv_bias);
-    add_arch(&out, "model qk-norm", m.model.qk_norm, mcfg.qk_norm);
-    if (m.model.norm_eps != mcfg.norm_eps || m.model.rope_theta != mcfg.rope_theta ||
-        m.model.rope_scaling.type != mcfg.rope_scaling.type ||
-        m.model.rope_scaling.factor != mcfg.rope_scaling.factor)
-        out.push_back(
-            {"model.norm_eps / rope_theta / rope_scaling",
-             core::strfmt("%g / %g / %g", m.model.norm_eps, m.model.rope_theta,
-                          m.model.rope_scaling.factor),
-             core::strfmt("%g / %g / %g", mcfg.norm_eps, mcfg.rope_theta, mcfg.rope_scaling.factor),
-             false});
+    // the architecture: every key of the table with the Arch policy, compared between the
+    // manifest's model and the model this run builds (after model.init_from), both as deck keys
+    config::Config arch_saved = arch_as_deck(m.model), arch_now = arch_as_deck(mcfg);
+    const std::vector<config::Field> as = config::bind_fields(arch_saved);
+    const std::vector<config::Field> an = config::bind_fields(arch_now);
+    for (size_t i = 0; i < an.size() && i < as.size(); i++) {
+        if (an[i].resume != config::Resume::Arch) continue;
+        const std::string a = config::format_value(as[i]), b = config::format_value(an[i]);
+        if (a != b) out.push_back({an[i].key, a, b, false});
+    }
     if (!m.data_identity.empty() && !data_id.empty() && m.data_identity != data_id)
         out.push_back({"data identity (training shards' names, sizes and contents)",
                        m.data_identity, data_id, false});

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/input_file.h"
+#include "core/output_file.h"
 
 namespace sof::ckpt {
 
@@ -194,7 +195,8 @@ std::string index_in_shape(size_t flat, const std::vector<int64_t>& shape) {
     return s + "]";
 }
 
-void write_file_atomic(const std::string& path, const void* data, size_t bytes) {
+void write_file_atomic(const std::string& path, const void* data, size_t bytes, const char* what) {
+    core::check_output_target(path, what); // never renamed over a FIFO or a device
     const std::string tmp = path + ".tmp";
     write_file_durable(tmp, data, bytes);
     if (::rename(tmp.c_str(), path.c_str()) != 0) {

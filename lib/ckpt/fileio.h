@@ -63,7 +63,10 @@ size_t first_non_finite(const float* v, size_t n);
 std::string index_in_shape(size_t flat, const std::vector<int64_t>& shape);
 
 // Writes `bytes` to `path` atomically: path + ".tmp", fsync, rename over `path`, fsync the
-// parent directory. A reader sees either the old file or the complete new one.
-void write_file_atomic(const std::string& path, const void* data, size_t bytes);
+// parent directory. A reader sees either the old file or the complete new one. An existing
+// `path` that is not a regular file (a FIFO, device, directory) is refused (Io, naming `what`),
+// not replaced.
+void write_file_atomic(const std::string& path, const void* data, size_t bytes,
+                       const char* what = "file");
 
 } // namespace sof::ckpt

@@ -12,6 +12,7 @@
 
 #include "ckpt/fileio.h"
 #include "core/error.h"
+#include "core/output_file.h"
 
 namespace sof::ckpt {
 
@@ -160,6 +161,7 @@ void export_llmc(const std::string& path, const model::ArchConfig& cfg,
     h[5] = cfg.num_heads;
     h[6] = cfg.channels;
     h[7] = cfg.padded_vocab_size;
+    core::check_output_target(path, "llm.c checkpoint (export --llmc)");
     const std::string tmp = path + ".tmp";
     try {
         DurableWriter w(tmp);

@@ -216,7 +216,7 @@ std::vector<Field> bind_fields(Config& c) {
     std::vector<Field> v;
 
     v.push_back(with(choice("model.type", enum_ref(&m.type), {"gpt2", "llama", "qwen2", "qwen3"}),
-                     Resume::Match));
+                     Resume::Arch));
     v.push_back(with(make("model.num_layers", &m.num_layers, closed(1, kMaxLayers)), Resume::Arch));
     v.push_back(with(make("model.num_heads", &m.num_heads, closed(1, kMaxHeads)), Resume::Arch));
     v.push_back(with(make("model.channels", &m.channels, closed(1, kMaxChannels)), Resume::Arch));

@@ -224,12 +224,7 @@ void check_math(const Checker& c, const Config& cfg) {
 }
 
 void check_runtime(const Checker& c, const Config& cfg) {
-    const ParallelConfig& p = cfg.parallel;
-    if (cfg.train.seq_len % p.sp != 0)
-        c.fail({"parallel.sp", "train.seq_len"},
-               core::strfmt("train.seq_len = %d is not divisible by parallel.sp = %d (Ulysses "
-                            "splits the sequence across the sequence-parallel group)",
-                            cfg.train.seq_len, p.sp));
+    // train.seq_len over parallel.sp is model::validate's (model::validate_deck), with the heads
     std::error_code ec;
     const std::string& pd = cfg.optimizer.plugin_dir;
     if (!pd.empty() && !fs::is_directory(pd, ec))

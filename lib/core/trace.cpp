@@ -2,10 +2,14 @@
 // "complete" events (ph X) with one tid per lane and thread_name metadata so lanes are labelled.
 #include "core/trace.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/output_file.h"
 #include "core/timer.h"
 
 namespace sof::core {
@@ -111,12 +115,13 @@ std::string Trace::events_json(int pid, const std::string& process, double shift
 }
 
 void Trace::write_parts(const std::string& path, const std::vector<std::string>& parts) {
-    FILE* f = std::fopen(path.c_str(), "w");
-    if (!f)
-        SOF_FAIL(Io,
-                 "cannot write trace file '%s' (runtime.trace): check that its directory "
-                 "exists and is writable",
-                 path.c_str());
+    // a FIFO or device at the path is refused, not waited on (open_output)
+    const int fd = open_output(path, O_WRONLY | O_CREAT | O_TRUNC, "trace file (runtime.trace)");
+    FILE* f = ::fdopen(fd, "w");
+    if (!f) {
+        ::close(fd);
+        SOF_FAIL(Io, "cannot write trace file '%s' (runtime.trace): out of memory", path.c_str());
+    }
     std::fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
     bool first = true;
     for (const std::string& p : parts) {

@@ -34,7 +34,8 @@ class Trace {
     std::string events_json(int pid, const std::string& process, double shift_us) const;
     // Wall-clock microseconds (Unix epoch) of this trace's time 0, to align ranks' traces.
     double origin_unix_us() const { return origin_unix_us_; }
-    // Writes {"traceEvents": [parts...]} (each part from events_json). Io error when it cannot.
+    // Writes {"traceEvents": [parts...]} (each part from events_json). Io error when it cannot, and
+    // when the path is not a regular file (a FIFO is refused, never waited on).
     static void write_parts(const std::string& path, const std::vector<std::string>& parts);
 
     // RAII span: records [construction, destruction) on `lane` when trace is non-null.

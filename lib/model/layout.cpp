@@ -201,7 +201,16 @@ double param_count(const ArchConfig& cfg) {
            spec_numel(last_unit_specs(cfg));
 }
 
-void validate(const ArchConfig& cfg, int sp) {
+void check_sequence_split(int seq_len, int sp) {
+    if (sp > 1 && seq_len % sp != 0)
+        SOF_FAIL(Config,
+                 "train.seq_len = %d is not divisible by parallel.sp = %d (Ulysses splits the "
+                 "sequence across the sequence-parallel group: each rank holds seq_len/sp "
+                 "positions)",
+                 seq_len, sp);
+}
+
+void validate(const ArchConfig& cfg, int sp, int seq_len) {
     // sizes: positive, then within the bounds (config/config.h), before any product of them
     auto bounded = [](int v, const char* key, int lo, int hi) {
         if (v < lo)
@@ -281,6 +290,7 @@ void validate(const ArchConfig& cfg, int sp) {
                      "model.num_kv_heads = %d is not divisible by parallel.sp = %d (Ulysses "
                      "splits the key/value heads over the sequence-parallel ranks)",
                      cfg.kv_heads(), sp);
+        if (seq_len > 0) check_sequence_split(seq_len, sp);
     }
     // shapes are int and every tensor's numel a size_t: each matrix below 2^31 elements (in
     // double: ffn_dim() and q_dim() would overflow int for absurd sizes)

@@ -129,9 +129,15 @@ ParamLayout make_layout(const ArchConfig& cfg);
 // throws a Config error naming the key(s) and the bound for the first problem. Sizes against the
 // bounds of config/config.h (kMaxLayers, ...; every weight matrix < 2^31 elements, at most
 // kMaxParams parameters: checked from the sizes, before anything is allocated); divisibility
-// (C % NH, NH % NKV, head_dim even for RoPE) and, with sp > 1, the heads and kv heads over the
-// Ulysses degree parallel.sp; Vp >= V; the LLaMA family's required and positive keys.
-void validate(const ArchConfig& cfg, int sp = 1);
+// (C % NH, NH % NKV, head_dim even for RoPE) and, with sp > 1, the heads, the kv heads and (when
+// seq_len > 0) train.seq_len over the Ulysses degree parallel.sp, each message naming both
+// numbers; Vp >= V; the LLaMA family's required and positive keys. The one check of these: the
+// deck check (validate_deck), the planner, the trainer and Ulysses (sp::check_degrees) call it.
+void validate(const ArchConfig& cfg, int sp = 1, int seq_len = 0);
+
+// The sequence part of validate (train.seq_len over parallel.sp), for a deck whose model is not
+// known yet (model.init_from: validate_deck).
+void check_sequence_split(int seq_len, int sp);
 
 // Parameters of the model (as make_layout would count them), from the sizes alone; in double so
 // absurd sizes do not overflow. Call after the sizes are known positive.

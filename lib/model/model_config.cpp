@@ -97,9 +97,11 @@ std::string locate(const config::Config& cfg, const std::string& msg) {
 } // namespace
 
 void validate_deck(const config::Config& cfg) {
-    if (!cfg.model.init_from.empty()) return;
     try {
-        validate(config_for(cfg.model), cfg.parallel.sp);
+        if (cfg.model.init_from.empty())
+            validate(config_for(cfg.model), cfg.parallel.sp, cfg.train.seq_len);
+        else // the file decides the model (the trainer validates it): the sequence split only
+            check_sequence_split(cfg.train.seq_len, cfg.parallel.sp);
     } catch (const core::Error& e) {
         if (e.kind() != core::ErrorKind::Config) throw;
         std::string where = locate(cfg, e.what());

@@ -17,10 +17,10 @@ ArchConfig config_for(const config::ModelConfig& m);
 // config_for(*m) == a afterwards. Other keys of `m` (init_from, init_std, recompute) are kept.
 void set_deck_model(const ArchConfig& a, config::ModelConfig* m);
 
-// validate(config_for(cfg.model), cfg.parallel.sp) for a deck whose model comes from its keys
-// (nothing to check with model.init_from: the file decides, the trainer validates it). A Config
-// error is prefixed with where the first deck key it names was set ("deck.yaml:3: ..." or
-// "--set model.num_heads=5: ..."), else with the deck's name.
+// validate(config_for(cfg.model), cfg.parallel.sp, cfg.train.seq_len) for a deck whose model
+// comes from its keys (with model.init_from the file decides and the trainer validates it: only
+// check_sequence_split here). A Config error is prefixed with where the first deck key it names
+// was set ("deck.yaml:3: ..." or "--set model.num_heads=5: ..."), else with the deck's name.
 void validate_deck(const config::Config& cfg);
 
 } // namespace sof::model

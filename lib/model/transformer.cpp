@@ -38,12 +38,7 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ParamLayout& layout, const Mode
         seq_ = opts.seq;
         P_ = opts.seq->degree();
         sp_index_ = opts.seq->index();
-        if (s_.NH % P_ != 0 || s_.NKV % P_ != 0)
-            SOF_FAIL(Config,
-                     "%s: model.num_heads = %d and model.num_kv_heads = %d must both be divisible "
-                     "by parallel.sp = %d (Ulysses splits the query and the key/value heads over "
-                     "the sequence-parallel ranks)",
-                     arch, s_.NH, s_.NKV, P_);
+        validate(cfg, P_); // the query and key/value heads over the Ulysses degree
         if (static_cast<long>(max_T) * P_ > cfg.max_seq_len)
             SOF_FAIL(Config, "sequence length %d x %d > model.max_seq_len = %d", max_T, P_,
                      cfg.max_seq_len);

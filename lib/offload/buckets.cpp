@@ -23,17 +23,22 @@ int unit_of(const model::ParamLayout& layout, size_t off) {
 // Linear in buckets + tensors (times a logarithm): each bucket finds its first tensor by binary
 // search and walks only the tensors it overlaps, so a deep model plans fast.
 std::vector<Bucket> make_buckets(const model::ParamLayout& layout,
-                                 const std::vector<int64_t>& pieces, size_t bucket_elems) {
+                                 const std::vector<int64_t>& pieces, size_t bucket_elems,
+                                 BucketWork* work) {
     SOF_CHECK(pieces.size() >= 2, "make_buckets: need at least one stat piece");
     if (bucket_elems == 0) bucket_elems = 1;
     const std::vector<model::TensorInfo>& ts = layout.tensors; // ascending offsets
+    BucketWork w;
     std::vector<Bucket> out;
     int hi = static_cast<int>(pieces.size()) - 1; // piece index of the current bucket's end bound
     while (hi > 0) {
         int lo = hi - 1;
+        w.pieces_walked++;
         while (lo > 0 && static_cast<size_t>(pieces[static_cast<size_t>(hi)] -
-                                             pieces[static_cast<size_t>(lo)]) < bucket_elems)
+                                             pieces[static_cast<size_t>(lo)]) < bucket_elems) {
             lo--;
+            w.pieces_walked++;
+        }
         Bucket b;
         b.index = static_cast<int>(out.size());
         b.piece_begin = lo;
@@ -42,16 +47,20 @@ std::vector<Bucket> make_buckets(const model::ParamLayout& layout,
         b.end = static_cast<size_t>(pieces[static_cast<size_t>(hi)]);
         b.ready_unit = unit_of(layout, b.begin);
         // the first tensor ending after b.begin, then every tensor starting before b.end
-        auto t = std::upper_bound(
-            ts.begin(), ts.end(), b.begin,
-            [](size_t off, const model::TensorInfo& x) { return off < x.offset + x.numel; });
+        auto t = std::upper_bound(ts.begin(), ts.end(), b.begin,
+                                  [&w](size_t off, const model::TensorInfo& x) {
+                                      w.tensors_visited++;
+                                      return off < x.offset + x.numel;
+                                  });
         for (; t != ts.end() && t->offset < b.end; ++t) {
+            w.tensors_visited++;
             size_t a = std::max(t->offset, b.begin), e = std::min(t->offset + t->numel, b.end);
             if (a < e) b.slices.push_back({a, e - a, t->decay});
         }
         out.push_back(std::move(b));
         hi = lo;
     }
+    if (work) *work = w;
     return out;
 }
 

@@ -35,11 +35,21 @@ struct Bucket {
     size_t numel() const { return end - begin; }
 };
 
+// The work make_buckets did, counted where it is done (tests assert it stays linear in buckets +
+// pieces + tensors: a deep model must plan fast on any machine).
+struct BucketWork {
+    size_t pieces_walked = 0;   // piece bounds stepped over while cutting
+    size_t tensors_visited = 0; // tensor records looked at while slicing (binary-search probes
+                                // included)
+};
+
 // Cuts `pieces` (stat piece bounds, see common.h) into buckets of at least `bucket_elems`
 // elements (one piece at least; the last bucket of the walk takes what is left), walking from
-// the end of the flat buffer (backward order). Returned in backward order.
+// the end of the flat buffer (backward order). Returned in backward order. `work`, when given,
+// receives the counts of BucketWork.
 std::vector<Bucket> make_buckets(const model::ParamLayout& layout,
-                                 const std::vector<int64_t>& pieces, size_t bucket_elems);
+                                 const std::vector<int64_t>& pieces, size_t bucket_elems,
+                                 BucketWork* work = nullptr);
 
 // Marks device-resident buckets (the last `tail` in backward order: DOS's static GPU residents)
 // and, with interleave_k >= 1, streamed buckets: every k-th of the others ((index + 1) % k == 0,

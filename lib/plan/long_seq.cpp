@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
 #include "core/strfmt.h"
 #include "device/device.h"
 #include "model/block_spec.h"
@@ -76,21 +75,6 @@ LongSeqCost long_seq_cost(const model::ArchConfig& m, const model::ActShape& a,
     const double T = static_cast<double>(a.T) * a.P;
     c.extra_bwd_flops += 0.5 * 4.0 * s.L * a.B * (T * (T + 1) / 2) * s.Q / a.P;
     return c;
-}
-
-void check_sequence_parallel(const config::Config& cfg, const model::ArchConfig& m) {
-    const int sp = cfg.parallel.sp;
-    if (sp <= 1) return;
-    if (m.num_heads % sp != 0 || m.kv_heads() % sp != 0)
-        SOF_FAIL(Config,
-                 "model.num_heads = %d and model.num_kv_heads = %d must both be divisible by "
-                 "parallel.sp = %d (Ulysses gives each sequence-parallel rank heads/sp of each)",
-                 m.num_heads, m.kv_heads(), sp);
-    if (cfg.train.seq_len % sp != 0)
-        SOF_FAIL(Config,
-                 "train.seq_len = %d is not divisible by parallel.sp = %d (each sequence-parallel "
-                 "rank holds seq_len/sp positions)",
-                 cfg.train.seq_len, sp);
 }
 
 std::string long_seq_note(const CostInputs& c, const config::Config& cfg,

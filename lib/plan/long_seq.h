@@ -42,11 +42,6 @@ LongSeqCost long_seq_cost(const model::ArchConfig& m, const model::ActShape& a,
 double forward_flops(const model::ArchConfig& m, double layer_params, double batch, double seq_len,
                      double sp);
 
-// Ulysses degree checks of a plan (the deck check, the trainer and the driver make the same):
-// query and key/value heads and the sequence length divisible by parallel.sp; a Config error
-// naming both numbers otherwise.
-void check_sequence_parallel(const config::Config& cfg, const model::ArchConfig& m);
-
 struct CostInputs;
 // One line for the plan's notes when the deck tiles the loss or the MLP or offloads checkpoints
 // (tile sizes, host bytes, link time per step and the part not hidden); "" otherwise.

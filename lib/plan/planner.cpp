@@ -157,7 +157,7 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
               hw.name.c_str());
     model::ArchConfig m = model;
     if (m.padded_vocab_size <= 0) m.padded_vocab_size = (m.vocab_size + 127) / 128 * 128;
-    check_sequence_parallel(cfg, m);
+    model::validate(m, cfg.parallel.sp, cfg.train.seq_len); // the heads and T over sp
     CostInputs c = make_cost_inputs(cfg, m, hw, shard_ranks);
     Plan p;
     p.hardware = hw.name + " (" + hw.source + ")";

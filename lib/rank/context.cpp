@@ -91,7 +91,9 @@ void Context::bind_rank(const config::Config& cfg, const core::Log& log) {
         placement_ = topo::plan_placement("", lr, ls);
         topo::bind(placement_);
         bound_ = true;
-        log.all("rank %d bind: %s", world_.rank(), placement_.describe().c_str());
+        // what the kernel now says this thread may run on (tests compare it with the plan)
+        log.all("rank %d bind: %s; running on PUs %s", world_.rank(), placement_.describe().c_str(),
+                topo::current_binding().c_str());
         // first touch after binding must land on the rank's node (on GH200 not in the GPU's
         // HBM); 2 MiB is above malloc's mmap threshold, so these are fresh pages
         std::vector<char> probe(1 << 21);

@@ -108,18 +108,14 @@ void slice_sequence(const int* tokens, int* local, int B, int T, int P, int inde
                     static_cast<size_t>(tl) * sizeof(int));
 }
 
-void check_degrees(int seq_len, int world, int sp) {
+void check_degrees(const model::ArchConfig& m, int seq_len, int world, int sp) {
     if (sp < 1) SOF_FAIL(Config, "parallel.sp = %d must be >= 1", sp);
+    model::validate(m, sp, seq_len);
     if (world % sp != 0)
         SOF_FAIL(Config,
                  "parallel.sp = %d does not divide the %d ranks of this job (world = DP x SP): "
                  "launch a multiple of %d ranks or change parallel.sp",
                  sp, world, sp);
-    if (seq_len % sp != 0)
-        SOF_FAIL(Config,
-                 "train.seq_len = %d is not divisible by parallel.sp = %d (each sequence-parallel "
-                 "rank holds seq_len/sp positions)",
-                 seq_len, sp);
 }
 
 } // namespace sof::sp

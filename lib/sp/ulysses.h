@@ -58,8 +58,9 @@ class Ulysses : public model::SeqExchange {
 // Positions [index*T/P, (index+1)*T/P) of every sequence: tokens (B, T) -> local (B, T/P).
 void slice_sequence(const int* tokens, int* local, int B, int T, int P, int index);
 
-// Throws a Config error naming the keys when seq_len % sp or world % sp fail (the heads over sp:
-// model::validate).
-void check_degrees(int seq_len, int world, int sp);
+// The Ulysses degree of a job: the model over sp (heads, kv heads and seq_len divisible by sp:
+// model::validate, the one check of these), then world % sp. A Config error naming the keys and
+// both numbers.
+void check_degrees(const model::ArchConfig& m, int seq_len, int world, int sp);
 
 } // namespace sof::sp

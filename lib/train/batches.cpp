@@ -3,13 +3,14 @@
 #include "train/batches.h"
 
 #include <glob.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "ckpt/fileio.h"
 #include "ckpt/json.h"
 #include "core/error.h"
 #include "core/strfmt.h"
@@ -19,13 +20,13 @@ namespace sof::train {
 namespace {
 
 // eos_token_id of a JSON file (an int, or the first of a list); -1 when the file or key is
-// missing or null. A file that is not JSON is an error naming it.
+// missing or null. A file that is not JSON is an error naming it; so is a path that is not a
+// regular file (read through core::InputFile: a FIFO is refused, never waited on).
 int eos_in(const std::string& path) {
-    std::ifstream f(path);
-    if (!f) return -1;
-    std::stringstream ss;
-    ss << f.rdbuf();
-    const ckpt::Json j = ckpt::json_parse(ss.str(), path);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR)) return -1;
+    const ckpt::Json j =
+        ckpt::json_parse(ckpt::read_text(path, "eos_token_id file (data.pack)"), path);
     if (!j.is_object() || !j.contains("eos_token_id")) return -1;
     ckpt::Json v = j["eos_token_id"];
     if (v.is_array() && !v.empty()) v = v[0];

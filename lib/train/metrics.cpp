@@ -2,6 +2,7 @@
 // Non-finite numbers are written as null so every line stays valid JSON.
 #include "train/metrics.h"
 
+#include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 
@@ -12,6 +13,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/output_file.h"
 
 namespace sof::train {
 
@@ -28,12 +30,18 @@ namespace {
 
 MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
     if (path.empty()) return;
-    f_ = std::fopen(path.c_str(), "a+"); // truncated below, once the lock is ours
-    if (!f_)
-        SOF_FAIL(Io,
-                 "cannot open metrics file '%s' for writing: %s (check train.metrics / "
-                 "runtime.out_dir)",
-                 path.c_str(), std::strerror(errno));
+    // truncated below, once the lock is ours; a FIFO or socket at the path is refused, not
+    // opened (its reader may never come, and writes would block once its buffer is full);
+    // character devices such as /dev/null are allowed
+    const int fd = core::open_output(path, O_RDWR | O_CREAT | O_APPEND,
+                                     "metrics file (train.metrics / runtime.out_dir)", true);
+    f_ = ::fdopen(fd, "a+");
+    if (!f_) {
+        const int e = errno;
+        ::close(fd);
+        SOF_FAIL(Io, "cannot open metrics file '%s' for writing: %s", path.c_str(),
+                 std::strerror(e));
+    }
     // two runs appending to one metrics file (an explicit train.metrics shared by mistake) would
     // interleave their records: the file is locked like the run's directories (regular files only;
     // /dev/null and the like are shared harmlessly)

@@ -15,7 +15,9 @@ class MetricsWriter {
     MetricsWriter() = default;
     // Opens (append when `append`, else truncate). Empty path = disabled. When appending to a file
     // whose last line was cut (a killed run), a newline is added first so every line stays JSON.
-    // A regular file is flock'ed while open: a second writer gets Error(Io).
+    // A regular file is flock'ed while open: a second writer gets Error(Io). A FIFO, socket or
+    // directory at the path is refused (Error(Io)), never waited on; character devices
+    // (/dev/null) are allowed.
     MetricsWriter(const std::string& path, bool append);
     ~MetricsWriter();
     MetricsWriter(const MetricsWriter&) = delete;

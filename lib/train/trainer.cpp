@@ -89,11 +89,11 @@ void Trainer::Impl::setup() {
         mcfg = model::config_for(cfg.model); // padded_vocab_size 0 -> V rounded to 128
         cfg.model.padded_vocab_size = mcfg.padded_vocab_size;
     }
-    model::validate(mcfg, cfg.parallel.sp);
+    // the model (sizes, heads, and the heads and seq_len over parallel.sp), then the ranks
+    sp::check_degrees(mcfg, cfg.train.seq_len, world.size(), cfg.parallel.sp);
     if (cfg.train.seq_len > mcfg.max_seq_len)
         SOF_FAIL(Config, "train.seq_len = %d exceeds the model's max_seq_len = %d",
                  cfg.train.seq_len, mcfg.max_seq_len);
-    sp::check_degrees(cfg.train.seq_len, world.size(), cfg.parallel.sp);
 
     // train.global_batch: batch_size x grad_accum for this rank count (config/batch.h), before
     // the plan: the planner sizes the micro-batch and accumulation the engine runs
@@ -119,7 +119,7 @@ void Trainer::Impl::setup() {
     const std::string deck_yaml = config::effective_yaml(cfg);
     if (world.rank() == 0 && !cfg.runtime.out_dir.empty()) {
         const std::string path = cfg.runtime.out_dir + "/effective_deck.yaml";
-        ckpt::write_file_atomic(path, deck_yaml.data(), deck_yaml.size());
+        ckpt::write_file_atomic(path, deck_yaml.data(), deck_yaml.size(), "effective deck");
         log.info("effective deck: %s", path.c_str());
     }
     log.debug("effective deck:\n%s", deck_yaml.c_str());
@@ -232,9 +232,8 @@ void Trainer::Impl::setup() {
     }
 
     std::string resume = cfg.train.resume;
-    if (resume == "auto") {
-        resume = cfg.train.checkpoint_dir.empty() ? std::string()
-                                                  : ckpt::find_latest(cfg.train.checkpoint_dir);
+    if (resume == "auto") { // rank 0's choice on every rank
+        resume = agreed_latest_checkpoint();
         if (resume.empty()) log.info("resume: auto, no checkpoint found, starting fresh");
     }
     if (!resume.empty()) resume_from(resume);

@@ -2,6 +2,7 @@
 // as ckpt::save), resume and weight loading with resharding, the Chrome trace of the run.
 #include "train/trainer_impl.h"
 
+#include <mpi.h>
 #include <omp.h>
 #include <sys/stat.h>
 
@@ -16,6 +17,7 @@
 #include "ckpt/fileio.h"
 #include "ckpt/hf.h"
 #include "ckpt/llmc.h"
+#include "comm/world.h"
 #include "config/deck.h"
 #include "core/error.h"
 #include "core/timer.h"
@@ -39,6 +41,48 @@
 namespace sof::train {
 
 namespace fs = std::filesystem;
+
+// train.resume: auto: rank 0 looks for the newest checkpoint and every rank takes its choice
+// (ranks that looked for themselves could pick different steps, e.g. on a file system that is
+// not the same on every node, and then train different runs or hang in a collective). A rank
+// that does not see the chosen directory fails the job on every rank with a Config error; an
+// error of rank 0's search is raised on every rank. "" = no checkpoint yet.
+// collective: all ranks of world
+std::string Trainer::Impl::agreed_latest_checkpoint() {
+    const std::string& root = cfg.train.checkpoint_dir;
+    if (root.empty()) return "";
+    if (world.size() == 1) return ckpt::find_latest(root);
+    std::string chosen;
+    int kind = -1; // rank 0's error kind, -1 = none
+    if (world.rank() == 0) {
+        try {
+            chosen = ckpt::find_latest(root);
+        } catch (const core::Error& e) {
+            chosen = e.what();
+            kind = static_cast<int>(e.kind());
+        }
+    }
+    long long head[2] = {kind, static_cast<long long>(chosen.size())};
+    SOF_CHECK_MPI(MPI_Bcast(head, 2, MPI_LONG_LONG, 0, world.comm()));
+    chosen.resize(static_cast<size_t>(head[1]));
+    SOF_CHECK_MPI(MPI_Bcast(chosen.data(), static_cast<int>(head[1]), MPI_CHAR, 0, world.comm()));
+    if (head[0] >= 0) core::throw_error(static_cast<core::ErrorKind>(head[0]), chosen);
+    std::error_code ec;
+    const int missing = !chosen.empty() && !fs::is_directory(chosen, ec) ? 1 : 0;
+    std::vector<int> all(static_cast<size_t>(world.size()));
+    SOF_CHECK_MPI(MPI_Allgather(&missing, 1, MPI_INT, all.data(), 1, MPI_INT, world.comm()));
+    std::string blind;
+    for (size_t r = 0; r < all.size(); r++)
+        if (all[r]) blind += (blind.empty() ? "" : ", ") + std::to_string(r);
+    if (!blind.empty())
+        SOF_FAIL(Config,
+                 "train.resume = auto: rank 0 chose %s as the newest checkpoint in "
+                 "train.checkpoint_dir = %s, but rank(s) %s do not see that directory; every rank "
+                 "must see the same train.checkpoint_dir (one file system shared by all nodes, "
+                 "and the same working directory for a relative path)",
+                 chosen.c_str(), root.c_str(), blind.c_str());
+    return chosen;
+}
 
 // Every rank reads the elements of its own shard from the checkpoint's shards, whatever rank
 // count wrote it (resharding is an exact copy of the state).

@@ -64,6 +64,7 @@ struct Trainer::Impl {
     zero::ShardMap shard_map() const;
     std::string save_checkpoint();
     void write_trace();
+    std::string agreed_latest_checkpoint();
     void resume_from(const std::string& dir);
     RunSummary finish_stopped(RunSummary& sum, MetricsWriter& metrics, int64_t saved_step,
                               std::string last_ckpt, bool after_eval);

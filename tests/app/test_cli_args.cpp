@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_adam_args.h"
 #include "cli.h"
 #include "core/error.h"
 
@@ -92,4 +93,45 @@ TEST_CASE("command line: the same arguments give the same result and messages as
                                  usage);
     CHECK(message({"--set=x"}) ==
           "--set expects key=value (e.g. --set train.lr=3e-4), got 'x'" + usage);
+}
+
+TEST_CASE("bench adam arguments: counts with K/M/G, positive integers, errors name the flag") {
+    auto parse = [](std::vector<std::string> args) {
+        std::vector<char*> argv;
+        for (auto& a : args)
+            argv.push_back(a.data());
+        return parse_bench_adam_args(static_cast<int>(argv.size()), argv.data());
+    };
+    bench::BenchAdamOptions o = parse({"adam", "--params", "64K", "--pairs", "5", "--reps", "2",
+                                       "--bf16-copy", "off", "--json", "--threads=3"});
+    CHECK(o.params == 65536);
+    CHECK(o.pairs == 5);
+    CHECK(o.reps == 2);
+    CHECK(o.threads == 3);
+    CHECK_FALSE(o.lowp_copy);
+    CHECK(o.json);
+    CHECK(parse({"adam", "--params", "2.5e5", "--params", "1M"}).params == 1 << 20); // last wins
+    const std::string usage = "\nusage: superoffload bench adam --params N";
+    auto message = [&](std::vector<std::string> args) -> std::string {
+        try {
+            parse(args);
+        } catch (const core::Error& e) {
+            CHECK(e.kind() == core::ErrorKind::Usage);
+            CHECK_MESSAGE(contains(e.what(), usage), e.what());
+            return e.what();
+        }
+        FAIL("expected a usage error");
+        return "";
+    };
+    CHECK(contains(message({"adam", "--params", "64K", "--pairs", "0"}),
+                   "bench adam: --pairs '0' must be an integer >= 1 (K, M, G suffixes allowed)"));
+    CHECK(contains(message({"adam", "--params", "1.5"}), "--params '1.5' must be an integer"));
+    CHECK(contains(message({"adam", "--params", "64K", "--bogus"}),
+                   "bench adam: unknown argument '--bogus'"));
+    CHECK(contains(message({"adam", "--params", "64K", "extra"}),
+                   "bench adam: unknown argument 'extra'"));
+    CHECK(contains(message({"adam", "--params"}), "bench adam: --params needs a value"));
+    CHECK(contains(message({"adam"}), "bench adam: --params N is required"));
+    CHECK(contains(message({"adam", "--params", "8", "--bf16-copy", "maybe"}),
+                   "--bf16-copy 'maybe' must be on or off"));
 }

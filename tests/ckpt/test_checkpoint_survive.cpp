@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <map>
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/compat.h"
@@ -14,6 +15,8 @@
 #include "ckpt/manifest.h"
 #include "ckpt_test_util.h"
 #include "config/deck.h"
+#include "config/fields.h"
+#include "model/model_config.h"
 
 using namespace sof;
 using namespace sof::test;
@@ -219,6 +222,75 @@ TEST_CASE("resume compatibility: architecture, data and optimizer must match; lr
     ok = ckpt::check_resume("ck", m, moved, same, m.data_identity);
     REQUIRE(ok.size() == 1);
     CHECK(ok[0].key == "data.train");
+}
+
+TEST_CASE("resume compatibility: every architecture key of the field table is compared") {
+    // A Llama with llama3 rope scaling; each key with the Arch resume policy changed in turn (as
+    // the deck of the resuming run would change it) must be refused, naming that key. The keys
+    // come from the table: a new architecture key without a change listed here fails the test.
+    const std::string base = "model:\n  type: llama\n  num_layers: 2\n  num_heads: 4\n"
+                             "  num_kv_heads: 2\n  channels: 32\n  intermediate_size: 64\n"
+                             "  max_seq_len: 64\n  vocab_size: 100\n  tie_embeddings: false\n"
+                             "  rope_scaling:\n    type: llama3\n";
+    const config::Config a = config::parse_deck_text(base, "a.yaml");
+    ckpt::Manifest m;
+    m.model = model::config_for(a.model);
+    m.deck_yaml = config::effective_yaml(a);
+    CHECK(ckpt::compare_runs(m, a, model::config_for(a.model), "").empty());
+    const std::map<std::string, std::string> change = {
+        {"model.type", "qwen2"},
+        {"model.num_layers", "3"},
+        {"model.num_heads", "8"},
+        {"model.channels", "64"},
+        {"model.max_seq_len", "128"},
+        {"model.vocab_size", "90"},
+        {"model.padded_vocab_size", "256"},
+        {"model.num_kv_heads", "4"},
+        {"model.head_dim", "16"},
+        {"model.intermediate_size", "96"},
+        {"model.norm_eps", "1e-6"},
+        {"model.rope_theta", "500000"},
+        {"model.rope_scaling.type", "none"},
+        {"model.rope_scaling.factor", "4"},
+        {"model.rope_scaling.low_freq_factor", "2"},
+        {"model.rope_scaling.high_freq_factor", "3"},
+        {"model.rope_scaling.original_max_position_embeddings", "4096"},
+        {"model.tie_embeddings", "true"},
+        {"model.attention_bias", "true"},
+    };
+    config::Config probe = a;
+    int arch_keys = 0;
+    for (const config::Field& f : config::bind_fields(probe)) {
+        if (f.resume != config::Resume::Arch) continue;
+        arch_keys++;
+        CAPTURE(f.key);
+        auto it = change.find(f.key);
+        REQUIRE_MESSAGE(it != change.end(), "no change listed for architecture key " << f.key);
+        const config::Config b =
+            config::load_deck_from_string(base, "b.yaml", {f.key + "=" + it->second});
+        std::vector<ckpt::DeckChange> ch = ckpt::compare_runs(m, b, model::config_for(b.model), "");
+        bool named = false;
+        for (const ckpt::DeckChange& c : ch) {
+            named |= c.key == f.key;
+            CHECK_FALSE(c.allowed);
+        }
+        CHECK_MESSAGE(named, "a change of " << f.key << " was not reported");
+        expect_error([&] { ckpt::check_resume("ck", m, b, model::config_for(b.model), ""); },
+                     core::ErrorKind::Config, {f.key + ": checkpoint "});
+    }
+    CHECK(arch_keys == static_cast<int>(change.size()));
+    // two spellings of one model are the same model: kv heads 0 (= heads), head_dim 0 (= C/NH)
+    const config::Config gqa = config::parse_deck_text(
+        "model:\n  type: llama\n  num_heads: 4\n  num_kv_heads: 4\n  channels: 32\n"
+        "  intermediate_size: 64\n",
+        "gqa.yaml");
+    config::Config plain = gqa;
+    plain.model.num_kv_heads = 0;
+    plain.model.head_dim = 8;
+    ckpt::Manifest g;
+    g.model = model::config_for(gqa.model);
+    g.deck_yaml = config::effective_yaml(gqa);
+    CHECK(ckpt::compare_runs(g, plain, model::config_for(plain.model), "").empty());
 }
 
 TEST_CASE("resume compatibility: optimizer.state_dtype changes only when asked to convert") {

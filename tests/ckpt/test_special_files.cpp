@@ -1,6 +1,6 @@
 // Every reader of a path refuses a FIFO (and other non-regular files) at once instead of blocking
 // in open(): token shards and their loss masks, safetensors and config.json, llm.c files,
-// checkpoint files, decks.
+// checkpoint files, decks, prepare.json; so does every writer (trace, metrics, renamed outputs).
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -20,8 +20,12 @@
 #include "ckpt_test_util.h"
 #include "config/deck.h"
 #include "core/input_file.h"
+#include "core/trace.h"
 #include "data/masks.h"
 #include "data/shards.h"
+#include "model/layout.h"
+#include "train/batches.h"
+#include "train/metrics.h"
 
 using namespace sof;
 using namespace sof::test;
@@ -114,8 +118,61 @@ TEST_CASE("a FIFO in place of any input file is an I/O error, never a hang") {
     })));
     CHECK(says_not_regular(
         read_fifo(d + "/deck.yaml", [&] { config::load_deck(d + "/deck.yaml", {}); })));
+    // data.pack with data.eos_id auto reads eos_token_id from prepare.json next to the shards
+    std::filesystem::create_directories(d + "/shards");
+    spit(d + "/shards/a.bin", "not read");
+    CHECK(says_not_regular(read_fifo(d + "/shards/prepare.json", [&] {
+        config::Config c;
+        c.data.train = d + "/shards/*.bin";
+        c.data.pack = true;
+        c.data.eos_id = -1;
+        train::resolve_eos_id(c);
+    })));
     // a writer never waits for a reader either
     CHECK(read_fifo(d + "/out.bin", [&] {
               ckpt::write_file_durable(d + "/out.bin", "x", 1);
           }).find("cannot") != std::string::npos);
+}
+
+TEST_CASE("a FIFO in place of an output file is refused, never waited on or replaced") {
+    const std::string d = ckpt_scratch("special_out");
+    // runtime.trace: written with fopen("w") before, which blocks until a reader opens the FIFO
+    CHECK(says_not_regular(read_fifo(
+        d + "/trace.json", [&] { core::Trace::write_parts(d + "/trace.json", {"{}"}); })));
+    // metrics.jsonl: opened read-write before, which does not block on a FIFO, but its writes do
+    // once the pipe is full
+    CHECK(says_not_regular(read_fifo(
+        d + "/metrics.jsonl", [&] { train::MetricsWriter m(d + "/metrics.jsonl", false); })));
+    // files written to a temporary and renamed over the path (effective_deck.yaml, export
+    // --llmc): the rename replaced the FIFO before
+    CHECK(says_not_regular(read_fifo(d + "/effective_deck.yaml", [&] {
+        ckpt::write_file_atomic(d + "/effective_deck.yaml", "x\n", 2);
+    })));
+    CHECK(std::filesystem::is_fifo(d + "/effective_deck.yaml"));
+    CHECK(says_not_regular(read_fifo(d + "/model.bin", [&] {
+        model::ArchConfig a;
+        a.num_layers = 1;
+        a.num_heads = 2;
+        a.channels = 8;
+        a.max_seq_len = 4;
+        a.vocab_size = a.padded_vocab_size = 16;
+        const model::ParamLayout l = model::make_layout(a);
+        std::vector<float> p(l.num_params, 0.5f);
+        ckpt::export_llmc(d + "/model.bin", a, l, p.data());
+    })));
+    // a directory, a device: refused with what it is; /dev/null stays a metrics sink
+    std::filesystem::create_directories(d + "/adir");
+    try {
+        ckpt::write_file_atomic(d + "/adir", "x", 1);
+        FAIL("a directory was accepted");
+    } catch (const core::Error& e) {
+        CHECK(std::string(e.what()).find("it exists and is a directory") != std::string::npos);
+    }
+    CHECK_THROWS_AS(core::Trace::write_parts("/dev/null", {"{}"}), core::Error);
+    CHECK_NOTHROW(train::MetricsWriter("/dev/null", false));
+    // regular files are written as before
+    ckpt::write_file_atomic(d + "/deck.yaml", "x\n", 2);
+    core::Trace::write_parts(d + "/t.json", {"{}"});
+    CHECK(std::filesystem::file_size(d + "/deck.yaml") == 2);
+    CHECK(std::filesystem::file_size(d + "/t.json") > 2);
 }

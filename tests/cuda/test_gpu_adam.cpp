@@ -403,7 +403,7 @@ TEST_CASE("gpu_adam statistics: non-finite grads, host result, grad_stats") {
     cudaFree(managed);
 }
 
-TEST_CASE("gpu_adam keeps NaN in the low-precision copy and rejects partial overlap") {
+TEST_CASE("gpu_adam keeps NaN in the low-precision copy, rejects partial overlap and bad betas") {
     Plugin pl;
     Case c;
     c.n = 64, c.ldt = SOF_DTYPE_BF16;
@@ -423,6 +423,18 @@ TEST_CASE("gpu_adam keeps NaN in the low-precision copy and rejects partial over
     bad.param_out = const_cast<float*>(s.param) + 1; // overlaps param by n-1 elements
     CHECK(pl.api->adam_step(pl.ctx, &bad, &hp, nullptr, nullptr) == SOF_ERR_INVALID_ARGUMENT);
     CHECK(std::string(pl.api->last_error(pl.ctx)).find("overlap") != std::string::npos);
+    // betas outside [0, 1): the same check (sof_optim_check.h), step and rollback
+    for (float b : {1.0f, -0.5f, std::nanf("")}) {
+        CAPTURE(b);
+        sof_adam_hparams hb = hp;
+        hb.beta1 = b;
+        CHECK(pl.api->adam_step(pl.ctx, &s, &hb, nullptr, nullptr) == SOF_ERR_INVALID_ARGUMENT);
+        CHECK(std::string(pl.api->last_error(pl.ctx)).find("betas must lie in [0, 1)") !=
+              std::string::npos);
+        hb = hp;
+        hb.beta2 = b;
+        CHECK(pl.api->adam_rollback(pl.ctx, &s, &hb, nullptr) == SOF_ERR_INVALID_ARGUMENT);
+    }
 }
 
 TEST_CASE("gpu_adam: two host threads on two streams share one context; empty list gives 0") {

@@ -280,3 +280,37 @@ TEST_CASE(
     expect_clean_failure(run_superoffload("bench train deck.yaml --variants deck,fast", d), 2,
                          {"--variants deck,fast", "'fast'"});
 }
+
+TEST_CASE("every bench subcommand refuses a bad option with exit 2 and its usage (CLI11)") {
+    std::string d = scratch_dir("cli_bench_args");
+    write_text(d + "/deck.yaml", kSmallDeck);
+    expect_clean_failure(run_superoffload("bench", d), 2, {"bench: name a benchmark", "adam"});
+    expect_clean_failure(run_superoffload("bench nosuch", d), 2,
+                         {"bench: unknown benchmark 'nosuch'"});
+    expect_clean_failure(
+        run_superoffload("bench adam --params 1K --bogus", d), 2,
+        {"bench adam: unknown argument '--bogus'", "usage: superoffload bench adam --params N"});
+    expect_clean_failure(run_superoffload("bench adam --params", d), 2,
+                         {"bench adam: --params needs a value"});
+    expect_clean_failure(
+        run_superoffload("bench model --bogus 3", d), 2,
+        {"bench model: unknown option '--bogus'", "usage: superoffload bench model"});
+    expect_clean_failure(run_superoffload("bench model --seq", d), 2,
+                         {"bench model: --seq needs a value"});
+    expect_clean_failure(
+        run_superoffload("bench attention --bogus 1", d), 2,
+        {"bench attention: unknown option '--bogus'", "usage: superoffload bench attention"});
+    expect_clean_failure(run_superoffload("bench attention --seq -5", d), 2,
+                         {"bench attention: --seq '-5' must be an integer in [0, 10000000]"});
+    expect_clean_failure(run_superoffload("bench attention --heads 0", d), 2,
+                         {"--channels 256 is not a multiple of --heads 0"});
+    expect_clean_failure(run_superoffload("bench import --bogus x", d), 2,
+                         {"bench import: unknown option '--bogus'",
+                          "usage: superoffload bench import --create DIR | DIR [--rounds N]"});
+    expect_clean_failure(run_superoffload("bench import", d), 2,
+                         {"bench import: give --create DIR or one DIR to import"});
+    expect_clean_failure(run_superoffload("bench import hf --rounds 0", d), 2,
+                         {"bench import: --rounds '0' must be an integer in [1, 1000]"});
+    expect_clean_failure(run_superoffload("bench train deck.yaml --bogus", d), 2,
+                         {"superoffload bench train: unknown option '--bogus'"});
+}

@@ -337,6 +337,20 @@ void multi_and_stats(const sof_optim_plugin* api) {
     EXPECT(api->adam_step(ctx, &bad, &hps[1], nullptr, nullptr) == SOF_ERR_INVALID_ARGUMENT,
            "partial overlap accepted");
     EXPECT(std::string(api->last_error(ctx)).find("overlap") != std::string::npos, "error text");
+    // Betas outside [0, 1) are refused by the same check (sof_optim_check.h), step and rollback.
+    for (float b : {1.0f, -0.5f, std::nanf("")}) {
+        sof_adam_hparams hb = hps[1];
+        hb.beta1 = b;
+        EXPECT(api->adam_step(ctx, &slices[1], &hb, nullptr, nullptr) == SOF_ERR_INVALID_ARGUMENT,
+               "beta1 %g accepted", static_cast<double>(b));
+        EXPECT(std::string(api->last_error(ctx)).find("betas must lie in [0, 1)") !=
+                   std::string::npos,
+               "error text");
+        hb = hps[1];
+        hb.beta2 = b;
+        EXPECT(api->adam_rollback(ctx, &slices[1], &hb, nullptr) == SOF_ERR_INVALID_ARGUMENT,
+               "beta2 %g accepted by the rollback", static_cast<double>(b));
+    }
     api->destroy(ctx);
 }
 

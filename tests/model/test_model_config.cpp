@@ -102,12 +102,24 @@ TEST_CASE("model checks of a deck name the keys and where they were set") {
           "deck.yaml:4: model.num_kv_heads = 1 is not divisible by parallel.sp = 2 (Ulysses "
           "splits the key/value heads over the sequence-parallel ranks)");
     CHECK(deck_error(llama + "  num_kv_heads: 2\nparallel:\n  sp: 2\n").empty());
-    // with model.init_from the file decides: the trainer validates what it read
+    // the sequence over sp: the same check (model::validate), located at train.seq_len
+    CHECK(deck_error("model:\n  num_heads: 8\nparallel:\n  sp: 8\ntrain:\n  seq_len: 60\n") ==
+          "deck.yaml:6: train.seq_len = 60 is not divisible by parallel.sp = 8 (Ulysses splits "
+          "the sequence across the sequence-parallel group: each rank holds seq_len/sp "
+          "positions)");
+    // with model.init_from the file decides: the trainer validates what it read; only the
+    // sequence split is checked here
     config::Config from_file;
     from_file.model.channels = 100;
     from_file.model.num_heads = 3;
     from_file.model.init_from = "x.bin";
     CHECK_NOTHROW(model::validate_deck(from_file));
+    from_file.parallel.sp = 2;
+    from_file.train.seq_len = 15;
+    CHECK_THROWS_WITH_AS(model::validate_deck(from_file),
+                         doctest::Contains("train.seq_len = 15 is not divisible by parallel.sp = "
+                                           "2"),
+                         core::Error);
 }
 
 TEST_CASE("model sizes have upper bounds, checked before anything is allocated") {

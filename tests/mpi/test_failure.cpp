@@ -100,3 +100,49 @@ TEST_CASE("parallel.sp that does not divide the heads, the sequence or the ranks
     CHECK(seq.status == 2);
     CHECK(seq.out.find("train.seq_len = 15") != std::string::npos);
 }
+
+TEST_CASE("train.resume: auto takes rank 0's choice; a rank that cannot see it fails every rank") {
+    // Two working directories (mpirun --wdir per rank) hold different checkpoints under the
+    // same relative train.checkpoint_dir: a rank that picked its own newest one (before) resumed
+    // rank 1 from step 3 and rank 0 from step 2, and the ranks trained different runs (a hang or
+    // a wrong result). Now rank 0 chooses, and rank 1, which lacks that directory, fails the job
+    // on every rank with a config error.
+    namespace fs = std::filesystem;
+    const fs::path base = fs::path(SOF_BINARY_DIR) / "test-scratch" / "mpi_failure_resume";
+    fs::remove_all(base);
+    const std::string prog = std::string("'") + SOF_BINARY_DIR + "/bin/superoffload'";
+    const std::string deck =
+        " train deck.yaml --set train.batch_size=2 --set train.checkpoint_dir=ck";
+    for (const char* d : {"a", "b"}) {
+        fs::create_directories(base / d);
+        std::ofstream(base / d / "deck.yaml") << sof::test::kParallelDeck;
+    }
+    // a: a checkpoint at step 2; b: at step 3 (each written by a 2-rank run there)
+    for (const auto& [dir, steps] : {std::pair<const char*, int>{"a", 2}, {"b", 3}}) {
+        Result w = run_job("mpirun -n 2 --oversubscribe --wdir '" + (base / dir).string() + "' " +
+                           prog + deck + " --set train.steps=" + std::to_string(steps));
+        INFO(w.out);
+        REQUIRE(w.status == 0);
+    }
+    REQUIRE(fs::is_directory(base / "a/ck/step_00000002"));
+    REQUIRE(fs::is_directory(base / "b/ck/step_00000003"));
+    const std::string resume = deck + " --set train.steps=4 --set train.resume=auto";
+    Result r =
+        run_job("mpirun --oversubscribe -n 1 --wdir '" + (base / "a").string() + "' " + prog +
+                resume + " : -n 1 --wdir '" + (base / "b").string() + "' " + prog + resume);
+    INFO(r.out);
+    CHECK(r.status == 2); // a config error, every rank exits with its code (not a hang: 124)
+    CHECK(r.out.find("train.resume = auto: rank 0 chose ck/step_00000002 as the newest "
+                     "checkpoint") != std::string::npos);
+    CHECK(r.out.find("rank(s) 1 do not see that directory") != std::string::npos);
+    // both ranks see the same directory (b/ck a link to a/ck, as on a shared file system):
+    // they resume together from rank 0's choice and train on
+    fs::remove_all(base / "b/ck");
+    fs::create_directory_symlink(base / "a/ck", base / "b/ck");
+    r = run_job("mpirun --oversubscribe -n 1 --wdir '" + (base / "a").string() + "' " + prog +
+                resume + " --set runtime.log_level=info : -n 1 --wdir '" + (base / "b").string() +
+                "' " + prog + resume + " --set runtime.log_level=info");
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("resume: ck/step_00000002") != std::string::npos);
+}

@@ -2,12 +2,13 @@
 // the optimizer can be measured without linking the whole program.
 #include <cstdio>
 
-#include "core/error.h"
 #include "bench/bench_adam.h"
+#include "bench_adam_args.h"
+#include "core/error.h"
 
 int main(int argc, char** argv) {
     try {
-        sof::bench::BenchAdamOptions o = sof::bench::parse_bench_adam_args(argc - 1, argv + 1);
+        sof::bench::BenchAdamOptions o = sof::app::parse_bench_adam_args(argc - 1, argv + 1);
         sof::bench::BenchAdamReport r = sof::bench::bench_adam(o);
         std::fputs(o.json ? sof::bench::bench_adam_json(r).c_str()
                           : sof::bench::bench_adam_text(r).c_str(),

@@ -3,7 +3,12 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <dlfcn.h>
+
 #include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <string>
 #include <thread>
 
 #include "optim_test_util.h"
@@ -309,6 +314,102 @@ TEST_CASE("invalid arguments are status codes turned into clear errors") {
                 CHECK(std::string(e.what()).find("grad_dtype") != std::string::npos);
         }
     }
+}
+
+namespace {
+
+// A host plugin opened through the bare ABI (dlopen, its entry, create): the status codes and
+// last_error as a harness sees them, without the Optimizer wrapper's exceptions.
+struct RawPlugin {
+    void* so = nullptr;
+    const sof_optim_plugin* api = nullptr;
+    sof_optim_ctx* ctx = nullptr;
+    explicit RawPlugin(const std::string& path) {
+        so = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+        REQUIRE_MESSAGE(so, "dlopen " << path << ": " << dlerror());
+        sof_optim_entry_fn entry = nullptr;
+        void* sym = dlsym(so, SOF_OPTIM_ENTRY);
+        REQUIRE(sym);
+        std::memcpy(&entry, &sym, sizeof entry);
+        api = entry();
+        sof_optim_init init{sizeof(sof_optim_init), 1, 0};
+        REQUIRE(api->create(&init, &ctx) == SOF_OK);
+    }
+    ~RawPlugin() {
+        if (ctx) api->destroy(ctx);
+        if (so) dlclose(so);
+    }
+    RawPlugin(const RawPlugin&) = delete;
+    RawPlugin& operator=(const RawPlugin&) = delete;
+    std::string error() const { return api->last_error(ctx); }
+};
+
+} // namespace
+
+TEST_CASE("every host plugin refuses overlapping buffers and betas outside [0, 1) with "
+          "SOF_ERR_INVALID_ARGUMENT (sof_optim_check.h), before touching a buffer") {
+    int tested = 0;
+    for (const auto& pi : optim::list_plugins(SOF_PLUGIN_DIR)) {
+        if (pi.target != SOF_TARGET_HOST || pi.score <= 0) continue; // gpu_adam: tests/cuda
+        INFO("plugin " << pi.name);
+        RawPlugin pl(pi.path);
+        tested++;
+        const int64_t n = 64;
+        AdamData d(n, 3, true), orig(n, 3, true);
+        const sof_adam_hparams ok =
+            optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 2, SOF_ADAM_ADAMW, true, 1.0f);
+        const sof_adam_slice good =
+            optim::make_slice(n, d.p.data(), d.g32.data(), SOF_DTYPE_F32, d.m.data(), d.v.data());
+        ABuf<float> out(n + 8);
+        auto refused = [&](const sof_adam_slice& s, const sof_adam_hparams& hp,
+                           const std::string& why) {
+            sof_adam_result r{};
+            CHECK(pl.api->adam_step(pl.ctx, &s, &hp, &r, nullptr) == SOF_ERR_INVALID_ARGUMENT);
+            CHECK_MESSAGE(pl.error().find(why) != std::string::npos, pl.error());
+            // the same slice second of two in one call: refused, the slice named
+            const sof_adam_slice two[2] = {good, s};
+            const sof_adam_hparams hps[2] = {ok, hp};
+            CHECK(pl.api->adam_step_multi(pl.ctx, two, hps, 2, &r, nullptr) ==
+                  SOF_ERR_INVALID_ARGUMENT);
+            CHECK_MESSAGE(pl.error().find("slice 1: " + why) != std::string::npos, pl.error());
+            // nothing was stepped: every check comes before the first write
+            CHECK(std::memcmp(d.p.data(), orig.p.data(), 4 * n) == 0);
+            CHECK(std::memcmp(d.m.data(), orig.m.data(), 4 * n) == 0);
+            CHECK(std::memcmp(d.v.data(), orig.v.data(), 4 * n) == 0);
+        };
+        // outputs that partially overlap their inputs (one element off), each pair in turn
+        sof_adam_slice s = good;
+        s.param_out = d.p.data() + 1;
+        refused(s, ok, "outputs partially overlap inputs");
+        s = good;
+        s.exp_avg_out = d.m.data() + 3;
+        refused(s, ok, "outputs partially overlap inputs");
+        s = good;
+        s.exp_avg_sq_out = d.v.data() + n - 1;
+        refused(s, ok, "outputs partially overlap inputs");
+        // betas outside [0, 1), NaN included
+        for (float b : {1.0f, -0.1f, 1.5f, std::nanf("")}) {
+            CAPTURE(b);
+            sof_adam_hparams hp = ok;
+            hp.beta1 = b;
+            refused(good, hp, "betas must lie in [0, 1)");
+            hp = ok;
+            hp.beta2 = b;
+            refused(good, hp, "betas must lie in [0, 1)");
+        }
+        // the rollback takes the same checks
+        sof_adam_hparams hp = ok;
+        hp.beta2 = 1.0f;
+        CHECK(pl.api->adam_rollback(pl.ctx, &good, &hp, nullptr) == SOF_ERR_INVALID_ARGUMENT);
+        CHECK_MESSAGE(pl.error().find("betas must lie in [0, 1)") != std::string::npos, pl.error());
+        // disjoint separate outputs and in place are fine
+        s = good;
+        s.param_out = out.data();
+        sof_adam_result r{};
+        CHECK(pl.api->adam_step(pl.ctx, &s, &ok, &r, nullptr) == SOF_OK);
+        CHECK(pl.api->adam_step(pl.ctx, &good, &ok, &r, nullptr) == SOF_OK);
+    }
+    CHECK(tested >= 1); // cpu_adam runs on every x86 and Arm host
 }
 
 TEST_CASE("disjoint slices stepped concurrently from many threads equal one whole step") {

@@ -1,5 +1,6 @@
 // `superoffload bench adam` machinery: every ceiling strategy moves exactly Adam's bytes with the
-// right values (in place, separate, with and without the copy), argument parsing, a tiny run.
+// right values (in place, separate, with and without the copy), a tiny run (its arguments:
+// tests/app/test_cli_args).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -61,29 +62,6 @@ TEST_CASE("every ceiling strategy writes p+g, m+g, v+g and the truncated copy, n
                     CHECK(std::memcmp(d.v.data(), orig.v.data(), 4 * n) == 0);
                 }
             }
-    }
-}
-
-TEST_CASE("bench adam arguments: --pairs and --reps take positive integers, errors name the flag") {
-    std::vector<std::string> a = {"adam", "--params", "64K", "--pairs", "5", "--reps", "2"};
-    std::vector<char*> argv;
-    for (auto& s : a)
-        argv.push_back(s.data());
-    bench::BenchAdamOptions o =
-        bench::parse_bench_adam_args(static_cast<int>(argv.size()), argv.data());
-    CHECK(o.params == 65536);
-    CHECK(o.pairs == 5);
-    CHECK(o.reps == 2);
-    std::vector<std::string> bad = {"adam", "--params", "64K", "--pairs", "0"};
-    std::vector<char*> bargv;
-    for (auto& s : bad)
-        bargv.push_back(s.data());
-    try {
-        bench::parse_bench_adam_args(static_cast<int>(bargv.size()), bargv.data());
-        FAIL("--pairs 0 was accepted");
-    } catch (const core::Error& e) {
-        CHECK(e.kind() == core::ErrorKind::Usage);
-        CHECK(std::string(e.what()).find("--pairs") != std::string::npos);
     }
 }
 

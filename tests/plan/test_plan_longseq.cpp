@@ -203,16 +203,26 @@ TEST_CASE("offloaded checkpoints: host bytes, link time over the profile, hidden
 
 TEST_CASE("plan: heads or T not divisible by parallel.sp are refused naming both numbers") {
     config::Config c = deck("llama-13b-1m-gh200.yaml");
-    c.parallel.sp = 16; // 40 heads split, 8 kv heads do not
+    c.parallel.sp = 16; // 40 heads do not split (model::validate: the first key that fails)
     CHECK_THROWS_WITH_AS(make_plan(c, model::config_for(c.model),
                                    load_hardware(kSrc + "/inputs/hardware/gh200.yaml"), 16),
-                         doctest::Contains("model.num_kv_heads = 8 must both be divisible by "
+                         doctest::Contains("model.num_heads = 40 is not divisible by "
                                            "parallel.sp = 16"),
                          core::Error);
-    c.parallel.sp = 3;
+    c.parallel.sp = 20; // 40 heads split, 8 kv heads do not
     CHECK_THROWS_WITH_AS(make_plan(c, model::config_for(c.model),
-                                   load_hardware(kSrc + "/inputs/hardware/gh200.yaml"), 3),
-                         doctest::Contains("model.num_heads = 40 and"), core::Error);
+                                   load_hardware(kSrc + "/inputs/hardware/gh200.yaml"), 20),
+                         doctest::Contains("model.num_kv_heads = 8 is not divisible by "
+                                           "parallel.sp = 20"),
+                         core::Error);
+    c.parallel.sp = 8; // the heads split; the sequence does not
+    c.train.seq_len -= 1;
+    CHECK_THROWS_WITH_AS(make_plan(c, model::config_for(c.model),
+                                   load_hardware(kSrc + "/inputs/hardware/gh200.yaml"), 8),
+                         doctest::Contains(("train.seq_len = " + std::to_string(c.train.seq_len) +
+                                            " is not divisible by parallel.sp = 8")
+                                               .c_str()),
+                         core::Error);
     // the deck check (what `check`, `plan` and `train` run first) says the same before any plan
     CHECK_THROWS_WITH_AS(model::validate_deck(deck("llama-13b-1m-gh200.yaml", {"parallel.sp=16"})),
                          doctest::Contains("not divisible by parallel.sp = 16"), core::Error);

@@ -12,6 +12,8 @@
 #include "plan/cost.h"
 #include "model/layout.h"
 #include "model/model_config.h"
+#include "offload/buckets.h"
+#include "offload/common.h"
 #include "plan/planner.h"
 
 using namespace sof;
@@ -425,18 +427,49 @@ TEST_CASE("Fig. 13: largest GPT on one GH200 (480 GB host) and one Alps node, we
     CHECK(one1.mem.host_total / one1.num_params < 15.5);
 }
 
-TEST_CASE("the deepest allowed model plans in about a second (linear in layers)") {
+TEST_CASE("make_buckets does linear work (counted: any machine); the deepest model plans") {
     // before: make_buckets scanned every tensor for every bucket (quadratic): 35 s at 3e4 layers,
-    // minutes at this depth, which ends this test at ctest's timeout; with binary searches it is
-    // linear (65536 layers: ~1.5 s of CPU on a 2-core CI machine, 8192 layers: ~0.2 s)
-    config::Config c = deck_with({"model.num_layers=65536", "model.channels=64",
-                                  "model.num_heads=2", "offload.bucket_mb=1"});
+    // minutes at 65536. Its work is counted where it is done (offload::BucketWork), so this holds
+    // on a machine of any speed: pieces walked once, tensors visited about once plus one binary
+    // search per bucket. Counted on 512 layers first, where a quadratic walk still ends in
+    // milliseconds (and fails here) instead of running into ctest's timeout on the deep plan.
+    auto check_linear = [](const model::ParamLayout& l) {
+        for (size_t elems : {size_t(1) << 18, size_t(1)}) { // 1 MiB buckets; one per piece
+            CAPTURE(elems);
+            const std::vector<int64_t> pieces = offload::stat_pieces(l);
+            offload::BucketWork w;
+            const std::vector<offload::Bucket> b = offload::make_buckets(l, pieces, elems, &w);
+            const double nb = static_cast<double>(b.size());
+            const double nt = static_cast<double>(l.tensors.size());
+            const double search = std::ceil(std::log2(nt + 1.0)) + 1.0; // probes per search
+            MESSAGE(b.size() << " buckets over " << l.tensors.size() << " tensors and "
+                             << pieces.size() - 1 << " pieces: " << w.pieces_walked
+                             << " pieces walked, " << w.tensors_visited << " tensors visited");
+            REQUIRE(w.pieces_walked == pieces.size() - 1);
+            REQUIRE(static_cast<double>(w.tensors_visited) <= nt + 2.0 * nb + nb * search);
+            size_t sliced = 0; // every parameter in one bucket
+            for (const offload::Bucket& x : b)
+                sliced += x.numel();
+            CHECK(sliced == l.num_params);
+        }
+    };
+    const std::vector<std::string> shape = {"model.channels=64", "model.num_heads=2",
+                                            "offload.bucket_mb=1"};
+    auto deck_of = [&](const char* layers) {
+        std::vector<std::string> o = shape;
+        o.push_back(layers);
+        return deck_with(o);
+    };
+    check_linear(model::make_layout(model::config_for(deck_of("model.num_layers=512").model)));
+
+    const config::Config c = deck_of("model.num_layers=65536");
     const model::ArchConfig a = model::config_for(c.model);
     Plan p = make_plan(c, a, gh200());
     const model::ParamLayout l = model::make_layout(a);
     CHECK(p.num_params == doctest::Approx(static_cast<double>(l.num_params)));
     // 1 MB buckets over 4 B params: at least one bucket per MB of the model
     CHECK(p.num_buckets >= static_cast<int>(4.0 * static_cast<double>(l.num_params) / 1.1e6));
+    check_linear(l);
     // one layer past the bound is refused before anything is laid out
     CHECK_THROWS_AS(deck_with({"model.num_layers=65537"}), core::Error);
 }

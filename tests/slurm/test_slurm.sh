@@ -86,9 +86,8 @@ deck_args() { # deck_args OUT_DIR: the deck and its overrides in the array DECK
 files_of() { find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ' '; }
 
 # same_run A B: the newest checkpoints of runs A and B hold the same bytes (every file but the
-# deck copy, which names the run's own directories; the manifest without its deck/self checksums
-# and the keys in $SAME_RUN_IGNORE) and the per-step losses, grad norms, learning rates and
-# validation losses are equal
+# deck copy, which names the run's own directories; the manifest without its deck/self checksums)
+# and the per-step losses, grad norms, learning rates and validation losses are equal
 same_run() {
   local a=$1 b=$2 sa sb f da db
   da=("$a"/ckpt/step_*) # sorted by the glob: the last is the newest step
@@ -102,9 +101,9 @@ same_run() {
     case $(basename "$f") in
     deck.yaml) ;;
     manifest.json)
-      python3 - "$f" "$sb/manifest.json" "${SAME_RUN_IGNORE:-}" <<'EOF' ||
+      python3 - "$f" "$sb/manifest.json" <<'EOF' ||
 import json, sys
-drop = {"deck", "manifest_checksum"} | set(sys.argv[3].split())
+drop = {"deck", "manifest_checksum"}
 a, b = ({k: v for k, v in json.load(open(p)).items() if k not in drop} for p in sys.argv[1:3])
 for k in sorted(set(a) | set(b)):
     if a.get(k) != b.get(k): print("  %s: %s vs %s" % (k, a.get(k), b.get(k)))
@@ -177,45 +176,28 @@ same_placement() {
     fail "$1: the recipe's topo step shows other placements than srun topo"
 }
 
-# watch_affinity OUT &: while it runs, append "LOCALID CPUS" for every superoffload process of
-# every job step (scontrol listpids) every 0.1 s: what each training rank is really bound to
-watch_affinity() {
-  local pid lid a
-  while :; do
-    scontrol listpids 2>/dev/null | awk 'NR > 1 { print $1, $4 }' | while read -r pid lid; do
-      [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = superoffload ] || continue
-      a=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null) || continue
-      [ -n "$a" ] && echo "$lid $a"
-    done >>"$1"
-    sleep 0.1
-  done
-}
-
-# train_bound_as_planned LOG CMD...: run CMD (a training srun/sbatch; output to LOG) while
-# watching the ranks; then the last affinity seen of each local rank r must be the PUs topo plans
-# for r ($TOPO_LOG), and each rank's `bind:` line in $TRAIN_LOG (rank 0 at least) topo's placement
+# train_bound_as_planned LOG CMD...: run CMD (a training srun/sbatch; output to LOG); then each
+# training rank's `rank r bind:` line in $TRAIN_LOG must give topo's placement for local rank r
+# ($TOPO_LOG) and the PUs the rank runs on once bound, which the rank reads back from the kernel
+# itself (no sampling of processes from outside: a fast rank could end between two samples)
 train_bound_as_planned() {
-  local log=$1 seen=$WORK/affinity.$RANDOM watcher rc=0 r want got
+  local log=$1 rc=0 r want got line seen=""
   shift
-  : >"$seen"
-  watch_affinity "$seen" &
-  watcher=$!
   "$@" >"$log" 2>&1 || rc=$?
-  kill "$watcher" 2>/dev/null
-  wait "$watcher" 2>/dev/null || true
   [ $rc -eq 0 ] || return $rc
   for r in $(seq 0 $((TRAIN_RANKS - 1))); do
-    want=$(placement_pus "$r" "$TOPO_LOG")
-    got=$(awk -v r="$r" '$1 == r { a = $2 } END { print a }' "$seen")
-    [ -n "$got" ] || fail "never saw training rank $r running (scontrol listpids)"
-    [ "$got" = "$want" ] || fail "training rank $r runs on PUs '$got', topo plans '$want'"
+    line=$(grep -E "rank $r bind: local rank $r/" "$TRAIN_LOG" | head -1)
+    [ -n "$line" ] || fail "training rank $r logged no 'rank $r bind:' line"
     want=$(sed -n "s/^ *$r: placement: //p" "$TOPO_LOG")
-    got=$(grep -E "^ *($r: )?.*bind: local rank $r/" "$TRAIN_LOG" | sed 's/.*bind: //' | head -1)
-    if [ -n "$got" ] || [ "$r" -eq 0 ]; then
-      [ "$want" = "$got" ] || fail "rank $r logged binding '$got', topo plans '$want'"
-    fi
+    got=$(echo "$line" | sed 's/.*bind: //; s/; running on PUs .*//')
+    [ "$want" = "$got" ] || fail "rank $r logged binding '$got', topo plans '$want'"
+    want=$(placement_pus "$r" "$TOPO_LOG")
+    got=$(echo "$line" | sed -n 's/.*; running on PUs \([0-9,-]*\)$/\1/p')
+    [ -n "$got" ] && [ "$got" = "$want" ] ||
+      fail "training rank $r runs on PUs '$got', topo plans '$want'"
+    seen="$seen $r:$got"
   done
-  ok "training ranks run on the PUs topo plans ($(sort -u "$seen" | tr '\n' ' '))"
+  ok "training ranks run on the PUs topo plans ($seen )"
 }
 
 CPT=$((CPUS / TRAIN_RANKS)) # cores per training rank
@@ -305,9 +287,8 @@ stop_and_continue() {
   fi
   ok "SOF_RESUBMIT=$how: checkpoint, exit 75, continued ($(grep -c '\] job [0-9]*: ' "$out") runs)"
   grep -q "resume: .*step_0*[1-9]" "$out" || fail "the second run did not resume from a checkpoint"
-  # the run counters skips/rollbacks restart from 0 at a resume (lib/train, also with stop_after
-  # on main): compared are the state files and the rest of the manifest
-  SAME_RUN_IGNORE="skips rollbacks" same_run "$WORK/mpirun" "$WORK/$how"
+  # every file and the whole manifest (its skips/rollbacks counters go on across a resume)
+  same_run "$WORK/mpirun" "$WORK/$how"
 }
 
 requeue_mode() {
