@@ -1,5 +1,6 @@
 // `superoffload bench attention [--seq T] [--channels C] [--heads NH] [--batch B] [--threads N]
-// [--reps R]`: the tiled attention op (CPU twin) against the T x T baseline, forward + backward.
+// [--reps R]`: the tiled attention op (CPU twin) against the T x T baseline, forward + backward;
+// with --gpu 1 the CUDA kernels instead (bench_attention_gpu.cpp).
 #include <omp.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_attention_gpu.h"
 #include "commands.h"
 #include "core/error.h"
 #include "kernels/attention.h"
@@ -26,6 +28,11 @@ using Clock = std::chrono::steady_clock;
 struct Opts {
     int T = 4096, C = 256, NH = 4, B = 1, threads = 2, reps = 3;
     bool baseline = true; // --baseline 0: the tiled op alone (profiling, long T)
+    // --gpu 1: the CUDA kernels (GpuAttnOpts' defaults for what is not given; --head-dim and
+    // --kv-heads there, else hd = C / NH and NKV = NH)
+    bool gpu = false;
+    int hd = 0, NKV = 0;
+    bool given_T = false, given_B = false, given_NH = false, given_C = false, given_reps = false;
 };
 
 // ---- baseline: the T x T algorithm the CPU model used before the tiled op (att (B,NH,T,T) holds
@@ -204,7 +211,8 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 Opts parse(int argc, char** argv) {
     const char* usage = "usage: superoffload bench attention [--seq T] [--channels C] [--heads NH] "
-                        "[--batch B] [--threads N] [--reps R] [--baseline 0|1]";
+                        "[--batch B] [--threads N] [--reps R] [--baseline 0|1] | --gpu 1 [--seq "
+                        "T] [--batch B] [--heads NH] [--kv-heads NKV] [--head-dim hd] [--reps R]";
     Opts o;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
@@ -218,22 +226,31 @@ Opts parse(int argc, char** argv) {
                      a.c_str(), v.c_str(), usage);
         const int x = static_cast<int>(n);
         if (a == "--seq")
-            o.T = x;
+            o.T = x, o.given_T = true;
         else if (a == "--channels")
-            o.C = x;
+            o.C = x, o.given_C = true;
         else if (a == "--heads")
-            o.NH = x;
+            o.NH = x, o.given_NH = true;
         else if (a == "--batch")
-            o.B = x;
+            o.B = x, o.given_B = true;
+        else if (a == "--gpu")
+            o.gpu = x != 0;
+        else if (a == "--head-dim")
+            o.hd = x;
+        else if (a == "--kv-heads")
+            o.NKV = x;
         else if (a == "--threads")
             o.threads = x;
         else if (a == "--reps")
-            o.reps = x;
+            o.reps = x, o.given_reps = true;
         else if (a == "--baseline")
             o.baseline = x != 0;
         else
             SOF_FAIL(Usage, "bench attention: unknown option '%s'\n%s", a.c_str(), usage);
     }
+    if (o.NH <= 0 || o.reps <= 0)
+        SOF_FAIL(Usage, "bench attention: --heads and --reps must be positive\n%s", usage);
+    if (o.gpu) return o;
     if (o.C % o.NH != 0)
         SOF_FAIL(Usage, "bench attention: --channels %d is not a multiple of --heads %d", o.C,
                  o.NH);
@@ -244,6 +261,16 @@ Opts parse(int argc, char** argv) {
 
 int cmd_bench_attention(int argc, char** argv) {
     const Opts o = parse(argc, argv);
+    if (o.gpu) {
+        GpuAttnOpts g;
+        if (o.given_T) g.T = o.T;
+        if (o.given_B) g.B = o.B;
+        if (o.given_NH) g.NH = o.NH;
+        if (o.given_reps) g.reps = o.reps;
+        g.hd = o.hd > 0 ? o.hd : (o.given_C ? o.C / g.NH : g.hd);
+        g.NKV = o.NKV > 0 ? o.NKV : g.NH;
+        return bench_attention_gpu(g);
+    }
     omp_set_num_threads(o.threads);
     kernels::cpu::use_single_threaded_blas();
     const size_t rows = static_cast<size_t>(o.B) * o.T;
