@@ -277,7 +277,7 @@ TEST_CASE("flash emulated: the same bits whatever the thread order and copy timi
     // another order or the copies land at another time (both are legal on a GPU).
     for (const AttnShape& s :
          {AttnShape{1, 150, 2, 1, 64, true, 111}, AttnShape{1, 90, 2, 2, 128, false, 112}}) {
-        for (bool vec : {true, false}) {
+        for (bool vec : {s.hd == 64}) { // one layout each
             CAPTURE(name(s, vec));
             const AttnProblem p = rounded(s);
             const Result a = run_emu_any(p, vec);
