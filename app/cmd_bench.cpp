@@ -1,6 +1,7 @@
 // `superoffload bench adam ...`: the optimizer plugin against the memory ceiling, paired;
 // `superoffload bench model ...`: LLaMA vs GPT-2 block units of equal FLOPs on the CPU, paired;
-// `superoffload bench attention ...`: the tiled attention op against the T x T baseline (CPU);
+// `superoffload bench attention ...`: the tiled attention op against the T x T baseline (CPU),
+// or (--gpu 1) the CUDA attention kernels;
 // `superoffload bench train DECK ...`: the training step with and without offload
 // (cmd_bench_train).
 #include <cstdio>

@@ -1,5 +1,6 @@
 // `superoffload bench attention [--seq T] [--channels C] [--heads NH] [--batch B] [--threads N]
-// [--reps R]`: the tiled attention op (CPU twin) against the T x T baseline, forward + backward.
+// [--reps R]`: the tiled attention op (CPU twin) against the T x T baseline, forward + backward;
+// with --gpu 1 the CUDA kernels instead (bench_attention_gpu.cpp).
 #include <omp.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_attention_gpu.h"
 #include "cli.h"
 #include "commands.h"
 #include "core/error.h"
@@ -29,6 +31,11 @@ using Clock = std::chrono::steady_clock;
 struct Opts {
     int T = 4096, C = 256, NH = 4, B = 1, threads = 2, reps = 3;
     bool baseline = true; // --baseline 0: the tiled op alone (profiling, long T)
+    // --gpu 1: the CUDA kernels (GpuAttnOpts' defaults for what is not given; --head-dim and
+    // --kv-heads there, else hd = C / NH and NKV = NH)
+    bool gpu = false;
+    int hd = 0, NKV = 0;
+    bool given_T = false, given_B = false, given_NH = false, given_C = false, given_reps = false;
 };
 
 // ---- baseline: the T x T algorithm the CPU model used before the tiled op (att (B,NH,T,T) holds
@@ -207,17 +214,19 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 Opts parse(int argc, char** argv) {
     const char* usage = "usage: superoffload bench attention [--seq T] [--channels C] [--heads NH] "
-                        "[--batch B] [--threads N] [--reps R] [--baseline 0|1]";
+                        "[--batch B] [--threads N] [--reps R] [--baseline 0|1] | --gpu 1 [--seq "
+                        "T] [--batch B] [--heads NH] [--kv-heads NKV] [--head-dim hd] [--reps R]";
     Opts o;
     CliParser p({usage, "bench attention: unknown option '%s'", [](const std::string& opt) {
                      return "bench attention: " + opt + " needs a value";
                  }});
     CLI::App& app = p.app();
-    int baseline = 1;
+    int baseline = 1, gpu = 0;
     const std::vector<std::pair<const char*, int*>> ints = {
-        {"--seq", &o.T},          {"--channels", &o.C},      {"--heads", &o.NH},
-        {"--batch", &o.B},        {"--threads", &o.threads}, {"--reps", &o.reps},
-        {"--baseline", &baseline}};
+        {"--seq", &o.T},           {"--channels", &o.C},      {"--heads", &o.NH},
+        {"--batch", &o.B},         {"--threads", &o.threads}, {"--reps", &o.reps},
+        {"--baseline", &baseline}, {"--gpu", &gpu},           {"--head-dim", &o.hd},
+        {"--kv-heads", &o.NKV}};
     std::vector<std::string> text(ints.size());
     for (size_t i = 0; i < ints.size(); i++)
         CliParser::last_wins(app.add_option(ints[i].first, text[i]));
@@ -235,6 +244,17 @@ Opts parse(int argc, char** argv) {
         *ints[i].second = static_cast<int>(n);
     }
     o.baseline = baseline != 0;
+    o.gpu = gpu != 0;
+    o.given_T = app.count("--seq") > 0;
+    o.given_C = app.count("--channels") > 0;
+    o.given_NH = app.count("--heads") > 0;
+    o.given_B = app.count("--batch") > 0;
+    o.given_reps = app.count("--reps") > 0;
+    if (o.reps < 1) p.fail("bench attention: --reps must be positive");
+    if (o.gpu) {
+        if (o.NH < 1) p.fail("bench attention: --heads must be positive");
+        return o;
+    }
     if (o.NH < 1 || o.C % o.NH != 0)
         p.fail(core::strfmt("bench attention: --channels %d is not a multiple of --heads %d", o.C,
                             o.NH));
@@ -245,6 +265,16 @@ Opts parse(int argc, char** argv) {
 
 int cmd_bench_attention(int argc, char** argv) {
     const Opts o = parse(argc, argv);
+    if (o.gpu) {
+        GpuAttnOpts g;
+        if (o.given_T) g.T = o.T;
+        if (o.given_B) g.B = o.B;
+        if (o.given_NH) g.NH = o.NH;
+        if (o.given_reps) g.reps = o.reps;
+        g.hd = o.hd > 0 ? o.hd : (o.given_C ? o.C / g.NH : g.hd);
+        g.NKV = o.NKV > 0 ? o.NKV : g.NH;
+        return bench_attention_gpu(g);
+    }
     omp_set_num_threads(o.threads);
     kernels::cpu::use_single_threaded_blas();
     const size_t rows = static_cast<size_t>(o.B) * o.T;

@@ -207,6 +207,10 @@ struct DebugConfig {
     // auto | staged | cuda_aware: the device-buffer collective path, forced (tests: the staged
     // and CUDA-aware code paths run on the host device too)
     std::string collectives = "auto";
+    // auto | cuda_cores | tensor_cores: the CUDA attention kernel (kernels::AttnKernel): auto runs
+    // the tensor-core kernel where it applies (bf16, head dim 64/128); cuda_cores forces the
+    // CUDA-core kernel (a GPU whose tensor-core kernel misbehaves can still train and compare)
+    std::string attention_kernel = "auto";
 };
 
 struct Config {

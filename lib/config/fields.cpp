@@ -345,6 +345,8 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(make("debug.fp32_gathers", &c.debug.fp32_gathers));
     v.push_back(
         choice("debug.collectives", &c.debug.collectives, {"auto", "staged", "cuda_aware"}));
+    v.push_back(choice("debug.attention_kernel", &c.debug.attention_kernel,
+                       {"auto", "cuda_cores", "tensor_cores"}));
     return v;
 }
 

@@ -8,6 +8,13 @@
 
 namespace sof::kernels {
 
+// Which CUDA kernel runs (the CPU twin has one and ignores this). Auto: the tensor-core
+// FlashAttention-2 (cuda/flash_*.cuh) where it applies (bf16, head_dim 64 or 128, q_begin 0),
+// the CUDA-core kernel elsewhere; CudaCores: the CUDA-core kernel always (debug.attention_kernel:
+// cuda_cores, for a GPU whose tensor-core kernel misbehaves); TensorCores: the tensor-core kernel
+// or a Config error naming why it does not apply (the op driver and bench attention use it).
+enum class AttnKernel { Auto, CudaCores, TensorCores };
+
 // Strided views of q (B,T,NH,hd), k and v (B,T,NKV,hd) and the output (B,T,NH,hd): row (b,t) of q
 // starts at q + (b*T+t)*ldq (likewise k, v and o). Query head h reads kv head h / (NH/NKV)
 // (grouped-query attention; NKV = NH is plain multi-head attention). Scores are
@@ -26,6 +33,7 @@ template <class E> struct AttnArgs {
     // decoding with a KV cache runs its new rows against every cached key. 0 in training (the
     // backward requires 0).
     int q_begin;
+    AttnKernel kernel = AttnKernel::Auto; // the CUDA twin's kernel (above)
 };
 
 // Gradients of q, k, v with their own strides (overwritten by the backward).

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "model/layout.h"
 
 namespace sof::device {
@@ -100,6 +101,8 @@ struct ModelOptions {
     int mlp_tile = -1;
     bool offload_checkpoints = false;
     int device_checkpoints = 0; // with offload_checkpoints: the first N block inputs stay here
+    // The CUDA attention kernel (debug.attention_kernel; the CPU twins have one kernel)
+    kernels::AttnKernel attention_kernel = kernels::AttnKernel::Auto;
 };
 
 // One architecture's forward/backward state for micro-batches up to (max_B, max_T). Activations

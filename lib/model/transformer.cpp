@@ -31,8 +31,9 @@ constexpr size_t kOwnDeviceBytes = size_t{1} << 46;
 template <class T>
 DriverT<T>::DriverT(const ArchConfig& cfg, const ParamLayout& layout, const ModelOptions& opts,
                     int max_B, int max_T)
-    : s_(block_spec(cfg)), off_(unit_offsets(layout)), recompute_(opts.recompute), max_B_(max_B),
-      max_T_(max_T), max_BT_(static_cast<size_t>(max_B) * max_T) {
+    : s_(block_spec(cfg)), off_(unit_offsets(layout)), recompute_(opts.recompute),
+      attn_kernel_(opts.attention_kernel), max_B_(max_B), max_T_(max_T),
+      max_BT_(static_cast<size_t>(max_B) * max_T) {
     const char* arch = arch_name(cfg.arch);
     if (opts.seq && opts.seq->degree() > 1) {
         seq_ = opts.seq;

@@ -61,8 +61,9 @@ template <class T> void DriverT<T>::attention_forward(int set) {
         const size_t w = static_cast<size_t>(W);
         const int r0 = static_cast<int>(r0_);
         const kernels::AttnArgs<T> a{
-            qkv, qkv + Q, qkv + Q + KV, w,      w,     w,          static_cast<size_t>(Q),
-            B_,  r0 + T_, s_.NH,        s_.NKV, s_.hd, segments(), r0};
+            qkv,         qkv + Q, qkv + Q + KV, w,      w,     w,          static_cast<size_t>(Q),
+            B_,          r0 + T_, s_.NH,        s_.NKV, s_.hd, segments(), r0,
+            attn_kernel_};
         kernels::attention_forward<T>(ex_, act(Act::Atty, set), f32(Act::Lse, set), a);
         return;
     }
@@ -76,8 +77,9 @@ template <class T> void DriverT<T>::attention_forward(int set) {
     to_heads(qloc, qh, 1, Xq);
     to_heads(kvloc, kvh, 2, Xkv);
     const size_t xq = static_cast<size_t>(Xq), xkv2 = static_cast<size_t>(2 * Xkv);
-    const kernels::AttnArgs<T> a{qh, kvh,     kvh + Xkv,  xq,          xkv2,  xkv2,       xq,
-                                 B_, P_ * T_, s_.NH / P_, s_.NKV / P_, s_.hd, segments(), 0};
+    const kernels::AttnArgs<T> a{qh,          kvh,   kvh + Xkv,  xq,      xkv2,
+                                 xkv2,        xq,    B_,         P_ * T_, s_.NH / P_,
+                                 s_.NKV / P_, s_.hd, segments(), 0,       attn_kernel_};
     kernels::attention_forward<T>(ex_, act(Act::Attyh, set), f32(Act::Lse, set), a);
     to_tokens(act(Act::Attyh, set), act(Act::Atty, set), 1, Xq);
 }
@@ -90,8 +92,8 @@ template <class T> void DriverT<T>::attention_backward(int set) {
     if (P_ == 1) {
         const size_t w = static_cast<size_t>(W);
         const kernels::AttnArgs<T> a{
-            qkv, qkv + Q, qkv + Q + KV, w,      w,     w,          static_cast<size_t>(Q),
-            B_,  T_,      s_.NH,        s_.NKV, s_.hd, segments(), 0};
+            qkv,    qkv + Q, qkv + Q + KV, w, w,           w, static_cast<size_t>(Q), B_, T_, s_.NH,
+            s_.NKV, s_.hd,   segments(),   0, attn_kernel_};
         const kernels::AttnGrads<T> d{dqkv, dqkv + Q, dqkv + Q + KV, w, w, w};
         kernels::attention_backward<T>(ex_, d, act(Act::DAtty), act(Act::Atty, set),
                                        f32(Act::Lse, set), f32(Act::Delta), a);
@@ -105,8 +107,9 @@ template <class T> void DriverT<T>::attention_backward(int set) {
     const T* qh = act(Act::Qh, set);
     const T* kvh = act(Act::Kvh, set);
     const size_t xq = static_cast<size_t>(Xq), xkv2 = static_cast<size_t>(2 * Xkv);
-    const kernels::AttnArgs<T> a{qh, kvh,     kvh + Xkv,  xq,          xkv2,  xkv2,       xq,
-                                 B_, P_ * T_, s_.NH / P_, s_.NKV / P_, s_.hd, segments(), 0};
+    const kernels::AttnArgs<T> a{qh,          kvh,   kvh + Xkv,  xq,      xkv2,
+                                 xkv2,        xq,    B_,         P_ * T_, s_.NH / P_,
+                                 s_.NKV / P_, s_.hd, segments(), 0,       attn_kernel_};
     const kernels::AttnGrads<T> d{dqh, dkvh, dkvh + Xkv, xq, xkv2, xkv2};
     kernels::attention_backward<T>(ex_, d, dattyh, act(Act::Attyh, set), f32(Act::Lse, set),
                                    f32(Act::Delta), a);

@@ -99,6 +99,7 @@ template <class T> class DriverT : public Transformer::Driver {
     SeqExchange* seq_ = nullptr;
     int P_ = 1, sp_index_ = 0;
     bool recompute_ = false;
+    kernels::AttnKernel attn_kernel_ = kernels::AttnKernel::Auto; // ModelOptions::attention_kernel
     int max_B_ = 0, max_T_ = 0;
     size_t max_BT_ = 0;
     int B_ = 0, T_ = 0;

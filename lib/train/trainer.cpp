@@ -138,6 +138,11 @@ void Trainer::Impl::setup() {
     mopts.mlp_tile = cfg.model.mlp_tile;
     mopts.offload_checkpoints = cfg.model.offload_checkpoints;
     mopts.device_checkpoints = cfg.model.device_checkpoints;
+    mopts.attention_kernel =
+        cfg.debug.attention_kernel == "cuda_cores"
+            ? kernels::AttnKernel::CudaCores
+            : (cfg.debug.attention_kernel == "tensor_cores" ? kernels::AttnKernel::TensorCores
+                                                            : kernels::AttnKernel::Auto);
     mopts.seq = ulysses.get();
     // The model runs on the rank's device and compute stream, its activations in the device's
     // memory (the host device's arena counts them); on a CUDA device with train.dtype bf16 it

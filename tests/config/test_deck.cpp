@@ -310,6 +310,7 @@ debug:
   fail_hard: true
   fp32_gathers: true
   collectives: staged
+  attention_kernel: cuda_cores
 )";
     for (size_t p; (p = deck.find("D/")) != std::string::npos;)
         deck.replace(p, 2, d + "/");

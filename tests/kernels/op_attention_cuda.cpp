@@ -21,20 +21,30 @@ using test::AttnShape;
 namespace {
 
 // Thresholds (normalized max error against the CPU twin; not yet confirmed on a GPU: derived from
-// the rounding). fp32: both twins are within ~3e-7 of the double reference on the CPU side and
-// differ only in summation order and expf (<= 2 ulp): 1e-5. bf16: inputs are the same bf16
-// values on both sides; out and the grads are rounded to bf16 on store (relative 2^-9 = 2e-3 per
-// element): 5e-3 for out; the grads get the CUDA out (bf16) on both sides, so delta agrees, and
-// 1e-2 leaves room for dS = P (dP - delta) cancelling. lse stays fp32 in both types: 1e-5.
+// the rounding). CUDA-core kernel, fp32: both twins are within ~3e-7 of the double reference on
+// the CPU side and differ only in summation order and expf (<= 2 ulp): 1e-5. bf16: inputs are
+// the same bf16 values on both sides; out and the grads are rounded to bf16 on store (relative
+// 2^-9 = 2e-3 per element): 5e-3 for out; the grads get the CUDA out (bf16) on both sides, so
+// delta agrees, and 1e-2 leaves room for dS = P (dP - delta) cancelling. lse stays fp32 in both
+// types: 1e-5.
 constexpr double kTolF32 = 1e-5, kTolBf16Out = 5e-3, kTolBf16Grad = 1e-2, kTolLse = 1e-5;
+// Tensor-core kernel (bf16 only): besides the bf16 stores it rounds P to bf16 before P V
+// (2^-9 relative per weight) and P^T, dS^T, dS to bf16 before the dV, dK, dQ products: out
+// within 2 * 2^-9 = 4e-3 of max|out|, the grads within 3 * 2^-9 = 6e-3 of theirs (one rounding
+// per operand of their products plus the store). Its tile code on the host warp emulator
+// (test_flash_emu.cpp, the same code, mma in double) measures <= 3.0e-3 (out) and <= 2.9e-3
+// (grads) against the CPU twin; the GPU's fp32 tensor-core accumulation differs from that by
+// fp32 ulps. Thresholds: 8e-3 (out), 1.5e-2 (grads); lse is fp32 from fp32 scores: 1e-5. The same
+// thresholds hold between the two CUDA kernels (both within theirs of the CPU twin's values).
+constexpr double kTolTcOut = 8e-3, kTolTcGrad = 1.5e-2;
 
 struct Run {
     std::vector<float> out, lse, dqkv;
 };
 
-// The CUDA twin on p (inputs converted to E), the outputs back as floats. dqkv and out start as
-// NaN so an element not written shows up.
-template <class E> Run run_cuda(Gpu& g, const AttnProblem& p) {
+// The CUDA twin on p (inputs converted to E) with kernel k, the outputs back as floats. dqkv and
+// out start as NaN so an element not written shows up.
+template <class E> Run run_cuda(Gpu& g, const AttnProblem& p, kernels::AttnKernel k) {
     const float nan = NAN;
     auto dqkv_in = g.upload<E>(p.qkv), ddout = g.upload<E>(p.dout);
     auto dout_buf = g.upload<E>(std::vector<float>(p.out_size(), nan));
@@ -44,6 +54,7 @@ template <class E> Run run_cuda(Gpu& g, const AttnProblem& p) {
     auto dseg = g.upload_ids(p.seg.empty() ? std::vector<int>(1, 0) : p.seg);
     kernels::AttnArgs<E> a = p.args(dqkv_in.get());
     a.segments = p.seg.empty() ? nullptr : dseg.get();
+    a.kernel = k;
     const kernels::Exec ex = g.exec();
     kernels::attention_forward(ex, dout_buf.get(), dlse.get(), a);
     kernels::attention_backward(ex, p.grads(dgrad.get()), ddout.get(), dout_buf.get(), dlse.get(),
@@ -53,6 +64,9 @@ template <class E> Run run_cuda(Gpu& g, const AttnProblem& p) {
     r.lse = g.download(dlse);
     r.dqkv = g.download(dgrad);
     return r;
+}
+template <class E> Run run_cuda(Gpu& g, const AttnProblem& p) {
+    return run_cuda<E>(g, p, kernels::AttnKernel::CudaCores);
 }
 
 // The CPU twin; out_for_backward replaces the forward's out in the backward when given.
@@ -95,23 +109,29 @@ const AttnShape kShapes[] = {
     {1, 1000, 4, 1, 64, false, 11}, {2, 1000, 8, 2, 128, true, 12},
 };
 
-template <class E>
-void compare_with_cpu(Gpu& gpu, const AttnShape& s, double tol_out, double tol_grad) {
+// p with its inputs rounded to E's values (the CPU twin then gets what the CUDA twin reads).
+template <class E> AttnProblem problem(const AttnShape& s) {
     AttnProblem p(s);
-    if constexpr (!std::is_same_v<E, float>) { // the CPU twin gets the same bf16 values
+    if constexpr (!std::is_same_v<E, float>) {
         for (float& x : p.qkv)
             x = core::round_bf16(x);
         for (float& x : p.dout)
             x = core::round_bf16(x);
     }
-    const Run g = run_cuda<E>(gpu, p);
-    const Run c = std::is_same_v<E, float> ? run_cpu(p) : run_cpu(p, &g.out);
-    const size_t rows = static_cast<size_t>(s.B) * s.T;
-    const auto om = mask_rows(rows, p.ldo, static_cast<size_t>(s.NH) * s.hd);
-    const auto qm = mask_rows(rows, p.W, static_cast<size_t>(s.NH + 2 * s.NKV) * s.hd);
-    CHECK(test::attn_norm_err(g.out, widen(c.out), om) < tol_out);
-    CHECK(test::attn_norm_err(g.lse, widen(c.lse)) < kTolLse);
-    CHECK(test::attn_norm_err(g.dqkv, widen(c.dqkv), qm) < tol_grad);
+    return p;
+}
+
+std::vector<char> out_mask(const AttnShape& s, const AttnProblem& p) {
+    return mask_rows(static_cast<size_t>(s.B) * s.T, p.ldo, static_cast<size_t>(s.NH) * s.hd);
+}
+std::vector<char> qkv_mask(const AttnShape& s, const AttnProblem& p) {
+    return mask_rows(static_cast<size_t>(s.B) * s.T, p.W,
+                     static_cast<size_t>(s.NH + 2 * s.NKV) * s.hd);
+}
+
+// No owned element left NaN (every element written).
+void check_written(const AttnShape& s, const AttnProblem& p, const Run& g) {
+    const auto om = out_mask(s, p), qm = qkv_mask(s, p);
     size_t nan_owned = 0;
     for (size_t i = 0; i < g.dqkv.size(); i++)
         nan_owned += qm[i] && std::isnan(g.dqkv[i]);
@@ -120,7 +140,31 @@ void compare_with_cpu(Gpu& gpu, const AttnShape& s, double tol_out, double tol_g
     CHECK(nan_owned == 0);
 }
 
+template <class E>
+void compare_with_cpu(Gpu& gpu, const AttnShape& s, double tol_out, double tol_grad,
+                      kernels::AttnKernel k = kernels::AttnKernel::CudaCores) {
+    const AttnProblem p = problem<E>(s);
+    const Run g = run_cuda<E>(gpu, p, k);
+    const Run c = std::is_same_v<E, float> ? run_cpu(p) : run_cpu(p, &g.out);
+    const double eo = test::attn_norm_err(g.out, widen(c.out), out_mask(s, p));
+    const double el = test::attn_norm_err(g.lse, widen(c.lse));
+    const double eg = test::attn_norm_err(g.dqkv, widen(c.dqkv), qkv_mask(s, p));
+    MESSAGE(name(s) << ": out " << eo << " lse " << el << " grads " << eg);
+    CHECK(eo < tol_out);
+    CHECK(el < kTolLse);
+    CHECK(eg < tol_grad);
+    check_written(s, p, g);
+}
+
 } // namespace
+
+// The CUDA-core kernel (fp32, and bf16 forced to it): the shape classes, then every head dim the
+// models use (any up to 256; 12 is Qwen3's tiny test head dim, not a multiple of 8).
+const AttnShape kHeadDimShapes[] = {
+    {1, 70, 4, 2, 12, true, 71},    {2, 33, 2, 2, 16, false, 72}, {1, 70, 4, 1, 48, true, 73},
+    {1, 70, 2, 2, 80, false, 74},   {2, 45, 4, 2, 160, true, 75}, {1, 70, 2, 1, 256, true, 76},
+    {1, 129, 2, 2, 256, false, 77},
+};
 
 SOF_OP_GPU("attention", "equals the CPU twin (fp32)") {
     Gpu* g = ktest::gpu_or_skip();
@@ -130,15 +174,66 @@ SOF_OP_GPU("attention", "equals the CPU twin (fp32)") {
         CAPTURE(name(s));
         compare_with_cpu<float>(*g, s, kTolF32, kTolF32);
     }
+    for (const AttnShape& s : kHeadDimShapes) {
+        CAPTURE(name(s));
+        compare_with_cpu<float>(*g, s, kTolF32, kTolF32);
+    }
 }
 
-SOF_OP_GPU("attention", "equals the CPU twin (bf16 in and out)") {
+SOF_OP_GPU("attention", "equals the CPU twin (bf16 in and out, CUDA-core kernel)") {
     Gpu* g = ktest::gpu_or_skip();
     if (!g) return;
     kernels::cpu::use_single_threaded_blas();
     for (const AttnShape& s : kShapes) {
         CAPTURE(name(s));
         compare_with_cpu<core::bf16>(*g, s, kTolBf16Out, kTolBf16Grad);
+    }
+    for (const AttnShape& s : kHeadDimShapes) {
+        CAPTURE(name(s));
+        compare_with_cpu<core::bf16>(*g, s, kTolBf16Out, kTolBf16Grad);
+    }
+}
+
+// The tensor-core kernel: T = 1, 17, 128, 1000, 4096 (one row, tile tails, one tile, many, long),
+// head dims 64 and 128, MHA and GQA 4:1 / 8:2, causal always, with and without segments.
+const AttnShape kTcShapes[] = {
+    {1, 1, 4, 4, 64, false, 81},    {2, 1, 4, 1, 128, true, 82},     {2, 17, 4, 2, 64, true, 83},
+    {1, 17, 8, 8, 128, false, 84},  {1, 128, 8, 8, 64, true, 85},    {2, 128, 8, 2, 128, false, 86},
+    {1, 1000, 8, 2, 64, true, 87},  {1, 1000, 4, 4, 128, false, 88}, {1, 1000, 4, 1, 128, true, 89},
+    {1, 4096, 4, 1, 64, false, 90}, {1, 4096, 4, 2, 128, true, 91},
+};
+
+SOF_OP_GPU("attention", "tensor-core kernel equals the CPU twin (bf16)") {
+    Gpu* g = ktest::gpu_or_skip();
+    if (!g) return;
+    kernels::cpu::use_single_threaded_blas();
+    for (const AttnShape& s : kTcShapes) {
+        CAPTURE(name(s));
+        compare_with_cpu<core::bf16>(*g, s, kTolTcOut, kTolTcGrad,
+                                     kernels::AttnKernel::TensorCores);
+    }
+}
+
+SOF_OP_GPU("attention", "tensor-core and CUDA-core kernels agree (bf16)") {
+    Gpu* g = ktest::gpu_or_skip();
+    if (!g) return;
+    for (const AttnShape& s : kTcShapes) {
+        CAPTURE(name(s));
+        const AttnProblem p = problem<core::bf16>(s);
+        const Run tc = run_cuda<core::bf16>(*g, p, kernels::AttnKernel::TensorCores);
+        const Run cc = run_cuda<core::bf16>(*g, p, kernels::AttnKernel::CudaCores);
+        const double eo = test::attn_norm_err(tc.out, widen(cc.out), out_mask(s, p));
+        const double el = test::attn_norm_err(tc.lse, widen(cc.lse));
+        const double eg = test::attn_norm_err(tc.dqkv, widen(cc.dqkv), qkv_mask(s, p));
+        MESSAGE(name(s) << ": tensor-core vs CUDA-core out " << eo << " lse " << el << " grads "
+                        << eg);
+        CHECK(eo < kTolTcOut);
+        CHECK(el < kTolLse);
+        CHECK(eg < kTolTcGrad);
+        // Auto picks the tensor-core kernel for these: the same bits
+        const Run au = run_cuda<core::bf16>(*g, p, kernels::AttnKernel::Auto);
+        CHECK(std::memcmp(au.out.data(), tc.out.data(), tc.out.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(au.dqkv.data(), tc.dqkv.data(), tc.dqkv.size() * sizeof(float)) == 0);
     }
 }
 
@@ -149,30 +244,87 @@ SOF_OP_GPU("attention", "the same bits on every run") {
     const Run a = run_cuda<float>(*g, p), b = run_cuda<float>(*g, p);
     CHECK(std::memcmp(a.out.data(), b.out.data(), a.out.size() * sizeof(float)) == 0);
     CHECK(std::memcmp(a.dqkv.data(), b.dqkv.data(), a.dqkv.size() * sizeof(float)) == 0);
-}
-
-SOF_OP_GPU("attention", "an unsupported head dim is refused by name") {
-    Gpu* g = ktest::gpu_or_skip();
-    if (!g) return;
-    const AttnProblem p({1, 8, 2, 2, 80, false, 51});
-    auto q = g->upload<float>(p.qkv), o = g->upload<float>(std::vector<float>(p.out_size()));
-    auto l = g->upload<float>(std::vector<float>(p.stat_size()));
-    try {
-        kernels::attention_forward(g->exec(), o.get(), l.get(), p.args(q.get()));
-        FAIL("no error for head_dim=80");
-    } catch (const core::Error& e) {
-        CHECK(std::string(e.what()).find("head_dim=80") != std::string::npos);
+    for (int hd : {64, 128}) { // the tensor-core kernel too
+        const AttnProblem pb = problem<core::bf16>({2, 300, 8, 2, hd, true, 32});
+        const Run x = run_cuda<core::bf16>(*g, pb, kernels::AttnKernel::TensorCores);
+        const Run y = run_cuda<core::bf16>(*g, pb, kernels::AttnKernel::TensorCores);
+        CHECK(std::memcmp(x.out.data(), y.out.data(), x.out.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(x.lse.data(), y.lse.data(), x.lse.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(x.dqkv.data(), y.dqkv.data(), x.dqkv.size() * sizeof(float)) == 0);
     }
 }
 
+// KV-cache decoding (q_begin, forward only) runs the CUDA-core kernel at every head dim: rows
+// q_begin.. equal the full forward's, the rows before are left alone.
+SOF_OP_GPU("attention", "q_begin computes the last rows only (every head dim)") {
+    Gpu* g = ktest::gpu_or_skip();
+    if (!g) return;
+    for (int hd : {12, 16, 64, 80, 128, 256}) {
+        const AttnShape s{2, 140, 4, 2, hd, hd % 32 == 0, 63};
+        CAPTURE(name(s));
+        const AttnProblem p = problem<core::bf16>(s);
+        auto q = g->upload<core::bf16>(p.qkv);
+        auto seg = g->upload_ids(p.seg.empty() ? std::vector<int>(1, 0) : p.seg);
+        auto full = g->upload<core::bf16>(std::vector<float>(p.out_size(), 0.0f));
+        auto lse = g->upload<float>(std::vector<float>(p.stat_size(), 0.0f));
+        kernels::AttnArgs<core::bf16> a = p.args(q.get());
+        a.segments = p.seg.empty() ? nullptr : seg.get();
+        kernels::attention_forward(g->exec(), full.get(), lse.get(), a);
+        const std::vector<float> f = g->download(full);
+        for (int q0 : {s.T - 1, 70}) {
+            CAPTURE(q0);
+            auto part = g->upload<core::bf16>(std::vector<float>(p.out_size(), 12345.0f));
+            a.q_begin = q0;
+            kernels::attention_forward(g->exec(), part.get(), lse.get(), a);
+            const std::vector<float> r = g->download(part);
+            size_t bad = 0;
+            for (int b = 0; b < s.B; b++)
+                for (int t = 0; t < s.T; t++)
+                    for (size_t i = 0; i < static_cast<size_t>(s.NH) * s.hd; i++) {
+                        const size_t j = (static_cast<size_t>(b) * s.T + t) * p.ldo + i;
+                        // the same rows within bf16 rounding (the key tiles end elsewhere)
+                        bad += t >= q0 ? std::fabs(r[j] - f[j]) > 1e-2f * (1 + std::fabs(f[j]))
+                                       : r[j] != core::round_bf16(12345.0f);
+                    }
+            CHECK(bad == 0);
+        }
+    }
+}
+
+SOF_OP_GPU("attention", "shapes a kernel cannot run are refused by name") {
+    Gpu* g = ktest::gpu_or_skip();
+    if (!g) return;
+    auto refused = [&](auto tag, int hd, kernels::AttnKernel k, int q_begin, const char* what) {
+        using E = decltype(tag);
+        const AttnProblem p({1, 8, 2, 2, hd, false, 51});
+        auto q = g->upload<E>(p.qkv);
+        auto o = g->upload<E>(std::vector<float>(p.out_size()));
+        auto l = g->upload<float>(std::vector<float>(p.stat_size()));
+        kernels::AttnArgs<E> a = p.args(q.get());
+        a.kernel = k;
+        a.q_begin = q_begin;
+        try {
+            kernels::attention_forward(g->exec(), o.get(), l.get(), a);
+            FAIL("no error for " << what);
+        } catch (const core::Error& e) {
+            CHECK_MESSAGE(std::string(e.what()).find(what) != std::string::npos, e.what());
+        }
+    };
+    refused(float{}, 264, kernels::AttnKernel::Auto, 0, "head_dim=264");
+    refused(core::bf16{}, 80, kernels::AttnKernel::TensorCores, 0, "head_dim=80");
+    refused(float{}, 64, kernels::AttnKernel::TensorCores, 0, "fp32");
+    refused(core::bf16{}, 64, kernels::AttnKernel::TensorCores, 3, "q_begin");
+}
+
 // T = 2^18, one head of 64: its T x T fp32 scores would be 256 GiB, more than any GPU has. Rows
-// and keys at both ends are checked against double sums over what they see (O(T) each).
-SOF_OP_GPU("attention", "a sequence whose T x T scores would not fit in device memory") {
-    Gpu* gpu = ktest::gpu_or_skip();
-    if (!gpu) return;
+// and keys at both ends are checked against double sums over what they see (O(T) each): the
+// CUDA-core kernel in fp32 (sums over 2^18 keys in fp32: 1e-4), the tensor-core kernel in bf16
+// (its thresholds above).
+template <class E>
+void long_sequence(Gpu* gpu, kernels::AttnKernel kernel, double tol_out, double tol_grad) {
     const int T = 1 << 18, hd = 64;
-    const AttnProblem p({1, T, 1, 1, hd, false, 61});
-    const Run g = run_cuda<float>(*gpu, p);
+    const AttnProblem p = problem<E>({1, T, 1, 1, hd, false, 61});
+    const Run g = run_cuda<E>(*gpu, p, kernel);
     size_t bad = 0;
     for (float x : g.out)
         bad += !std::isfinite(x);
@@ -217,9 +369,9 @@ SOF_OP_GPU("attention", "a sequence whose T x T scores would not fit in device m
                                        g.out.begin() + static_cast<size_t>(t) * p.ldo + hd);
         const std::vector<float> g_dq(g.dqkv.begin() + static_cast<size_t>(t) * p.W,
                                       g.dqkv.begin() + static_cast<size_t>(t) * p.W + hd);
-        CHECK(test::attn_norm_err(g_out, out) < 1e-4); // sums over 2^18 keys in fp32
+        CHECK(test::attn_norm_err(g_out, out) < tol_out);
         CHECK(std::fabs(g.lse[t] - (mx + std::log(sum))) < 1e-4);
-        CHECK(test::attn_norm_err(g_dq, dq) < 1e-4);
+        CHECK(test::attn_norm_err(g_dq, dq) < tol_grad);
     }
     // key T-1 is seen by row T-1 only: dk = dS * q s, dv = P * dout
     {
@@ -241,7 +393,14 @@ SOF_OP_GPU("attention", "a sequence whose T x T scores would not fit in device m
                                       g.dqkv.begin() + r + p.koff() + hd);
         const std::vector<float> g_dv(g.dqkv.begin() + r + p.voff(),
                                       g.dqkv.begin() + r + p.voff() + hd);
-        CHECK(test::attn_norm_err(g_dk, dk) < 1e-4);
-        CHECK(test::attn_norm_err(g_dv, dv) < 1e-4);
+        CHECK(test::attn_norm_err(g_dk, dk) < tol_grad);
+        CHECK(test::attn_norm_err(g_dv, dv) < tol_grad);
     }
+}
+
+SOF_OP_GPU("attention", "a sequence whose T x T scores would not fit in device memory") {
+    Gpu* gpu = ktest::gpu_or_skip();
+    if (!gpu) return;
+    long_sequence<float>(gpu, kernels::AttnKernel::CudaCores, 1e-4, 1e-4);
+    long_sequence<core::bf16>(gpu, kernels::AttnKernel::TensorCores, kTolTcOut, kTolTcGrad);
 }

@@ -1,0 +1,137 @@
+// The tensor-core attention's kernels and launches: the tile code of flash_fwd.cuh and
+// flash_bwd.cuh on the GPU machine (flash_device.cuh), bf16 in and out, head dims 64 and 128.
+#include "kernels/cuda/attention_tc.cuh"
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "kernels/cuda/flash_bwd.cuh"
+#include "kernels/cuda/flash_device.cuh"
+#include "kernels/cuda/flash_fwd.cuh"
+
+namespace sof::kernels::cuda {
+
+namespace {
+
+using flash::DeviceMachine;
+using flash::Params;
+
+template <int D> __global__ void __launch_bounds__(flash::kThreads) tc_fwd_kernel(Params p) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    DeviceMachine m{smem};
+    flash::fwd_block<D>(m, p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                        static_cast<int>(blockIdx.z));
+}
+
+template <int D> __global__ void __launch_bounds__(flash::kThreads) tc_dkdv_kernel(Params p) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    DeviceMachine m{smem};
+    flash::dkdv_block<D>(m, p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                         static_cast<int>(blockIdx.z));
+}
+
+template <int D> __global__ void __launch_bounds__(flash::kThreads) tc_dq_kernel(Params p) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    DeviceMachine m{smem};
+    flash::dq_block<D>(m, p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                       static_cast<int>(blockIdx.z));
+}
+
+bool aligned16(const void* p) {
+    return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
+
+const uint16_t* bits(const core::bf16* p) {
+    return reinterpret_cast<const uint16_t*>(p);
+}
+uint16_t* bits(core::bf16* p) {
+    return reinterpret_cast<uint16_t*>(p);
+}
+
+Params params_of(const AttnArgs<core::bf16>& a) {
+    Params p{};
+    p.q = bits(a.q);
+    p.k = bits(a.k);
+    p.v = bits(a.v);
+    p.ldq = a.ldq;
+    p.ldk = a.ldk;
+    p.ldv = a.ldv;
+    p.ldo = a.ldo;
+    p.seg = a.segments;
+    p.B = a.B;
+    p.T = a.T;
+    p.NH = a.num_heads;
+    p.group = a.num_heads / a.num_kv_heads;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
+    p.scale_log2 = p.scale * flash::kLog2e;
+    p.vec = aligned16(a.q) && aligned16(a.k) && aligned16(a.v) && a.ldq % 8 == 0 &&
+            a.ldk % 8 == 0 && a.ldv % 8 == 0 && a.ldo % 8 == 0;
+    return p;
+}
+
+// More than 48 KiB of dynamic shared memory needs the kernel's limit raised (each launch: no
+// state kept between calls).
+template <class K> void launch(K kernel, dim3 grid, int smem, const Params& p, cudaStream_t s) {
+    SOF_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    kernel<<<grid, flash::kThreads, static_cast<size_t>(smem), s>>>(p);
+    SOF_CHECK_CUDA(cudaGetLastError());
+}
+
+template <int D> void forward(const Params& p, int NH, int B, cudaStream_t s) {
+    using C = flash::FwdCfg<D>;
+    const dim3 grid(static_cast<unsigned>(flash::ceil_div(p.T, C::kBr)), NH, B);
+    launch(tc_fwd_kernel<D>, grid, C::kSmem, p, s);
+}
+
+template <int D> void backward(const Params& p, int NH, int NKV, int B, cudaStream_t s) {
+    using C = flash::BwdCfg<D>;
+    const dim3 kv_grid(static_cast<unsigned>(flash::ceil_div(p.T, C::kBc)), NKV, B);
+    launch(tc_dkdv_kernel<D>, kv_grid, C::kSmemKV, p, s);
+    const dim3 q_grid(static_cast<unsigned>(flash::ceil_div(p.T, C::kBrQ)), NH, B);
+    launch(tc_dq_kernel<D>, q_grid, C::kSmemQ, p, s);
+}
+
+} // namespace
+
+const char* attention_tc_refusal(const AttnArgs<core::bf16>& a) {
+    if (a.head_dim != 64 && a.head_dim != 128) return "head_dim is not 64 or 128";
+    if (a.q_begin != 0) return "q_begin != 0 (KV-cache decoding runs the CUDA-core kernel)";
+    if (a.B > 65535 || a.num_heads > 65535) return "B or num_heads above 65535 (grid limits)";
+    return nullptr;
+}
+
+void attention_tc_forward(core::bf16* out, float* lse, const AttnArgs<core::bf16>& a,
+                          cudaStream_t s) {
+    Params p = params_of(a);
+    p.out = bits(out);
+    p.lse_out = lse;
+    p.vec = p.vec && aligned16(out);
+    if (a.head_dim == 64)
+        forward<64>(p, a.num_heads, a.B, s);
+    else
+        forward<128>(p, a.num_heads, a.B, s);
+}
+
+void attention_tc_backward(const AttnGrads<core::bf16>& d, const core::bf16* dout, const float* lse,
+                           const float* delta, const AttnArgs<core::bf16>& a, cudaStream_t s) {
+    Params p = params_of(a);
+    p.dout = bits(dout);
+    p.lse = lse;
+    p.delta = delta;
+    p.dq = bits(d.q);
+    p.dk = bits(d.k);
+    p.dv = bits(d.v);
+    p.lddq = d.ldq;
+    p.lddk = d.ldk;
+    p.lddv = d.ldv;
+    p.vec = p.vec && aligned16(dout) && aligned16(d.q) && aligned16(d.k) && aligned16(d.v) &&
+            d.ldq % 8 == 0 && d.ldk % 8 == 0 && d.ldv % 8 == 0;
+    if (a.head_dim == 64)
+        backward<64>(p, a.num_heads, a.num_kv_heads, a.B, s);
+    else
+        backward<128>(p, a.num_heads, a.num_kv_heads, a.B, s);
+}
+
+} // namespace sof::kernels::cuda
