@@ -108,6 +108,50 @@ TEST_CASE("bf16 narrowing: NaN keeps sign and top payload bits, quiet; ties to e
     CHECK(core::f32_to_f16(from_bits(0x7fc02000u)) == 0x7e01);  // fp16 NaN payload kept
 }
 
+// The narrowing's reference, independent of any bit trick: the result is the representable value
+// nearest to the input (distances in double, exact for these operands), a tie goes to the even
+// code, and Inf only past the largest finite value plus half its ulp.
+static void check_nearest(float f, uint16_t h, float (*widen)(uint16_t), uint16_t max_finite) {
+    const uint16_t sign = h & 0x8000u, mag = h & 0x7fffu;
+    const double r = widen(h);
+    if (std::isinf(r)) {
+        const double m = widen(max_finite), ulp = m - widen(static_cast<uint16_t>(max_finite - 1));
+        REQUIRE(std::fabs(static_cast<double>(f)) >= m + ulp / 2);
+        REQUIRE(std::signbit(r) == std::signbit(f));
+        return;
+    }
+    const double d = std::fabs(static_cast<double>(f) - r);
+    for (int step : {-1, 1}) {
+        const int n = static_cast<int>(mag) + step;
+        if (n < 0 || n > max_finite)
+            continue;
+        const double dn =
+            std::fabs(static_cast<double>(f) - widen(static_cast<uint16_t>(sign | n)));
+        REQUIRE(d <= dn);
+        if (d == dn)
+            REQUIRE((mag & 1u) == 0u);
+    }
+    if (f == 0.0f)
+        REQUIRE(std::signbit(r) == std::signbit(f));
+}
+
+TEST_CASE("bf16 and fp16 narrowing: round to nearest even on every rounding case (distances)") {
+    int nans = 0;
+    for (uint32_t u : narrowing_inputs()) {
+        const float f = from_bits(u);
+        INFO("input 0x" << std::hex << u);
+        if (is_nan_bits(u)) {
+            REQUIRE(std::isnan(core::bf16_to_f32(core::f32_to_bf16(f))));
+            REQUIRE(std::isnan(core::f16_to_f32(core::f32_to_f16(f))));
+            nans++;
+            continue;
+        }
+        check_nearest(f, core::f32_to_bf16(f), core::bf16_to_f32, 0x7f7fu);
+        check_nearest(f, core::f32_to_f16(f), core::f16_to_f32, 0x7bffu);
+    }
+    CHECK(nans > 0); // the inputs reach the NaN codes too
+}
+
 #if defined(SOF_HAVE_CUDA)
 TEST_CASE("CUDA's host conversions equal core on every non-NaN input; NaN stays NaN") {
     const std::vector<uint32_t> in = narrowing_inputs();
