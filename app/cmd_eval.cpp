@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -123,6 +124,31 @@ void tokenize_texts(const EvalArgs& a, const std::string& tokenizer, const std::
                  rc, rank == 0 ? cmd.c_str() : "see rank 0");
 }
 
+// The folder of --text's token shards, removed when eval ends, whether it ends well or by an
+// error (an exception leaving cmd_eval: main turns it into the message and the exit code). After
+// a normal end rank 0 removes it (every rank has passed the barrier that ends the reading); while
+// an error unwinds every rank tries (rank 0 may be the one that never unwinds: another rank's
+// error aborts the job), ignoring what another rank removed first.
+class TokenDir {
+  public:
+    TokenDir() = default;
+    TokenDir(const TokenDir&) = delete;
+    TokenDir& operator=(const TokenDir&) = delete;
+    ~TokenDir() {
+        if (path_.empty()) return;
+        int rank = 0;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        if (rank != 0 && std::uncaught_exceptions() == 0) return;
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+    void set(const std::string& path) { path_ = path; }
+    const std::string& path() const { return path_; }
+
+  private:
+    std::string path_;
+};
+
 } // namespace
 
 int cmd_eval(int argc, char** argv) {
@@ -168,7 +194,7 @@ int cmd_eval(int argc, char** argv) {
     base.train.global_batch = 0; // batch_size is what eval reads per rank; no accumulation
     base.train.grad_accum = 1;
     if (!a.data.empty()) base.data.val = a.data;
-    std::string token_dir;
+    TokenDir token_dir;
     if (!a.texts.empty()) {
         std::string tokenizer = a.tokenizer;
         if (tokenizer.empty()) tokenizer = !a.hf.empty() ? a.hf : base.model.init_from;
@@ -180,9 +206,9 @@ int cmd_eval(int argc, char** argv) {
                        "Face directory)");
         long pid = static_cast<long>(::getpid());
         MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-        token_dir = (fs::current_path() / ("eval-tokens-" + std::to_string(pid))).string();
-        tokenize_texts(a, tokenizer, token_dir);
-        base.data.val = token_dir + "/val_*.bin";
+        token_dir.set((fs::current_path() / ("eval-tokens-" + std::to_string(pid))).string());
+        tokenize_texts(a, tokenizer, token_dir.path());
+        base.data.val = token_dir.path() + "/val_*.bin";
     }
     base.data.train = base.data.val; // the trainer builds a training loader too: same files
     std::vector<std::string> overrides = a.overrides;
@@ -210,13 +236,8 @@ int cmd_eval(int argc, char** argv) {
                     r.seconds);
         std::fflush(stdout);
     }
-    if (!token_dir.empty()) {
-        MPI_Barrier(MPI_COMM_WORLD); // every rank is done with the files
-        int rank = 0;
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        std::error_code ec;
-        if (rank == 0) fs::remove_all(token_dir, ec);
-    }
+    if (!token_dir.path().empty())
+        MPI_Barrier(MPI_COMM_WORLD); // every rank is done with the files: rank 0 removes them
     return 0;
 }
 

@@ -1,11 +1,12 @@
 // `superoffload generate`: text in, text out with a model (Hugging Face directory, checkpoint or
-// llm.c file) on the CPU through the kernel seam: prefill + KV-cache decoding, sampling.
+// llm.c file) on the CPU or a CUDA GPU through the kernel seam: prefill + KV-cache decoding.
 #include <mpi.h>
 #include <omp.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,8 +15,10 @@
 #include "ckpt/json.h"
 #include "ckpt/llmc.h"
 #include "commands.h"
+#include "config/config.h"
 #include "config/deck.h"
 #include "core/error.h"
+#include "device/device.h"
 #include "model/model.h"
 #include "model/sample.h"
 #include "zero/shard.h"
@@ -31,7 +34,8 @@ const char* kGenerateUsage =
     "                             (--prompt TEXT | --chat FILE | --prompt-ids 1,2,3)\n"
     "                             [--tokenizer HF_DIR] [--max-tokens N] [--temperature T]\n"
     "                             [--top-k K] [--top-p P] [--seed S] [--ignore-eos] [--json]\n"
-    "  Continues a prompt with the model on the CPU (one process), with a KV cache.\n"
+    "                             [--device auto|host|cuda]\n"
+    "  Continues a prompt with the model (one process), with a KV cache.\n"
     "  --hf DIR          a Hugging Face model directory (config.json + safetensors)\n"
     "  --checkpoint DIR  a step directory or a checkpoint root (its newest step)\n"
     "  --llmc FILE       an llm.c GPT-2 fp32 file\n"
@@ -49,10 +53,12 @@ const char* kGenerateUsage =
     "  --top-p P         sample among the most likely tokens of mass P (default 1: all)\n"
     "  --seed S          sampling seed (default 0): the same seed gives the same text\n"
     "  --ignore-eos      do not stop at a stop token\n"
-    "  --json            print {\"prompt_ids\", \"ids\", \"text\", ...} instead of the text\n";
+    "  --json            print {\"prompt_ids\", \"ids\", \"text\", ...} instead of the text\n"
+    "  --device D        where the model runs: host (the CPU twins), cuda (a GPU, fp32), auto\n"
+    "                    (the default: cuda when this build has CUDA and a GPU is visible)\n";
 
 struct GenArgs {
-    std::string hf, checkpoint, llmc, prompt, chat, prompt_ids, tokenizer;
+    std::string hf, checkpoint, llmc, prompt, chat, prompt_ids, tokenizer, device = "auto";
     bool has_prompt = false, ignore_eos = false, json = false, help = false;
     int max_tokens = 64, top_k = 0;
     float temperature = 1.0f, top_p = 1.0f;
@@ -87,7 +93,8 @@ GenArgs parse(int argc, char** argv) {
                              {"--temperature", &temperature},
                              {"--top-k", &top_k},
                              {"--top-p", &top_p},
-                             {"--seed", &seed}})
+                             {"--seed", &seed},
+                             {"--device", &a.device}})
         CliParser::last_wins(app.add_option(name, *dst));
     app.add_flag("--ignore-eos", a.ignore_eos);
     app.add_flag("--json", a.json);
@@ -118,6 +125,8 @@ GenArgs parse(int argc, char** argv) {
         if (x < 0) usage_fail("--seed must be >= 0");
         a.seed = static_cast<uint64_t>(x);
     }
+    if (a.device != "auto" && a.device != "host" && a.device != "cuda")
+        usage_fail("--device must be auto, host or cuda, got '" + a.device + "'");
     if (a.help) return a;
     if ((!a.hf.empty()) + (!a.checkpoint.empty()) + (!a.llmc.empty()) != 1)
         usage_fail("give the model: exactly one of --hf, --checkpoint, --llmc");
@@ -184,6 +193,44 @@ void load_model(const GenArgs& a, model::ArchConfig* cfg, std::vector<float>* pa
     }
 }
 
+// Where the model runs: `device` null for the CPU twins (the model's own host device), else a
+// CUDA device with a compute stream and the model's fp32 weights copied into its memory once.
+struct ModelPlace {
+    std::unique_ptr<device::Device> device;
+    std::unique_ptr<device::Stream> stream;
+    float* weights = nullptr; // device memory (num_params), or null
+
+    ModelPlace() = default;
+    ModelPlace(const ModelPlace&) = delete;
+    ModelPlace& operator=(const ModelPlace&) = delete;
+    ~ModelPlace() {
+        if (weights) device->free(weights);
+    }
+};
+
+// --device auto|host|cuda: auto is cuda when a GPU is visible (device::make_device's rule).
+void place_model(const std::string& choice, const std::vector<float>& params, ModelPlace* mp) {
+    if (choice == "host") return;
+    config::DeviceConfig dc;
+    dc.type = choice == "cuda" ? config::DeviceType::Cuda : config::DeviceType::Auto;
+    try {
+        mp->device = device::make_device(dc, 0, nullptr);
+    } catch (const core::Error& e) {
+        SOF_FAIL(Config, "generate --device %s: %s (in generate: --device host runs on the CPU)",
+                 choice.c_str(), e.what());
+    }
+    if (mp->device->host_accessible()) { // auto without a GPU: the CPU path
+        mp->device.reset();
+        return;
+    }
+    mp->stream = mp->device->create_stream("generate");
+    const size_t bytes = params.size() * sizeof(float);
+    mp->weights = static_cast<float*>(mp->device->alloc(bytes, "the model's weights (fp32)"));
+    mp->device->copy(mp->weights, params.data(), bytes, device::CopyKind::HostToDevice,
+                     *mp->stream);
+    mp->device->synchronize(*mp->stream);
+}
+
 } // namespace
 
 int cmd_generate(int argc, char** argv) {
@@ -244,9 +291,17 @@ int cmd_generate(int argc, char** argv) {
     if (static_cast<int>(prompt.size()) >= cfg.max_seq_len)
         SOF_FAIL(Usage, "generate: the prompt has %zu tokens, the model's context is %d",
                  prompt.size(), cfg.max_seq_len);
-    const auto m = model::make_model(cfg, model::ModelOptions{}, 1, max_T);
+    ModelPlace place; // before the model: freed after it
+    place_model(a.device, params, &place);
+    model::ModelOptions mopts;
+    mopts.device = place.device.get(); // null: the CPU twins on the model's own host device
+    mopts.stream = place.stream.get();
+    const auto m = model::make_model(cfg, mopts, 1, max_T);
     const model::ParamLayout lay = model::make_layout(cfg);
-    model::FlatWeights w(lay, params.data());
+    model::FlatWeights w(lay, place.weights ? place.weights : params.data());
+    const std::string where = place.device
+                                  ? place.device->describe()
+                                  : std::to_string(omp_get_max_threads()) + " CPU thread(s)";
     model::SamplingParams sp;
     sp.temperature = a.temperature;
     sp.top_k = a.top_k;
@@ -262,16 +317,16 @@ int cmd_generate(int argc, char** argv) {
     const double tps = r.ids.size() > 1 ? (r.ids.size() - 1) / std::max(r.decode_s, 1e-9) : 0.0;
     if (a.json) {
         std::printf("{\"prompt_ids\": [%s], \"ids\": [%s], \"text\": %s, \"stopped\": %s, "
-                    "\"prefill_s\": %.6f, \"decode_s\": %.6f, \"tokens_per_s\": %.3f}\n",
+                    "\"prefill_s\": %.6f, \"decode_s\": %.6f, \"tokens_per_s\": %.3f, "
+                    "\"device\": \"%s\"}\n",
                     join_ids(prompt).c_str(), join_ids(r.ids).c_str(),
                     ckpt::json_quote(reply).c_str(), r.stopped ? "true" : "false", r.prefill_s,
-                    r.decode_s, tps);
+                    r.decode_s, tps, place.device ? "cuda" : "host");
     } else {
         std::printf("%s\n", text ? reply.c_str() : join_ids(r.ids).c_str());
         std::fprintf(stderr,
-                     "generate: %zu prompt tokens (%.3f s), %zu new tokens (%.1f tok/s, %d "
-                     "thread(s))%s\n",
-                     prompt.size(), r.prefill_s, r.ids.size(), tps, omp_get_max_threads(),
+                     "generate: %zu prompt tokens (%.3f s), %zu new tokens (%.1f tok/s, %s)%s\n",
+                     prompt.size(), r.prefill_s, r.ids.size(), tps, where.c_str(),
                      r.stopped ? ", ended by a stop token" : "");
     }
     std::fflush(stdout);

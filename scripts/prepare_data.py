@@ -14,8 +14,10 @@ fits, else uint32), DIR/<shard>.mask next to each shard of chat data, and DIR/pr
 was done). Train with data.train: DIR/train_*.bin, data.val: DIR/val_*.bin.
 """
 import argparse
+import itertools
 import json
 import os
+import re
 import sys
 import time
 
@@ -45,8 +47,13 @@ MAX_SHARD_TOKENS = 2**31 - 1
 CHUNK_BYTES = int(os.environ.get("SOF_PREPARE_CHUNK_BYTES", 32 << 20))
 
 
+class PrepareError(Exception):
+    """An error for the user: raised in the worker processes too, where the pool hands it to the
+    parent (a sys.exit in a pool worker would leave the parent waiting forever)."""
+
+
 def fail(msg):
-    sys.exit(f"prepare_data.py: {msg}")
+    raise PrepareError(msg)
 
 
 # ------------------------------------------------------------------ tokenizer (one per process)
@@ -123,7 +130,8 @@ def chunks_of(path, fmt, text_docs):
 
 
 def documents(path, start, end, fmt, text_key, text_docs):
-    """(line number, document) pairs of a byte range; documents are str (text) or message lists."""
+    """The documents of a byte range: a list of str (text, JSONL) or of (line number, message
+    list) pairs (chat; line numbers within the range)."""
     with open(path, "rb") as f:
         f.seek(start)
         data = f.read(end - start)
@@ -131,21 +139,14 @@ def documents(path, start, end, fmt, text_key, text_docs):
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         fail(f"{path}: byte {start + e.start} is not UTF-8 ({e.reason})")
-    line0 = 1  # line numbers within the range (exact for whole files; messages add the offset)
     if fmt == "text":
         if text_docs == "file":
-            if text.strip():
-                yield line0, text
-            return
+            return [text] if text.strip() else []
         parts = text.split("\n\n") if text_docs == "blank" else text.split("\n")
-        ln = line0
-        for p in parts:
-            if p.strip():
-                yield ln, p.strip("\n")
-            ln += p.count("\n") + (2 if text_docs == "blank" else 1)
-        return
-    for ln, line in enumerate(text.split("\n"), line0):
-        if not line.strip():
+        return [p.strip("\n") for p in parts if p and not p.isspace()]
+    out = []
+    for ln, line in enumerate(text.split("\n"), 1):
+        if not line or line.isspace():
             continue
         try:
             obj = json.loads(line)
@@ -154,7 +155,7 @@ def documents(path, start, end, fmt, text_key, text_docs):
         if fmt == "jsonl":
             if not isinstance(obj, dict) or not isinstance(obj.get(text_key), str):
                 fail(f"{path} (byte {start}+, line {ln}): no string field '{text_key}'")
-            yield ln, obj[text_key]
+            out.append(obj[text_key])
         else:
             msgs = obj if isinstance(obj, list) else obj.get("messages")
             if not isinstance(msgs, list) or not all(
@@ -162,67 +163,153 @@ def documents(path, start, end, fmt, text_key, text_docs):
                     and isinstance(m.get("content"), str) for m in msgs):
                 fail(f"{path} (byte {start}+, line {ln}): a chat record is a list of "
                      "{\"role\": str, \"content\": str} messages")
-            yield ln, msgs
+            out.append((ln, msgs))
+    return out
 
 
 # ------------------------------------------------------------------ encoding
-def chat_ids_and_mask(tok, msgs, where):
-    """The template's ids for the conversation and a 0/1 mask: 1 for the tokens of the assistant
-    turns (what the template adds for message i beyond the prompt of messages[:i])."""
-    full = tok.apply_chat_template(msgs, tokenize=False)
-    enc = tok.backend_tokenizer.encode(full, add_special_tokens=False)
-    ids = np.asarray(enc.ids, dtype=np.uint32)
-    mask = np.zeros(len(ids), dtype=np.uint8)
-    spans = []
-    for i, m in enumerate(msgs):
-        if m["role"] != "assistant":
-            continue
-        prompt = tok.apply_chat_template(msgs[:i], tokenize=False, add_generation_prompt=True) \
-            if i > 0 else ""
-        upto = tok.apply_chat_template(msgs[:i + 1], tokenize=False)
-        if not upto.startswith(prompt) or not full.startswith(upto):
-            fail(f"{where}: the chat template renders assistant message {i} differently alone "
-                 "than in the whole conversation (it rewrites earlier turns), so its tokens "
-                 "cannot be located for the loss mask")
-        spans.append((len(prompt), len(upto)))
-    if spans:
-        starts = np.asarray([o[0] for o in enc.offsets], dtype=np.int64)
+GENERATION_BLOCK = re.compile(r"\{%-?\s*generation\s*-?%\}")
+_PROBE = ("sofprobeuser1", "sofprobereply1", "sofprobeuser2", "sofprobereply2")
+
+
+def template_end_of_turn(tok):
+    """What the chat template writes after an assistant message's content to end its turn (e.g.
+    '<|im_end|>\n', '<|eot_id|>'): the common beginning of what follows the content of an earlier
+    reply and of the last one in a probe conversation."""
+    u1, a1, u2, a2 = _PROBE
+    msgs = [{"role": "user", "content": u1}, {"role": "assistant", "content": a1},
+            {"role": "user", "content": u2}, {"role": "assistant", "content": a2}]
+    try:
+        text = tok.apply_chat_template(msgs, tokenize=False)
+    except Exception as e:  # noqa: BLE001 - the template's own error, named
+        fail(f"the chat template cannot render a user/assistant conversation ({e})")
+    i, j = text.find(a1), text.find(a2)
+    if i < 0 or j < 0:
+        fail("the chat template does not write the assistant messages' content as given, so the "
+             "assistant turns cannot be located for the loss mask")
+    after1, after2 = text[i + len(a1):], text[j + len(a2):]
+    n = 0
+    while n < min(len(after1), len(after2)) and after1[n] == after2[n]:
+        n += 1
+    return after1[:n]
+
+
+def _content_forms(content, assistant):
+    """How a template may write a message's content: as given, trimmed (Llama 3's `| trim`),
+    without leading newlines, or (assistant) the part after a </think> (Qwen3 moves the
+    reasoning out of the content)."""
+    forms = [content, content.strip(), content.lstrip("\n")]
+    if assistant and "</think>" in content:
+        forms.append(content.split("</think>")[-1].lstrip("\n"))
+    out = []
+    for f in forms:
+        if f not in out:
+            out.append(f)
+    return out
+
+
+def assistant_spans(text, msgs, eot, where):
+    """Character spans [a, b) of the assistant replies in the rendering `text` of the whole
+    conversation: each reply's content and the end-of-turn `eot` after it. Found from the last
+    message to the first: message i lies before the one after it, and a reply is its content
+    followed by the end of turn, so a role name or an earlier equal message is not taken for it."""
+    spans, cursor = [], len(text)
+    for i in range(len(msgs) - 1, -1, -1):
+        m = msgs[i]
+        asst = m["role"] == "assistant"
+        found = -1
+        for form in _content_forms(m["content"], asst):
+            found = text.rfind(form + eot if asst else form, 0, cursor)
+            if found >= 0:
+                if asst:
+                    spans.append((found, found + len(form) + len(eot)))
+                break
+        if found >= 0:
+            cursor = found
+        elif asst:
+            fail(f"{where}: assistant message {i} is not in the chat template's rendering of the "
+                 f"conversation followed by its end of turn {eot!r}, so its tokens cannot be "
+                 "located for the loss mask")
+        # a system/user message the template rewrites (merged, dropped) only bounds nothing
+    spans.reverse()
+    return spans
+
+
+def _with_eos(flat, lens, eos, mask=None):
+    """The documents' ids (flat, lens per document) with EOS after each that does not end with
+    it; returns (ids, document end offsets, mask with 0 at the added EOS)."""
+    ends = np.cumsum(lens, dtype=np.int64)
+    if eos is None:
+        return flat, ends, mask
+    need = lens == 0
+    some = ~need
+    need[some] = flat[ends[some] - 1] != eos
+    pos = ends[need]
+    flat = np.insert(flat, pos, np.uint32(eos))
+    if mask is not None:
+        mask = np.insert(mask, pos, np.uint8(0))
+    return flat, ends + np.cumsum(need, dtype=np.int64), mask
+
+
+def _flatten(lists):
+    """Lists of ids -> (uint32 ids, int64 lengths), without a numpy array per document."""
+    lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.uint32,
+                       count=int(lens.sum()))
+    return flat, lens
+
+
+def encode_chats(tok, convs, eot, generation, where):
+    """The template's ids of each conversation and a 0/1 mask: 1 on the assistant replies (their
+    content and end of turn; text the template adds before a reply, such as Qwen3's empty
+    <think></think> block, is prompt). `generation`: the template marks the replies itself with
+    {% generation %} blocks (transformers' assistant mask is used)."""
+    if generation:
+        out = tok.apply_chat_template(convs, tokenize=True, return_dict=True,
+                                      return_assistant_tokens_mask=True)
+        return out["input_ids"], out["assistant_masks"]
+    texts = tok.apply_chat_template(convs, tokenize=False)
+    id_lists, masks = [], []
+    for k, enc in enumerate(tok.backend_tokenizer.encode_batch(texts, add_special_tokens=False)):
+        spans = assistant_spans(texts[k], convs[k], eot, where(k))
+        starts = np.fromiter((o[0] for o in enc.offsets), dtype=np.int64, count=len(enc.ids))
+        mask = np.zeros(len(starts), dtype=np.uint8)
         for a, b in spans:
             mask[(starts >= a) & (starts < b)] = 1
-    return ids, mask
+        id_lists.append(enc.ids)
+        masks.append(mask)
+    return id_lists, masks
 
 
 def encode_task(task):
     """Tokenizes one byte range of one file; returns (path, start, ids, doc_ends, mask or None,
     bytes)."""
-    path, start, end, fmt, text_key, text_docs, eos = task
+    path, start, end, fmt, text_key, text_docs, eos, eot, generation = task
     tok = _TOK
-    docs = list(documents(path, start, end, fmt, text_key, text_docs))
-    pieces, masks = [], []
+    back = tok.backend_tokenizer
     if fmt == "chat":
-        for ln, msgs in docs:
-            ids, m = chat_ids_and_mask(tok, msgs, f"{path} (byte {start}+, line {ln})")
-            pieces.append(ids)
-            masks.append(m)
+        docs = list(documents(path, start, end, fmt, text_key, text_docs))
+        id_lists, masks = [], []
+        for i in range(0, len(docs), 256):
+            part = docs[i:i + 256]
+            ids, m = encode_chats(tok, [d for _, d in part], eot, generation,
+                                  lambda k: f"{path} (byte {start}+, line {part[k][0]})")
+            id_lists += ids
+            masks += [np.asarray(x, dtype=np.uint8) for x in m]
+        flat, lens = _flatten(id_lists)
+        mask = np.concatenate(masks) if masks else np.zeros(0, np.uint8)
     else:
-        for i in range(0, len(docs), 512):
-            batch = [d for _, d in docs[i:i + 512]]
-            for e in tok.backend_tokenizer.encode_batch(batch, add_special_tokens=True):
-                pieces.append(np.asarray(e.ids, dtype=np.uint32))
-    out, ends, mout, n = [], [], [], 0
-    for k, ids in enumerate(pieces):
-        if eos is not None and (len(ids) == 0 or ids[-1] != eos):
-            ids = np.append(ids, np.uint32(eos))
-            if masks:
-                masks[k] = np.append(masks[k], np.uint8(0))
-        out.append(ids)
-        n += len(ids)
-        ends.append(n)
-        if masks:
-            mout.append(masks[k])
-    ids = np.concatenate(out) if out else np.zeros(0, np.uint32)
-    mask = (np.concatenate(mout) if mout else np.zeros(0, np.uint8)) if fmt == "chat" else None
-    return path, start, ids, np.asarray(ends, dtype=np.int64), mask, end - start
+        texts = documents(path, start, end, fmt, text_key, text_docs)
+        id_lists = []
+        # encode_batch, not encode_batch_fast: in tokenizers 0.23.3 the "fast" one (no offsets)
+        # takes 1.3-1.5x the CPU time on a 128K BPE (docs/performance.md)
+        for i in range(0, len(texts), 4096):
+            id_lists += [e.ids for e in back.encode_batch(texts[i:i + 4096],
+                                                          add_special_tokens=True)]
+        flat, lens = _flatten(id_lists)
+        mask = None
+    ids, ends, mask = _with_eos(flat, lens, eos, mask)
+    return path, start, ids, ends, mask, end - start
 
 
 # ------------------------------------------------------------------ writing shards
@@ -328,10 +415,12 @@ def main():
     if masked and tok.chat_template is None:
         fail(f"{a.tokenizer}: the tokenizer has no chat template (tokenizer_config.json "
              "chat_template or chat_template.jinja) for chat data")
+    generation = masked and bool(GENERATION_BLOCK.search(tok.get_chat_template()))
+    eot = template_end_of_turn(tok) if masked and not generation else ""
     tasks = []
     for p in a.files:
         for s, e in chunks_of(p, fmts[p], a.text_docs):
-            tasks.append((p, s, e, fmts[p], a.text_key, a.text_docs, eos))
+            tasks.append((p, s, e, fmts[p], a.text_key, a.text_docs, eos, eot, generation))
     os.makedirs(a.out, exist_ok=True)
     for f in os.listdir(a.out):
         if (f.startswith("train_") or f.startswith("val_")) and (".bin" in f):
@@ -347,15 +436,18 @@ def main():
 
     def consume(result):
         _, _, ids, ends, mask, nbytes = result
-        starts = np.concatenate([[0], ends[:-1]]) if len(ends) else ends
-        to_val = rng.random(len(ends)) < a.val_fraction
-        for split in ("train", "val"):
-            sel = to_val if split == "val" else ~to_val
-            if not sel.any():
+        to_val = rng.random(len(ends)) < a.val_fraction  # per document, in order
+        nval = int(to_val.sum())
+        for split, ndoc in (("train", len(ends) - nval), ("val", nval)):
+            if ndoc == 0:
                 continue
-            idx = np.concatenate([np.arange(s, e) for s, e in zip(starts[sel], ends[sel])])
-            writers[split].add(ids[idx], mask[idx] if masked else None)
-            ndocs[split] += int(sel.sum())
+            if ndoc == len(ends):  # every document of the piece: no selection
+                writers[split].add(ids, mask)
+            else:  # the split's documents' tokens, in order
+                sel = np.repeat(to_val if split == "val" else ~to_val,
+                                np.diff(ends, prepend=np.int64(0)))
+                writers[split].add(ids[sel], mask[sel] if masked else None)
+            ndocs[split] += ndoc
         bar.update(nbytes)
 
     if workers == 1:
@@ -394,4 +486,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except PrepareError as err:
+        sys.exit(f"prepare_data.py: {err}")

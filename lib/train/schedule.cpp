@@ -1,5 +1,5 @@
 // Learning-rate schedules (see schedule.h).
-// Warmup is linear from lr/warmup to lr (as llm.c); every decay ends at min_lr at train.steps.
+// Warmup is linear from lr/warmup to lr (as llm.c); every decay ends at min_lr on the last step.
 #include "train/schedule.h"
 
 #include <algorithm>
@@ -31,24 +31,16 @@ int wsd_decay_start(const config::TrainConfig& cfg) {
 float lr_at(const config::TrainConfig& cfg, int step) {
     if (cfg.warmup_steps > 0 && step < cfg.warmup_steps)
         return cfg.lr * static_cast<float>(step + 1) / static_cast<float>(cfg.warmup_steps);
-    const int w = cfg.warmup_steps;
-    switch (cfg.schedule) {
-    case config::LrSchedule::Constant:
-        return cfg.lr;
-    case config::LrSchedule::Linear:
-        if (cfg.steps <= w) return cfg.lr; // never leaves warmup (the deck warns)
-        return towards_min(cfg, 1.0 - progress(step, w, cfg.steps));
-    case config::LrSchedule::Cosine:
-        if (cfg.steps <= w) return cfg.lr;
-        return towards_min(cfg, 0.5 * (1.0 + std::cos(M_PI * progress(step, w, cfg.steps))));
-    case config::LrSchedule::Wsd: {
-        const int d0 = wsd_decay_start(cfg);
-        if (step < d0 || d0 >= cfg.steps) return cfg.lr;
-        // the D decay steps end at min_lr: step steps-1 takes it
-        return towards_min(cfg, 1.0 - progress(step + 1, d0, cfg.steps));
-    }
-    }
-    return cfg.lr;
+    if (cfg.schedule == config::LrSchedule::Constant) return cfg.lr;
+    // the decay's D steps d0 .. steps-1: decay step k = step - d0 + 1 (1..D) is at progress k/D,
+    // so the last step of the run takes min_lr
+    const int d0 =
+        cfg.schedule == config::LrSchedule::Wsd ? wsd_decay_start(cfg) : cfg.warmup_steps;
+    if (step < d0 || d0 >= cfg.steps) return cfg.lr; // stable (wsd), or never leaves warmup
+    const double x = progress(step + 1, d0, cfg.steps);
+    if (cfg.schedule == config::LrSchedule::Cosine)
+        return towards_min(cfg, 0.5 * (1.0 + std::cos(M_PI * x)));
+    return towards_min(cfg, 1.0 - x); // linear, wsd
 }
 
 } // namespace sof::train

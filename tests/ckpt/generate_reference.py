@@ -55,7 +55,9 @@ def run(cmd, **kw):
 
 
 def ours(args, d, *extra):
-    out = run([args.superoffload, "generate", "--hf", d, "--json", *extra])
+    """Our generate on the CPU twins (--device host: the reference compares the CPU model; the
+    CUDA one is compared with it by tests/e2e/test_generate_cuda.cpp where a GPU is lent)."""
+    out = run([args.superoffload, "generate", "--hf", d, "--json", "--device", "host", *extra])
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -147,6 +149,22 @@ runtime: {{out_dir: {work}/out, threads: 1, log_level: quiet}}
         check(k1["ids"] == gr["ids"], f"{name}: top_k=1 {k1['ids']} != greedy {gr['ids']}")
         check(s1["ids"] != gr["ids"], f"{name}: sampling at temperature 1.5 gave the greedy ids")
         check(len(gr["ids"]) == NEW, f"{name}: --ignore-eos gave {len(gr['ids'])} tokens")
+        check(gr["device"] == "host", f"{name}: --device host ran on {gr['device']}")
+        # --device cuda: the same greedy ids on a GPU, else (no GPU, no CUDA build) a usage
+        # error naming the device; a device name we do not know is a usage error
+        r = subprocess.run([args.superoffload, "generate", "--hf", out, "--json", "--device",
+                            "cuda", "--temperature", "0", *base], capture_output=True, text=True,
+                           env=ENV)
+        if r.returncode == 0:
+            check(json.loads(r.stdout.strip().splitlines()[-1])["ids"] == gr["ids"],
+                  f"{name}: --device cuda greedy ids differ from the CPU's")
+        else:
+            check(r.returncode == 2 and "cuda" in r.stderr.lower(),
+                  f"{name}: --device cuda without a GPU: exit {r.returncode}, {r.stderr[-200:]!r}")
+        r = subprocess.run([args.superoffload, "generate", "--hf", out, "--device", "tpu", *base],
+                           capture_output=True, text=True, env=ENV)
+        check(r.returncode == 2 and "--device must be auto, host or cuda" in r.stderr,
+              f"{name}: --device tpu: exit {r.returncode}, {r.stderr[-200:]!r}")
     if fails:
         print("FAILED:\n  " + "\n  ".join(fails))
         return 1

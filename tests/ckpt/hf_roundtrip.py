@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 # The Hugging Face round trip against transformers itself: tiny Llama / Qwen2 / Qwen3 models made
-# by transformers (random init, save_pretrained in bf16 and fp32, sharded and not, with a tokenizer
-# and generation_config.json) -> model.init_from -> `superoffload train` (3 steps) -> `export --hf`
+# by transformers (random init, save_pretrained in bf16 and fp32, sharded and not: each
+# architecture in both dtypes and both layouts, not every combination; with a tokenizer and
+# generation_config.json) -> model.init_from -> `superoffload train` (3 steps) -> `export --hf`
 # -> AutoModelForCausalLM.from_pretrained: no missing/unexpected/mismatched weight and no loading
 # warning, logits equal our CPU model's (llama_ref_driver) on the exported weights within fp32
 # tolerance, tokenizer files and generation_config.json copied, bos/eos ids kept. Also our logits
-# of the transformers-saved source directory against transformers' own.
+# of the transformers-saved source directory against transformers' own, and `eval --text`
+# (transformers' loss; its token folder removed after success and after errors).
 #
 # Usage: hf_roundtrip.py --superoffload BIN --driver BIN --work DIR. Runs in the project's venv
 # (scripts/python_env.sh test: torch, transformers); exits 77 (skipped) when it is missing.
@@ -48,21 +50,31 @@ B, T, VOCAB = 2, 16, 384
 COMMON = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
               bos_token_id=1, eos_token_id=0, pad_token_id=0)
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+BOTH = ("fp32", "bf16")
 CASES = [
-    # name, config class, extra config, saved dtype, max_shard_size
+    # name, config class, extra config, saved dtype, max_shard_size, export dtypes: every
+    # architecture in bf16 and fp32, sharded and not; the last two crosses export only the
+    # source's dtype (the export's two dtypes are covered by the others; keeps the test short)
     ("llama_fp32_sharded", "LlamaConfig",
      dict(rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
-          rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                        "high_freq_factor": 4.0, "original_max_position_embeddings": 64}),
-     torch.float32, "40KB"),
+          rope_scaling=LLAMA3_ROPE), torch.float32, "40KB", BOTH),
     ("qwen2_bf16_single", "Qwen2Config",
-     dict(rms_norm_eps=1e-6, rope_theta=1e6, tie_word_embeddings=True), torch.bfloat16, None),
+     dict(rms_norm_eps=1e-6, rope_theta=1e6, tie_word_embeddings=True), torch.bfloat16, None,
+     BOTH),
     ("qwen3_bf16_sharded", "Qwen3Config",
      dict(rms_norm_eps=1e-6, rope_theta=1e6, head_dim=24, tie_word_embeddings=False),
-     torch.bfloat16, "40KB"),
+     torch.bfloat16, "40KB", BOTH),
+    ("llama_bf16_single", "LlamaConfig",
+     dict(rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=True,
+          rope_scaling=LLAMA3_ROPE), torch.bfloat16, None, ("bf16",)),
+    ("qwen2_fp32_sharded", "Qwen2Config",
+     dict(rms_norm_eps=1e-6, rope_theta=1e6, tie_word_embeddings=False), torch.float32, "40KB",
+     ("fp32",)),
     ("qwen3_fp32_single", "Qwen3Config",
      dict(rms_norm_eps=1e-6, rope_theta=1e6, head_dim=24, tie_word_embeddings=True),
-     torch.float32, None),
+     torch.float32, None, BOTH),
 ]
 BAD_WORDS = ("missing", "unexpected", "newly initialized", "not initialized", "not used",
              "mismatch")
@@ -134,6 +146,25 @@ def check_eval_text(args, src, model, work, check):
     want = float(np.mean(losses))
     check(abs(got - want) <= 1e-4 * want, f"eval --text: loss {got} vs transformers {want}")
     print(f"  eval --text: loss {got:.6f}, transformers {want:.6f} ({nb} batches)")
+    # ./eval-tokens-<pid> is gone after the run, and after one that failed while tokenizing (not
+    # UTF-8) or after tokenizing (a deck refused)
+    bad = os.path.join(work, "bad.txt")
+    with open(bad, "wb") as f:
+        f.write(b"the model\n\ndata \xff\xfe of\n")
+    left = [f for f in os.listdir(work) if f.startswith("eval-tokens-")]
+    check(not left, f"eval --text: {left} left after a run")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    for extra, what, said in (([bad], "tokenizing fails", "not UTF-8"),
+                              ([txt, "--set", "train.seq_len=0"], "the deck is refused",
+                               "train.seq_len")):
+        r = subprocess.run([args.superoffload, "eval", "--hf", src, "--text", *extra, "--set",
+                            "device.type=host"], capture_output=True, text=True, cwd=work, env=env)
+        left = [f for f in os.listdir(work) if f.startswith("eval-tokens-")]
+        check(r.returncode != 0 and said in r.stdout + r.stderr and not left,
+              f"eval --text when {what}: exit {r.returncode}, folders left {left}, "
+              f"{(r.stdout + r.stderr)[-300:]!r}")
+        if what == "the deck is refused":  # it failed after the tokens were written
+            check("prepare: " in r.stdout, "eval --text: the deck was refused before tokenizing")
 
 
 def main():
@@ -161,7 +192,7 @@ def main():
         f.write(hdr.tobytes())
         f.write(rng.integers(0, VOCAB, 4 * B * T + 1).astype("<u2").tobytes())
 
-    for name, cls, extra, dtype, shard_size in CASES:
+    for name, cls, extra, dtype, shard_size, exports in CASES:
         work = os.path.join(args.work, name)
         src = os.path.join(work, "src")
         os.makedirs(work)
@@ -191,7 +222,7 @@ device: {{type: host}}
 runtime: {{out_dir: {work}/out, threads: 1, log_level: quiet}}
 """)
         run([args.superoffload, "train", deck], cwd=work)
-        for edt in ("fp32", "bf16"):
+        for edt in exports:
             out = os.path.join(work, f"export_{edt}")
             run([args.superoffload, "export", "--hf", out, os.path.join(work, "ckpt"), "--dtype",
                  edt, "--shard-size", "40KB" if sharded else "5GB"])

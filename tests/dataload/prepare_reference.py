@@ -34,6 +34,9 @@ except ImportError as e:
     sys.exit(1 if required else 77)
 from tokenizers import decoders, models, pre_tokenizers, processors, trainers
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chat_templates  # noqa: E402  (templates and their renderings by hand)
+
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
           "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 WORDS = ("the of and to in is was for on that with as by at from his her an which or be are "
@@ -44,19 +47,39 @@ def corpus(rng, n, lo=3, hi=40):
     return [" ".join(rng.choice(WORDS, rng.integers(lo, hi))) for _ in range(n)]
 
 
-def make_bpe(d, train_text):
+def make_bpe(d, train_text, template=CHATML, specials=("<|im_start|>", "<|im_end|>"),
+             extra_config=None):
     tok = tokenizers.Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tr = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>", "<|im_start|>",
-                                                             "<|im_end|>"],
+    tr = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>", *specials],
                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(train_text, tr)
     os.makedirs(d, exist_ok=True)
     tok.save(os.path.join(d, "tokenizer.json"))
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>",
-                   "pad_token": "<|endoftext|>", "chat_template": CHATML}, f)
+                   "pad_token": "<|endoftext|>", "chat_template": template,
+                   **(extra_config or {})}, f)
+
+
+def make_big_vocab(src, d, size):
+    """The BPE of `src` with unused filler tokens and a new EOS as the last id, so the vocabulary
+    has `size` tokens and EOS is id size - 1 (65536 for 65537: a uint16 shard cannot hold it)."""
+    j = json.load(open(os.path.join(src, "tokenizer.json"), encoding="utf-8"))
+    vocab = j["model"]["vocab"]
+    for i in range(len(vocab), size - 1):
+        vocab[f"<filler{i}>"] = i
+    eos = "<|big_eos|>"
+    vocab[eos] = size - 1
+    j["added_tokens"].append({"id": size - 1, "content": eos, "single_word": False,
+                              "lstrip": False, "rstrip": False, "normalized": False,
+                              "special": True})
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(j, f)
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": eos}, f)
 
 
 def make_sentencepiece(d, train_text):
@@ -120,6 +143,103 @@ def prepare(out, hf, files, *extra, env=None):
         raise SystemExit(f"prepare_data.py failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}"
                          f"\n{r.stderr}")
     return r.stdout
+
+
+def check_chat_templates(work, rng, check, env):
+    """Multi-turn chat through Qwen3's template (the last reply renders with a think block, the
+    earlier ones without), a Llama-3 template and a ChatML template with {% generation %} blocks:
+    the ids equal apply_chat_template + EOS, and the mask equals, token by token, the replies and
+    their end of turn as chat_templates.py renders them by hand."""
+    for name, template in chat_templates.TEMPLATES.items():
+        hf = os.path.join(work, f"tok_{name}")
+        extra = {"bos_token": "<|begin_of_text|>"} if name == "llama3" else {}
+        make_bpe(hf, corpus(rng, 300), template, chat_templates.SPECIALS[name], extra)
+        at = transformers.AutoTokenizer.from_pretrained(hf)
+        eos = at.eos_token_id
+        convs = chat_templates.conversations(rng, WORDS, 24, padded=name == "llama3")
+        path = os.path.join(work, f"chat_{name}.jsonl")
+        with open(path, "w") as f:
+            for m in convs:
+                f.write(json.dumps({"messages": m}) + "\n")
+        out = os.path.join(work, f"chat_{name}")
+        prepare(out, hf, [path], "--val-fraction", "0", "--workers", "2", env=env)
+        ids, mask, _, _ = read_split(out, "train")
+        want_ids, want_mask, ok = [], [], True
+        for m in convs:
+            segs = chat_templates.SEGMENTS[name](m)
+            text = "".join(t for t, _ in segs)
+            rendered = at.apply_chat_template(m, tokenize=False)
+            if text != rendered:
+                check(False, f"chat {name}: the hand rendering differs from the template's: "
+                             f"{text[:120]!r} vs {rendered[:120]!r}")
+                ok = False
+                break
+            enc = at.backend_tokenizer.encode(text, add_special_tokens=False)
+            t = at.apply_chat_template(m, tokenize=True)
+            t = t["input_ids"] if hasattr(t, "keys") else t
+            check(list(t) == enc.ids, f"chat {name}: apply_chat_template ids != encode(text)")
+            em = chat_templates.expected_mask(segs, enc.offsets)
+            if em is None:
+                check(False, f"chat {name}: a token straddles a reply's edge in {text!r}")
+                ok = False
+                break
+            want_ids += enc.ids + [eos]
+            want_mask += em + [0]
+        if not ok:
+            continue
+        check(ids.tolist() == want_ids, f"chat {name}: shard ids differ from apply_chat_template "
+                                        "+ EOS")
+        check(mask is not None and mask.tolist() == want_mask,
+              f"chat {name}: the mask is not exactly the replies and their end of turn "
+              f"({'no mask' if mask is None else int((mask != np.array(want_mask)).sum())} "
+              "tokens differ)")
+        if mask is not None and name == "qwen3":
+            think = at.convert_tokens_to_ids("<think>")
+            check(int(mask[ids == think].sum()) == 0, "chat qwen3: a <think> token is counted")
+            check(int((ids == think).sum()) > 0, "chat qwen3: no think block in the data")
+
+
+def check_worker_error(work, hf, env, check):
+    """A bad record in a piece a worker process tokenizes: the run ends with the record's error
+    (it used to hang: sys.exit in a pool worker)."""
+    bad = os.path.join(work, "bad.jsonl")
+    good = json.dumps({"messages": [{"role": "user", "content": "the model"},
+                                    {"role": "assistant", "content": "data of"}]})
+    with open(bad, "w") as f:
+        f.write((good + "\n") * 40 + json.dumps({"messages": [{"role": "user"}]}) + "\n")
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "prepare_data.py"), "--tokenizer", hf,
+           "--out", os.path.join(work, "bad"), "--quiet", "--workers", "2", bad]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+        check(r.returncode != 0 and "bad.jsonl (byte" in r.stderr and "chat record" in r.stderr,
+              f"a bad record in a worker's piece: exit {r.returncode}, {r.stderr[-300:]!r}")
+    except subprocess.TimeoutExpired:
+        check(False, "a bad record in a worker's piece: prepare_data.py hangs")
+
+
+def check_big_vocab(work, docs, check):
+    """--dtype auto: a vocabulary of 65537 tokens (EOS = 65536) gives uint32 shards holding the
+    ids unchanged; 65536 tokens (EOS = 65535) still uint16."""
+    txt = os.path.join(work, "big.txt")
+    with open(txt, "w") as f:
+        f.write("\n\n".join(docs[:20]) + "\n")
+    for size, wide_want in ((65536, False), (65537, True)):
+        hf = os.path.join(work, f"bpe_{size}")
+        make_big_vocab(os.path.join(work, "bpe"), hf, size)
+        at = transformers.AutoTokenizer.from_pretrained(hf)
+        check(len(at) == size and at.eos_token_id == size - 1,
+              f"vocab {size}: the test tokenizer has {len(at)} tokens, EOS {at.eos_token_id}")
+        out = os.path.join(work, f"big_{size}")
+        prepare(out, hf, [txt], "--val-fraction", "0", "--workers", "1")
+        ids, _, widths, _ = read_split(out, "train")
+        want = [t for d in docs[:20] for t in at(d)["input_ids"] + [size - 1]]
+        check(widths == {wide_want}, f"vocab {size}: shards are "
+                                     f"{'uint32' if True in widths else 'uint16'}, want "
+                                     f"{'uint32' if wide_want else 'uint16'}")
+        check(ids.tolist() == want, f"vocab {size}: shard ids differ from AutoTokenizer + EOS")
+        info = json.load(open(os.path.join(out, "prepare.json")))
+        check(info["dtype"] == ("uint32" if wide_want else "uint16") and
+              info["vocab_size"] == size, f"vocab {size}: prepare.json says {info['dtype']}")
 
 
 def main():
@@ -219,6 +339,10 @@ def main():
     info = json.load(open(os.path.join(out, "prepare.json")))
     check(info["loss_mask"] and info["train"]["counted_targets"] == int(mask.sum()),
           "chat: prepare.json does not report the mask")
+
+    check_worker_error(args.work, hf, small_pieces, check)
+    check_chat_templates(args.work, rng, check, small_pieces)
+    check_big_vocab(args.work, text_docs, check)
 
     if fails:
         print("FAILED:\n  " + "\n  ".join(fails))

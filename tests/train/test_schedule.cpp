@@ -39,16 +39,20 @@ TEST_CASE("schedules: warmup, then constant / linear / cosine / wsd down to min_
     const config::TrainConfig c = tc(LrSchedule::Constant, 100, 10);
     CHECK(train::lr_at(c, 50) == 1.0f);
     CHECK(train::lr_at(c, 99) == 1.0f);
+    // linear / cosine: the 90 decay steps 10..99, decay step k = step - 9 at x = k / 90
     const config::TrainConfig l = tc(LrSchedule::Linear, 100, 10);
-    CHECK(train::lr_at(l, 10) == doctest::Approx(1.0));
-    CHECK(train::lr_at(l, 55) == doctest::Approx(0.1 + 0.9 * (1.0 - 45.0 / 90.0)));
-    CHECK(train::lr_at(l, 100) == doctest::Approx(0.1));
+    CHECK(train::lr_at(l, 10) == doctest::Approx(1.0 - 0.9 * 1.0 / 90.0));
+    CHECK(train::lr_at(l, 54) == doctest::Approx(0.1 + 0.9 * (1.0 - 45.0 / 90.0)));
+    CHECK(train::lr_at(l, 98) == doctest::Approx(0.1 + 0.9 / 90.0));
+    CHECK(train::lr_at(l, 99) == doctest::Approx(0.1));  // the last step: min_lr
     CHECK(train::lr_at(l, 150) == doctest::Approx(0.1)); // past the end: min_lr
     const config::TrainConfig co = tc(LrSchedule::Cosine, 100, 10);
-    CHECK(train::lr_at(co, 10) == doctest::Approx(1.0));
-    CHECK(train::lr_at(co, 55) == doctest::Approx(0.1 + 0.9 * 0.5)); // half way: the middle
-    CHECK(train::lr_at(co, 40) ==
+    CHECK(train::lr_at(co, 10) ==
+          doctest::Approx(0.1 + 0.9 * 0.5 * (1.0 + std::cos(M_PI * 1.0 / 90.0))));
+    CHECK(train::lr_at(co, 54) == doctest::Approx(0.1 + 0.9 * 0.5)); // half way: the middle
+    CHECK(train::lr_at(co, 39) ==
           doctest::Approx(0.1 + 0.9 * 0.5 * (1.0 + std::cos(M_PI * 30.0 / 90.0))));
+    CHECK(train::lr_at(co, 99) == doctest::Approx(0.1));
     // wsd: decay_fraction 0.2 of 100 steps -> steps 80..99 decay; step 99 is at min_lr
     const config::TrainConfig w = tc(LrSchedule::Wsd, 100, 10);
     CHECK(train::wsd_decay_start(w) == 80);
@@ -64,6 +68,33 @@ TEST_CASE("schedules: warmup, then constant / linear / cosine / wsd down to min_
     // warmup covering the whole run: still warmup, no decay (and a deck warning)
     const config::TrainConfig all = tc(LrSchedule::Cosine, 5, 10);
     CHECK(train::lr_at(all, 4) == doctest::Approx(0.5));
+}
+
+TEST_CASE("every decay takes min_lr on the last step and not before; warmup reaches lr") {
+    // one convention for linear, cosine and wsd (torchtitan's): step steps-1 runs at min_lr,
+    // step steps-2 above it, the lr never rises after warmup, and warmup's last step is lr
+    for (LrSchedule s : {LrSchedule::Linear, LrSchedule::Cosine, LrSchedule::Wsd})
+        for (int steps : {2, 3, 7, 100, 1001})
+            for (int warmup : {0, 1, 5}) {
+                if (warmup >= steps) continue;
+                for (float frac : {0.1f, 0.2f, 1.0f}) {
+                    config::TrainConfig t = tc(s, steps, warmup, 1.0f, 0.1f);
+                    t.decay_fraction = frac;
+                    CAPTURE(static_cast<int>(s));
+                    CAPTURE(steps);
+                    CAPTURE(warmup);
+                    CAPTURE(frac);
+                    const int d0 = s == LrSchedule::Wsd ? train::wsd_decay_start(t) : warmup;
+                    if (d0 >= steps) continue; // wsd with no decay step
+                    CHECK(train::lr_at(t, steps - 1) == doctest::Approx(0.1));
+                    if (steps - 1 > d0) CHECK(train::lr_at(t, steps - 2) > 0.1f + 1e-6f);
+                    if (warmup > 0) CHECK(train::lr_at(t, warmup - 1) == doctest::Approx(1.0));
+                    // the first decay step is already below lr (decay step 1 of D)
+                    CHECK(train::lr_at(t, d0) < 1.0f);
+                    for (int i = warmup; i + 1 < steps; i++)
+                        CHECK(train::lr_at(t, i + 1) <= train::lr_at(t, i));
+                }
+            }
 }
 
 TEST_CASE("deck warnings: warmup_steps >= steps, min_lr without a decay") {
