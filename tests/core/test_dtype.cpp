@@ -123,16 +123,13 @@ static void check_nearest(float f, uint16_t h, float (*widen)(uint16_t), uint16_
     const double d = std::fabs(static_cast<double>(f) - r);
     for (int step : {-1, 1}) {
         const int n = static_cast<int>(mag) + step;
-        if (n < 0 || n > max_finite)
-            continue;
+        if (n < 0 || n > max_finite) continue;
         const double dn =
             std::fabs(static_cast<double>(f) - widen(static_cast<uint16_t>(sign | n)));
         REQUIRE(d <= dn);
-        if (d == dn)
-            REQUIRE((mag & 1u) == 0u);
+        if (d == dn) REQUIRE((mag & 1u) == 0u);
     }
-    if (f == 0.0f)
-        REQUIRE(std::signbit(r) == std::signbit(f));
+    if (f == 0.0f) REQUIRE(std::signbit(r) == std::signbit(f));
 }
 
 TEST_CASE("bf16 and fp16 narrowing: round to nearest even on every rounding case (distances)") {
