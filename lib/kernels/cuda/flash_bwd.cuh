@@ -187,15 +187,10 @@ template <int D, class M> SOF_FLASH_FN void dq_block(M& m, const Params& p, int 
     int* scratch = wmax + kWarps;
     auto kbuf = [&](int j) { return sm + C::kOffBufQ + j * 2 * C::kTileKVq; };
     const int tid = m.tid(), lane = tid & 31, warp = tid >> 5;
-    const int nqt = ceil_div(p.T, kBr), t0 = q_tile_of_block(bx, nqt) * kBr;
-    const int nr = imin(kBr, p.T - t0), last = t0 + nr - 1, kh = h / p.group;
-    const int* seg = p.seg ? p.seg + row_index(p, b, 0) : nullptr;
-    const size_t qcol = static_cast<size_t>(h) * D, kvcol = static_cast<size_t>(kh) * D;
-
-    const int start0 = seg ? block_run_start(m, seg, t0, 0, scratch) : 0;
-    row_starts<kBr>(m, rs, wmax, seg, t0, nr, start0);
-    const int nkv = kv_tile_count(start0, last, kBc);
-    const int start_last = rs[nr - 1];
+    const QTile qt = q_tile<kBr, kBc, D>(m, p, bx, h, b, rs, wmax, scratch);
+    const int t0 = qt.t0, nr = qt.nr, start0 = qt.start0, nkv = qt.nkv;
+    const int start_last = qt.start_last;
+    const size_t qcol = qt.qcol, kvcol = qt.kvcol;
 
     load_tile<kBr, D>(m, qs, p.q, p.ldq, qcol, b, t0, p);
     load_tile<kBr, D>(m, dos, p.dout, p.ldo, qcol, b, t0, p);

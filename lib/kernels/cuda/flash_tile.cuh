@@ -197,6 +197,33 @@ SOF_FLASH_FN void row_starts(M& m, int* rs, int* wmax, const int* seg, int t0, i
     m.sync();
 }
 
+// A query tile of kBr rows (block x -> q_tile_of_block) and the keys its rows see: the forward
+// and dQ both start here. Fills rs (row_starts) and ends with its barrier.
+struct QTile {
+    int t0, nr, last;            // first row, rows (<= kBr), last row
+    int kh;                      // the K/V head of query head h
+    const int* seg;              // (T) segment ids of batch row b, or nullptr
+    size_t qcol, kvcol;          // column of head h in Q/dO/O and of head kh in K/V
+    int start0, nkv, start_last; // first key of row t0, key tiles to visit, first key of `last`
+};
+template <int kBr, int kBc, int D, class M>
+SOF_FLASH_FN QTile q_tile(M& m, const Params& p, int bx, int h, int b, int* rs, int* wmax,
+                          int* scratch) {
+    QTile q;
+    q.t0 = q_tile_of_block(bx, ceil_div(p.T, kBr)) * kBr;
+    q.nr = imin(kBr, p.T - q.t0);
+    q.last = q.t0 + q.nr - 1;
+    q.kh = h / p.group;
+    q.seg = p.seg ? p.seg + row_index(p, b, 0) : nullptr;
+    q.qcol = static_cast<size_t>(h) * D;
+    q.kvcol = static_cast<size_t>(q.kh) * D;
+    q.start0 = q.seg ? block_run_start(m, q.seg, q.t0, 0, scratch) : 0;
+    row_starts<kBr>(m, rs, wmax, q.seg, q.t0, q.nr, q.start0);
+    q.nkv = kv_tile_count(q.start0, q.last, kBc);
+    q.start_last = rs[q.nr - 1];
+    return q;
+}
+
 template <int N> SOF_FLASH_FN void zero(float (&x)[N][4]) {
     SOF_UNROLL
     for (int i = 0; i < N; i++) {
