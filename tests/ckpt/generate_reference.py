@@ -15,22 +15,10 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-VENV = os.environ.get("SOF_PYENV", os.path.expanduser("~/.cache/superoffload/pyenv-test"))
-try:
-    import numpy as np
-    import torch
-    import transformers
-except ImportError as e:
-    py = os.path.join(VENV, "bin", "python")
-    if os.path.realpath(sys.prefix) != os.path.realpath(VENV) and os.path.exists(py):
-        os.execv(py, [py] + sys.argv)
-    # scripts/run_tests.sh (CI) sets SOF_REQUIRE_PYENV=1: there a missing environment fails
-    # the test instead of skipping it
-    required = os.environ.get("SOF_REQUIRE_PYENV") == "1"
-    why = "run scripts/python_env.sh test to install torch and transformers"
-    print(f"{'FAIL' if required else 'SKIP'}: {e}; {why}"
-          + (" (SOF_REQUIRE_PYENV=1: the Python environment is required)" if required else ""))
-    sys.exit(1 if required else 77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from sof_pyenv import require  # noqa: E402  (tests/sof_pyenv.py)
+
+np, torch, transformers = require("numpy", "torch", "transformers", venv="test")
 sys.path.insert(0, os.path.join(HERE, "..", "dataload"))
 import prepare_reference  # noqa: E402  (the tokenizer trained for the test)
 

@@ -23,23 +23,11 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-VENV = os.environ.get("SOF_PYENV", os.path.expanduser("~/.cache/superoffload/pyenv-test"))
-try:
-    import numpy as np
-    import torch
-    import transformers
-    from safetensors.numpy import load_file
-except ImportError as e:
-    py = os.path.join(VENV, "bin", "python")
-    if os.path.realpath(sys.prefix) != os.path.realpath(VENV) and os.path.exists(py):
-        os.execv(py, [py] + sys.argv)
-    # scripts/run_tests.sh (CI) sets SOF_REQUIRE_PYENV=1: there a missing environment fails
-    # the test instead of skipping it
-    required = os.environ.get("SOF_REQUIRE_PYENV") == "1"
-    why = "run scripts/python_env.sh test to install torch and transformers"
-    print(f"{'FAIL' if required else 'SKIP'}: {e}; {why}"
-          + (" (SOF_REQUIRE_PYENV=1: the Python environment is required)" if required else ""))
-    sys.exit(1 if required else 77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from sof_pyenv import require  # noqa: E402  (tests/sof_pyenv.py)
+
+np, torch, transformers, st_numpy = require("numpy", "torch", "transformers", "safetensors.numpy",
+                                            venv="test")
 sys.path.insert(0, os.path.join(HERE, "..", "dataload"))
 import prepare_reference  # noqa: E402  (the tokenizer trained for the test)
 
@@ -115,7 +103,7 @@ def our_logits(args, d, toks, work, tag):
     np.concatenate([[B, T], toks]).astype("<i4").tofile(tok_path)
     out = os.path.join(work, f"{tag}_ours.safetensors")
     run([args.driver, "--hf", d, "--tokens", tok_path, "--out", out])
-    return load_file(out)["logits"]
+    return st_numpy.load_file(out)["logits"]
 
 
 def rel(a, b):

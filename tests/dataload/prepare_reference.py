@@ -16,22 +16,11 @@ import subprocess
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-VENV = os.environ.get("SOF_PYENV", os.path.expanduser("~/.cache/superoffload/pyenv-tools"))
-try:
-    import numpy as np
-    import tokenizers
-    import transformers
-except ImportError as e:
-    py = os.path.join(VENV, "bin", "python")
-    if os.path.realpath(sys.prefix) != os.path.realpath(VENV) and os.path.exists(py):
-        os.execv(py, [py] + sys.argv)
-    # scripts/run_tests.sh (CI) sets SOF_REQUIRE_PYENV=1: there a missing environment fails
-    # the test instead of skipping it
-    required = os.environ.get("SOF_REQUIRE_PYENV") == "1"
-    why = "run scripts/python_env.sh tools to install the pinned packages"
-    print(f"{'FAIL' if required else 'SKIP'}: {e}; {why}"
-          + (" (SOF_REQUIRE_PYENV=1: the Python environment is required)" if required else ""))
-    sys.exit(1 if required else 77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from sof_pyenv import require  # noqa: E402  (tests/sof_pyenv.py)
+
+np, tokenizers, transformers = require("numpy", "tokenizers", "transformers",
+                                       venv="tools")
 from tokenizers import decoders, models, pre_tokenizers, processors, trainers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -16,17 +16,10 @@ import struct
 import subprocess
 import sys
 
-try:
-    import numpy as np
-    import torch
-except ImportError as e:  # the only reason to skip: the oracle is not installed
-    # scripts/run_tests.sh (CI) sets SOF_REQUIRE_PYENV=1: there a missing environment fails
-    # the test instead of skipping it
-    required = os.environ.get("SOF_REQUIRE_PYENV") == "1"
-    why = "install python3-torch and python3-numpy (Debian) to run this test"
-    print(f"{'FAIL' if required else 'SKIP'}: {e}; {why}"
-          + (" (SOF_REQUIRE_PYENV=1: the Python environment is required)" if required else ""))
-    sys.exit(1 if required else 77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from sof_pyenv import require  # noqa: E402  (tests/sof_pyenv.py)
+
+np, torch = require("numpy", "torch", venv=None)
 
 torch.set_num_threads(1)
 

@@ -27,17 +27,10 @@ import shutil
 import subprocess
 import sys
 
-VENV = os.environ.get("SOF_PYENV", os.path.expanduser("~/.cache/superoffload/pyenv-test"))
-try:
-    import numpy as np
-    import torch
-    import transformers
-except ImportError as e:
-    py = os.path.join(VENV, "bin", "python")
-    if os.path.realpath(sys.prefix) != os.path.realpath(VENV) and os.path.exists(py):
-        os.execv(py, [py] + sys.argv)
-    print(f"SKIPPED: {e}; run scripts/python_env.sh test to install torch and transformers")
-    sys.exit(77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from sof_pyenv import require  # noqa: E402  (tests/sof_pyenv.py)
+
+np, torch, transformers = require("numpy", "torch", "transformers", venv="test")
 
 B, T, STEPS = 4, 64, 10
 VOCAB = 512

@@ -15,18 +15,10 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "model"))
-try:
-    import numpy as np
-    import torch
-    import llama_reference as ref
-except ImportError as e:
-    # scripts/run_tests.sh (CI) sets SOF_REQUIRE_PYENV=1: there a missing environment fails
-    # the test instead of skipping it
-    required = os.environ.get("SOF_REQUIRE_PYENV") == "1"
-    why = "install python3-torch and python3-numpy (Debian) to run this test"
-    print(f"{'FAIL' if required else 'SKIP'}: {e}; {why}"
-          + (" (SOF_REQUIRE_PYENV=1: the Python environment is required)" if required else ""))
-    sys.exit(1 if required else 77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from sof_pyenv import require  # noqa: E402  (tests/sof_pyenv.py)
+
+np, torch, ref = require("numpy", "torch", "llama_reference", venv=None)
 
 torch.set_num_threads(1)
 
