@@ -98,6 +98,9 @@ if has test; then
     cmd=${cmd//@MPIEXEC@/$MPIRUN}; cmd=${cmd//@BIN@/$BIN_REC}; cmd=${cmd//@SRC@/$SRC_REC}
     wd=${wd//@BIN@/$BIN_REC}; wd=${wd//@SRC@/$SRC_REC}
     [ "$envs" = - ] && envs=""
+    if [[ $cmd == python3* ]] && ! command -v python3 >/dev/null; then # a root without Python
+      say "test $name: skipped (no python3 here)"; skip=$((skip + 1)); continue
+    fi
     mkdir -p "$wd"
     [ "$tmo" -gt "${TEST_LIMIT:-240}" ] && tmo=${TEST_LIMIT:-240} # a hang costs this, not the call
     l=$(limit "$tmo")
