@@ -3,9 +3,9 @@
 #include "bench_attention_gpu.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -19,7 +19,6 @@ namespace sof::app {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 // A device buffer freed with the object.
 struct Buf {
@@ -103,13 +102,16 @@ int bench_attention_gpu(const GpuAttnOpts& o) {
         kernels::attention_backward(ex, d, dout.as<core::bf16>(), out.as<core::bf16>(),
                                     lse.as<float>(), delta.as<float>(), a);
     };
-    // host clock around a synchronized call (device work is asynchronous)
-    auto timed = [&](auto&& fn) {
-        dev->synchronize(*stream);
-        const Clock::time_point t0 = Clock::now();
+    // device time between timing events on the compute stream (cudaEventElapsedTime): the
+    // kernels' own time, without the launch latency and the synchronization around them
+    std::unique_ptr<device::Event> ev0 = dev->create_timing_event(),
+                                   ev1 = dev->create_timing_event();
+    auto timed = [&](auto&& fn) { // seconds
+        dev->record(*ev0, *stream);
         fn();
+        dev->record(*ev1, *stream);
         dev->synchronize(*stream);
-        return std::chrono::duration<double>(Clock::now() - t0).count();
+        return dev->elapsed_ms(*ev0, *ev1) * 1e-3;
     };
 
     // causal work: Q K^T and P V over T (T + 1) / 2 pairs per head; the backward is 2.5 x (five
