@@ -19,7 +19,6 @@ namespace sof::app {
 
 namespace {
 
-
 // A device buffer freed with the object.
 struct Buf {
     device::Device* d;
