@@ -50,7 +50,8 @@ void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttribute
 }
 
 // Descriptors of the product and the heuristic's best algorithm (pl.ok = false when it has none).
-// The bias and aux pointers are set before the heuristic: it reads their alignment.
+// The bias and aux pointers are set before the heuristic (cublasLt.h: it reads their alignment;
+// matmul.cu fuses only 16-byte-aligned ones all the same).
 void make_plan(Blas::Impl& im, const GemmShape& g, const GemmPtrs& p, Blas::Impl::Plan& pl) {
     SOF_CHECK_CUBLAS(cublasLtMatmulDescCreate(&pl.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const int32_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -90,6 +91,11 @@ void make_plan(Blas::Impl& im, const GemmShape& g, const GemmPtrs& p, Blas::Impl
                  static_cast<uint32_t>(alignment(p.d)));
         set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                  static_cast<uint32_t>(alignment(p.d)));
+        // a bf16 (or fp16) output: split-K may only reduce in the compute type (fp32), never
+        // in place in the output buffer's type, so each output is rounded to bf16 once
+        if (g.d_type != CUDA_R_32F)
+            set_pref(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                     static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
         st = cublasLtMatmulAlgoGetHeuristic(im.handle, pl.desc, pl.a, pl.b, pl.d, pl.d, pref, 1,
                                             &res, &found);
     } catch (...) {
@@ -147,8 +153,17 @@ bool Blas::Impl::gemm(const GemmShape& g, const GemmPtrs& p) {
     const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
     // every cuBLASLt reduction scheme (split-K included) is ordered, so one algorithm gives the
     // same bits on every run: the plan is fixed once per key
-    SOF_CHECK_CUBLAS(cublasLtMatmul(handle, pl.desc, &alpha, p.a, pl.a, p.b, pl.b, &beta, p.d, pl.d,
-                                    p.d, pl.d, &pl.algo, workspace, workspace_bytes, stream));
+    const cublasStatus_t st =
+        cublasLtMatmul(handle, pl.desc, &alpha, p.a, pl.a, p.b, pl.b, &beta, p.d, pl.d, p.d, pl.d,
+                       &pl.algo, workspace, workspace_bytes, stream);
+    // an algorithm the heuristic offered can still be refused at launch for a fused epilogue
+    // (seen in PyTorch with mixed alignments): the caller falls back to the unfused product
+    if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT &&
+        (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE)) {
+        pl.ok = false;
+        return false;
+    }
+    SOF_CHECK_CUBLAS(st);
     return true;
 }
 

@@ -2,6 +2,8 @@
 // twin; bias and GELU in the epilogue, or a pointwise kernel where cuBLASLt offers no algorithm.
 #include "kernels/matmul.h"
 
+#include <cstdint>
+
 #include "kernels/cuda/blas.cuh"
 #include "kernels/cuda/pointwise.cuh"
 
@@ -72,8 +74,13 @@ void matmul_forward(Blas& blas, T* out, T* pre_gelu, const T* inp, const T* w, c
         g.epilogue = CUBLASLT_EPILOGUE_BIAS;
         p.bias = bias;
     }
-    // the GELU input's leading dimension must be a multiple of 8 (cublasLt.h)
-    const bool fusable = g.epilogue != CUBLASLT_EPILOGUE_DEFAULT && (!pre_gelu || OC % 8 == 0);
+    // the GELU input's leading dimension must be a multiple of 8 (cublasLt.h); bias and GELU
+    // input 16-byte aligned: the heuristic is told only A/B/C/D's alignment, and epilogue
+    // kernels that assume 16 bytes fault on less (PyTorch and Marian fall back likewise). The
+    // parameters are packed without padding, so a bias is often less aligned: unfused then.
+    auto al16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+    const bool fusable = g.epilogue != CUBLASLT_EPILOGUE_DEFAULT && (!pre_gelu || OC % 8 == 0) &&
+                         (!bias || al16(bias)) && (!pre_gelu || al16(pre_gelu));
     if (fusable && blas.impl().gemm(g, p)) return;
 
     // unfused: the plain product into pre_gelu (or out), then bias and GELU pointwise
