@@ -48,6 +48,10 @@ namespace detail {
 // Throws core::Error (Config) naming op when the shape is not one attention can run.
 void check_attention_args(int B, int T, int num_heads, int num_kv_heads, int head_dim,
                           const char* op);
+// Throws core::Error (Internal: a caller's bug) when a row stride is shorter than its heads or
+// q_begin is outside 0..T. Both twins call it (a GPU would read and write overlapping rows).
+void check_attention_layout(size_t ldq, size_t ldk, size_t ldv, size_t ldo, int num_heads,
+                            int num_kv_heads, int head_dim, int q_begin, int T, const char* op);
 } // namespace detail
 
 // CPU twin: FlashAttention-2 tiles through OpenBLAS sgemm, called from OpenMP threads: run with

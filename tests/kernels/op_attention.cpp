@@ -181,6 +181,28 @@ SOF_OP_CPU("attention", "shapes it cannot run are refused by name") {
     }
 }
 
+SOF_OP_CPU("attention", "row strides shorter than the heads and q_begin outside 0..T are refused") {
+    const AttnProblem p({1, 8, 4, 2, 32, false, 52});
+    std::vector<float> out(p.out_size()), lse(p.stat_size());
+    auto refused = [&](kernels::AttnArgs<float> a, const char* what) {
+        try {
+            kernels::attention_forward(kernels::cpu_exec(), out.data(), lse.data(), a);
+            FAIL("no error for " << what);
+        } catch (const core::Error& e) {
+            CHECK_MESSAGE(std::string(e.what()).find(what) != std::string::npos, e.what());
+        }
+    };
+    kernels::AttnArgs<float> a = p.args(p.qkv.data());
+    a.ldk = 2 * 32 - 1; // two kv heads of 32 need 64
+    refused(a, "ldk=63");
+    a = p.args(p.qkv.data());
+    a.ldo = 4 * 32 - 8;
+    refused(a, "ldo=120");
+    a = p.args(p.qkv.data());
+    a.q_begin = 9;
+    refused(a, "q_begin = 9 outside 0..T = 8");
+}
+
 // Decoding with a KV cache: q_begin = k computes only rows k..T-1, the rows of the full forward
 // (within rounding: the key tiles end elsewhere), and leaves the rows before it alone.
 SOF_OP_CPU("attention", "q_begin computes the last rows only, equal to the full forward") {

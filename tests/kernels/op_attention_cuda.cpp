@@ -294,7 +294,8 @@ SOF_OP_GPU("attention", "q_begin computes the last rows only (every head dim)") 
 SOF_OP_GPU("attention", "shapes a kernel cannot run are refused by name") {
     Gpu* g = ktest::gpu_or_skip();
     if (!g) return;
-    auto refused = [&](auto tag, int hd, kernels::AttnKernel k, int q_begin, const char* what) {
+    auto refused = [&](auto tag, int hd, kernels::AttnKernel k, int q_begin, const char* what,
+                       bool short_ldq = false) {
         using E = decltype(tag);
         const AttnProblem p({1, 8, 2, 2, hd, false, 51});
         auto q = g->upload<E>(p.qkv);
@@ -303,6 +304,7 @@ SOF_OP_GPU("attention", "shapes a kernel cannot run are refused by name") {
         kernels::AttnArgs<E> a = p.args(q.get());
         a.kernel = k;
         a.q_begin = q_begin;
+        if (short_ldq) a.ldq = static_cast<size_t>(p.s.NH) * hd - 1;
         try {
             kernels::attention_forward(g->exec(), o.get(), l.get(), a);
             FAIL("no error for " << what);
@@ -314,6 +316,9 @@ SOF_OP_GPU("attention", "shapes a kernel cannot run are refused by name") {
     refused(core::bf16{}, 80, kernels::AttnKernel::TensorCores, 0, "head_dim=80");
     refused(float{}, 64, kernels::AttnKernel::TensorCores, 0, "fp32");
     refused(core::bf16{}, 64, kernels::AttnKernel::TensorCores, 3, "q_begin");
+    // the layout check both twins share (a GPU would read overlapping rows without it)
+    refused(float{}, 64, kernels::AttnKernel::Auto, 0, "row stride", true);
+    refused(core::bf16{}, 64, kernels::AttnKernel::Auto, 9, "q_begin = 9 outside 0..T = 8");
 }
 
 // T = 2^18, one head of 64: its T x T fp32 scores would be 256 GiB, more than any GPU has. Rows

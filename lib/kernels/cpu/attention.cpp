@@ -24,6 +24,18 @@ void check_attention_args(int B, int T, int NH, int NKV, int hd, const char* op)
                  "needs whole groups)",
                  op, NH, NKV);
 }
+
+void check_attention_layout(size_t ldq, size_t ldk, size_t ldv, size_t ldo, int NH, int NKV, int hd,
+                            int q_begin, int T, const char* op) {
+    const size_t C = static_cast<size_t>(hd);
+    if (ldq < NH * C || ldo < NH * C || ldk < NKV * C || ldv < NKV * C)
+        SOF_FAIL(Internal,
+                 "%s: a row stride is shorter than its heads (ldq=%zu ldk=%zu ldv=%zu "
+                 "ldo=%zu for num_heads=%d num_kv_heads=%d head_dim=%d)",
+                 op, ldq, ldk, ldv, ldo, NH, NKV, hd);
+    if (q_begin < 0 || q_begin > T)
+        SOF_FAIL(Internal, "%s: q_begin = %d outside 0..T = %d", op, q_begin, T);
+}
 } // namespace detail
 
 namespace cpu {
@@ -159,15 +171,8 @@ void dscores(float* dP, const float* P, int nr, int nc, const float* delta, floa
 
 void check_args(const AttnArgs<float>& a, const char* op) {
     detail::check_attention_args(a.B, a.T, a.num_heads, a.num_kv_heads, a.head_dim, op);
-    const size_t C = static_cast<size_t>(a.head_dim);
-    if (a.ldq < a.num_heads * C || a.ldo < a.num_heads * C || a.ldk < a.num_kv_heads * C ||
-        a.ldv < a.num_kv_heads * C)
-        SOF_FAIL(Internal,
-                 "%s: a row stride is shorter than its heads (ldq=%zu ldk=%zu ldv=%zu "
-                 "ldo=%zu for num_heads=%d num_kv_heads=%d head_dim=%d)",
-                 op, a.ldq, a.ldk, a.ldv, a.ldo, a.num_heads, a.num_kv_heads, a.head_dim);
-    if (a.q_begin < 0 || a.q_begin > a.T)
-        SOF_FAIL(Internal, "%s: q_begin = %d outside 0..T = %d", op, a.q_begin, a.T);
+    detail::check_attention_layout(a.ldq, a.ldk, a.ldv, a.ldo, a.num_heads, a.num_kv_heads,
+                                   a.head_dim, a.q_begin, a.T, op);
 }
 
 } // namespace

@@ -425,6 +425,8 @@ __global__ void __launch_bounds__(kBlock)
 
 template <class T> Dims dims_of(const AttnArgs<T>& a, const char* op) {
     detail::check_attention_args(a.B, a.T, a.num_heads, a.num_kv_heads, a.head_dim, op);
+    detail::check_attention_layout(a.ldq, a.ldk, a.ldv, a.ldo, a.num_heads, a.num_kv_heads,
+                                   a.head_dim, a.q_begin, a.T, op);
     if (a.B > 65535 || a.num_heads > 65535)
         SOF_FAIL(Config, "%s (CUDA): B=%d and num_heads=%d must be at most 65535 (grid limits)", op,
                  a.B, a.num_heads);
@@ -531,8 +533,6 @@ template <class T> bool use_tensor_cores(const AttnArgs<T>& a, const char* op) {
 template <class T> void attention_forward(T* out, float* lse, const AttnArgs<T>& a, void* stream) {
     const char* op = "attention_forward";
     const Dims g = dims_of(a, op);
-    if (a.q_begin < 0 || a.q_begin > a.T)
-        SOF_FAIL(Internal, "%s: q_begin = %d outside 0..T = %d", op, a.q_begin, a.T);
     const bool tc = use_tensor_cores(a, op);
     if (a.B == 0 || a.T == a.q_begin) return;
     const cudaStream_t s = as_stream(stream);

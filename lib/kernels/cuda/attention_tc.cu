@@ -15,28 +15,51 @@ namespace sof::kernels::cuda {
 
 namespace {
 
+// cp.async, ldmatrix and the bf16 mma.m16n8k16 need sm_80: an older architecture in
+// CMAKE_CUDA_ARCHITECTURES compiles these kernels empty, and the host refuses them there
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define SOF_TC_ARCH_OK 1
+#else
+#define SOF_TC_ARCH_OK 0
+#endif
+
 using flash::DeviceMachine;
 using flash::Params;
 
 template <int D> __global__ void __launch_bounds__(flash::kThreads) tc_fwd_kernel(Params p) {
+#if SOF_TC_ARCH_OK
     extern __shared__ __align__(128) unsigned char smem[];
     DeviceMachine m{smem};
     flash::fwd_block<D>(m, p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
                         static_cast<int>(blockIdx.z));
+#else
+    (void)p;
+    __trap(); // refused on the host (attention_tc_refusal)
+#endif
 }
 
 template <int D> __global__ void __launch_bounds__(flash::kThreads) tc_dkdv_kernel(Params p) {
+#if SOF_TC_ARCH_OK
     extern __shared__ __align__(128) unsigned char smem[];
     DeviceMachine m{smem};
     flash::dkdv_block<D>(m, p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
                          static_cast<int>(blockIdx.z));
+#else
+    (void)p;
+    __trap(); // refused on the host (attention_tc_refusal)
+#endif
 }
 
 template <int D> __global__ void __launch_bounds__(flash::kThreads) tc_dq_kernel(Params p) {
+#if SOF_TC_ARCH_OK
     extern __shared__ __align__(128) unsigned char smem[];
     DeviceMachine m{smem};
     flash::dq_block<D>(m, p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
                        static_cast<int>(blockIdx.z));
+#else
+    (void)p;
+    __trap(); // refused on the host (attention_tc_refusal)
+#endif
 }
 
 bool aligned16(const void* p) {
@@ -99,6 +122,10 @@ const char* attention_tc_refusal(const AttnArgs<core::bf16>& a) {
     if (a.head_dim != 64 && a.head_dim != 128) return "head_dim is not 64 or 128";
     if (a.q_begin != 0) return "q_begin != 0 (KV-cache decoding runs the CUDA-core kernel)";
     if (a.B > 65535 || a.num_heads > 65535) return "B or num_heads above 65535 (grid limits)";
+    int dev = 0, major = 0;
+    SOF_CHECK_CUDA(cudaGetDevice(&dev));
+    SOF_CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major < 8) return "the GPU is older than sm_80 (no bf16 mma.sync, cp.async)";
     return nullptr;
 }
 
