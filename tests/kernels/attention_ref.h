@@ -194,6 +194,26 @@ inline AttnRef attn_reference(const AttnProblem& p, AttnMutation mut = AttnMutat
     return r;
 }
 
+// The positions an op owns in a fused (B,T,W) q|k|v buffer and in an out (B,T,ldo) buffer: the
+// heads of each row, not the padding after them (masks for attn_norm_err).
+inline std::vector<char> attn_rows_mask(size_t rows, size_t ld, size_t used) {
+    std::vector<char> m(rows * ld, 0);
+    for (size_t r = 0; r < rows; r++)
+        std::fill(m.begin() + r * ld, m.begin() + r * ld + used, 1);
+    return m;
+}
+inline std::vector<char> attn_qkv_mask(const AttnProblem& p) {
+    return attn_rows_mask(static_cast<size_t>(p.s.B) * p.s.T, p.W,
+                          static_cast<size_t>(p.s.NH + 2 * p.s.NKV) * p.s.hd);
+}
+inline std::vector<char> attn_out_mask(const AttnProblem& p) {
+    return attn_rows_mask(static_cast<size_t>(p.s.B) * p.s.T, p.ldo,
+                          static_cast<size_t>(p.s.NH) * p.s.hd);
+}
+inline std::vector<double> attn_widen(const std::vector<float>& x) {
+    return std::vector<double>(x.begin(), x.end());
+}
+
 // max |got - want| / max |want| over the positions where mask is true (all when mask is empty):
 // the error relative to the tensor's scale.
 template <class G>

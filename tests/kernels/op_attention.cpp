@@ -50,22 +50,6 @@ Run run_cpu(const AttnProblem& p) {
     return r;
 }
 
-// The positions of a fused (B,T,W) buffer or an out (B,T,ldo) buffer that the op owns.
-std::vector<char> qkv_mask(const AttnProblem& p) {
-    std::vector<char> m(p.qkv.size(), 0);
-    const size_t used = static_cast<size_t>(p.s.NH + 2 * p.s.NKV) * p.s.hd;
-    for (size_t r = 0; r < static_cast<size_t>(p.s.B) * p.s.T; r++)
-        std::fill(m.begin() + r * p.W, m.begin() + r * p.W + used, 1);
-    return m;
-}
-std::vector<char> out_mask(const AttnProblem& p) {
-    std::vector<char> m(p.out_size(), 0);
-    const size_t used = static_cast<size_t>(p.s.NH) * p.s.hd;
-    for (size_t r = 0; r < static_cast<size_t>(p.s.B) * p.s.T; r++)
-        std::fill(m.begin() + r * p.ldo, m.begin() + r * p.ldo + used, 1);
-    return m;
-}
-
 std::string name(const AttnShape& s) {
     return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
            " NH=" + std::to_string(s.NH) + " NKV=" + std::to_string(s.NKV) +
@@ -90,7 +74,7 @@ SOF_OP_CPU("attention", "equals the naive T x T reference (forward and backward)
         const AttnProblem p(s);
         const test::AttnRef ref = test::attn_reference(p);
         const Run r = run_cpu(p);
-        const std::vector<char> om = out_mask(p), qm = qkv_mask(p);
+        const std::vector<char> om = test::attn_out_mask(p), qm = test::attn_qkv_mask(p);
         CHECK(test::attn_norm_err(r.out, ref.out, om) < kTolOut);
         CHECK(test::attn_norm_err(r.lse, ref.lse) < kTolLse);
         CHECK(test::attn_norm_err(r.dqkv, ref.dqkv, qm) < kTolGrad);
@@ -113,7 +97,7 @@ SOF_OP_CPU("attention", "a mutated reference fails the same thresholds") {
     kernels::cpu::use_single_threaded_blas();
     const AttnProblem p({1, 129, 4, 1, 64, true, 21});
     const Run r = run_cpu(p);
-    const std::vector<char> om = out_mask(p), qm = qkv_mask(p);
+    const std::vector<char> om = test::attn_out_mask(p), qm = test::attn_qkv_mask(p);
     const test::AttnRef causal = test::attn_reference(p, AttnMutation::CausalPlusOne);
     CHECK(test::attn_norm_err(r.out, causal.out, om) > 100 * kTolOut);
     CHECK(test::attn_norm_err(r.dqkv, causal.dqkv, qm) > 100 * kTolGrad);
@@ -162,8 +146,8 @@ SOF_OP_CPU("attention", "a sequence whose T x T scores would not fit in memory")
         const std::vector<float> out(r.out.begin() + r0 * p.ldo,
                                      r.out.begin() + (r0 + doc) * p.ldo);
         const std::vector<float> dqkv(r.dqkv.begin() + r0 * p.W, r.dqkv.begin() + (r0 + doc) * p.W);
-        CHECK(test::attn_norm_err(out, ref.out, out_mask(one)) < kTolOut);
-        CHECK(test::attn_norm_err(dqkv, ref.dqkv, qkv_mask(one)) < kTolGrad);
+        CHECK(test::attn_norm_err(out, ref.out, test::attn_out_mask(one)) < kTolOut);
+        CHECK(test::attn_norm_err(dqkv, ref.dqkv, test::attn_qkv_mask(one)) < kTolGrad);
     }
 }
 

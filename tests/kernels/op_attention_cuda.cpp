@@ -84,18 +84,6 @@ Run run_cpu(const AttnProblem& p, const std::vector<float>* out_for_backward = n
     return r;
 }
 
-std::vector<double> widen(const std::vector<float>& x) {
-    return std::vector<double>(x.begin(), x.end());
-}
-
-// Owned positions of the fused (B,T,W) and out (B,T,ldo) buffers.
-std::vector<char> mask_rows(size_t rows, size_t ld, size_t used) {
-    std::vector<char> m(rows * ld, 0);
-    for (size_t r = 0; r < rows; r++)
-        std::fill(m.begin() + r * ld, m.begin() + r * ld + used, 1);
-    return m;
-}
-
 std::string name(const AttnShape& s) {
     return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
            " NH=" + std::to_string(s.NH) + " NKV=" + std::to_string(s.NKV) +
@@ -121,17 +109,9 @@ template <class E> AttnProblem problem(const AttnShape& s) {
     return p;
 }
 
-std::vector<char> out_mask(const AttnShape& s, const AttnProblem& p) {
-    return mask_rows(static_cast<size_t>(s.B) * s.T, p.ldo, static_cast<size_t>(s.NH) * s.hd);
-}
-std::vector<char> qkv_mask(const AttnShape& s, const AttnProblem& p) {
-    return mask_rows(static_cast<size_t>(s.B) * s.T, p.W,
-                     static_cast<size_t>(s.NH + 2 * s.NKV) * s.hd);
-}
-
 // No owned element left NaN (every element written).
-void check_written(const AttnShape& s, const AttnProblem& p, const Run& g) {
-    const auto om = out_mask(s, p), qm = qkv_mask(s, p);
+void check_written(const AttnProblem& p, const Run& g) {
+    const auto om = test::attn_out_mask(p), qm = test::attn_qkv_mask(p);
     size_t nan_owned = 0;
     for (size_t i = 0; i < g.dqkv.size(); i++)
         nan_owned += qm[i] && std::isnan(g.dqkv[i]);
@@ -146,14 +126,14 @@ void compare_with_cpu(Gpu& gpu, const AttnShape& s, double tol_out, double tol_g
     const AttnProblem p = problem<E>(s);
     const Run g = run_cuda<E>(gpu, p, k);
     const Run c = std::is_same_v<E, float> ? run_cpu(p) : run_cpu(p, &g.out);
-    const double eo = test::attn_norm_err(g.out, widen(c.out), out_mask(s, p));
-    const double el = test::attn_norm_err(g.lse, widen(c.lse));
-    const double eg = test::attn_norm_err(g.dqkv, widen(c.dqkv), qkv_mask(s, p));
+    const double eo = test::attn_norm_err(g.out, test::attn_widen(c.out), test::attn_out_mask(p));
+    const double el = test::attn_norm_err(g.lse, test::attn_widen(c.lse));
+    const double eg = test::attn_norm_err(g.dqkv, test::attn_widen(c.dqkv), test::attn_qkv_mask(p));
     MESSAGE(name(s) << ": out " << eo << " lse " << el << " grads " << eg);
     CHECK(eo < tol_out);
     CHECK(el < kTolLse);
     CHECK(eg < tol_grad);
-    check_written(s, p, g);
+    check_written(p, g);
 }
 
 } // namespace
@@ -222,9 +202,11 @@ SOF_OP_GPU("attention", "tensor-core and CUDA-core kernels agree (bf16)") {
         const AttnProblem p = problem<core::bf16>(s);
         const Run tc = run_cuda<core::bf16>(*g, p, kernels::AttnKernel::TensorCores);
         const Run cc = run_cuda<core::bf16>(*g, p, kernels::AttnKernel::CudaCores);
-        const double eo = test::attn_norm_err(tc.out, widen(cc.out), out_mask(s, p));
-        const double el = test::attn_norm_err(tc.lse, widen(cc.lse));
-        const double eg = test::attn_norm_err(tc.dqkv, widen(cc.dqkv), qkv_mask(s, p));
+        const double eo =
+            test::attn_norm_err(tc.out, test::attn_widen(cc.out), test::attn_out_mask(p));
+        const double el = test::attn_norm_err(tc.lse, test::attn_widen(cc.lse));
+        const double eg =
+            test::attn_norm_err(tc.dqkv, test::attn_widen(cc.dqkv), test::attn_qkv_mask(p));
         MESSAGE(name(s) << ": tensor-core vs CUDA-core out " << eo << " lse " << el << " grads "
                         << eg);
         CHECK(eo < kTolTcOut);

@@ -207,27 +207,15 @@ AttnProblem rounded(const AttnShape& s) {
     return p;
 }
 
-std::vector<double> widen(const std::vector<float>& x) {
-    return std::vector<double>(x.begin(), x.end());
-}
-
-std::vector<char> owned(size_t rows, size_t ld, size_t used) {
-    std::vector<char> m(rows * ld, 0);
-    for (size_t r = 0; r < rows; r++)
-        std::fill(m.begin() + r * ld, m.begin() + r * ld + used, 1);
-    return m;
-}
-
 struct Errors {
     double out, lse, grad;
 };
 Errors errors(const AttnProblem& p, const Result& g) {
     const Cpu c = run_cpu(p, g.out);
-    const size_t rows = static_cast<size_t>(p.s.B) * p.s.T;
-    const auto om = owned(rows, p.ldo, static_cast<size_t>(p.s.NH) * p.s.hd);
-    const auto qm = owned(rows, p.W, static_cast<size_t>(p.s.NH + 2 * p.s.NKV) * p.s.hd);
-    return {test::attn_norm_err(g.out, widen(c.out), om), test::attn_norm_err(g.lse, widen(c.lse)),
-            test::attn_norm_err(g.dqkv, widen(c.dqkv), qm)};
+    const auto om = test::attn_out_mask(p), qm = test::attn_qkv_mask(p);
+    return {test::attn_norm_err(g.out, test::attn_widen(c.out), om),
+            test::attn_norm_err(g.lse, test::attn_widen(c.lse)),
+            test::attn_norm_err(g.dqkv, test::attn_widen(c.dqkv), qm)};
 }
 
 // Thresholds against the CPU twin (fp32 on the same bf16 inputs), normalized max error. The tile
