@@ -2,6 +2,7 @@
 // logits' gradient in fp32, one token per task; the formulas are the reference for the CUDA twin.
 #include "kernels/moe_router.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -22,18 +23,17 @@ namespace cpu {
 
 namespace {
 
-// idx[0..K) = the K preferred experts of row v (E), in preference order.
-void select_topk(int* idx, const float* v, int E, int K) {
+// idx[0..K) = the K preferred experts of row v (E), in preference order; taken (E): scratch.
+void select_topk(int* idx, const float* v, int E, int K, std::vector<char>& taken) {
+    std::fill(taken.begin(), taken.end(), 0);
     for (int k = 0; k < K; k++) {
         int best = -1;
         for (int e = 0; e < E; e++) {
-            bool taken = false;
-            for (int j = 0; j < k; j++)
-                taken = taken || idx[j] == e;
-            if (taken) continue;
+            if (taken[static_cast<size_t>(e)]) continue;
             if (best < 0 || router_prefers(v[e], e, v[best], best)) best = e;
         }
         idx[k] = best;
+        taken[static_cast<size_t>(best)] = 1;
     }
 }
 
@@ -59,12 +59,13 @@ void moe_router_forward(int* idx, float* w, const float* logits, const RouterArg
 #pragma omp parallel
     {
         std::vector<float> p(static_cast<size_t>(a.E));
+        std::vector<char> taken(static_cast<size_t>(a.E));
 #pragma omp for schedule(static)
         for (int n = 0; n < a.N; n++) {
             const float* v = logits + static_cast<size_t>(n) * a.E;
             int* ix = idx + static_cast<size_t>(n) * a.K;
             float* wn = w + static_cast<size_t>(n) * a.K;
-            select_topk(ix, v, a.E, a.K);
+            select_topk(ix, v, a.E, a.K, taken);
             if (a.kind == RouterKind::SoftmaxTopk) {
                 softmax_row(p.data(), v, a.E);
                 float s = 0.0f;

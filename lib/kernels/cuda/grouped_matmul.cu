@@ -109,15 +109,25 @@ template <class T> void run_grouped(Blas& blas, const Grouped& g, cudaStream_t s
         SOF_CHECK_CUDA(e);
     }
     const cudaDataType_t dt = cuda_dtype<T>();
-    const cublasStatus_t s = cublasGemmGroupedBatchedEx(
-        blas.impl().classic(), g.ta.data(), g.tb.data(), g.m.data(), g.n.data(), g.k.data(),
-        g.alpha.data(), const_cast<const void* const*>(dptr), dt, g.lda.data(),
+    const cublasHandle_t h = blas.impl().classic();
+    cublasStatus_t s = cublasGemmGroupedBatchedEx(
+        h, g.ta.data(), g.tb.data(), g.m.data(), g.n.data(), g.k.data(), g.alpha.data(),
+        const_cast<const void* const*>(dptr), dt, g.lda.data(),
         const_cast<const void* const*>(dptr + G), dt, g.ldb.data(), g.beta.data(), dptr + 2 * G, dt,
         g.ldc.data(), G, g.size.data(), CUBLAS_COMPUTE_32F);
+    // a cuBLAS without this type combination in the grouped interface: the same products one by
+    // one (deterministic too, though not necessarily the grouped kernel's bits)
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED) {
+        s = CUBLAS_STATUS_SUCCESS;
+        for (size_t i = 0; s == CUBLAS_STATUS_SUCCESS && i < g.m.size(); i++)
+            s = cublasGemmEx(h, g.ta[i], g.tb[i], g.m[i], g.n[i], g.k[i], &g.alpha[i], g.a[i], dt,
+                             g.lda[i], g.b[i], dt, g.ldb[i], &g.beta[i], g.c[i], dt, g.ldc[i],
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }
     const cudaError_t f = cudaFreeAsync(dptr, st);
     if (s != CUBLAS_STATUS_SUCCESS)
         SOF_FAIL(Runtime, "%s: cublasGemmGroupedBatchedEx failed: %s (%s, %d groups)", op,
-                 cublasLtGetStatusName(s), cuda_dtype<T>() == CUDA_R_32F ? "fp32" : "bf16", G);
+                 cublasLtGetStatusName(s), dt == CUDA_R_32F ? "fp32" : "bf16", G);
     SOF_CHECK_CUDA(f);
 }
 
