@@ -59,7 +59,7 @@ SOF_HD void clamped_swiglu_grad(float g, float u, float d, const ClampedSwiglu& 
     const float gc = g > a.limit ? a.limit : g;
     const float uc = u > a.limit ? a.limit : (u < -a.limit ? -a.limit : u);
     const float s = clamped_sigmoid(a.alpha * gc);
-    const bool g_in = g <= a.limit, u_in = u >= -a.limit && u <= a.limit;
+    const bool g_in = g<a.limit, u_in = u> - a.limit && u < a.limit;
     *dg = g_in ? d * (uc + 1.0f) * (s + gc * a.alpha * s * (1.0f - s)) : 0.0f;
     *du = u_in ? d * (gc * s) : 0.0f;
 }

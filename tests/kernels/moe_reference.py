@@ -102,6 +102,13 @@ def build(case, rng):
             hook_mod = b.gate
         else:
             rb, gb, db = f32((E,), rng, 0.5), f32((E, 2 * I), rng, 1.5), f32((E, H), rng, 0.5)
+            # activations exactly at the clamps' bounds for every token: gate 0 = +limit, up 0 =
+            # +limit, up 1 = -limit (zero weights, the bound as bias): torch's clamp passes no
+            # gradient there
+            lim = c.swiglu_limit
+            for r, v in ((0, lim), (1, lim), (3, -lim)):
+                gate_up[:, r, :] = 0.0
+                gb[:, r] = v
             ours[p + "router_bias"], ours[p + "gate_up_bias"], ours[p + "down_bias"] = rb, gb, db
             b = GptOss(c)
             b.router.weight, b.router.bias = t(router), t(rb)

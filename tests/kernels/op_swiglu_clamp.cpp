@@ -1,6 +1,6 @@
 // Op driver cases of swiglu_clamp.h (GPT-OSS's expert activation): forward and backward against
 // double (interleaved and halves), the clamps' gradient at and beyond the bounds as torch's clamp
-// gives it; the CUDA twin against the CPU twin.
+// gives it (zero at the bounds: moe_reference.py checks it against torch); the CUDA twin.
 #include <cmath>
 #include <string>
 
@@ -23,7 +23,7 @@ double sigmoid(double x) {
     return 1.0 / (1.0 + std::exp(-x));
 }
 
-// h and dgu in double; torch's clamp: the gradient passes where min <= x <= max
+// h and dgu in double; torch's clamp: the gradient passes where min < x < max
 void ref(const std::vector<float>& gu, const std::vector<float>& dh, int N, int I,
          const ClampedSwiglu& a, std::vector<double>& h, std::vector<double>& dgu) {
     h.assign(static_cast<size_t>(N) * I, 0.0);
@@ -38,8 +38,8 @@ void ref(const std::vector<float>& gu, const std::vector<float>& dh, int N, int 
             const double gc = std::min(g, L), uc = std::max(-L, std::min(u, L));
             const double s = sigmoid(al * gc);
             h[static_cast<size_t>(n) * I + i] = (uc + 1.0) * gc * s;
-            dgu[gi] = g <= L ? d * (uc + 1.0) * (s + gc * al * s * (1.0 - s)) : 0.0;
-            dgu[ui] = (u >= -L && u <= L) ? d * gc * s : 0.0;
+            dgu[gi] = g < L ? d * (uc + 1.0) * (s + gc * al * s * (1.0 - s)) : 0.0;
+            dgu[ui] = (u > -L && u < L) ? d * gc * s : 0.0;
         }
 }
 
@@ -101,21 +101,24 @@ SOF_OP_CPU("swiglu_clamp", "forward and backward against double, interleaved and
 }
 
 SOF_OP_CPU("swiglu_clamp", "the clamps' gradient at and beyond the bounds (torch's clamp)") {
-    // gate: 7 (at the bound: passes), 7.5 (cut), -20 (passes); up: 7, -7 (pass), 7.5, -7.5 (cut)
+    // gate: 7 (at the bound: cut, as torch 2.15's clamp), 7.5 (cut), -20 (passes: no lower
+    // bound); up: 7, -7 (at the bounds: cut), 7.5, -7.5 (cut), 0 (passes)
     const std::vector<float> gu = {7.0f, 7.0f, 7.5f, -7.0f, -20.0f, 7.5f, 1.0f, -7.5f, NAN, 0.0f};
     const std::vector<float> dh(5, 1.0f);
     std::vector<float> h(5), d(10);
     const ClampedSwiglu a; // interleaved, limit 7, alpha 1.702
     kernels::swiglu_clamp_forward(kernels::cpu_exec(), h.data(), gu.data(), 1, 5, a);
     kernels::swiglu_clamp_backward(kernels::cpu_exec(), d.data(), dh.data(), gu.data(), 1, 5, a);
-    CHECK(d[0] != 0.0f); // gate == 7
-    CHECK(d[1] != 0.0f); // up == 7
-    CHECK(d[2] == 0.0f); // gate 7.5 > 7
-    CHECK(d[3] != 0.0f); // up == -7
-    CHECK(d[4] != 0.0f); // gate -20: no lower bound (d = tiny but the path is open)
-    CHECK(d[5] == 0.0f); // up 7.5
-    CHECK(d[7] == 0.0f); // up -7.5
-    CHECK(d[8] == 0.0f); // gate NaN: torch's comparisons are false
+    CHECK(d[0] == 0.0f);     // gate == 7
+    CHECK(d[1] == 0.0f);     // up == 7
+    CHECK(d[2] == 0.0f);     // gate 7.5 > 7
+    CHECK(d[3] == 0.0f);     // up == -7
+    CHECK(d[4] != 0.0f);     // gate -20: no lower bound (d = tiny but the path is open)
+    CHECK(d[5] == 0.0f);     // up 7.5
+    CHECK(d[7] == 0.0f);     // up -7.5
+    CHECK(d[8] == 0.0f);     // gate NaN: torch's comparisons are false
+    CHECK(std::isnan(d[9])); // up 0: open, times a NaN gate (as torch)
+    CHECK(d[6] != 0.0f);     // gate 1 with up -7.5: open (the up's clamp does not close the gate's)
     CHECK(std::isnan(h[4]));
     // h at the clamps: gate 7.5 acts as 7, up 7.5 as 7, up -7.5 as -7
     CHECK(h[1] == doctest::Approx((-7.0 + 1.0) * 7.0 / (1.0 + std::exp(-1.702 * 7.0))));
