@@ -1,4 +1,5 @@
-// CPU twin of swiglu_clamp.h: the header's element formulas over rows, one row per task.
+// CPU twin of swiglu_clamp.h: the header's element formulas over rows, one row per task (each
+// element written by one task: the same bits for any thread count).
 #include "kernels/swiglu_clamp.h"
 
 #include <cmath>
