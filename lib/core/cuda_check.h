@@ -4,7 +4,7 @@
 
 // Only the macros live here: include the library's header (cuda_runtime.h, cublasLt.h, cudnn.h)
 // before using the matching macro. Header-only so core itself never links CUDA. SOF_CHECK_CUBLAS
-// names the status with cuBLASLt's functions: the kernels link libcublasLt only, not libcublas.
+// names the status with cuBLASLt's functions (cuBLAS and cuBLASLt share cublasStatus_t).
 #include "core/error.h"
 
 namespace sof::core {

@@ -167,7 +167,21 @@ bool Blas::Impl::gemm(const GemmShape& g, const GemmPtrs& p) {
     return true;
 }
 
+cublasHandle_t Blas::Impl::classic() {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!classic_handle) {
+        cublasHandle_t h = nullptr;
+        SOF_CHECK_CUBLAS(cublasCreate(&h));
+        const cublasStatus_t st = cublasSetStream(h, stream);
+        if (st != CUBLAS_STATUS_SUCCESS) cublasDestroy(h);
+        SOF_CHECK_CUBLAS(st);
+        classic_handle = h;
+    }
+    return classic_handle;
+}
+
 Blas::Impl::~Impl() {
+    if (classic_handle) cublasDestroy(classic_handle);
     for (auto& kv : plans)
         destroy(kv.second);
     // cudaFree waits for the products still using the workspace; the stream may already be

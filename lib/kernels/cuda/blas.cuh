@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cublasLt.h>
+#include <cublas_v2.h>
 
 #include <array>
 #include <cstdint>
@@ -41,6 +42,11 @@ struct Blas::Impl {
     cublasLtHandle_t handle = nullptr;
     void* workspace = nullptr; // workspace_bytes of device memory, used by one product at a time
     size_t workspace_bytes = 0;
+
+    // The classic cuBLAS handle on `stream` (grouped_matmul's cublasGemmGroupedBatchedEx and
+    // cublasGemmEx), created on first use; fp32 products stay fp32 (no TF32: default math mode).
+    cublasHandle_t classic();
+    cublasHandle_t classic_handle = nullptr;
 
     // Enqueues the product on `stream`. Returns false, enqueuing nothing, when cuBLASLt has no
     // algorithm for it (an epilogue it lacks for this shape or alignment); throws on errors.
