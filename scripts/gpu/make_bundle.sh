@@ -56,7 +56,7 @@ echo "make_bundle: building ${TARGETS[*]}"
 cmake --build "$BUILD" -j "${JOBS:-2}" --target "${TARGETS[@]}" >"$BUILD/make_bundle.log" 2>&1 ||
   { grep -E "error|Error" "$BUILD/make_bundle.log" | head -20; exit 1; }
 
-rm -rf "$OUT/bin" "$OUT/plugins" "$OUT/tests.tsv" "$OUT/manifest.txt"
+rm -rf "${OUT:?}/bin" "$OUT/plugins" "$OUT/tests.tsv" "$OUT/manifest.txt"
 mkdir -p "$OUT/bin" "$OUT/plugins"
 for t in "${TARGETS[@]}"; do
   case $t in

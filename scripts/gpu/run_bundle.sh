@@ -22,7 +22,7 @@
 #   TEST_LIMIT (seconds per test, default 240: a hung test costs that much, not the whole call),
 #   RERUN (1: rerun a failed test with SOF_CUDA_SYNC=1; 0: not).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 ROOT=$(pwd -P)
 T0=$(date +%s)
 BUDGET=${BUDGET:-540}
@@ -41,6 +41,8 @@ for s in "${STAGES[@]}"; do
   test[123]) TEST_STAGES+=("${s#test}") ;;
   esac
 done
+# stage 1 first whatever the order asked for
+if [ ${#TEST_STAGES[@]} -gt 0 ]; then mapfile -t TEST_STAGES < <(printf '%s\n' "${TEST_STAGES[@]}" | sort -u); fi
 SUMMARY=$LOGS/summary.txt
 say() { echo "$*" | tee -a "$SUMMARY"; }
 left() { echo $((BUDGET - ($(date +%s) - T0))); }
@@ -137,8 +139,8 @@ if [ ${#TEST_STAGES[@]} -gt 0 ]; then
       fi
       mkdir -p "$wd"
       [ "$tmo" -gt "${TEST_LIMIT:-240}" ] && tmo=${TEST_LIMIT:-240} # a hang costs this, not the call
+      [ $(($(left) - 10)) -lt 10 ] && { say "test $name [stage $stage]: not run (budget spent)"; continue; }
       l=$(limit "$tmo")
-      [ "$l" -le 10 ] && { say "test $name: not run (budget spent)"; continue; }
       log=$LOGS/tests/$name.log
       : >"$log"
       t1=$(date +%s)
@@ -156,7 +158,7 @@ if [ ${#TEST_STAGES[@]} -gt 0 ]; then
       # a failure (not a hang): once more with every op synchronized and named
       if [[ $r == FAILED* ]] && [ "${RERUN:-1}" = 1 ]; then
         l=$(limit "$tmo")
-        if [ "$l" -gt 10 ]; then
+        if [ $(($(left) - 10)) -ge 10 ]; then
           slog=$LOGS/tests/$name.sync.log
           : >"$slog"
           t1=$(date +%s)
@@ -164,7 +166,8 @@ if [ ${#TEST_STAGES[@]} -gt 0 ]; then
           rc2=$?
           r2=$(verdict "$rc2" "$skipcode")
           say "  rerun with SOF_CUDA_SYNC=1 CUDA_LAUNCH_BLOCKING=1: $r2 ($(($(date +%s) - t1))s), last: $(last_case "$slog")"
-          grep -m3 -E "CUDA op|CUDA (op|copy|memset)|failed|error" "$slog" | cut -c1-300 | sed 's/^/    /' | tee -a "$SUMMARY" >/dev/null
+          grep -v '^=====' "$slog" | grep -m3 -E "CUDA|failed|error|ERROR" | cut -c1-300 |
+            sed 's/^/    /' | tee -a "$SUMMARY" >/dev/null
         fi
       fi
       cat "$log" >>"$LOGS/test.log"
