@@ -135,7 +135,7 @@ if [ ${#TEST_STAGES[@]} -gt 0 ]; then
       wd=${wd//@BIN@/$BIN_REC}; wd=${wd//@SRC@/$SRC_REC}
       [ "$envs" = - ] && envs=""
       if [[ $cmd == python3* ]] && ! command -v python3 >/dev/null; then # a root without Python
-        say "test $name: skipped (no python3 here)"; skip=$((skip + 1)); continue
+        say "test $name [stage $stage]: skipped (no python3 here)"; skip=$((skip + 1)); continue
       fi
       mkdir -p "$wd"
       [ "$tmo" -gt "${TEST_LIMIT:-240}" ] && tmo=${TEST_LIMIT:-240} # a hang costs this, not the call
