@@ -36,32 +36,33 @@ namespace cuda {
 // T = float or bf16; fp32 compute. Forward and dinp: cublasGemmGroupedBatchedEx (one group per
 // expert with rows, one launch); dw (fp32, accumulated): cublasGemmEx per expert on the stream
 // (the grouped interface has no bf16-in fp32-out form); bias add and dbias: kernels summing each
-// column's rows in order.
+// column's rows in order. The grouped call's pointer array lives in the stream's scratch.
 template <class T>
 void grouped_matmul_forward(Blas& blas, T* out, const T* inp, const T* w, const T* bias,
-                            const GroupedShape& s, void* stream);
+                            const GroupedShape& s, void* stream, Scratch* scratch);
 template <class T>
 void grouped_matmul_backward(Blas& blas, T* dinp, float* dw, float* dbias, const T* dout,
-                             const T* inp, const T* w, const GroupedShape& s, void* stream);
+                             const T* inp, const T* w, const GroupedShape& s, void* stream,
+                             Scratch* scratch);
 } // namespace cuda
 
 template <class T>
 void grouped_matmul_forward(const Exec& ex, T* out, const T* inp, const T* w, const T* bias,
                             const GroupedShape& s) {
     check_grouped_shape(s, "grouped_matmul_forward");
-    SOF_KERNEL_DISPATCH(ex, T, "grouped_matmul_forward",
-                        (cpu::grouped_matmul_forward(out, inp, w, bias, s)),
-                        (cuda::grouped_matmul_forward(*ex.blas, out, inp, w, bias, s, ex.stream)));
+    SOF_KERNEL_DISPATCH(
+        ex, T, "grouped_matmul_forward", (cpu::grouped_matmul_forward(out, inp, w, bias, s)),
+        (cuda::grouped_matmul_forward(*ex.blas, out, inp, w, bias, s, ex.stream, ex.scratch)));
 }
 
 template <class T>
 void grouped_matmul_backward(const Exec& ex, T* dinp, float* dw, float* dbias, const T* dout,
                              const T* inp, const T* w, const GroupedShape& s) {
     check_grouped_shape(s, "grouped_matmul_backward");
-    SOF_KERNEL_DISPATCH(
-        ex, T, "grouped_matmul_backward",
-        (cpu::grouped_matmul_backward(dinp, dw, dbias, dout, inp, w, s)),
-        (cuda::grouped_matmul_backward(*ex.blas, dinp, dw, dbias, dout, inp, w, s, ex.stream)));
+    SOF_KERNEL_DISPATCH(ex, T, "grouped_matmul_backward",
+                        (cpu::grouped_matmul_backward(dinp, dw, dbias, dout, inp, w, s)),
+                        (cuda::grouped_matmul_backward(*ex.blas, dinp, dw, dbias, dout, inp, w, s,
+                                                       ex.stream, ex.scratch)));
 }
 
 } // namespace sof::kernels

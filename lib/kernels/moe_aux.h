@@ -37,15 +37,16 @@ void moe_aux_stats(float* stats, const float* logits, const int* idx, const floa
 namespace cuda {
 template <class T>
 void moe_aux_stats(float* stats, const T* logits, const int* idx, const float* mask, int N, int E,
-                   int K, void* stream);
+                   int K, void* stream,
+                   Scratch* scratch); // row statistics + column sums in scratch
 } // namespace cuda
 
 template <class T>
 void moe_aux_stats(const Exec& ex, float* stats, const T* logits, const int* idx, const float* mask,
                    int N, int E, int K) {
-    SOF_KERNEL_DISPATCH(ex, T, "moe_aux_stats",
-                        (cpu::moe_aux_stats(stats, logits, idx, mask, N, E, K)),
-                        (cuda::moe_aux_stats(stats, logits, idx, mask, N, E, K, ex.stream)));
+    SOF_KERNEL_DISPATCH(
+        ex, T, "moe_aux_stats", (cpu::moe_aux_stats(stats, logits, idx, mask, N, E, K)),
+        (cuda::moe_aux_stats(stats, logits, idx, mask, N, E, K, ex.stream, ex.scratch)));
 }
 
 } // namespace sof::kernels

@@ -32,8 +32,9 @@ void moe_combine_backward(float* dys, float* dw, const float* dy, const float* y
 } // namespace cpu
 
 namespace cuda {
+// The per-chunk counts live in the stream's scratch.
 void moe_plan(int* order, int* slot, int* offsets, int* host_offsets, const int* idx, int N, int K,
-              int E, void* stream);
+              int E, void* stream, Scratch* scratch);
 template <class T>
 void moe_gather(T* xs, const T* x, const int* order, int N, int K, int C, void* stream);
 template <class T>
@@ -52,7 +53,7 @@ inline void moe_plan(const Exec& ex, int* order, int* slot, int* offsets, int* h
                      const int* idx, int N, int K, int E) {
     SOF_KERNEL_DISPATCH(
         ex, float, "moe_plan", (cpu::moe_plan(order, slot, offsets, host_offsets, idx, N, K, E)),
-        (cuda::moe_plan(order, slot, offsets, host_offsets, idx, N, K, E, ex.stream)));
+        (cuda::moe_plan(order, slot, offsets, host_offsets, idx, N, K, E, ex.stream, ex.scratch)));
 }
 
 template <class T>

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "kernels/blas.h"
 #include "kernels/cuda/common.cuh"
@@ -49,17 +50,25 @@ struct Blas::Impl {
     cublasHandle_t classic_handle = nullptr;
 
     // Enqueues the product on `stream`. Returns false, enqueuing nothing, when cuBLASLt has no
-    // algorithm for it (an epilogue it lacks for this shape or alignment); throws on errors.
+    // algorithm for it that launches (an epilogue it lacks for this shape or alignment); the
+    // reason is in `refused`. Throws on other errors.
     bool gemm(const GemmShape& g, const GemmPtrs& p);
 
     ~Impl();
 
+    // Candidates asked of the heuristic per product, best first: a launch that refuses one
+    // (NOT_SUPPORTED, INVALID_VALUE: seen for fused epilogues with mixed alignments) tries the
+    // next; the first that launches is kept for the product from then on.
+    static constexpr int kCandidates = 8;
     struct Plan {
         cublasLtMatmulDesc_t desc = nullptr;
         cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-        cublasLtMatmulAlgo_t algo{};
-        bool ok = false; // the heuristic found an algorithm
+        cublasLtMatmulAlgo_t algos[kCandidates]{};
+        int nalgos = 0;    // candidates left (algos[0] first; refused ones are dropped)
+        bool kept = false; // algos[0] has launched: the product's algorithm from now on
+        bool ok() const { return nalgos > 0; }
     };
+    std::string refused; // why the last product without an algorithm had none
     using Key = std::array<int64_t, 18>;
     std::mutex mu;             // plans and the descriptors' per-call pointers
     std::map<Key, Plan> plans; // one per distinct product

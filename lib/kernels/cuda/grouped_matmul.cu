@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cuda/blas.cuh"
+#include "kernels/scratch.h"
 
 namespace sof::kernels::cuda {
 
@@ -84,7 +85,10 @@ void CUDART_CB drop_ptrs(void* arg) {
     delete static_cast<PtrBlock*>(arg);
 }
 
-template <class T> void run_grouped(Blas& blas, const Grouped& g, cudaStream_t st, const char* op) {
+// The device pointer array of the grouped call lives in the stream's scratch (free again for the
+// next op by stream order); the host copy of it stays alive until the upload has run.
+template <class T>
+void run_grouped(Blas& blas, const Grouped& g, cudaStream_t st, Scratch* scratch, const char* op) {
     const int G = static_cast<int>(g.m.size());
     if (G == 0) return;
     auto* block = new PtrBlock;
@@ -97,15 +101,18 @@ template <class T> void run_grouped(Blas& blas, const Grouped& g, cudaStream_t s
         block->p.push_back(x);
     const size_t bytes = block->p.size() * sizeof(void*);
     void** dptr = nullptr;
-    cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&dptr), bytes, st);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(dptr, block->p.data(), bytes, cudaMemcpyHostToDevice, st);
+    try {
+        dptr = static_cast<void**>(scratch_get(scratch, bytes, op));
+    } catch (...) {
+        delete block;
+        throw;
+    }
+    cudaError_t e = cudaMemcpyAsync(dptr, block->p.data(), bytes, cudaMemcpyHostToDevice, st);
     if (e == cudaSuccess) e = cudaLaunchHostFunc(st, drop_ptrs, block);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         cudaStreamSynchronize(st); // the copy, if enqueued, must finish before the block goes
         delete block;
-        if (dptr) cudaFreeAsync(dptr, st);
         SOF_CHECK_CUDA(e);
     }
     const cudaDataType_t dt = cuda_dtype<T>();
@@ -124,11 +131,9 @@ template <class T> void run_grouped(Blas& blas, const Grouped& g, cudaStream_t s
                              g.lda[i], g.b[i], dt, g.ldb[i], &g.beta[i], g.c[i], dt, g.ldc[i],
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     }
-    const cudaError_t f = cudaFreeAsync(dptr, st);
     if (s != CUBLAS_STATUS_SUCCESS)
         SOF_FAIL(Runtime, "%s: cublasGemmGroupedBatchedEx failed: %s (%s, %d groups)", op,
                  cublasLtGetStatusName(s), dt == CUDA_R_32F ? "fp32" : "bf16", G);
-    SOF_CHECK_CUDA(f);
 }
 
 void check_stream(Blas& blas, void* stream, const char* op) {
@@ -143,7 +148,7 @@ void check_stream(Blas& blas, void* stream, const char* op) {
 // out_e^T (OC x rows) = w_e (stored (OC,C): column-major C x OC, transposed) @ inp_e^T (C x rows)
 template <class T>
 void grouped_matmul_forward(Blas& blas, T* out, const T* inp, const T* w, const T* bias,
-                            const GroupedShape& s, void* stream) {
+                            const GroupedShape& s, void* stream, Scratch* scratch) {
     check_stream(blas, stream, "grouped_matmul_forward");
     const cudaStream_t st = as_stream(stream);
     const int* off = s.host_offsets;
@@ -156,7 +161,7 @@ void grouped_matmul_forward(Blas& blas, T* out, const T* inp, const T* w, const 
               inp + static_cast<size_t>(off[e]) * s.C, s.C,
               out + static_cast<size_t>(off[e]) * s.OC, s.OC);
     }
-    run_grouped<T>(blas, g, st, "grouped_matmul_forward");
+    run_grouped<T>(blas, g, st, scratch, "grouped_matmul_forward");
     const size_t total = static_cast<size_t>(off[s.E]) * s.OC;
     if (!bias || total == 0) return;
     SOF_CHECK(s.offsets,
@@ -170,7 +175,8 @@ void grouped_matmul_forward(Blas& blas, T* out, const T* inp, const T* w, const 
 // inp_e^T (C x rows) @ dout_e (rows x OC: dout^T stored (OC x rows), transposed), fp32 out.
 template <class T>
 void grouped_matmul_backward(Blas& blas, T* dinp, float* dw, float* dbias, const T* dout,
-                             const T* inp, const T* w, const GroupedShape& s, void* stream) {
+                             const T* inp, const T* w, const GroupedShape& s, void* stream,
+                             Scratch* scratch) {
     check_stream(blas, stream, "grouped_matmul_backward");
     const cudaStream_t st = as_stream(stream);
     const int* off = s.host_offsets;
@@ -184,7 +190,7 @@ void grouped_matmul_backward(Blas& blas, T* dinp, float* dw, float* dbias, const
                   dout + static_cast<size_t>(off[e]) * s.OC, s.OC,
                   dinp + static_cast<size_t>(off[e]) * s.C, s.C);
         }
-        run_grouped<T>(blas, g, st, "grouped_matmul_backward dinp");
+        run_grouped<T>(blas, g, st, scratch, "grouped_matmul_backward dinp");
     }
     const cublasHandle_t h = blas.impl().classic();
     const float one = 1.0f;
@@ -213,15 +219,16 @@ void grouped_matmul_backward(Blas& blas, T* dinp, float* dw, float* dbias, const
 }
 
 template void grouped_matmul_forward<float>(Blas&, float*, const float*, const float*, const float*,
-                                            const GroupedShape&, void*);
+                                            const GroupedShape&, void*, Scratch*);
 template void grouped_matmul_forward<core::bf16>(Blas&, core::bf16*, const core::bf16*,
                                                  const core::bf16*, const core::bf16*,
-                                                 const GroupedShape&, void*);
+                                                 const GroupedShape&, void*, Scratch*);
 template void grouped_matmul_backward<float>(Blas&, float*, float*, float*, const float*,
-                                             const float*, const float*, const GroupedShape&,
-                                             void*);
+                                             const float*, const float*, const GroupedShape&, void*,
+                                             Scratch*);
 template void grouped_matmul_backward<core::bf16>(Blas&, core::bf16*, float*, float*,
                                                   const core::bf16*, const core::bf16*,
-                                                  const core::bf16*, const GroupedShape&, void*);
+                                                  const core::bf16*, const GroupedShape&, void*,
+                                                  Scratch*);
 
 } // namespace sof::kernels::cuda

@@ -56,33 +56,28 @@ template <class D> struct AuxTerm {
 
 template <class T>
 void moe_aux_stats(float* stats, const T* logits, const int* idx, const float* mask, int N, int E,
-                   int K, void* stream) {
+                   int K, void* stream, Scratch* scratch) {
     SOF_CHECK(E >= 1 && E <= kMaxExperts && K >= 1 && K <= E && N >= 0,
               "moe_aux_stats: bad shape N=%d E=%d K=%d (E at most %d)", N, E, K, kMaxExperts);
     if (N == 0) return;
     const cudaStream_t st = as_stream(stream);
-    float* rowstat = nullptr;
-    SOF_CHECK_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&rowstat),
-                                   sizeof(float) * 2 * static_cast<size_t>(N), st));
+    // One scratch request for both: the column sums' partials at its start (column_sums asks
+    // for them again and gets the same buffer: a smaller request never moves it), the per-row
+    // max and log-sum-exp (2N floats) after them.
+    const int cols = moe_aux_stats_size(E);
+    const size_t part = (colsum_scratch_bytes(1, N, cols) + 255) / 256 * 256;
+    char* base = static_cast<char*>(
+        scratch_get(scratch, part + sizeof(float) * 2 * static_cast<size_t>(N), "moe_aux_stats"));
+    float* rowstat = reinterpret_cast<float*>(base + part);
     aux_rowstat_kernel<<<row_blocks(N), kRowWarps * 32, 0, st>>>(rowstat, dev_ptr(logits), N, E);
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess) {
-        try {
-            const AuxTerm<dev_t<T>> f{dev_ptr(logits), idx, mask, rowstat, E, K};
-            column_sums<1>(ColOut<1>{{stats}}, N, moe_aux_stats_size(E), f, st);
-        } catch (...) {
-            cudaFreeAsync(rowstat, st);
-            throw;
-        }
-    }
-    const cudaError_t f_err = cudaFreeAsync(rowstat, st);
-    SOF_CHECK_CUDA(e);
-    SOF_CHECK_CUDA(f_err);
+    SOF_CHECK_LAUNCH("moe_aux_stats");
+    const AuxTerm<dev_t<T>> f{dev_ptr(logits), idx, mask, rowstat, E, K};
+    column_sums<1>(ColOut<1>{{stats}}, N, cols, f, st, scratch, "moe_aux_stats");
 }
 
 template void moe_aux_stats<float>(float*, const float*, const int*, const float*, int, int, int,
-                                   void*);
+                                   void*, Scratch*);
 template void moe_aux_stats<core::bf16>(float*, const core::bf16*, const int*, const float*, int,
-                                        int, int, void*);
+                                        int, int, void*, Scratch*);
 
 } // namespace sof::kernels::cuda

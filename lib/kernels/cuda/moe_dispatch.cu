@@ -148,19 +148,16 @@ __global__ void combine_dw_kernel(float* dw, const D* dy, const D* ys, const int
 } // namespace
 
 void moe_plan(int* order, int* slot, int* offsets, int* host_offsets, const int* idx, int N, int K,
-              int E, void* stream) {
+              int E, void* stream, Scratch* scratch) {
     SOF_CHECK(N >= 0 && K >= 1 && E >= 1, "moe_plan: bad shape N=%d K=%d E=%d", N, K, E);
     SOF_CHECK(E <= kMaxPlanExperts, "moe_plan (CUDA): %d experts; at most %d", E, kMaxPlanExperts);
     SOF_CHECK(host_offsets, "moe_plan (CUDA): host_offsets is required");
     const cudaStream_t st = as_stream(stream);
     const int P = N * K;
     const int chunks = (P + kChunk - 1) / kChunk;
-    int* scratch = nullptr; // [bad (1) | counts (chunks, E)]
-    const size_t n_scratch = 1 + static_cast<size_t>(chunks) * E;
-    SOF_CHECK_CUDA(
-        cudaMallocAsync(reinterpret_cast<void**>(&scratch), sizeof(int) * n_scratch, st));
-    int* bad = scratch;
-    int* counts = scratch + 1;
+    const size_t n_scratch = 1 + static_cast<size_t>(chunks) * E; // [bad (1) | counts (chunks, E)]
+    int* bad = static_cast<int*>(scratch_get(scratch, sizeof(int) * n_scratch, "moe_plan"));
+    int* counts = bad + 1;
     const size_t smem = sizeof(int) * static_cast<size_t>(E);
     cudaError_t e = cudaMemsetAsync(bad, 0, sizeof(int), st);
     if (e == cudaSuccess && chunks > 0) {
@@ -180,8 +177,6 @@ void moe_plan(int* order, int* slot, int* offsets, int* host_offsets, const int*
         e = cudaMemcpyAsync(host_offsets, offsets, sizeof(int) * (static_cast<size_t>(E) + 1),
                             cudaMemcpyDeviceToHost, st);
     if (e == cudaSuccess) e = cudaMemcpyAsync(&n_bad, bad, sizeof(int), cudaMemcpyDeviceToHost, st);
-    const cudaError_t f = cudaFreeAsync(scratch, st);
-    if (e == cudaSuccess) e = f;
     if (e == cudaSuccess) e = cudaStreamSynchronize(st);
     SOF_CHECK_CUDA(e);
     if (n_bad > 0)
