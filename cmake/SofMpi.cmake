@@ -24,6 +24,40 @@ else()
   set(SOF_MPI_VENDOR "unknown")
 endif()
 
+# The launcher must belong to the same library: FindMPI takes the first mpiexec on PATH, which on
+# Debian is Open MPI's even when MPI_CXX_COMPILER=mpicxx.mpich. Ask it, and take the library's own
+# (mpiexec.mpich / mpiexec.hydra, mpiexec.openmpi) when it is another one's. Not in a cross build:
+# there the host's launcher starts emulated ranks of the same Open MPI version.
+if(NOT CMAKE_CROSSCOMPILING AND MPIEXEC_EXECUTABLE AND (SOF_MPI_IS_OPENMPI OR SOF_MPI_IS_MPICH))
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _out ERROR_VARIABLE _out
+                  RESULT_VARIABLE _rc TIMEOUT 20)
+  set(_launcher other)
+  if(_out MATCHES "Open MPI|OpenRTE")
+    set(_launcher openmpi)
+  elseif(_out MATCHES "HYDRA")
+    set(_launcher mpich)
+  endif()
+  set(_names "")
+  if(SOF_MPI_IS_OPENMPI AND NOT _launcher STREQUAL "openmpi")
+    set(_names mpiexec.openmpi mpirun.openmpi)
+  elseif(SOF_MPI_IS_MPICH AND NOT _launcher STREQUAL "mpich")
+    set(_names mpiexec.mpich mpiexec.hydra)
+  endif()
+  if(_names)
+    get_filename_component(_hint "${MPI_CXX_COMPILER}" DIRECTORY)
+    unset(_sof_mpiexec CACHE)
+    find_program(_sof_mpiexec NAMES ${_names} HINTS ${_hint} NO_CACHE)
+    if(_sof_mpiexec)
+      message(STATUS "superoffload: ${MPIEXEC_EXECUTABLE} belongs to another MPI than "
+                     "${SOF_MPI_VENDOR}'s mpi.h; using ${_sof_mpiexec}")
+      set(MPIEXEC_EXECUTABLE "${_sof_mpiexec}" CACHE FILEPATH "Executable for running MPI programs." FORCE)
+    else()
+      message(WARNING "${MPIEXEC_EXECUTABLE} is not ${SOF_MPI_VENDOR}'s launcher and none of "
+                      "${_names} was found: multi-rank tests will fail; set -DMPIEXEC_EXECUTABLE=...")
+    endif()
+  endif()
+endif()
+
 # Open MPI's mpiexec refuses more ranks than cores without --oversubscribe (tests start up to 4 on
 # 2 cores); MPICH's Hydra oversubscribes by default and does not know the flag.
 set(_flags "")

@@ -14,9 +14,15 @@ SRC=$(pwd -P)
 OUT=${1:-$SRC/.gpu-bundle}
 BUILD=${BUILD:-build}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-/work}
-export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
-export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
-export CMAKE_CUDA_COMPILER_LAUNCHER=${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}
+# ccache where it is installed, none where it is not (a launcher that is missing fails CMake's
+# compiler checks with a misleading "Could NOT find MPI" and stays in the cache): always given on
+# the command line, so a cache written on a machine with ccache is corrected too
+CCACHE=$(command -v ccache || true)
+LAUNCH=()
+for lang in C CXX CUDA; do
+  v=CMAKE_${lang}_COMPILER_LAUNCHER
+  LAUNCH+=("-D$v=${!v-$CCACHE}")
+done
 
 # Release with CUDA (sm_90 is the project's default architecture); the configure step also picks
 # up tests added since the last one
@@ -24,7 +30,8 @@ type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/nu
 [ "$type" = Release ] || [ ! -f "$BUILD/CMakeCache.txt" ] ||
   { echo "make_bundle: $BUILD is a '$type' build; use a Release one (BUILD=...)" >&2; exit 1; }
 mkdir -p "$BUILD"
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSOF_CUDA=ON >"$BUILD/make_bundle.configure.log" 2>&1 ||
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSOF_CUDA=ON "${LAUNCH[@]}" \
+  >"$BUILD/make_bundle.configure.log" 2>&1 ||
   { tail -20 "$BUILD/make_bundle.configure.log"; exit 1; }
 grep -q "superoffload: CUDA=ON" "$BUILD/make_bundle.configure.log" ||
   { echo "make_bundle: $BUILD is not a CUDA build" >&2; exit 1; }
