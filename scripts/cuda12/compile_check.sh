@@ -16,15 +16,15 @@ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSOF_CUDA=ON -DSOF_WERROR=ON 
   -DCMAKE_CUDA_COMPILER="$TK/bin/nvcc" -DCUDAToolkit_ROOT="$TK" -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" \
   >"$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
 grep -q "CUDA=ON" "$BUILD.configure.log" || { echo "compile_check: CUDA is not on"; exit 1; }
-# the .cu entries of compile_commands.json, once per object, run two at a time
+# the .cu entries of compile_commands.json (one per object), nproc at a time
 /usr/bin/python3 - "$BUILD" "$(nproc)" <<'PY'
 import json, subprocess, sys, time
 from concurrent.futures import ThreadPoolExecutor
 build, jobs = sys.argv[1], int(sys.argv[2])
 seen, cmds = set(), []
 for e in json.load(open(f"{build}/compile_commands.json")):
-    if e["file"].endswith(".cu") and e["output"] not in seen:
-        seen.add(e["output"])
+    if e["file"].endswith(".cu") and e["command"] not in seen:
+        seen.add(e["command"])
         cmds.append(e)
 def run(e):
     t0 = time.time()
