@@ -13,16 +13,16 @@ cd "$(dirname "$0")/../.."
 SRC=$(pwd -P)
 OUT=${1:-$SRC/.gpu-bundle}
 BUILD=${BUILD:-build}
-# ccache when this machine has it, else none: the launcher goes into the build's cache explicitly
-# either way, so a cache that names a ccache which is not installed is repaired here (without it
-# CMake fails with a misleading "Could NOT find MPI" and so does every later plain build)
-if command -v ccache >/dev/null; then
-  LAUNCHER=ccache
-  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-/work}
-else
-  LAUNCHER=
-  echo "make_bundle: no ccache on this machine: building without a compiler launcher"
-fi
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-/work}
+# ccache where it is installed, none where it is not (a launcher that is missing fails CMake's
+# compiler checks with a misleading "Could NOT find MPI" and stays in the cache): always given on
+# the command line, so a cache written on a machine with ccache is corrected too
+CCACHE=$(command -v ccache || true)
+LAUNCH=()
+for lang in C CXX CUDA; do
+  v=CMAKE_${lang}_COMPILER_LAUNCHER
+  LAUNCH+=("-D$v=${!v-$CCACHE}")
+done
 
 # Release with CUDA (sm_90 is the project's default architecture); the configure step also picks
 # up tests added since the last one
@@ -30,8 +30,7 @@ type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/nu
 [ "$type" = Release ] || [ ! -f "$BUILD/CMakeCache.txt" ] ||
   { echo "make_bundle: $BUILD is a '$type' build; use a Release one (BUILD=...)" >&2; exit 1; }
 mkdir -p "$BUILD"
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSOF_CUDA=ON -DCMAKE_C_COMPILER_LAUNCHER="$LAUNCHER" \
-  -DCMAKE_CXX_COMPILER_LAUNCHER="$LAUNCHER" -DCMAKE_CUDA_COMPILER_LAUNCHER="$LAUNCHER" \
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSOF_CUDA=ON "${LAUNCH[@]}" \
   >"$BUILD/make_bundle.configure.log" 2>&1 ||
   { tail -20 "$BUILD/make_bundle.configure.log"; exit 1; }
 grep -q "superoffload: CUDA=ON" "$BUILD/make_bundle.configure.log" ||
