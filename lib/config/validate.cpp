@@ -4,7 +4,6 @@
 
 #include "config/deck.h"
 
-#include <glob.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +14,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "config/data_files.h"
 #include "config/deck.h"
 #include "core/error.h"
 #include "core/strfmt.h"
@@ -78,21 +78,6 @@ std::string unusable_dir(const std::string& dir) {
     return "";
 }
 
-// Regular files matching a glob pattern (a plain path matches itself if it exists).
-size_t count_matches(const std::string& pattern) {
-    glob_t g{};
-    int rc = glob(pattern.c_str(), 0, nullptr, &g);
-    size_t n = 0;
-    if (rc == 0) {
-        for (size_t i = 0; i < g.gl_pathc; i++) {
-            std::error_code ec;
-            if (fs::is_regular_file(g.gl_pathv[i], ec)) n++;
-        }
-    }
-    globfree(&g);
-    return n;
-}
-
 std::string cwd_note(const std::string& path) {
     if (fs::path(path).is_absolute()) return "";
     std::error_code ec;
@@ -151,10 +136,13 @@ void check_data(const Checker& c, const Config& cfg) {
         }
         if (p.empty())
             c.fail({keys[i]}, std::string(keys[i]) +
-                                  " is empty: give 'builtin' or a glob of llm.c token shards");
-        if (c.files && count_matches(p) == 0)
-            c.fail({keys[i]}, std::string(keys[i]) + ": no file matches '" + p + "'" + cwd_note(p) +
-                                  "; give 'builtin' or a glob of llm.c token shards");
+                                  " is empty: give 'builtin', a glob of llm.c token shards or a "
+                                  "Megatron-LM dataset");
+        DataFilesError err; // the loader's rule: llm.c shards, Megatron datasets, what a FIFO is
+        if (c.files && find_data_files(p, keys[i], &err).empty()) {
+            if (err.kind == core::ErrorKind::Io) c.fail_io({keys[i]}, err.message);
+            c.fail({keys[i]}, err.message);
+        }
     }
     if (!any_builtin) return;
     // the built-in corpus is uint16; token shards say their own width (uint16 or uint32) and the
