@@ -53,6 +53,18 @@ void Device::sum_chunks(const float* chunks, int nchunks, size_t n, float* out, 
     });
 }
 
+std::string device_type_problem(const config::DeviceConfig& cfg) {
+#ifdef SOF_DEVICE_HAVE_CUDA_IMPL
+    (void)cfg;
+    return "";
+#else
+    return cfg.type == config::DeviceType::Cuda
+               ? "device.type: cuda, but this build has no CUDA support (configure with "
+                 "-DSOF_CUDA=ON on a machine with the CUDA toolkit, or set device.type: host)"
+               : "";
+#endif
+}
+
 std::unique_ptr<Device> make_device(const config::DeviceConfig& cfg, int local_rank,
                                     core::Trace* trace) {
     if (cfg.memory_gb < 0.0)
@@ -66,9 +78,7 @@ std::unique_ptr<Device> make_device(const config::DeviceConfig& cfg, int local_r
         return make_cuda_device(cfg, local_rank, trace);
 #else
         (void)local_rank;
-        SOF_FAIL(Config, "device.type: cuda, but this build has no CUDA support (configure with "
-                         "-DSOF_CUDA=ON on a machine with the CUDA toolkit, or set device.type: "
-                         "host)");
+        core::throw_error(core::ErrorKind::Config, device_type_problem(cfg));
 #endif
     case config::DeviceType::Auto:
 #ifdef SOF_DEVICE_HAVE_CUDA_IMPL
