@@ -33,10 +33,6 @@ std::vector<std::string> glob_all(const std::string& pattern) {
     return out;
 }
 
-bool is_regular(const std::string& path) {
-    return core::path_kind(path).empty();
-}
-
 std::string cwd_note(const std::string& path) {
     if (fs::path(path).is_absolute()) return "";
     std::error_code ec;
@@ -96,7 +92,14 @@ std::vector<DataFile> find_data_files(const std::string& value, const std::strin
                                          bk == "missing" ? "no such file"
                                                          : (bk + ", not a regular file").c_str()));
         }
-        if (idx || (bin && is_regular(prefix + ".idx"))) {
+        const std::string idx_kind = bin ? core::path_kind(prefix + ".idx") : "";
+        if (bin && !idx_kind.empty() && idx_kind != "missing")
+            return fail(err, core::ErrorKind::Io,
+                        core::strfmt("%s: Megatron dataset '%s': its index '%s.idx' is %s, not "
+                                     "a regular file",
+                                     key.c_str(), prefix.c_str(), prefix.c_str(),
+                                     idx_kind.c_str()));
+        if (idx || (bin && idx_kind.empty())) {
             if (megatron.insert(prefix).second) out.push_back({prefix, true});
             continue;
         }

@@ -3,6 +3,8 @@
 // integer dtype, and an error naming the file and the field for each broken part of the format.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <functional>
 #include <vector>
 
@@ -287,6 +289,10 @@ TEST_CASE("megatron: what a data value names (prefix, .bin, .idx, globs, halves,
     std::filesystem::copy_file(d + "/a_text_document.bin", d + "/half.bin");
     CHECK(has(error_of([&] { names(d + "/half"); }),
               "'" + d + "/half.bin' exists but '" + d + "/half.idx' does not"));
+    // an index that is not a regular file: said, not read as an llm.c shard's missing index
+    std::filesystem::copy_file(d + "/a_text_document.bin", d + "/f.bin");
+    REQUIRE(::mkfifo((d + "/f.idx").c_str(), 0644) == 0);
+    CHECK(has(error_of([&] { names(d + "/f.bin"); }), "its index '" + d + "/f.idx' is a FIFO"));
     // a Megatron dataset has no loss masks: require refuses, auto with masked shards refuses
     config::DataConfig c = data_cfg(d + "/a_text_document", false, false, -1);
     c.loss_mask = "require";
