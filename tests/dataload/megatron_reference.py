@@ -6,12 +6,13 @@
 # tokens: `superoffload train` on the Megatron prefixes and on the shards gives the same loss, grad
 # norm and validation loss bits at every step, packed and shuffled, at 1 rank and at 2 ranks.
 #
-# Usage: megatron_reference.py --superoffload BIN --mpirun MPIEXEC --work DIR. Runs in the project's
+# Usage: megatron_reference.py --superoffload BIN --mpirun "MPIEXEC FLAGS" --work DIR. Runs in the project's
 # test venv (scripts/python_env.sh test: torch, megatron-core); exits 77 (skipped) when it is
 # missing (a failure under SOF_REQUIRE_PYENV=1).
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -72,9 +73,9 @@ train: {{batch_size: 2, global_batch: 4, seq_len: {T}, steps: {STEPS}, lr: 1.0e-
 device: {{type: host}}
 runtime: {{out_dir: {d}/out, threads: 1, log_level: quiet}}
 """)
-    cmd = [args.superoffload, "train", deck]
+    cmd = shlex.split(args.superoffload) + ["train", deck]
     if ranks > 1:
-        cmd = [args.mpirun, "-n", str(ranks), "--oversubscribe"] + cmd
+        cmd = shlex.split(args.mpirun) + ["-n", str(ranks)] + cmd
     r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=d)
     if r.returncode != 0:
         raise SystemExit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
@@ -92,7 +93,7 @@ def main():
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
-    args.work, args.superoffload = os.path.abspath(args.work), os.path.abspath(args.superoffload)
+    args.work = os.path.abspath(args.work)
     shutil.rmtree(args.work, ignore_errors=True)
     mega, shards = os.path.join(args.work, "mega"), os.path.join(args.work, "shards")
     os.makedirs(mega)
