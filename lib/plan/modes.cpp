@@ -250,8 +250,8 @@ std::string accumulation_text(const CostInputs& c) {
     const double state = state_bytes_per_param(c);
     return core::strfmt(
         "the model's fp32 grads accumulate over the step's %d micro-batches in one pinned fp32 "
-        "buffer that the host step reads: weight flow with grad_accum > 1 costs %.2f B/param of "
-        "host memory here (master, m, v %.2f + the 4-byte accumulator; without accumulation the "
+        "buffer that the host step reads: weight flow with grad_accum > 1 costs %.4g B/param of "
+        "host memory here (master, m, v %.4g + the 4-byte accumulator; without accumulation the "
         "grad ring with cast host keeps 2-byte bf16 grads instead): no exact scheme keeps the "
         "sums in 2 bytes (a bf16 accumulator would round every micro-batch) and weight flow "
         "holds no whole-model grads on the device; a larger train.batch_size with "
