@@ -37,6 +37,15 @@ void Device::grad_prep(const float* grad, size_t n, std::vector<int64_t> bounds,
            });
 }
 
+void Device::grad_prep_pieces(const float* grad, const int64_t* bounds, int64_t npieces,
+                              int64_t base, float scale, GradStats* stats, uint16_t* bf16_out,
+                              Stream& s) {
+    SOF_CHECK(npieces >= 0, "grad_prep_pieces: npieces = %lld", static_cast<long long>(npieces));
+    launch(s, "grad prep (device bounds)", [=](const kernels::Exec& ex) {
+        kernels::grad_prep_pieces(ex, grad, bounds, npieces, base, scale, stats, bf16_out);
+    });
+}
+
 void Device::cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s) {
     launch(s, "cast fp32->bf16",
            [src, dst, n](const kernels::Exec& ex) { kernels::cast_f32_to_bf16(ex, src, dst, n); });
@@ -51,6 +60,14 @@ void Device::sum_chunks(const float* chunks, int nchunks, size_t n, float* out, 
     launch(s, "sum chunks", [chunks, nchunks, n, out](const kernels::Exec& ex) {
         kernels::sum_chunks(ex, chunks, nchunks, n, out);
     });
+}
+
+std::unique_ptr<kernels::Scratch> make_scratch(Device& d, Stream& s, const std::string& what) {
+    kernels::Scratch::Memory mem;
+    mem.alloc = [&d, what](size_t bytes) { return d.alloc(bytes, what); };
+    mem.free = [&d](void* p) { d.free(p); };
+    mem.drain = [&d, &s] { d.synchronize(s); };
+    return std::make_unique<kernels::Scratch>(std::move(mem), what);
 }
 
 std::unique_ptr<Device> make_device(const config::DeviceConfig& cfg, int local_rank,

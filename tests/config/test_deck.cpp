@@ -5,11 +5,13 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <set>
 #include <sstream>
 
 #include "config/fields.h"
+#include "core/error.h"
 #include "deck_test_util.h"
 
 using namespace sof;
@@ -191,6 +193,18 @@ TEST_CASE("overrides apply in order after the file and may use dotted keys") {
     Config f = load_deck_from_string("train.lr: 0.25\ndata.builtin.seed: 7\n", "flat.yaml", {});
     CHECK(f.train.lr == 0.25f);
     CHECK(f.data.builtin.seed == 7u);
+}
+
+TEST_CASE("tiny floats read the same on every CPU; overflow is refused") {
+    // 1.17549435e-38 rounds up to FLT_MIN; glibc's strtof calls it an underflow (ERANGE) on
+    // aarch64 (tininess before rounding) and not on x86-64: the aarch64 cross run found the
+    // effective deck's FLT_MIN refused there. A subnormal is an underflow on both.
+    Config c = load_deck_from_string("train.min_lr: 1.17549435e-38\n", "tiny.yaml", {});
+    CHECK(c.train.min_lr == std::numeric_limits<float>::min());
+    c = load_deck_from_string("train.min_lr: 1.0e-41\n", "sub.yaml", {});
+    CHECK(c.train.min_lr == 1.0e-41f);
+    CHECK(c.train.min_lr > 0.0f);
+    CHECK_THROWS_AS(load_deck_from_string("train.min_lr: 1.0e39\n", "big.yaml", {}), core::Error);
 }
 
 TEST_CASE("effective deck round trip is exact with every key changed") {
