@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "deck_checks.h"
 #include "config/deck.h"
 #include "model/model_config.h"
 
@@ -16,6 +17,7 @@ int cmd_check(int argc, char** argv) {
     DeckArgs args = parse_deck_args(argc, argv, "check");
     config::Config cfg = config::load_deck(args.deck, args.overrides);
     model::validate_deck(cfg);
+    check_deck_against_install(cfg); // the plugin and device the run would use, as train does
     int rank = 0, initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);

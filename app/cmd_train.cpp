@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "deck_checks.h"
 #include "signals.h"
 #include "comm/world.h"
 #include "config/deck.h"
@@ -21,6 +22,7 @@ int cmd_train(int argc, char** argv) {
     DeckArgs args = parse_deck_args(argc, argv, "train", {}, true);
     config::Config cfg = config::load_deck(args.deck, args.overrides);
     model::validate_deck(cfg);
+    check_deck_against_install(cfg); // what check refuses, train refuses alike, with file:line
     if (args.verbose) cfg.runtime.log_level = core::LogLevel::Debug;
     comm::World world(MPI_COMM_WORLD);
     core::Log log(world.rank(), cfg.runtime.log_level);

@@ -70,6 +70,18 @@ std::unique_ptr<kernels::Scratch> make_scratch(Device& d, Stream& s, const std::
     return std::make_unique<kernels::Scratch>(std::move(mem), what);
 }
 
+std::string device_type_problem(const config::DeviceConfig& cfg) {
+#ifdef SOF_DEVICE_HAVE_CUDA_IMPL
+    (void)cfg;
+    return "";
+#else
+    return cfg.type == config::DeviceType::Cuda
+               ? "device.type: cuda, but this build has no CUDA support (configure with "
+                 "-DSOF_CUDA=ON on a machine with the CUDA toolkit, or set device.type: host)"
+               : "";
+#endif
+}
+
 std::unique_ptr<Device> make_device(const config::DeviceConfig& cfg, int local_rank,
                                     core::Trace* trace) {
     if (cfg.memory_gb < 0.0)
@@ -83,9 +95,7 @@ std::unique_ptr<Device> make_device(const config::DeviceConfig& cfg, int local_r
         return make_cuda_device(cfg, local_rank, trace);
 #else
         (void)local_rank;
-        SOF_FAIL(Config, "device.type: cuda, but this build has no CUDA support (configure with "
-                         "-DSOF_CUDA=ON on a machine with the CUDA toolkit, or set device.type: "
-                         "host)");
+        core::throw_error(core::ErrorKind::Config, device_type_problem(cfg));
 #endif
     case config::DeviceType::Auto:
 #ifdef SOF_DEVICE_HAVE_CUDA_IMPL

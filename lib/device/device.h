@@ -145,6 +145,10 @@ class Device {
 std::unique_ptr<Device> make_device(const config::DeviceConfig& cfg, int local_rank,
                                     core::Trace* trace);
 
+// Why make_device would refuse cfg.type in this build before looking at any GPU ("" when it would
+// not): device.type cuda in a build without CUDA. `check` asks it too (app/deck_checks.h).
+std::string device_type_problem(const config::DeviceConfig& cfg);
+
 // The CUDA device lives in device/cuda_device.{h,cu} (CUDA builds only) and must declare, in
 // namespace sof::device:
 //   std::unique_ptr<Device> make_cuda_device(const config::DeviceConfig& cfg, int local_rank,

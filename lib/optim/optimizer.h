@@ -18,6 +18,8 @@ struct PluginInfo {
     sof_target target = SOF_TARGET_HOST;
     std::string description;
     std::string unusable;  // why it cannot be used here ("" = usable): dlopen error, ABI, score 0
+    bool loadable = true;  // dlopen and the SOF_OPTIM_ENTRY symbol worked
+    bool abi_ok = true;    // built for this ABI version
     std::string algorithm; // "adam": what its step computes
     uint32_t state_formats = 0; // bit (1 << sof_state_format) per slot format it steps
     uint32_t param_dtypes = 0;  // bit (1 << sof_dtype) per master dtype it steps
@@ -31,6 +33,13 @@ std::string plugin_dir(const std::string& dir);
 // SOF_OPTIM_ENTRY symbol, another ABI version) are listed with score 0 and the reason in
 // `unusable`, so "no plugin can run" messages say why each one was passed over.
 std::vector<PluginInfo> list_plugins(const std::string& dir);
+
+// The plugin Optimizer::load would load: `name` ("" or "auto": the highest score among plugins of
+// `target`; else the name a plugin declares or its file's stem) in plugin_dir(dir), without
+// creating it. Throws core::Error (Config) when the directory is missing, no such plugin is there
+// (listing the ones found), it cannot be loaded, was built for another ABI version, computes on
+// another target or scores 0 here. `check` calls it too (app/deck_checks.h).
+PluginInfo find_plugin(const std::string& dir, const std::string& name, sof_target target);
 
 // AdamW/Adam hyperparameters for one slice (fills struct_size); seed keys the stochastic
 // rounding of bf16 master params.

@@ -33,10 +33,11 @@ steps=4
 [ "$FULL" = 1 ] && steps=${SOF_CROSS_LOSS_STEPS:-300}
 native_arg=()
 [ -x "$NATIVE" ] && native_arg=(-DSOF_NATIVE_SUPEROFFLOAD="$NATIVE")
+mkdir -p "$BUILD"
 cmake -S . -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DSOF_ARM64_ROOT="$ROOT" \
   -DCMAKE_BUILD_TYPE=Release -DSOF_CUDA=OFF -DSOF_CROSS_LOSS_STEPS=$steps "${native_arg[@]}" \
-  >"$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
-grep -E "superoffload: MPI|grace_adam|cpu_adam" "$BUILD.configure.log" || true
+  >"$BUILD/sof-configure.log" 2>&1 || { tail -30 "$BUILD/sof-configure.log"; exit 1; }
+grep -E "superoffload: MPI|grace_adam|cpu_adam" "$BUILD/sof-configure.log" || true
 
 # Tests that cannot run under qemu-user here, and why:
 # - style: check_format reads the sources, not the build: it ran natively already

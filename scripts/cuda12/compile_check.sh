@@ -12,10 +12,11 @@ BUILD=${1:-build-cuda12}
 TK=${SOF_CUDA12_TOOLKIT:-$HOME/.cache/superoffload/cuda-12.4}
 ARCHS=${SOF_CUDA12_ARCHS:-80;90}
 scripts/cuda12/make_toolkit.sh "$TK"
+mkdir -p "$BUILD"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSOF_CUDA=ON -DSOF_WERROR=ON \
   -DCMAKE_CUDA_COMPILER="$TK/bin/nvcc" -DCUDAToolkit_ROOT="$TK" -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" \
-  >"$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
-grep -q "CUDA=ON" "$BUILD.configure.log" || { echo "compile_check: CUDA is not on"; exit 1; }
+  >"$BUILD/sof-configure.log" 2>&1 || { tail -30 "$BUILD/sof-configure.log"; exit 1; }
+grep -q "CUDA=ON" "$BUILD/sof-configure.log" || { echo "compile_check: CUDA is not on"; exit 1; }
 # the .cu entries of compile_commands.json (one per object), nproc at a time
 /usr/bin/python3 - "$BUILD" "$(nproc)" <<'PY'
 import json, subprocess, sys, time

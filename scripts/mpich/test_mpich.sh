@@ -11,10 +11,11 @@ cd "$(dirname "$0")/../.."
 BUILD=${SOF_MPICH_BUILD:-build-mpich}
 scripts/apt_install.sh mpich libmpich-dev
 t0=$(date +%s)
+mkdir -p "$BUILD"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSOF_CUDA=OFF -DMPI_CXX_COMPILER=mpicxx.mpich \
-  >"$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
-grep "superoffload: MPI" "$BUILD.configure.log"
-grep -q "superoffload: MPI MPICH" "$BUILD.configure.log" || { echo "test_mpich: not configured for MPICH"; exit 1; }
+  >"$BUILD/sof-configure.log" 2>&1 || { tail -30 "$BUILD/sof-configure.log"; exit 1; }
+grep "superoffload: MPI" "$BUILD/sof-configure.log"
+grep -q "superoffload: MPI MPICH" "$BUILD/sof-configure.log" || { echo "test_mpich: not configured for MPICH"; exit 1; }
 # what label mpi runs (ctest -N -L mpi lists it) and the program its scripts start
 targets=(superoffload sof_host_plugins test_comm test_stop test_failure)
 [ $# -gt 0 ] && targets+=(test_parallel test_longseq)

@@ -1,6 +1,7 @@
 // CUDA twin of grouped_matmul.h: forward and dX as one cublasGemmGroupedBatchedEx call (a group
-// per expert with rows), dW as cublasGemmEx per expert (bf16 in, fp32 accumulated), biases by
-// kernels that sum each column's rows in order. Row-major as the CPU twin (matmul.cu's mapping).
+// per expert with rows; cublasGemmEx per group before cuBLAS 12.5), dW as cublasGemmEx per expert
+// (bf16 in, fp32 accumulated), biases by kernels that sum each column's rows in order. Row-major
+// as the CPU twin (matmul.cu's mapping).
 #include "kernels/grouped_matmul.h"
 
 #include <vector>
@@ -77,6 +78,18 @@ struct Grouped {
     }
 };
 
+// The same products one by one: cuBLAS before 12.5 (no grouped interface), or one without this
+// type combination in it (deterministic too, though not necessarily the grouped kernel's bits).
+cublasStatus_t run_one_by_one(cublasHandle_t h, const Grouped& g, cudaDataType_t dt) {
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    for (size_t i = 0; s == CUBLAS_STATUS_SUCCESS && i < g.m.size(); i++)
+        s = cublasGemmEx(h, g.ta[i], g.tb[i], g.m[i], g.n[i], g.k[i], &g.alpha[i], g.a[i], dt,
+                         g.lda[i], g.b[i], dt, g.ldb[i], &g.beta[i], g.c[i], dt, g.ldc[i],
+                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return s;
+}
+
+#if CUBLAS_VERSION >= 120500
 struct PtrBlock {
     std::vector<void*> p;
 };
@@ -87,10 +100,9 @@ void CUDART_CB drop_ptrs(void* arg) {
 
 // The device pointer array of the grouped call lives in the stream's scratch (free again for the
 // next op by stream order); the host copy of it stays alive until the upload has run.
-template <class T>
-void run_grouped(Blas& blas, const Grouped& g, cudaStream_t st, Scratch* scratch, const char* op) {
+cublasStatus_t run_grouped_call(cublasHandle_t h, const Grouped& g, cudaDataType_t dt,
+                                cudaStream_t st, Scratch* scratch, const char* op) {
     const int G = static_cast<int>(g.m.size());
-    if (G == 0) return;
     auto* block = new PtrBlock;
     block->p.reserve(3 * static_cast<size_t>(G));
     for (const void* x : g.a)
@@ -115,25 +127,31 @@ void run_grouped(Blas& blas, const Grouped& g, cudaStream_t st, Scratch* scratch
         delete block;
         SOF_CHECK_CUDA(e);
     }
-    const cudaDataType_t dt = cuda_dtype<T>();
-    const cublasHandle_t h = blas.impl().classic();
-    cublasStatus_t s = cublasGemmGroupedBatchedEx(
+    const cublasStatus_t s = cublasGemmGroupedBatchedEx(
         h, g.ta.data(), g.tb.data(), g.m.data(), g.n.data(), g.k.data(), g.alpha.data(),
         const_cast<const void* const*>(dptr), dt, g.lda.data(),
         const_cast<const void* const*>(dptr + G), dt, g.ldb.data(), g.beta.data(), dptr + 2 * G, dt,
         g.ldc.data(), G, g.size.data(), CUBLAS_COMPUTE_32F);
-    // a cuBLAS without this type combination in the grouped interface: the same products one by
-    // one (deterministic too, though not necessarily the grouped kernel's bits)
-    if (s == CUBLAS_STATUS_NOT_SUPPORTED) {
-        s = CUBLAS_STATUS_SUCCESS;
-        for (size_t i = 0; s == CUBLAS_STATUS_SUCCESS && i < g.m.size(); i++)
-            s = cublasGemmEx(h, g.ta[i], g.tb[i], g.m[i], g.n[i], g.k[i], &g.alpha[i], g.a[i], dt,
-                             g.lda[i], g.b[i], dt, g.ldb[i], &g.beta[i], g.c[i], dt, g.ldc[i],
-                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    }
+    return s == CUBLAS_STATUS_NOT_SUPPORTED ? run_one_by_one(h, g, dt) : s;
+}
+#endif
+
+template <class T>
+void run_grouped(Blas& blas, const Grouped& g, cudaStream_t st, Scratch* scratch, const char* op) {
+    if (g.m.empty()) return;
+    const cudaDataType_t dt = cuda_dtype<T>();
+    const cublasHandle_t h = blas.impl().classic();
+#if CUBLAS_VERSION >= 120500
+    const cublasStatus_t s = run_grouped_call(h, g, dt, st, scratch, op);
+#else
+    (void)st;
+    (void)scratch;
+    const cublasStatus_t s = run_one_by_one(h, g, dt);
+#endif
     if (s != CUBLAS_STATUS_SUCCESS)
-        SOF_FAIL(Runtime, "%s: cublasGemmGroupedBatchedEx failed: %s (%s, %d groups)", op,
-                 cublasLtGetStatusName(s), dt == CUDA_R_32F ? "fp32" : "bf16", G);
+        SOF_FAIL(Runtime, "%s: grouped GEMM failed: %s (%s, %d groups)", op,
+                 cublasLtGetStatusName(s), dt == CUDA_R_32F ? "fp32" : "bf16",
+                 static_cast<int>(g.m.size()));
 }
 
 void check_stream(Blas& blas, void* stream, const char* op) {
