@@ -79,7 +79,7 @@ struct Partial {
     int32_t pad;
 };
 
-// Matches sof_adam_result's layout (checked with static_assert in gpu_adam.cu).
+// Matches sof_optim_result's layout (checked with static_assert in gpu_adam.cu).
 struct ResultOut {
     double grad_sumsq;
     int32_t nonfinite;
