@@ -58,13 +58,14 @@ int cmd_plan(int argc, char** argv) {
         std::printf(
             "deck values: offload.weights=%s offload.gpu_tail_buckets=%d "
             "offload.interleave_k=%d offload.rollback=%s offload.cast=%s offload.flow_grads=%s "
-            "optimizer.state_dtype=%s\n",
+            "optimizer.state_dtype=%s optimizer.master_dtype=%s\n",
             resolved.offload.weights == config::WeightsPolicy::Flow ? "flow" : "stationary",
             resolved.offload.gpu_tail_buckets, resolved.offload.interleave_k,
             resolved.offload.rollback == config::Rollback::Inverse ? "inverse" : "exact",
             resolved.offload.cast == config::CastAt::Host ? "host" : "device",
             resolved.offload.flow_grads == config::FlowGrads::Host ? "host" : "device",
-            resolved.optimizer.state_dtype == config::StateDtype::BF16 ? "bf16" : "fp32");
+            plan::state_dtype_name(resolved.optimizer.state_dtype),
+            resolved.optimizer.master_dtype == config::MasterDtype::BF16 ? "bf16" : "fp32");
         const model::ParamLayout layout = model::make_layout(model::config_for(cfg.model));
         plan::CommVolume cv = plan::comm_per_step(
             layout, world, cfg.parallel.sp, cfg.parallel.zero_stage, cfg.train.batch_size,

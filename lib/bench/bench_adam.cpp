@@ -109,22 +109,22 @@ CeilingBuffers ceiling_buffers(BenchBuffers& b, bool separate, bool lowp) {
 // One plugin step over all params: fp32 or bf16 grads, fp32 or bf16 moments.
 double run_step(Optimizer& opt, BenchBuffers& b, bool separate, bool lowp, bool g16 = false,
                 bool s16 = false) {
-    sof_adam_slice s =
+    sof_optim_slice s =
         s16 ? make_slice(b.n, b.P(), g16 ? static_cast<const void*>(b.U(b.g16)) : b.G(),
                          g16 ? SOF_DTYPE_BF16 : SOF_DTYPE_F32, b.U(b.m16), b.U(b.v16),
-                         SOF_DTYPE_BF16)
+                         SOF_STATE_BF16)
             : make_slice(b.n, b.P(), g16 ? static_cast<const void*>(b.U(b.g16)) : b.G(),
                          g16 ? SOF_DTYPE_BF16 : SOF_DTYPE_F32, b.M(), b.V());
     if (separate) {
         s.param_out = b.PO();
-        s.exp_avg_out = s16 ? static_cast<void*>(b.U(b.mo16)) : b.MO();
-        s.exp_avg_sq_out = s16 ? static_cast<void*>(b.U(b.vo16)) : b.VO();
+        s.slot[0].data_out = s16 ? static_cast<void*>(b.U(b.mo16)) : b.MO();
+        s.slot[1].data_out = s16 ? static_cast<void*>(b.U(b.vo16)) : b.VO();
     }
     if (lowp) {
         s.lowp_out = b.L();
         s.lowp_dtype = SOF_DTYPE_BF16;
     }
-    sof_adam_hparams hp =
+    sof_optim_hparams hp =
         make_hparams(1e-4f, 0.9f, 0.999f, 1e-8f, 0.1f, 1000, SOF_ADAM_ADAMW, true, 1.0f);
     core::Timer t;
     opt.step(s, hp);

@@ -57,14 +57,19 @@ std::vector<std::pair<int64_t, std::string>> complete_steps(const std::string& r
     return out;
 }
 
-FileEntry write_buffer(const std::string& dir, const std::string& name,
-                       const std::vector<float>& v) {
+FileEntry write_bytes(const std::string& dir, const std::string& name, const void* data,
+                      uint64_t bytes) {
     FileEntry f;
     f.file = name;
-    f.bytes = v.size() * sizeof(float);
-    f.sum = block_checksum(v.data(), f.bytes);
-    write_file_durable((fs::path(dir) / name).string(), v.data(), f.bytes);
+    f.bytes = bytes;
+    f.sum = block_checksum(data, f.bytes);
+    write_file_durable((fs::path(dir) / name).string(), data, f.bytes);
     return f;
+}
+
+FileEntry write_buffer(const std::string& dir, const std::string& name,
+                       const std::vector<float>& v) {
+    return write_bytes(dir, name, v.data(), v.size() * sizeof(float));
 }
 
 void remove_quietly(const fs::path& p) {
@@ -95,8 +100,9 @@ void prune(const std::string& root, int keep, int64_t current) {
 }
 
 // Reads one shard file, checking existence, size and checksum against the manifest entry.
+template <class T>
 void read_checked(const std::string& dir, const FileEntry& f, const std::string& manifest_path,
-                  std::vector<float>* out) {
+                  std::vector<T>* out) {
     const std::string path = (fs::path(dir) / f.file).string();
     const uint64_t size = file_size_checked(path, "checkpoint file");
     if (size != f.bytes)
@@ -105,7 +111,7 @@ void read_checked(const std::string& dir, const FileEntry& f, const std::string&
                  "or was replaced; resume from another checkpoint)",
                  path.c_str(), static_cast<unsigned long long>(size), manifest_path.c_str(),
                  static_cast<unsigned long long>(f.bytes));
-    out->assign(f.bytes / sizeof(float), 0.0f);
+    out->assign(f.bytes / sizeof(T), T{});
     read_exact(path, out->data(), f.bytes);
     const uint64_t h = block_checksum(out->data(), f.bytes);
     if (h != f.sum)
@@ -184,10 +190,14 @@ void write_shard(const std::string& root, const Manifest& m, const State& s, int
     if (world != m.world_size)
         SOF_FAIL(Internal, "checkpoint save: world %d but manifest.world_size = %d", world,
                  m.world_size);
-    if (s.exp_avg.size() != s.params.size() || s.exp_avg_sq.size() != s.params.size())
+    const bool native = m.state.native();
+    if (native && (s.raw[0].empty() || s.raw[1].empty() || s.raw[2].empty()))
+        SOF_FAIL(Internal, "checkpoint save: state of %s without its native buffers",
+                 m.state.name().c_str());
+    if (!native && (s.exp_avg.size() != s.params.size() || s.exp_avg_sq.size() != s.params.size()))
         SOF_FAIL(Internal, "checkpoint save: params/exp_avg/exp_avg_sq sizes differ (%zu/%zu/%zu)",
                  s.params.size(), s.exp_avg.size(), s.exp_avg_sq.size());
-    if (world == 1 && static_cast<int64_t>(s.params.size()) != m.num_params)
+    if (!native && world == 1 && static_cast<int64_t>(s.params.size()) != m.num_params)
         SOF_FAIL(Internal, "checkpoint save: %zu params in the state but num_params = %lld",
                  s.params.size(), static_cast<long long>(m.num_params));
     const std::string tmp = tmp_dir(root, m.step);
@@ -198,10 +208,21 @@ void write_shard(const std::string& root, const Manifest& m, const State& s, int
     r.rank = rank;
     r.world_size = world;
     r.step = m.step;
-    r.numel = static_cast<int64_t>(s.params.size());
-    r.params = write_buffer(tmp, shard_file_name("params", rank, world), s.params);
-    r.exp_avg = write_buffer(tmp, shard_file_name("exp_avg", rank, world), s.exp_avg);
-    r.exp_avg_sq = write_buffer(tmp, shard_file_name("exp_avg_sq", rank, world), s.exp_avg_sq);
+    if (native) { // the state as kept; numel: the shard's real elements
+        const model::ParamLayout full = model::make_layout(m.model);
+        r.numel = static_cast<int64_t>(zero::make_shard_map(full, world, rank).real_size);
+        r.native = true;
+        FileEntry* f[3] = {&r.params, &r.exp_avg, &r.exp_avg_sq};
+        const char* names[3] = {"params", "exp_avg", "exp_avg_sq"};
+        for (int k = 0; k < 3; k++)
+            *f[k] = write_bytes(tmp, shard_file_name(names[k], rank, world), s.raw[k].data(),
+                                s.raw[k].size());
+    } else {
+        r.numel = static_cast<int64_t>(s.params.size());
+        r.params = write_buffer(tmp, shard_file_name("params", rank, world), s.params);
+        r.exp_avg = write_buffer(tmp, shard_file_name("exp_avg", rank, world), s.exp_avg);
+        r.exp_avg_sq = write_buffer(tmp, shard_file_name("exp_avg_sq", rank, world), s.exp_avg_sq);
+    }
     const std::string rec = shard_to_json(r);
     write_file_durable((fs::path(tmp) / shard_record_name(rank)).string(), rec.data(), rec.size());
 }
@@ -364,10 +385,74 @@ void load(const std::string& dir, Manifest* m, State* s, int rank, int world) {
         SOF_FAIL(Internal, "checkpoint load: rank %d of world %d is out of range", rank, world);
     const std::string mpath = (fs::path(dir) / kManifestName).string();
     const ShardRecord& r = shards[static_cast<size_t>(rank)];
+    if (m->state.native()) {
+        read_checked(dir, r.params, mpath, &s->raw[0]);
+        read_checked(dir, r.exp_avg, mpath, &s->raw[1]);
+        read_checked(dir, r.exp_avg_sq, mpath, &s->raw[2]);
+        return;
+    }
     read_checked(dir, r.params, mpath, &s->params);
     read_checked(dir, r.exp_avg, mpath, &s->exp_avg);
     read_checked(dir, r.exp_avg_sq, mpath, &s->exp_avg_sq);
 }
+
+void load_shard_raw(const std::string& dir, int q, Manifest* m, State* s) {
+    std::vector<ShardRecord> shards = read_manifest(dir, m);
+    if (q < 0 || q >= m->world_size)
+        SOF_FAIL(Internal, "checkpoint load: shard %d of %d", q, m->world_size);
+    const std::string mpath = (fs::path(dir) / kManifestName).string();
+    const ShardRecord& r = shards[static_cast<size_t>(q)];
+    read_checked(dir, r.params, mpath, &s->raw[0]);
+    read_checked(dir, r.exp_avg, mpath, &s->raw[1]);
+    read_checked(dir, r.exp_avg_sq, mpath, &s->raw[2]);
+}
+
+namespace {
+
+// Old shard q of a native checkpoint as fp32 real elements (unit by unit, as fp32 shard files
+// hold them): its files read, converted over the shard's engine layout (padding included:
+// offload::native_to_f32 with the shard layout's q8 blocks), packed.
+void native_shard_as_f32(const std::string& dir, const std::string& mpath, const Manifest& m,
+                         const ShardRecord& r, const model::ParamLayout& full, int q, int S,
+                         bool with_moments, std::vector<float>* out[3]) {
+    const zero::ShardMap map = zero::make_shard_map(full, S, q);
+    const model::ParamLayout local = S == 1 ? full : zero::make_shard_layout(full, map);
+    const size_t n = local.num_params;
+    offload::NativeState ns;
+    ns.format = m.state;
+    const offload::StateBlocks blocks = m.state.moments == SOF_STATE_Q8
+                                            ? offload::StateBlocks(local, m.state.block)
+                                            : offload::StateBlocks();
+    offload::resize_native(&ns, blocks, n);
+    std::vector<uint8_t>* raw[3] = {&ns.params, &ns.slot[0], &ns.slot[1]};
+    const FileEntry* files[3] = {&r.params, &r.exp_avg, &r.exp_avg_sq};
+    for (int k = 0; k < 3; k++) {
+        const size_t want = raw[k]->size();
+        if (k > 0 && !with_moments) continue;
+        read_checked(dir, *files[k], mpath, raw[k]);
+        if (raw[k]->size() != want)
+            SOF_FAIL(Format, "%s: shard %d's %s holds %zu bytes, %s over its layout needs %zu",
+                     mpath.c_str(), q, files[k]->file.c_str(), raw[k]->size(),
+                     m.state.name().c_str(), want);
+    }
+    std::vector<float> p(n), mm(n), vv(n);
+    if (!with_moments) { // params only: zero moments convert to anything
+        for (int k = 1; k < 3; k++)
+            raw[k]->assign(offload::slot_bytes(m.state, n, blocks.count()), 0);
+    }
+    offload::native_to_f32(ns, blocks, n, p.data(), mm.data(), vv.data());
+    std::vector<float>* src[3] = {&p, &mm, &vv};
+    for (int k = 0; k < 3; k++) {
+        out[k]->assign(map.real_size, 0.0f);
+        if (k > 0 && !with_moments) continue;
+        if (S == 1)
+            std::copy(src[k]->begin(), src[k]->end(), out[k]->begin());
+        else
+            zero::shard_pack_real(full, map, src[k]->data(), out[k]->data());
+    }
+}
+
+} // namespace
 
 void load_resharded(const std::string& dir, const model::ParamLayout& layout,
                     const zero::ShardMap& want, Manifest* m, State* s, bool with_moments) {
@@ -395,8 +480,16 @@ void load_resharded(const std::string& dir, const model::ParamLayout& layout,
                      mpath.c_str(), q, static_cast<long long>(r.numel), q, S, have.real_size);
         const FileEntry* files[3] = {&r.params, &r.exp_avg, &r.exp_avg_sq};
         std::vector<float>* outs[3] = {&s->params, &s->exp_avg, &s->exp_avg_sq};
+        std::vector<float> conv[3];
+        if (m->state.native()) {
+            std::vector<float>* c[3] = {&conv[0], &conv[1], &conv[2]};
+            native_shard_as_f32(dir, mpath, *m, r, layout, q, S, with_moments, c);
+        }
         for (int k = 0; k < (with_moments ? 3 : 1); k++) {
-            read_checked(dir, *files[k], mpath, &part);
+            if (m->state.native())
+                part.swap(conv[k]);
+            else
+                read_checked(dir, *files[k], mpath, &part);
             for (int u = 0; u < layout.num_units(); u++) {
                 size_t a = std::max(have.global_first(layout, u), want.global_first(layout, u));
                 size_t b = std::min(have.global_last(layout, u), want.global_last(layout, u));

@@ -9,6 +9,7 @@
 
 #include "data/loader.h"
 #include "model/layout.h"
+#include "offload/state_layout.h"
 #include "zero/shard.h"
 
 namespace sof::ckpt {
@@ -25,6 +26,11 @@ struct Manifest {
     data::LoaderState train_data;
     int64_t skips = 0, rollbacks = 0;
     std::string data_identity; // ckpt::data_identity() of the training data ("" = builtin/unknown)
+    // The optimizer state's formats. fp32 master with fp32/bf16 moments: the shard files hold
+    // fp32 values (bf16 moments widened exactly). Native formats (bf16 master, q8 moments):
+    // they hold the state as kept (offload::NativeState over the shard's engine layout: master
+    // raw, each moment's values or codes followed by its block scales).
+    offload::StateFormat state;
 };
 
 // One shard of the flat fp32 buffers. One shard: numel = num_params, ParamLayout order. S shards
@@ -34,6 +40,9 @@ struct State {
     std::vector<float> params;     // (numel)
     std::vector<float> exp_avg;    // (numel)
     std::vector<float> exp_avg_sq; // (numel)
+    // Native formats (Manifest::state.native()): the shard's params, exp_avg, exp_avg_sq as kept
+    // (NativeState params, slot[0], slot[1]); the float vectors are then empty.
+    std::vector<uint8_t> raw[3];
 };
 
 // "step_00000100"; the complete checkpoint for a step is root/step_dir_name(step).
@@ -77,10 +86,16 @@ void load(const std::string& dir, Manifest* m, State* s, int rank, int world);
 
 // Loads the elements that shard map `want` covers (want.real_size of each buffer, unit by unit)
 // from a checkpoint written with any number of shards: resharding on load (N ranks -> M ranks) is
-// exact (the state is copied, never recomputed). Every file read is checksum-verified.
-// with_moments false: only params (exp_avg / exp_avg_sq left empty).
+// exact for fp32 state (the state is copied, never recomputed); native state (bf16 master, q8
+// moments) is converted to fp32 values first (offload::native_to_f32 over each old shard's
+// layout). Every file read is checksum-verified. with_moments false: only params (exp_avg /
+// exp_avg_sq left empty).
 void load_resharded(const std::string& dir, const model::ParamLayout& layout,
                     const zero::ShardMap& want, Manifest* m, State* s, bool with_moments = true);
+
+// Loads shard q's files as they are (native formats: State::raw), checksum-verified: the resume of
+// native state on the same shard count.
+void load_shard_raw(const std::string& dir, int q, Manifest* m, State* s);
 
 // Reads only the manifest (validated) of a step directory.
 Manifest load_manifest(const std::string& dir);

@@ -111,15 +111,22 @@ std::vector<DeckChange> compare_runs(const Manifest& m, const config::Config& cf
         const config::Resume policy = fs_now[i].resume;
         if (policy == config::Resume::Arch || policy == config::Resume::Never) continue;
         std::string a = config::format_value(fs_saved[i]), b = config::format_value(fs_now[i]);
-        if (key == "optimizer.state_dtype") { // an unresolved auto runs fp32 moments
-            if (a == "auto") a = "fp32";
+        const bool state_key = key == "optimizer.state_dtype" || key == "optimizer.master_dtype" ||
+                               key == "optimizer.state_block";
+        if (key == "optimizer.state_dtype" || key == "optimizer.master_dtype") {
+            if (a == "auto") a = "fp32"; // an unresolved auto runs fp32
             if (b == "auto") b = "fp32";
         }
+        // the block size matters only to q8 moments
+        if (key == "optimizer.state_block" &&
+            saved.optimizer.state_dtype != config::StateDtype::Q8 &&
+            now.optimizer.state_dtype != config::StateDtype::Q8)
+            continue;
         if (a == b) continue;
         bool allowed = policy != config::Resume::Match;
-        // the moments' dtype: converted on load (bf16 -> fp32 exact, fp32 -> bf16 rounded) only
-        // when the run asks for it
-        if (key == "optimizer.state_dtype" && cfg.train.resume_convert_state) allowed = true;
+        // the state's formats: converted on load (widened to fp32 values, stored in the new
+        // formats) only when the run asks for it
+        if (state_key && cfg.train.resume_convert_state) allowed = true;
         // shards moved to another path: the same data when their fingerprints agree
         if (key == "data.train" && !m.data_identity.empty() && m.data_identity == data_id)
             allowed = true;
@@ -148,8 +155,8 @@ std::vector<DeckChange> check_resume(const std::string& dir, const Manifest& m,
                  "optimizer differ):%s\nset these keys back to the checkpoint's values, or start "
                  "a new run (another train.checkpoint_dir, train.resume: \"\"); the learning-rate "
                  "schedule, steps, logging, checkpointing and offload keys may change on resume; "
-                 "optimizer.state_dtype may change with train.resume_convert_state: true (the "
-                 "moments are converted on load)",
+                 "optimizer.state_dtype, state_block and master_dtype may change with "
+                 "train.resume_convert_state: true (the state is converted on load)",
                  dir.c_str(), refused.c_str());
     return allowed;
 }

@@ -48,6 +48,7 @@ FileEntry file_entry_from(const Json& obj, const std::string& key, const std::st
 void shard_body(const ShardRecord& r, OJson* j) {
     (*j)["rank"] = r.rank;
     (*j)["numel"] = r.numel;
+    if (r.native) (*j)["native"] = true;
     (*j)["params"] = file_entry_json(r.params);
     (*j)["exp_avg"] = file_entry_json(r.exp_avg);
     (*j)["exp_avg_sq"] = file_entry_json(r.exp_avg_sq);
@@ -64,8 +65,11 @@ void shard_body_from(const Json& v, const std::string& path, ShardRecord* r) {
     r->params = file_entry_from(v, "params", path);
     r->exp_avg = file_entry_from(v, "exp_avg", path);
     r->exp_avg_sq = file_entry_from(v, "exp_avg_sq", path);
+    // native state (bf16 master, q8 moments): the files hold the state as kept; their sizes are
+    // checked against the shard's layout when read
+    r->native = v.contains("native") && v["native"].is_boolean() && v["native"].get<bool>();
     for (const FileEntry* f : {&r->params, &r->exp_avg, &r->exp_avg_sq})
-        if (f->bytes != static_cast<uint64_t>(r->numel) * 4u)
+        if (!r->native && f->bytes != static_cast<uint64_t>(r->numel) * 4u)
             SOF_FAIL(Format, "%s: %s has %llu bytes but numel %lld needs %llu", path.c_str(),
                      f->file.c_str(), static_cast<unsigned long long>(f->bytes),
                      static_cast<long long>(r->numel),
@@ -135,6 +139,28 @@ std::string manifest_body(const OJson& j) {
     return text.substr(0, text.size() - 2) + ",\n";
 }
 
+// "state": {"master": "fp32"|"bf16", "moments": "fp32"|"bf16"|"q8", "block": n}
+static void state_from(const Json& v, const std::string& path, offload::StateFormat* f) {
+    if (!v.is_object()) SOF_FAIL(Format, "%s: \"state\" is not an object", path.c_str());
+    const std::string master = json_str(v, "master", path);
+    const std::string moments = json_str(v, "moments", path);
+    const int64_t block = json_int(v, "block", path);
+    if (master != "fp32" && master != "bf16")
+        SOF_FAIL(Format, "%s: \"state.master\" is \"%s\", expected fp32 or bf16", path.c_str(),
+                 master.c_str());
+    if (moments != "fp32" && moments != "bf16" && moments != "q8")
+        SOF_FAIL(Format, "%s: \"state.moments\" is \"%s\", expected fp32, bf16 or q8", path.c_str(),
+                 moments.c_str());
+    f->master = master == "bf16" ? SOF_DTYPE_BF16 : SOF_DTYPE_F32;
+    f->moments =
+        moments == "q8" ? SOF_STATE_Q8 : (moments == "bf16" ? SOF_STATE_BF16 : SOF_STATE_F32);
+    const bool q8 = f->moments == SOF_STATE_Q8;
+    if (q8 ? (block < 64 || block > 4096 || (block & (block - 1)) != 0) : block != 0)
+        SOF_FAIL(Format, "%s: \"state.block\" = %lld does not fit moments %s", path.c_str(),
+                 static_cast<long long>(block), moments.c_str());
+    f->block = static_cast<int>(block);
+}
+
 std::string manifest_to_json(const Manifest& m, const FileEntry& deck,
                              const std::vector<ShardRecord>& shards) {
     OJson j;
@@ -173,6 +199,10 @@ std::string manifest_to_json(const Manifest& m, const FileEntry& deck,
     j["model"] = mo;
     j["train_data"] = m.train_data.to_string();
     j["data_identity"] = m.data_identity;
+    // the optimizer state's formats (absent in older manifests: fp32 master and moments)
+    j["state"] = {{"master", offload::master_deck_name(m.state.master)},
+                  {"moments", offload::moments_deck_name(m.state.moments)},
+                  {"block", m.state.block}};
     j["deck"] = file_entry_json(deck);
     OJson arr = OJson::array();
     for (const ShardRecord& r : shards) {
@@ -254,6 +284,7 @@ void manifest_from_json(const std::string& text, const std::string& path, Manife
     }
     // optional: manifests written before it existed have no data fingerprint
     if (root.contains("data_identity")) m->data_identity = json_str(root, "data_identity", path);
+    if (root.contains("state")) state_from(root["state"], path, &m->state);
     *deck = file_entry_from(root, "deck", path);
 
     const Json& arr = json_arr(root, "shards", path);

@@ -21,6 +21,7 @@ struct ShardRecord {
     int world_size = 1;
     int64_t step = 0;
     int64_t numel = 0;    // elements of each of the three buffers
+    bool native = false;  // the files hold native state (Manifest::state), not fp32 values
     FileEntry params;     // (numel) fp32
     FileEntry exp_avg;    // (numel) fp32
     FileEntry exp_avg_sq; // (numel) fp32

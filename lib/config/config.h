@@ -122,16 +122,22 @@ struct TrainConfig {
     std::string checkpoint_dir; // empty = no checkpoints
     int keep_checkpoints = 2;   // newest N kept; 0 = keep all
     std::string resume;         // checkpoint directory, "auto" (newest in checkpoint_dir) or empty
-    bool resume_convert_state = false; // resume may change optimizer.state_dtype (converting m, v)
+    bool resume_convert_state = false; // resume may change optimizer.state_dtype, state_block or
+                                       // master_dtype (the state converted on load)
     std::string metrics;               // JSONL metrics file or empty ("" = <out_dir>/metrics.jsonl)
     Precision dtype =
         Precision::FP32; // bf16: forward/backward see bf16-rounded weights, fp32 master
 };
 
 enum class AdamMode { AdamW, Adam };
-// dtype of the Adam moments m, v in memory (computed in fp32 either way); auto: the planner picks
-// bf16 only when fp32 state does not fit.
-enum class StateDtype { FP32, BF16, Auto };
+// Format of the Adam moments m, v in memory (computed in fp32 either way): fp32, bf16, or q8
+// (block-wise 8-bit codes with one fp32 scale per optimizer.state_block elements, optim/qstate.h);
+// auto: the planner picks the first of fp32, bf16, q8 that fits.
+enum class StateDtype { FP32, BF16, Q8, Auto };
+// dtype of the master params: fp32, or bf16 with stochastic rounding (every update rounded up or
+// down with the probability of its dropped fraction, Philox keyed by train.seed, step and the
+// element); auto: the planner keeps fp32 unless it does not fit.
+enum class MasterDtype { FP32, BF16, Auto };
 
 struct OptimizerConfig {
     std::string plugin = "auto"; // plugin name or "auto" (highest score)
@@ -144,6 +150,8 @@ struct OptimizerConfig {
     bool bias_correction = true;
     int threads = 0; // optimizer threads; 0 = all cores of this rank
     StateDtype state_dtype = StateDtype::FP32;
+    int state_block = 256; // q8 moments: elements per scale (a power of two, 64..4096)
+    MasterDtype master_dtype = MasterDtype::FP32;
 };
 
 enum class Schedule { SuperOffload, Interleaved, Synchronous };

@@ -312,8 +312,13 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(with(make("optimizer.weight_decay", &o.weight_decay, at_least(0)), Resume::Match));
     v.push_back(with(make("optimizer.bias_correction", &o.bias_correction), Resume::Match));
     v.push_back(make("optimizer.threads", &o.threads, closed(0, kMaxThreads)));
+    v.push_back(with(
+        choice("optimizer.state_dtype", enum_ref(&o.state_dtype), {"fp32", "bf16", "q8", "auto"}),
+        Resume::Match));
     v.push_back(
-        with(choice("optimizer.state_dtype", enum_ref(&o.state_dtype), {"fp32", "bf16", "auto"}),
+        with(make("optimizer.state_block", &o.state_block, closed(64, 4096)), Resume::Match));
+    v.push_back(
+        with(choice("optimizer.master_dtype", enum_ref(&o.master_dtype), {"fp32", "bf16", "auto"}),
              Resume::Match));
 
     v.push_back(make("offload.enabled", &f.enabled));

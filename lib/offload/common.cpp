@@ -3,7 +3,9 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "kernels/grad_stats.h"
+#include "optim/sof_optim_check.h"
 
 namespace sof::offload {
 
@@ -36,11 +38,25 @@ float clip_coefficient(double norm, float clip) {
     return coef < 1.0f ? coef : 1.0f;
 }
 
-sof_adam_hparams adam_hparams(const config::OptimizerConfig& oc, float lr, int64_t step, bool decay,
-                              float grad_scale) {
+sof_optim_hparams adam_hparams(const config::Config& cfg, float lr, int64_t step, bool decay,
+                               float grad_scale) {
+    const config::OptimizerConfig& oc = cfg.optimizer;
     return optim::make_hparams(lr, oc.beta1, oc.beta2, oc.eps, decay ? oc.weight_decay : 0.0f, step,
                                oc.type == config::AdamMode::AdamW ? SOF_ADAM_ADAMW : SOF_ADAM_L2,
-                               oc.bias_correction, grad_scale);
+                               oc.bias_correction, grad_scale, cfg.train.seed);
+}
+
+void check_formats(const optim::Optimizer& opt, const StateFormat& f) {
+    if (!opt.supports(f.moments))
+        SOF_FAIL(Config,
+                 "optimizer plugin '%s' does not step %s moments (optimizer.state_dtype): "
+                 "choose another optimizer.plugin or state_dtype",
+                 opt.info().name.c_str(), optim::state_format_name(f.moments));
+    if (!opt.supports_param(f.master))
+        SOF_FAIL(Config,
+                 "optimizer plugin '%s' does not step %s master params "
+                 "(optimizer.master_dtype): choose another optimizer.plugin or master_dtype",
+                 opt.info().name.c_str(), f.master == SOF_DTYPE_BF16 ? "bf16" : "fp32");
 }
 
 size_t inject_offset(const model::ParamLayout& layout) {

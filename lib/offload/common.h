@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "device/device.h"
 #include "model/layout.h"
+#include "offload/state_layout.h"
 #include "offload/updater.h"
 #include "optim/optimizer.h"
 
@@ -31,9 +32,14 @@ NormResult reduce_norm(const std::vector<device::GradStats>& piece_stats,
 // Returns 1.0f when no clipping applies (clip <= 0 or coef >= 1).
 float clip_coefficient(double norm, float clip);
 
-// Adam hyperparameters of one slice from the deck: weight decay only where `decay`.
-sof_adam_hparams adam_hparams(const config::OptimizerConfig& oc, float lr, int64_t step, bool decay,
-                              float grad_scale);
+// Adam hyperparameters of one slice from the deck: weight decay only where `decay`; the
+// stochastic rounding of a bf16 master keyed by train.seed.
+sof_optim_hparams adam_hparams(const config::Config& cfg, float lr, int64_t step, bool decay,
+                               float grad_scale);
+
+// Throws core::Error (Config) when plugin `opt` cannot step state of format f, naming the deck
+// keys and the plugin.
+void check_formats(const optim::Optimizer& opt, const StateFormat& f);
 
 // Flat offset of lnfw's first element (the debug NaN injection point).
 size_t inject_offset(const model::ParamLayout& layout);

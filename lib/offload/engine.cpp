@@ -79,8 +79,20 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     stv_hist_.assign(kStvWindow, 0);
     exact_ = oc.rollback != config::Rollback::Inverse; // auto unresolved: exact
     nsets_ = exact_ && speculate_ ? 2 : 1; // without speculation nothing is ever rolled back
-    sd_ = cfg.optimizer.state_dtype == config::StateDtype::BF16 ? SOF_DTYPE_BF16 : SOF_DTYPE_F32;
-    es_ = sd_ == SOF_DTYPE_F32 ? 4 : 2;
+    fmt_ = offload::state_format(cfg.optimizer);
+    pes_ = master_elem_bytes(fmt_);
+    es_ = moment_elem_bytes(fmt_);
+    if (fmt_.moments == SOF_STATE_Q8) blocks_ = StateBlocks(layout, fmt_.block);
+    if (fmt_.master == SOF_DTYPE_BF16 && !bf16_)
+        SOF_FAIL(Config, "optimizer.master_dtype: bf16 needs train.dtype: bf16 (the device reads "
+                         "the bf16 master as its working weights); set train.dtype: bf16 or "
+                         "optimizer.master_dtype: fp32");
+    if (fmt_.native() && !exact_ && speculate_)
+        SOF_FAIL(Config,
+                 "offload.rollback: inverse cannot undo a step of %s (stochastic rounding and "
+                 "q8 codes are not invertible): set offload.rollback: exact (a second state "
+                 "set) or auto, or offload.stv: false",
+                 fmt_.name().c_str());
     work16_ = bf16_weights;
     if (work16_ && !bf16_)
         SOF_FAIL(Internal, "engine: bf16 working weights asked for with train.dtype fp32");
@@ -115,6 +127,7 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     ev_compute_ = dev_->create_event();
 
     hopt_ = load_host_optimizer(cfg.optimizer, cfg.optimizer.threads);
+    check_formats(*hopt_, fmt_);
     pieces_ = stat_pieces(layout);
     buckets_ = engine_buckets(cfg, layout, pieces_);
     cur_.assign(buckets_.size(), 0);
@@ -141,6 +154,7 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
                                            dev_->ordinal());
         else
             dopt_ = load_host_optimizer(cfg.optimizer, cfg.optimizer.threads);
+        check_formats(*dopt_, fmt_);
     }
 
     // Every buffer from the memory plan (the list `superoffload plan` sums). Weight flow keeps the
@@ -200,7 +214,7 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     dgstage16_ = static_cast<uint16_t*>(buf(Buf::DevGradStage16));
     dtail16_ = static_cast<uint16_t*>(buf(Buf::DevLowp));
     for (int s = 0; s < nsets_; s++) {
-        hparam_[s] = static_cast<float*>(buf(Buf::HostParams, s));
+        hparam_[s] = buf(Buf::HostParams, s);
         hm_[s] = buf(Buf::HostExpAvg, s);
         hv_[s] = buf(Buf::HostExpAvgSq, s);
     }
@@ -239,10 +253,10 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
             : (oc.schedule == config::Schedule::Interleaved ? "interleaved" : "synchronous");
     log_.info("update path: SuperOffload engine on %s (%s working weights for the model)",
               dev_->describe().c_str(), work16_ ? "bf16" : "fp32");
-    log_.info("engine: schedule %s, STV %s (%s rollback), %s weights, cast on %s, %s moments, %s",
-              sched, speculate_ ? (oc.stv == config::Stv::Auto ? "auto" : "on") : "off",
+    log_.info("engine: schedule %s, STV %s (%s rollback), %s weights, cast on %s, %s, %s", sched,
+              speculate_ ? (oc.stv == config::Stv::Auto ? "auto" : "on") : "off",
               nsets_ == 2 ? "exact" : (exact_ ? "no" : "inverse"), flow_ ? "flow" : "stationary",
-              cast_host_ ? "host" : "device", sd_ == SOF_DTYPE_BF16 ? "bf16" : "fp32",
+              cast_host_ ? "host" : "device", fmt_.name().c_str(),
               describe_buckets(buckets_).c_str());
     log_.info("engine: optimizer %s/%s on the host%s%s; device memory %s",
               hopt_->info().name.c_str(), hopt_->info().variant.c_str(),
@@ -519,21 +533,22 @@ void Engine::host_step(const Bucket& b, int src, int dst, float coef, int64_t st
                             "optimizer");
     // the bf16 copy on its way H2D (stationary, cast on the host): a slot of the H2D ring
     int ring = do_publish ? take_pub_ring() : -1;
-    std::vector<sof_adam_slice> sl;
-    std::vector<sof_adam_hparams> hps;
+    std::vector<sof_optim_slice> sl;
+    std::vector<sof_optim_hparams> hps;
     for (const BucketSlice& s : b.slices) {
-        sof_adam_slice x = optim::make_slice(static_cast<int64_t>(s.n), hparam_[src] + s.offset,
-                                             host_grad(s.offset), host_grad_dtype(),
-                                             hm(src, s.offset), hv(src, s.offset), sd_);
-        x.param_out = hparam_[dst] + s.offset;
-        x.exp_avg_out = hm(dst, s.offset);
-        x.exp_avg_sq_out = hv(dst, s.offset);
+        sof_optim_slice x =
+            optim::make_slice(static_cast<int64_t>(s.n), hp(src, s.offset), host_grad(s.offset),
+                              host_grad_dtype(), nullptr, nullptr);
+        x.param_dtype = fmt_.master;
+        x.param_out = hp(dst, s.offset);
+        x.index0 = static_cast<int64_t>(s.offset);
+        set_slots(x, s.offset, s.offset, num_params(), 0, hm_[src], hv_[src], hm_[dst], hv_[dst]);
         if (ring >= 0) {
             x.lowp_out = hpub16_[ring] + (s.offset - b.begin);
             x.lowp_dtype = SOF_DTYPE_BF16;
         }
         sl.push_back(x);
-        hps.push_back(adam_hparams(cfg_.optimizer, lr, step, s.decay, coef));
+        hps.push_back(adam_hparams(cfg_, lr, step, s.decay, coef));
     }
     hopt_->step_multi(sl.data(), hps.data(), static_cast<int>(sl.size()));
     if (do_publish) publish(b, dst, ring);
@@ -543,14 +558,15 @@ void Engine::host_rollback(const Bucket& b, int64_t step, float lr, bool do_publ
     core::Trace::Scope span(trace_, lane_cpu_, core::strfmt("inverse b%d", b.index), "rollback");
     int ring = do_publish ? take_pub_ring() : -1;
     for (const BucketSlice& s : b.slices) {
-        sof_adam_slice x =
-            optim::make_slice(static_cast<int64_t>(s.n), hparam_[0] + s.offset, host_grad(s.offset),
-                              host_grad_dtype(), hm(0, s.offset), hv(0, s.offset), sd_);
+        sof_optim_slice x =
+            optim::make_slice(static_cast<int64_t>(s.n), hp(0, s.offset), host_grad(s.offset),
+                              host_grad_dtype(), hm(0, s.offset), hv(0, s.offset),
+                              fmt_.moments); // fp32 master, fp32/bf16 moments (constructor)
         if (ring >= 0) {
             x.lowp_out = hpub16_[ring] + (s.offset - b.begin);
             x.lowp_dtype = SOF_DTYPE_BF16;
         }
-        hopt_->rollback(x, adam_hparams(cfg_.optimizer, lr, step, s.decay, 1.0f));
+        hopt_->rollback(x, adam_hparams(cfg_, lr, step, s.decay, 1.0f));
     }
     if (do_publish) publish(b, 0, ring);
 }
@@ -562,7 +578,11 @@ void Engine::publish(const Bucket& b, int set, int ring) {
         dev_->host_task(
             *h2d_, [] {}, core::strfmt("bucket %d", b.index));
     if (!bf16_) {
-        dev_->copy(dwork_ + o, hparam_[set] + o, n * 4, device::CopyKind::HostToDevice, *h2d_);
+        dev_->copy(dwork_ + o, hp(set, o), n * 4, device::CopyKind::HostToDevice, *h2d_);
+    } else if (fmt_.master == SOF_DTYPE_BF16) { // the bf16 master is the working weights' value
+        uint16_t* dst16 = work16_ ? dwork16_ + o : dstage16_;
+        dev_->copy(dst16, hp(set, o), n * 2, device::CopyKind::HostToDevice, *h2d_);
+        if (!work16_) dev_->cast_bf16_to_f32(dstage16_, dwork_ + o, n, *h2d_);
     } else if (cast_host_) {
         if (ring < 0)
             SOF_FAIL(Internal, "publish of bucket %d without its bf16 ring slot", b.index);
@@ -572,7 +592,7 @@ void Engine::publish(const Bucket& b, int set, int ring) {
         dev_->record(*pub_ev_[ring], *h2d_); // the slot may be written again
         if (!work16_) dev_->cast_bf16_to_f32(dstage16_, dwork_ + o, n, *h2d_);
     } else {
-        dev_->copy(dstage32_, hparam_[set] + o, n * 4, device::CopyKind::HostToDevice, *h2d_);
+        dev_->copy(dstage32_, hp(set, o), n * 4, device::CopyKind::HostToDevice, *h2d_);
         if (work16_) {
             dev_->cast_f32_to_bf16(dstage32_, dwork16_ + o, n, *h2d_);
         } else {
@@ -585,9 +605,9 @@ void Engine::publish(const Bucket& b, int set, int ring) {
 void Engine::refresh_working(const Bucket& b) {
     int set = cur_[static_cast<size_t>(b.index)];
     int ring = flow_ ? -1 : take_pub_ring();
-    if (ring >= 0) {
+    if (ring >= 0 && fmt_.master == SOF_DTYPE_F32) {
         core::Trace::Scope span(trace_, lane_cpu_, core::strfmt("cast b%d", b.index), "cast");
-        const float* p = hparam_[set] + b.begin;
+        const float* p = static_cast<const float*>(hp(set, b.begin));
         uint16_t* lp = hpub16_[ring];
         for (size_t i = 0; i < b.numel(); i++)
             lp[i] = core::f32_to_bf16(p[i]);
@@ -595,20 +615,25 @@ void Engine::refresh_working(const Bucket& b) {
     publish(b, set, ring);
 }
 
-void Engine::device_step(const Bucket& b, float* p, void* m, void* v, float coef, int64_t step) {
-    std::vector<sof_adam_slice> sl;
-    std::vector<sof_adam_hparams> hps;
+void Engine::device_step(const Bucket& b, void* p, void* m, void* v, size_t cap, float coef,
+                         int64_t step) {
+    std::vector<sof_optim_slice> sl;
+    std::vector<sof_optim_hparams> hps;
+    const size_t first = fmt_.moments == SOF_STATE_Q8 ? blocks_.block_of(b.begin) : 0;
     for (const BucketSlice& s : b.slices) {
         size_t r = s.offset - b.begin;
-        sof_adam_slice x = optim::make_slice(static_cast<int64_t>(s.n), p + r, dgrad(s.offset),
-                                             SOF_DTYPE_F32, static_cast<char*>(m) + r * es_,
-                                             static_cast<char*>(v) + r * es_, sd_);
+        sof_optim_slice x =
+            optim::make_slice(static_cast<int64_t>(s.n), static_cast<char*>(p) + r * pes_,
+                              dgrad(s.offset), SOF_DTYPE_F32, nullptr, nullptr);
+        x.param_dtype = fmt_.master;
+        x.index0 = static_cast<int64_t>(s.offset);
+        set_slots(x, r, s.offset, cap, first, m, v, m, v);
         if (device_lowp()) { // bf16 working weights: straight into them
             x.lowp_out = work16_ ? dwork16_ + b.begin + r : dtail16_ + r;
             x.lowp_dtype = SOF_DTYPE_BF16;
         }
         sl.push_back(x);
-        hps.push_back(adam_hparams(cfg_.optimizer, hp_.lr, step, s.decay, coef));
+        hps.push_back(adam_hparams(cfg_, hp_.lr, step, s.decay, coef));
     }
     dev_->wait(*dstep_, *ev_compute_);
     if (dev_->kind() == device::Kind::Host) {
@@ -627,9 +652,16 @@ void Engine::device_step(const Bucket& b, float* p, void* m, void* v, float coef
     device_publish(b, p, true);
 }
 
-void Engine::device_publish(const Bucket& b, const float* p, bool have_lowp) {
+void Engine::device_publish(const Bucket& b, const void* pv, bool have_lowp) {
     if (flow_) return; // weight flow fetches the unit from p itself
     size_t n = b.numel(), o = b.begin;
+    const float* p = static_cast<const float*>(pv);
+    if (fmt_.master == SOF_DTYPE_BF16 && !have_lowp) { // the bf16 master is the working value
+        dev_->copy(work16_ ? dwork16_ + o : dtail16_, pv, n * 2, device::CopyKind::DeviceToDevice,
+                   *dstep_);
+        if (!work16_) dev_->cast_bf16_to_f32(dtail16_, dwork_ + o, n, *dstep_);
+        return;
+    }
     if (work16_) { // the bf16 working weights are the step's bf16 copy
         if (!have_lowp) dev_->cast_f32_to_bf16(p, dwork16_ + o, n, *dstep_);
         return;
@@ -639,6 +671,49 @@ void Engine::device_publish(const Bucket& b, const float* p, bool have_lowp) {
         dev_->cast_bf16_to_f32(dtail16_, dwork_ + o, n, *dstep_);
     else
         dev_->copy(dwork_ + o, p, n * 4, device::CopyKind::DeviceToDevice, *dstep_);
+}
+
+float* Engine::scales_at(void* slot, size_t n, size_t off, size_t first) const {
+    if (fmt_.moments != SOF_STATE_Q8) return nullptr;
+    return reinterpret_cast<float*>(static_cast<char*>(slot) + slot_scale_offset(n)) +
+           (blocks_.block_of(off) - first);
+}
+
+void Engine::set_slots(sof_optim_slice& x, size_t rel, size_t off, size_t n, size_t first, void* m,
+                       void* v, void* mo, void* vo) const {
+    void* in[2] = {m, v};
+    void* out[2] = {mo, vo};
+    for (int k = 0; k < 2; k++) {
+        sof_state_slot& q = x.slot[k];
+        q.format = fmt_.moments;
+        q.block = fmt_.moments == SOF_STATE_Q8 ? fmt_.block : 0;
+        q.data = static_cast<char*>(in[k]) + rel * es_;
+        q.data_out = static_cast<char*>(out[k]) + rel * es_;
+        q.scale = scales_at(in[k], n, off, first);
+        q.scale_out = scales_at(out[k], n, off, first);
+    }
+}
+
+void Engine::copy_bucket_slot(const Bucket& b, void* bucket_buf, size_t cap, void* host,
+                              bool to_host, device::Stream& st) {
+    const size_t n = b.numel();
+    char* h = static_cast<char*>(host) + b.begin * es_;
+    char* d = static_cast<char*>(bucket_buf);
+    const device::CopyKind k =
+        to_host ? device::CopyKind::DeviceToHost : device::CopyKind::HostToDevice;
+    dev_->copy(to_host ? static_cast<void*>(h) : d, to_host ? static_cast<void*>(d) : h, n * es_, k,
+               st);
+    if (fmt_.moments != SOF_STATE_Q8) return;
+    float* hs = scales_at(host, num_params(), b.begin, 0);
+    float* ds = reinterpret_cast<float*>(d + slot_scale_offset(cap));
+    const size_t bytes = 4 * blocks_.count_in(b.begin, b.end);
+    dev_->copy(to_host ? static_cast<void*>(hs) : ds, to_host ? static_cast<void*>(ds) : hs, bytes,
+               k, st);
+}
+
+size_t Engine::bucket_slot_bytes(const Bucket& b) const {
+    return slot_bytes(fmt_, b.numel(),
+                      fmt_.moments == SOF_STATE_Q8 ? blocks_.count_in(b.begin, b.end) : 0);
 }
 
 void Engine::sync_all() {
@@ -735,8 +810,8 @@ StepReport Engine::finish_step() {
         rep.clipped = coef < 1.0f;
         for (const Bucket& b : buckets_)
             if (b.place == Placement::Device)
-                device_step(b, static_cast<float*>(buf(Buf::DevStateP, b.index)),
-                            buf(Buf::DevStateM, b.index), buf(Buf::DevStateV, b.index), coef, step);
+                device_step(b, buf(Buf::DevStateP, b.index), buf(Buf::DevStateM, b.index),
+                            buf(Buf::DevStateV, b.index), b.numel(), coef, step);
         bool rerun = spec_running_ && rep.clipped;
         if (rerun) {
             wait_speculation();

@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "offload/buckets.h"
 #include "offload/memory_plan.h"
+#include "offload/state_layout.h"
 #include "offload/updater.h"
 #include "offload/worker.h"
 #include "optim/optimizer.h"
@@ -51,6 +52,9 @@ class Engine : public Updater {
     void get_state(float* params, float* exp_avg, float* exp_avg_sq, int64_t* opt_step) override;
     void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq,
                    int64_t opt_step) override;
+    StateFormat state_format() const override { return fmt_; }
+    void get_native(NativeState* ns) override;
+    void set_native(const NativeState& ns) override;
 
     const std::vector<Bucket>& buckets() const { return buckets_; }
     // The buffers this engine allocated (make_memory_plan); `superoffload plan` sums the same list.
@@ -71,9 +75,10 @@ class Engine : public Updater {
     // Device buffers of one streamed bucket in flight (DOS p_tmp, m_tmp, v_tmp), reused
     // round-robin: a prefetch into the slot waits for the flush of the bucket it held before.
     struct StreamSlot {
-        float* p = nullptr;                     // (max streamed bucket) fp32 params
-        void* m = nullptr;                      // (max streamed bucket) exp_avg (state dtype)
-        void* v = nullptr;                      // (max streamed bucket) exp_avg_sq (state dtype)
+        void* p = nullptr;                      // (max streamed bucket) master params
+        void* m = nullptr;                      // (max streamed bucket) exp_avg slot buffer
+        void* v = nullptr;                      // (max streamed bucket) exp_avg_sq slot buffer
+        size_t cap = 0;                         // elements (max streamed bucket)
         std::unique_ptr<device::Event> in;      // prefetch done (sin_)
         std::unique_ptr<device::Event> stepped; // device step and working weights done (dstep_)
         std::unique_ptr<device::Event> out;     // flush done: the slot is free (sout_)
@@ -92,12 +97,21 @@ class Engine : public Updater {
     // Worker thread, stationary with the cast on the host: the next H2D ring slot, once the copy
     // out of it two publishes ago is done (-1 when there is no ring).
     int take_pub_ring();
-    // Device step of bucket b on dstep_ over fp32 master p, moments m, v (device buffers of the
-    // bucket's size, state dtype), then its working weights from p (device_publish).
-    void device_step(const Bucket& b, float* p, void* m, void* v, float coef, int64_t step);
+    // Device step of bucket b on dstep_ over master p, moment slot buffers m, v (device buffers
+    // of the bucket's size, its formats), then its working weights from p (device_publish).
+    // cap: elements of the slot buffers m, v (the bucket's, or a streaming slot's capacity).
+    void device_step(const Bucket& b, void* p, void* m, void* v, size_t cap, float coef,
+                     int64_t step);
+    // Copies bucket b's moment slot (values or codes, and its q8 scales) between the host slot
+    // buffer `host` (whole layout) and a bucket-sized buffer `buf` of cap elements.
+    void copy_bucket_slot(const Bucket& b, void* buf, size_t cap, void* host, bool to_host,
+                          device::Stream& st);
     // Working weights of device bucket b from its device master p (have_lowp: the step already
     // wrote the bf16 copy into dtail16_). Nothing to do in weight flow (fetches read p).
-    void device_publish(const Bucket& b, const float* p, bool have_lowp);
+    void device_publish(const Bucket& b, const void* p, bool have_lowp);
+    // Bytes of bucket b's master params / one of its moment slot buffers (memory_plan.h).
+    size_t bucket_param_bytes(const Bucket& b) const { return b.numel() * pes_; }
+    size_t bucket_slot_bytes(const Bucket& b) const;
     // Interleaved schedule (engine_interleaved.cpp): streams b's fp32 params and moments from host
     // state set cur_[b] into a device slot, steps them there and streams them back (DOS Alg. 1).
     void stream_step(const Bucket& b, float coef, int64_t step);
@@ -111,9 +125,21 @@ class Engine : public Updater {
     // weight flow: the model's pinned fp32 grads, rounded to bf16 values in place then).
     const void* host_grad(size_t off) const;
     sof_dtype host_grad_dtype() const;
-    // Moments of host state set `set` at flat offset `off` (state dtype).
+    // Master params and moments of host state set `set` at flat offset `off` (their formats),
+    // and (q8) the scale of the block holding `off`.
+    void* hp(int set, size_t off) const { return static_cast<char*>(hparam_[set]) + off * pes_; }
     void* hm(int set, size_t off) const { return static_cast<char*>(hm_[set]) + off * es_; }
     void* hv(int set, size_t off) const { return static_cast<char*>(hv_[set]) + off * es_; }
+    float* hms(int set, size_t off) const { return scales_at(hm_[set], num_params(), off, 0); }
+    float* hvs(int set, size_t off) const { return scales_at(hv_[set], num_params(), off, 0); }
+    // The scale of the block holding flat offset off in a slot buffer of n elements whose first
+    // block is `first` (whole layout: 0; a bucket: its first block); null without q8.
+    float* scales_at(void* slot, size_t n, size_t off, size_t first) const;
+    size_t num_params() const { return layout_.num_params; }
+    // Slots 0, 1 of x from slot buffers m, v (inputs) and mo, vo (outputs) of n elements whose
+    // first block is `first`, at flat offset off relative to the buffers' element 0 (`rel`).
+    void set_slots(sof_optim_slice& x, size_t rel, size_t off, size_t n, size_t first, void* m,
+                   void* v, void* mo, void* vo) const;
     // Weight flow: unit u's model grads are zeroed on first use in a step (not in begin_step:
     // the previous step's deferred host steps may still read other units' grads).
     void zero_unit_grads(int unit);
@@ -160,12 +186,14 @@ class Engine : public Updater {
     // stv auto: of the last kStvWindow steps, which were clipped or skipped (a rollback under
     // speculation); speculation pauses while kStvPause or more of them were
     static constexpr int kStvWindow = 8, kStvPause = 4;
-    std::vector<char> stv_hist_;   // ring of the last kStvWindow steps
-    int64_t stv_steps_ = 0;        // steps recorded
-    bool exact_ = true;            // exact rollback (two state sets) vs arithmetic inverse
-    int nsets_ = 2;                // host state sets (2: exact rollback of speculative steps)
-    sof_dtype sd_ = SOF_DTYPE_F32; // optimizer.state_dtype: moments fp32 or bf16
-    size_t es_ = 4;                // bytes per moment
+    std::vector<char> stv_hist_; // ring of the last kStvWindow steps
+    int64_t stv_steps_ = 0;      // steps recorded
+    bool exact_ = true;          // exact rollback (two state sets) vs arithmetic inverse
+    int nsets_ = 2;              // host state sets (2: exact rollback of speculative steps)
+    StateFormat fmt_;            // optimizer.master_dtype, state_dtype, state_block
+    StateBlocks blocks_;         // q8: the blocks of layout_
+    size_t pes_ = 4;             // bytes per master param
+    size_t es_ = 4;              // bytes per moment (q8: per code)
 
     std::unique_ptr<rank::DeviceSet> owned_; // the standalone constructor's: destroyed last
     device::Device* dev_ = nullptr;          // the rank's device
@@ -200,12 +228,13 @@ class Engine : public Updater {
     uint16_t* dtail16_ = nullptr;   // (max device/streamed bucket) bf16 copy from the device step
     uint16_t* dgstage16_ = nullptr; // (max bucket) bf16 grads from grad_prep (cast host)
     // Pinned host memory.
-    float* hparam_[2] = {nullptr, nullptr}; // (num_params) fp32 master params, state set 0/1
-    void* hm_[2] = {nullptr, nullptr};      // (num_params) exp_avg (state dtype)
-    void* hv_[2] = {nullptr, nullptr};      // (num_params) exp_avg_sq (state dtype)
-    float* hgrads_ = nullptr;               // (num_params) grads offloaded D2H (stationary)
-    uint16_t* hgrads16_ = nullptr;          // (num_params) bf16 grads offloaded D2H (cast host)
-    device::GradStats* hstats_ = nullptr;   // (npieces)
+    void* hparam_[2] = {nullptr, nullptr}; // (num_params) master params (fp32 or bf16), set 0/1
+    void* hm_[2] = {nullptr, nullptr};     // (num_params) exp_avg slot buffer (values or codes +
+                                           // scales, state_layout.h)
+    void* hv_[2] = {nullptr, nullptr};     // (num_params) exp_avg_sq slot buffer
+    float* hgrads_ = nullptr;              // (num_params) grads offloaded D2H (stationary)
+    uint16_t* hgrads16_ = nullptr;         // (num_params) bf16 grads offloaded D2H (cast host)
+    device::GradStats* hstats_ = nullptr;  // (npieces)
     // stationary, cast host: ring of 2 (max host bucket) bf16 buffers the host step writes its
     // bf16 params into on their way H2D (worker thread only); pub_ev_[r]: the copy out is done
     uint16_t* hpub16_[2] = {nullptr, nullptr};

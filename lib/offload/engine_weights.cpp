@@ -146,7 +146,15 @@ class Engine::FlowWeights : public model::WeightSource {
         dev.wait(st, *s.freed); // the model's kernels over the slot's previous unit are done
         for (const Seg& g : segs_[static_cast<size_t>(unit)]) {
             const Bucket& b = e_.buckets_[static_cast<size_t>(g.bucket)];
-            size_t x = g.off - o;               // offset in the slot
+            size_t x = g.off - o;                               // offset in the slot
+            if (b.place == Placement::Device && e_.pes_ == 2) { // the device's bf16 master
+                const uint16_t* p16 =
+                    static_cast<const uint16_t*>(e_.buf(Buf::DevStateP, b.index)) +
+                    (g.off - b.begin);
+                dev.copy(s.buf16 + x, p16, g.n * 2, device::CopyKind::DeviceToDevice, st);
+                if (!e_.work16_) dev.cast_bf16_to_f32(s.buf16 + x, s.buf + x, g.n, st);
+                continue;
+            }
             if (b.place == Placement::Device) { // the master is the device's
                 const float* p =
                     static_cast<const float*>(e_.buf(Buf::DevStateP, b.index)) + (g.off - b.begin);
@@ -158,9 +166,17 @@ class Engine::FlowWeights : public model::WeightSource {
                 }
                 continue;
             }
+            const int set = e_.cur_[static_cast<size_t>(b.index)];
+            if (e_.pes_ == 2) { // a bf16 master crosses the link as it is: 2 bytes per param
+                dev.copy(s.buf16 + x, e_.hp(set, g.off), g.n * 2, device::CopyKind::HostToDevice,
+                         st);
+                e_.step_bytes_.params_h2d += static_cast<int64_t>(g.n) * 2;
+                if (!e_.work16_) dev.cast_bf16_to_f32(s.buf16 + x, s.buf + x, g.n, st);
+                continue;
+            }
             // fp32 master over the link (the fast H2D direction), bf16 made on the device: a
             // cast on the host would cost CPU time at every fetch (every pass, every micro-batch)
-            const float* p = e_.hparam_[e_.cur_[static_cast<size_t>(b.index)]] + g.off;
+            const float* p = static_cast<const float*>(e_.hp(set, g.off));
             dev.copy(s.buf + x, p, g.n * 4, device::CopyKind::HostToDevice, st);
             e_.step_bytes_.params_h2d += static_cast<int64_t>(g.n) * 4;
             if (e_.bf16_) {

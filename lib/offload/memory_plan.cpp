@@ -87,7 +87,7 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
         plan.buffers.push_back({id, index, side, kind, bytes, std::move(name)});
     };
     const size_t n = in.num_params;
-    size_t max_host = 0, max_dev = 0, max_stream = 0, max_any = 0;
+    size_t max_host = 0, max_dev = 0, max_stream = 0, max_any = 0, max_stream_blocks = 0;
     int nstream = 0;
     for (size_t i = 0; i < in.bucket_numel.size(); i++) {
         size_t k = in.bucket_numel[i];
@@ -101,6 +101,8 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
             break;
         case Placement::Stream:
             max_stream = std::max(max_stream, k);
+            if (i < in.bucket_blocks.size())
+                max_stream_blocks = std::max(max_stream_blocks, in.bucket_blocks[i]);
             nstream++;
             break;
         }
@@ -110,7 +112,11 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
     const bool work16 = in.bf16 && in.work_bf16;
     const bool device_lowp = in.bf16 && !in.flow && !work16;
     const bool bf16_grads = in.bf16 && in.cast_host; // grads cross the link as bf16
-    const size_t es = in.state_bf16 ? 2 : 4;         // bytes per moment
+    const StateFormat& sf = in.state;
+    const size_t pes = master_elem_bytes(sf); // bytes per master param
+    // q8 blocks of a bucket / the layout (0 for per-element formats)
+    auto blocks = [&](size_t n) { return sf.moments == SOF_STATE_Q8 ? n : size_t{0}; };
+    const char* pname = sf.master == SOF_DTYPE_F32 ? "fp32 master params" : "bf16 master params";
 
     // Device memory (weight flow: the model's grads live in a device ring of units, or with
     // accumulation in pinned host memory).
@@ -147,20 +153,22 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
     for (size_t i = 0; i < in.bucket_numel.size(); i++) {
         if (in.bucket_place[i] != Placement::Device) continue;
         size_t k = in.bucket_numel[i];
+        size_t kb = blocks(i < in.bucket_blocks.size() ? in.bucket_blocks[i] : 0);
         int b = static_cast<int>(i);
-        std::string w = core::strfmt("bucket %d", b);
-        add(Buf::DevStateP, b, MemSide::Device, MemKind::State, k * 4,
-            w + " fp32 master params (device-resident)");
-        add(Buf::DevStateM, b, MemSide::Device, MemKind::State, k * es,
-            w + " exp_avg (device-resident)");
-        add(Buf::DevStateV, b, MemSide::Device, MemKind::State, k * es,
-            w + " exp_avg_sq (device-resident)");
+        std::string w = core::strfmt("bucket %d ", b);
+        add(Buf::DevStateP, b, MemSide::Device, MemKind::State, k * pes,
+            w + pname + " (device-resident)");
+        add(Buf::DevStateM, b, MemSide::Device, MemKind::State, slot_bytes(sf, k, kb),
+            w + "exp_avg (device-resident)");
+        add(Buf::DevStateV, b, MemSide::Device, MemKind::State, slot_bytes(sf, k, kb),
+            w + "exp_avg_sq (device-resident)");
     }
     for (int s = 0; s < stream_slot_count(nstream); s++) {
-        std::string w = core::strfmt("streaming slot %d", s);
-        add(Buf::SlotP, s, MemSide::Device, MemKind::State, max_stream * 4, w + " fp32 params");
-        add(Buf::SlotM, s, MemSide::Device, MemKind::State, max_stream * es, w + " exp_avg");
-        add(Buf::SlotV, s, MemSide::Device, MemKind::State, max_stream * es, w + " exp_avg_sq");
+        std::string w = core::strfmt("streaming slot %d ", s);
+        const size_t sb = slot_bytes(sf, max_stream, blocks(max_stream_blocks));
+        add(Buf::SlotP, s, MemSide::Device, MemKind::State, max_stream * pes, w + pname);
+        add(Buf::SlotM, s, MemSide::Device, MemKind::State, sb, w + "exp_avg");
+        add(Buf::SlotV, s, MemSide::Device, MemKind::State, sb, w + "exp_avg_sq");
     }
     if (in.flow) {
         int nslots = in.prefetch_layers + 3; // unit 0 held + current + prefetched
@@ -180,9 +188,10 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
     int nsets = in.exact && in.speculate ? 2 : 1; // nothing to roll back without speculation
     for (int s = 0; s < nsets; s++) {
         std::string w = nsets > 1 ? core::strfmt(" (state set %d)", s) : std::string();
-        add(Buf::HostParams, s, MemSide::Pinned, MemKind::State, n * 4, "fp32 master params" + w);
-        add(Buf::HostExpAvg, s, MemSide::Pinned, MemKind::State, n * es, "exp_avg" + w);
-        add(Buf::HostExpAvgSq, s, MemSide::Pinned, MemKind::State, n * es, "exp_avg_sq" + w);
+        const size_t sb = slot_bytes(sf, n, blocks(in.state_blocks));
+        add(Buf::HostParams, s, MemSide::Pinned, MemKind::State, n * pes, pname + w);
+        add(Buf::HostExpAvg, s, MemSide::Pinned, MemKind::State, sb, "exp_avg" + w);
+        add(Buf::HostExpAvgSq, s, MemSide::Pinned, MemKind::State, sb, "exp_avg_sq" + w);
     }
     if (!pinned_grads && bf16_grads)
         add(Buf::HostGrads16, 0, MemSide::Pinned, MemKind::Grads, n * 2, "offloaded grads (bf16)");
@@ -221,7 +230,7 @@ static void set_modes(MemoryPlanInputs& in, const config::Config& cfg, bool work
     in.flow = cfg.offload.weights == config::WeightsPolicy::Flow;
     in.cast_host = cfg.offload.cast == config::CastAt::Host;
     in.exact = cfg.offload.rollback != config::Rollback::Inverse; // auto unresolved: exact
-    in.state_bf16 = cfg.optimizer.state_dtype == config::StateDtype::BF16;
+    in.state = state_format(cfg.optimizer);
     in.speculate = cfg.offload.schedule != config::Schedule::Synchronous &&
                    cfg.offload.stv != config::Stv::Off;
     in.ring_ok = cfg.offload.flow_grads != config::FlowGrads::Host;
@@ -245,11 +254,16 @@ MemoryPlanInputs memory_plan_inputs(const config::Config& cfg, const model::Para
     in.npieces = 0;
     for (const model::TensorInfo& t : layout.tensors)
         in.npieces += (t.numel + kernels::kStatPiece - 1) / kernels::kStatPiece;
+    set_modes(in, cfg, work_bf16);
+    // q8 blocks at the deck's block size whatever the moments' format (the planner may pick q8)
+    in.q8_block = in.state.moments == SOF_STATE_Q8 ? in.state.block : cfg.optimizer.state_block;
+    const StateBlocks sb(layout, in.q8_block);
+    in.state_blocks = sb.count();
     for (const Bucket& b : buckets) {
         in.bucket_numel.push_back(b.numel());
         in.bucket_place.push_back(b.place);
+        in.bucket_blocks.push_back(sb.count_in(b.begin, b.end));
     }
-    set_modes(in, cfg, work_bf16);
     return in;
 }
 

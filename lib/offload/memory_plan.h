@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "model/layout.h"
 #include "offload/buckets.h"
+#include "offload/state_layout.h"
 
 namespace sof::offload {
 
@@ -33,17 +34,18 @@ enum class Buf {
     DevStage16,     // (max host bucket) H2D staging bf16
     DevGradStage16, // (max bucket) bf16 grads written by grad_prep (bf16, cast on the host)
     DevLowp,        // (max device/stream bucket) bf16 copy written by the device step (stationary)
-    DevStateP,      // (bucket) fp32 master params of device-resident bucket `index`
-    DevStateM,      // (bucket) exp_avg of device-resident bucket `index` (state dtype)
-    DevStateV,      // (bucket) exp_avg_sq of device-resident bucket `index` (state dtype)
-    SlotP,          // (max stream bucket) streaming slot `index`: fp32 params (interleaved)
-    SlotM,          // (max stream bucket) streaming slot `index`: exp_avg (state dtype)
-    SlotV,          // (max stream bucket) streaming slot `index`: exp_avg_sq (state dtype)
+    DevStateP,      // (bucket) master params of device-resident bucket `index`
+    DevStateM,      // (bucket) exp_avg slot buffer of device-resident bucket `index`
+    DevStateV,      // (bucket) exp_avg_sq slot buffer of device-resident bucket `index`
+    SlotP,          // (max stream bucket) streaming slot `index`: master params (interleaved)
+    SlotM,          // (max stream bucket) streaming slot `index`: exp_avg slot buffer
+    SlotV,          // (max stream bucket) streaming slot `index`: exp_avg_sq slot buffer
     FlowSlot32,     // (max unit) weight-flow slot `index`: fp32 weights the model reads
     FlowSlot16,     // (max unit) weight-flow slot `index`: bf16 (the model reads it: work_bf16)
-    HostParams,     // (num_params) fp32 master params, state set `index`
-    HostExpAvg,     // (num_params) exp_avg, state set `index` (state dtype: fp32 or bf16)
-    HostExpAvgSq,   // (num_params) exp_avg_sq, state set `index` (state dtype)
+    HostParams,     // (num_params) master params (fp32 or bf16), state set `index`
+    HostExpAvg,     // (num_params) exp_avg slot buffer, state set `index` (fp32, bf16, or q8
+                    // codes and their block scales: state_layout.h slot_bytes)
+    HostExpAvgSq,   // (num_params) exp_avg_sq slot buffer, state set `index`
     HostGrads,      // (num_params) fp32 grads offloaded D2H (stationary)
     HostGrads16,    // (num_params) bf16 grads offloaded D2H (stationary, bf16, cast on the host)
     HostStats,      // (npieces) grad statistics
@@ -91,7 +93,10 @@ struct MemoryPlanInputs {
     bool cast_host = false;              // bf16 cast on the host
     bool exact = true;                   // exact rollback: two host state sets (when speculating)
     bool speculate = true;               // STV may step speculatively (not synchronous, stv on)
-    bool state_bf16 = false;             // optimizer.state_dtype bf16: m, v of 2 bytes
+    StateFormat state;                   // master params and moments (optimizer.*_dtype)
+    int q8_block = 256;                  // optimizer.state_block: the blocks counted below
+    size_t state_blocks = 0;             // q8 blocks of the layout at q8_block
+    std::vector<size_t> bucket_blocks;   // (nbuckets) q8 blocks of each bucket
     bool ring_ok = true;                 // offload.flow_grads not host: a grad ring may be used
     bool work_bf16 = false; // the model reads bf16 working weights (CUDA, train.dtype bf16)
     int prefetch_layers = 1;

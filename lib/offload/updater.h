@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "offload/state_layout.h"
 
 namespace sof::offload {
 
@@ -99,6 +100,13 @@ class Updater {
     virtual void get_state(float* params, float* exp_avg, float* exp_avg_sq, int64_t* opt_step) = 0;
     virtual void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq,
                            int64_t opt_step) = 0;
+    // The state's formats, and the state as kept (master params and moment slots raw, q8 codes
+    // with their scales, state_layout.h NativeState over this path's layout): what checkpoints of
+    // native formats (bf16 master, q8 moments) save and load as they are. ns->format is set by
+    // get_native; set_native requires format == state_format().
+    virtual StateFormat state_format() const { return StateFormat{}; }
+    virtual void get_native(NativeState* ns);
+    virtual void set_native(const NativeState& ns);
 
   protected:
     StatReducer* stat_reducer_ = nullptr;

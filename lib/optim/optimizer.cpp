@@ -120,7 +120,14 @@ PluginInfo describe(const std::string& path, const OpenedPlugin& op) {
     pi.score = t->score ? std::max(0, static_cast<int>(t->score())) : 0;
     const char* v = t->variant ? t->variant() : nullptr;
     pi.variant = v ? v : "";
-    if (pi.score <= 0)
+    pi.algorithm = t->algorithm ? t->algorithm : "";
+    pi.state_formats = t->state_formats;
+    pi.param_dtypes = t->param_dtypes;
+    if (pi.algorithm != "adam" || t->num_slots != 2 || !t->slots)
+        pi.unusable = core::strfmt("computes '%s' with %d state slots; superoffload drives adam "
+                                   "(2 slots: exp_avg, exp_avg_sq)",
+                                   pi.algorithm.c_str(), static_cast<int>(t->num_slots));
+    else if (pi.score <= 0)
         pi.unusable = "scores 0 on this machine" +
                       (pi.description.empty() ? std::string() : " (" + pi.description + ")");
     return pi;
@@ -178,11 +185,11 @@ std::vector<PluginInfo> list_plugins(const std::string& dir) {
     return out;
 }
 
-sof_adam_hparams make_hparams(float lr, float beta1, float beta2, float eps, float weight_decay,
-                              int64_t step, sof_adam_mode mode, bool bias_correction,
-                              float grad_scale) {
-    sof_adam_hparams h{};
-    h.struct_size = sizeof(sof_adam_hparams);
+sof_optim_hparams make_hparams(float lr, float beta1, float beta2, float eps, float weight_decay,
+                               int64_t step, sof_adam_mode mode, bool bias_correction,
+                               float grad_scale, uint64_t seed) {
+    sof_optim_hparams h{};
+    h.struct_size = sizeof(sof_optim_hparams);
     h.lr = lr;
     h.beta1 = beta1;
     h.beta2 = beta2;
@@ -192,26 +199,42 @@ sof_adam_hparams make_hparams(float lr, float beta1, float beta2, float eps, flo
     h.mode = mode;
     h.bias_correction = bias_correction ? 1 : 0;
     h.grad_scale = grad_scale;
+    h.seed = seed;
     return h;
 }
 
-sof_adam_slice make_slice(int64_t n, float* param, const void* grad, sof_dtype grad_dtype,
-                          void* exp_avg, void* exp_avg_sq, sof_dtype state_dtype) {
-    sof_adam_slice s{};
-    s.struct_size = sizeof(sof_adam_slice);
+sof_optim_slice make_slice(int64_t n, void* param, const void* grad, sof_dtype grad_dtype,
+                           void* exp_avg, void* exp_avg_sq, sof_state_format format) {
+    sof_optim_slice s{};
+    s.struct_size = sizeof(sof_optim_slice);
+    s.param_dtype = SOF_DTYPE_F32;
     s.n = n;
     s.param = param;
+    s.param_out = param;
     s.grad = grad;
     s.grad_dtype = grad_dtype;
     s.lowp_dtype = SOF_DTYPE_BF16;
-    s.exp_avg = exp_avg;
-    s.exp_avg_sq = exp_avg_sq;
-    s.param_out = param;
-    s.exp_avg_out = exp_avg;
-    s.exp_avg_sq_out = exp_avg_sq;
     s.lowp_out = nullptr;
-    s.state_dtype = state_dtype;
+    s.index0 = 0;
+    s.num_slots = 2;
+    void* data[2] = {exp_avg, exp_avg_sq};
+    for (int k = 0; k < 2; k++) {
+        s.slot[k].format = format;
+        s.slot[k].block = 0;
+        s.slot[k].data = data[k];
+        s.slot[k].data_out = data[k];
+    }
     return s;
+}
+
+void set_q8(sof_optim_slice& s, int k, int32_t block, void* codes, float* scales) {
+    sof_state_slot& q = s.slot[k];
+    q.format = SOF_STATE_Q8;
+    q.block = block;
+    q.data = codes;
+    q.data_out = codes;
+    q.scale = scales;
+    q.scale_out = scales;
 }
 
 PluginInfo find_plugin(const std::string& dir, const std::string& name, sof_target target) {
@@ -227,7 +250,7 @@ PluginInfo find_plugin(const std::string& dir, const std::string& name, sof_targ
     const PluginInfo* pick = nullptr;
     if (want == "auto") {
         for (const auto& p : all) {
-            if (p.target != target || p.score <= 0) continue;
+            if (p.target != target || p.score <= 0 || !p.unusable.empty()) continue;
             if (!pick || p.score > pick->score) pick = &p;
         }
         if (!pick)
@@ -259,6 +282,9 @@ PluginInfo find_plugin(const std::string& dir, const std::string& name, sof_targ
                  "here; found: %s",
                  want.c_str(), target_name(pick->target), target_name(target),
                  found_list(all).c_str());
+    if (pick->score > 0 && !pick->unusable.empty())
+        SOF_FAIL(Config, "optimizer plugin '%s' (%s) %s; choose another optimizer.plugin",
+                 want.c_str(), pick->path.c_str(), pick->unusable.c_str());
     if (pick->score <= 0)
         SOF_FAIL(Config,
                  "optimizer plugin '%s' (%s) cannot run on this machine (score 0%s%s); choose "
@@ -314,33 +340,34 @@ void Optimizer::check(sof_status st, const char* what) {
              info_.variant.c_str(), what, status_name(st), msg && *msg ? msg : "no detail");
 }
 
-sof_adam_result Optimizer::step(const sof_adam_slice& s, const sof_adam_hparams& hp, void* stream) {
-    sof_adam_result r{};
-    check(plugin_->adam_step(ctx_, &s, &hp, &r, stream), "adam_step");
+sof_optim_result Optimizer::step(const sof_optim_slice& s, const sof_optim_hparams& hp,
+                                 void* stream) {
+    sof_optim_result r{};
+    check(plugin_->step(ctx_, &s, &hp, &r, stream), "step");
     return r;
 }
 
-sof_adam_result Optimizer::step_multi(const sof_adam_slice* s, const sof_adam_hparams* hp,
-                                      int count, void* stream) {
-    sof_adam_result r{};
-    check(plugin_->adam_step_multi(ctx_, s, hp, count, &r, stream), "adam_step_multi");
+sof_optim_result Optimizer::step_multi(const sof_optim_slice* s, const sof_optim_hparams* hp,
+                                       int count, void* stream) {
+    sof_optim_result r{};
+    check(plugin_->step_multi(ctx_, s, hp, count, &r, stream), "step_multi");
     return r;
 }
 
-void Optimizer::rollback(const sof_adam_slice& s, const sof_adam_hparams& hp, void* stream) {
-    check(plugin_->adam_rollback(ctx_, &s, &hp, stream), "adam_rollback");
+void Optimizer::rollback(const sof_optim_slice& s, const sof_optim_hparams& hp, void* stream) {
+    check(plugin_->rollback(ctx_, &s, &hp, stream), "rollback");
 }
 
-sof_adam_result Optimizer::grad_stats(const void* grad, sof_dtype dtype, int64_t n, float scale,
-                                      void* stream) {
-    sof_adam_result r{};
+sof_optim_result Optimizer::grad_stats(const void* grad, sof_dtype dtype, int64_t n, float scale,
+                                       void* stream) {
+    sof_optim_result r{};
     check(plugin_->grad_stats(ctx_, grad, dtype, n, scale, &r, stream), "grad_stats");
     return r;
 }
 
-void Optimizer::step_multi_async(const sof_adam_slice* s, const sof_adam_hparams* hp, int count,
-                                 sof_adam_result* result_dev, void* stream) {
-    check(plugin_->adam_step_multi(ctx_, s, hp, count, result_dev, stream), "adam_step_multi");
+void Optimizer::step_multi_async(const sof_optim_slice* s, const sof_optim_hparams* hp, int count,
+                                 sof_optim_result* result_dev, void* stream) {
+    check(plugin_->step_multi(ctx_, s, hp, count, result_dev, stream), "step_multi");
 }
 
 } // namespace sof::optim

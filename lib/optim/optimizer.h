@@ -17,9 +17,12 @@ struct PluginInfo {
     int score = 0;       // 0 = cannot run here
     sof_target target = SOF_TARGET_HOST;
     std::string description;
-    std::string unusable; // why it cannot be used here ("" = usable): dlopen error, ABI, score 0
-    bool loadable = true; // dlopen and the SOF_OPTIM_ENTRY symbol worked
-    bool abi_ok = true;   // built for this ABI version
+    std::string unusable;  // why it cannot be used here ("" = usable): dlopen error, ABI, score 0
+    bool loadable = true;  // dlopen and the SOF_OPTIM_ENTRY symbol worked
+    bool abi_ok = true;    // built for this ABI version
+    std::string algorithm; // "adam": what its step computes
+    uint32_t state_formats = 0; // bit (1 << sof_state_format) per slot format it steps
+    uint32_t param_dtypes = 0;  // bit (1 << sof_dtype) per master dtype it steps
 };
 
 // Directory searched for plugins: `dir` if non-empty, else $SOF_PLUGIN_DIR, else
@@ -38,15 +41,26 @@ std::vector<PluginInfo> list_plugins(const std::string& dir);
 // another target or scores 0 here. `check` calls it too (app/deck_checks.h).
 PluginInfo find_plugin(const std::string& dir, const std::string& name, sof_target target);
 
-// AdamW/Adam hyperparameters for one slice (fills struct_size).
-sof_adam_hparams make_hparams(float lr, float beta1, float beta2, float eps, float weight_decay,
-                              int64_t step, sof_adam_mode mode, bool bias_correction,
-                              float grad_scale);
+// AdamW/Adam hyperparameters for one slice (fills struct_size); seed keys the stochastic
+// rounding of bf16 master params.
+sof_optim_hparams make_hparams(float lr, float beta1, float beta2, float eps, float weight_decay,
+                               int64_t step, sof_adam_mode mode, bool bias_correction,
+                               float grad_scale, uint64_t seed = 0);
 
-// A slice; outputs default to in place (param_out = param, ...), lowp_out = nullptr; the moments
-// exp_avg, exp_avg_sq are of state_dtype (fp32 or bf16).
-sof_adam_slice make_slice(int64_t n, float* param, const void* grad, sof_dtype grad_dtype,
-                          void* exp_avg, void* exp_avg_sq, sof_dtype state_dtype = SOF_DTYPE_F32);
+// An Adam slice with fp32 master params; outputs default to in place (param_out = param, slot
+// data_out = data), lowp_out = nullptr, index0 = 0; slot 0 = exp_avg, slot 1 = exp_avg_sq, both of
+// `format` (F32 or BF16; a Q8 slot also needs its block and scales: set_q8).
+sof_optim_slice make_slice(int64_t n, void* param, const void* grad, sof_dtype grad_dtype,
+                           void* exp_avg, void* exp_avg_sq,
+                           sof_state_format format = SOF_STATE_F32);
+
+// Makes slot k of s a Q8 slot of `block` over codes (n) and scales (ceil(n/block)), in place.
+void set_q8(sof_optim_slice& s, int k, int32_t block, void* codes, float* scales);
+
+// The state format of a fp32/bf16 moment dtype (the values are equal: SOF_STATE_F32 = F32, ...).
+inline sof_state_format state_format_of(sof_dtype d) {
+    return d == SOF_DTYPE_BF16 ? SOF_STATE_BF16 : SOF_STATE_F32;
+}
 
 class Optimizer {
   public:
@@ -62,16 +76,20 @@ class Optimizer {
     const PluginInfo& info() const { return info_; }
 
     // Each throws core::Error (Runtime) with the plugin's last_error when the status is not SOF_OK.
-    sof_adam_result step(const sof_adam_slice& s, const sof_adam_hparams& hp,
-                         void* stream = nullptr);
-    sof_adam_result step_multi(const sof_adam_slice* s, const sof_adam_hparams* hp, int count,
-                               void* stream = nullptr);
-    void rollback(const sof_adam_slice& s, const sof_adam_hparams& hp, void* stream = nullptr);
-    sof_adam_result grad_stats(const void* grad, sof_dtype dtype, int64_t n, float scale,
-                               void* stream = nullptr);
-    // CUDA plugins: variant of step_multi whose `result` is device memory (written async).
-    void step_multi_async(const sof_adam_slice* s, const sof_adam_hparams* hp, int count,
-                          sof_adam_result* result_dev, void* stream);
+    sof_optim_result step(const sof_optim_slice& s, const sof_optim_hparams& hp,
+                          void* stream = nullptr);
+    sof_optim_result step_multi(const sof_optim_slice* s, const sof_optim_hparams* hp, int count,
+                                void* stream = nullptr);
+    void rollback(const sof_optim_slice& s, const sof_optim_hparams& hp, void* stream = nullptr);
+    sof_optim_result grad_stats(const void* grad, sof_dtype dtype, int64_t n, float scale,
+                                void* stream = nullptr);
+    // CUDA plugins: variant of step_multi whose `result` is device memory (written async), or
+    // null (no statistics).
+    void step_multi_async(const sof_optim_slice* s, const sof_optim_hparams* hp, int count,
+                          sof_optim_result* result_dev, void* stream);
+    // Whether the plugin steps slots of `f` / master params of `d` (from its table).
+    bool supports(sof_state_format f) const { return (info_.state_formats >> f) & 1u; }
+    bool supports_param(sof_dtype d) const { return (info_.param_dtypes >> d) & 1u; }
 
   private:
     Optimizer() = default;

@@ -50,7 +50,15 @@ std::string host_memory_advice(const config::Config& cfg, const Plan& p) {
     if (p.rollback == config::Rollback::Exact && speculates)
         a.push_back("offload.rollback: inverse or auto (one state set)");
     if (p.state_dtype == config::StateDtype::FP32)
-        a.push_back("optimizer.state_dtype: bf16 or auto (2-byte moments)");
+        a.push_back("optimizer.state_dtype: bf16, q8 or auto (2-byte or 8-bit moments)");
+    else if (p.state_dtype == config::StateDtype::BF16)
+        a.push_back("optimizer.state_dtype: q8 (8-bit moments)");
+    if (p.master_dtype == config::MasterDtype::FP32 && cfg.train.dtype == config::Precision::BF16)
+        a.push_back("optimizer.master_dtype: bf16 (stochastic rounding)");
+    if (speculates && p.rollback == config::Rollback::Exact &&
+        (p.state_dtype == config::StateDtype::Q8 || p.master_dtype == config::MasterDtype::BF16))
+        a.push_back("offload.stv: false (one state set: q8 and bf16 masters roll back only "
+                    "exactly)");
     if (cfg.train.dtype == config::Precision::BF16 && p.cast == config::CastAt::Device)
         a.push_back("offload.cast: host (bf16 grads)");
     if (cfg.model.recompute && cfg.model.offload_checkpoints) {

@@ -158,7 +158,9 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
     EngineModes em; // the deck's; `auto` at the engine's unresolved default
     em.cast_host = cfg.offload.cast == config::CastAt::Host;
     em.exact = cfg.offload.rollback != config::Rollback::Inverse;
-    em.state_bf16 = cfg.optimizer.state_dtype == config::StateDtype::BF16;
+    const offload::StateFormat sf = offload::state_format(cfg.optimizer); // auto: fp32
+    em.moments = sf.moments;
+    em.master = sf.master;
     em.ring_ok = cfg.offload.flow_grads != config::FlowGrads::Host;
     em.speculate = cfg.offload.schedule != config::Schedule::Synchronous &&
                    cfg.offload.stv != config::Stv::Off;
@@ -169,11 +171,14 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
 void apply_modes(CostInputs& c, const EngineModes& m) {
     c.modes = m;
     c.grad_move_bytes = m.cast_host ? c.weight_bytes : 4.0;
-    c.param_move_bytes = m.cast_host ? c.weight_bytes : 4.0;
+    c.param_move_bytes = m.cast_host || m.master == SOF_DTYPE_BF16 ? c.weight_bytes : 4.0;
+    c.fetch_bytes = m.master == SOF_DTYPE_BF16 ? 2.0 : 4.0; // weight flow reads the master
     auto set = [&](offload::MemoryPlanInputs& in) {
         in.cast_host = m.cast_host;
         in.exact = m.exact;
-        in.state_bf16 = m.state_bf16;
+        in.state.moments = m.moments;
+        in.state.master = m.master;
+        in.state.block = m.moments == SOF_STATE_Q8 ? in.q8_block : 0;
         in.ring_ok = m.ring_ok;
         in.speculate = m.speculate;
     };
@@ -358,7 +363,12 @@ IterationTimes interleaved_times(const CostInputs& c, const HardwareProfile& hw,
     int cpu_groups = N - gpu_groups;
     double grad_out = transfer_seconds(hw.d2h, S * c.grad_move_bytes); // last bucket exposed
     double cpu = cpu_groups * S * (1.0 / hw.cpu_adam_params_per_s + 1.0 / hw.cpu_cast_params_per_s);
-    const double sb = 4.0 + 2.0 * (c.modes.state_bf16 ? 2.0 : 4.0); // streamed p, m, v bytes
+    // streamed p, m, v bytes per param (q8: the codes; the scales add 4/block)
+    const double mb =
+        c.modes.moments == SOF_STATE_F32
+            ? 4.0
+            : (c.modes.moments == SOF_STATE_BF16 ? 2.0 : 1.0 + 4.0 / c.mem_base.q8_block);
+    const double sb = (c.modes.master == SOF_DTYPE_BF16 ? 2.0 : 4.0) + 2.0 * mb;
     double state = transfer_seconds(hw.h2d, S * sb);
     double h2d = gpu_groups * state + cpu_groups * transfer_seconds(hw.h2d, S * c.weight_bytes);
     double d2h = gpu_groups * transfer_seconds(hw.d2h, S * sb);

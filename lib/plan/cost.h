@@ -16,9 +16,10 @@ struct EngineModes {
     bool cast_host =
         false;         // bf16 training: grads (and stationary's bf16 params) as bf16 on the link
     bool exact = true; // exact rollback: a second host state set
-    bool state_bf16 = false; // bf16 moments
-    bool ring_ok = true;     // weight flow may keep the model's grads in a device ring
-    bool speculate = true;   // the deck's schedule and stv speculate (exact needs two sets then)
+    sof_state_format moments = SOF_STATE_F32; // m, v: fp32, bf16 or q8
+    sof_dtype master = SOF_DTYPE_F32;         // master params: fp32 or bf16
+    bool ring_ok = true;   // weight flow may keep the model's grads in a device ring
+    bool speculate = true; // the deck's schedule and stv speculate (exact needs two sets then)
 };
 
 // Everything about one step that the cost functions need, derived once from deck + model + hw.

@@ -42,6 +42,10 @@ std::string host_line(const char* what, const MemoryEstimate& m, Unit u) {
 
 } // namespace
 
+const char* state_dtype_name(config::StateDtype d) {
+    return d == config::StateDtype::Q8 ? "q8" : (d == config::StateDtype::BF16 ? "bf16" : "fp32");
+}
+
 std::string describe(const Plan& p) {
     std::string s;
     Unit u = unit_for(p);
@@ -54,10 +58,11 @@ std::string describe(const Plan& p) {
     s += core::strfmt("  weights: %s\n  gpu_tail_buckets: %d\n  interleave_k: %d\n"
                       "  recommended bucket_mb: %.0f\n",
                       weights_name(p.weights), p.tail_buckets, p.interleave_k, p.bucket_mb);
-    s += core::strfmt("  rollback: %s\n  cast: %s\n  optimizer state: %s\n%s",
+    s += core::strfmt("  rollback: %s\n  cast: %s\n  optimizer state: %s moments, %s master\n%s",
                       p.rollback == config::Rollback::Inverse ? "inverse" : "exact",
                       p.cast == config::CastAt::Host ? "host" : "device",
-                      p.state_dtype == config::StateDtype::BF16 ? "bf16" : "fp32",
+                      state_dtype_name(p.state_dtype),
+                      p.master_dtype == config::MasterDtype::BF16 ? "bf16" : "fp32",
                       p.weights == config::WeightsPolicy::Flow
                           ? (p.flow_grads == config::FlowGrads::Host ? "  flow grads: host\n"
                                                                      : "  flow grads: device\n")

@@ -9,6 +9,7 @@
 
 #include "core/strfmt.h"
 #include "offload/memory_plan.h"
+#include "offload/state_layout.h"
 
 namespace sof::plan {
 
@@ -56,8 +57,8 @@ struct Figures {
 };
 
 bool same_modes(const EngineModes& a, const EngineModes& b) {
-    return a.cast_host == b.cast_host && a.exact == b.exact && a.state_bf16 == b.state_bf16 &&
-           a.ring_ok == b.ring_ok && a.speculate == b.speculate;
+    return a.cast_host == b.cast_host && a.exact == b.exact && a.moments == b.moments &&
+           a.master == b.master && a.ring_ok == b.ring_ok && a.speculate == b.speculate;
 }
 
 // One make_plan's mode decisions: the deck, the profile, the plan (weights and interleave k are
@@ -145,46 +146,65 @@ void decide_cast(CostInputs& c, Ctx& x, Plan& p) {
     c = opt[pick];
 }
 
-// The host-memory candidates in order of preference (inverse rollback drifts by a few ulp per
-// rollback; bf16 moments change every step's arithmetic): exact+fp32, inverse+fp32, exact+bf16,
-// inverse+bf16, among what the deck allows.
+// The host-memory candidates in order of preference, among what the deck allows: fp32 master
+// before bf16 (stochastic rounding); per master fp32, bf16, q8 moments (each rounds more); per
+// format exact rollback before inverse (drift per rollback). Inverse only for fp32 master and
+// fp32/bf16 moments (a bf16 master and q8 codes are not invertible), bf16 master only in bf16
+// training.
 struct HostCand {
-    bool exact, bf16;
+    bool exact;
+    sof_state_format moments;
+    sof_dtype master;
 };
 std::vector<HostCand> host_candidates(const config::Config& cfg) {
     const bool rb_auto = cfg.offload.rollback == config::Rollback::Auto;
-    const bool sd_auto = cfg.optimizer.state_dtype == config::StateDtype::Auto;
+    const offload::StateFormat deck = offload::state_format(cfg.optimizer);
+    std::vector<sof_state_format> moments = {deck.moments};
+    if (cfg.optimizer.state_dtype == config::StateDtype::Auto)
+        moments = {SOF_STATE_F32, SOF_STATE_BF16, SOF_STATE_Q8};
+    std::vector<sof_dtype> masters = {deck.master};
+    if (cfg.optimizer.master_dtype == config::MasterDtype::Auto)
+        masters = cfg.train.dtype == config::Precision::BF16
+                      ? std::vector<sof_dtype>{SOF_DTYPE_F32, SOF_DTYPE_BF16}
+                      : std::vector<sof_dtype>{SOF_DTYPE_F32};
     std::vector<HostCand> v;
-    for (bool b : sd_auto
-                      ? std::vector<bool>{false, true}
-                      : std::vector<bool>{cfg.optimizer.state_dtype == config::StateDtype::BF16})
-        for (bool e : rb_auto ? std::vector<bool>{true, false}
+    for (sof_dtype pm : masters)
+        for (sof_state_format f : moments) {
+            const bool native = pm != SOF_DTYPE_F32 || f == SOF_STATE_Q8;
+            for (bool e : rb_auto
+                              ? std::vector<bool>{true, false}
                               : std::vector<bool>{cfg.offload.rollback == config::Rollback::Exact})
-            v.push_back({e, b});
+                if (e || !native) v.push_back({e, f, pm});
+        }
+    if (v.empty())
+        v.push_back({cfg.offload.rollback != config::Rollback::Inverse, deck.moments, deck.master});
     return v;
 }
 
-CostInputs with_host(const CostInputs& c, bool exact, bool bf16) {
+CostInputs with_host(const CostInputs& c, bool exact, sof_state_format moments, sof_dtype master) {
     EngineModes m = c.modes;
     m.exact = exact;
-    m.state_bf16 = bf16;
+    m.moments = moments;
+    m.master = master;
     return with_modes(c, m);
 }
 
-// offload.rollback and optimizer.state_dtype: the first candidate whose host memory fits (the
-// leanest when none does: the plan says so).
+// offload.rollback, optimizer.state_dtype and master_dtype: the first candidate whose host
+// memory fits (the leanest when none does: the plan says so).
 void decide_host_modes(CostInputs& c, const config::Config& cfg, Plan& p) {
     const std::vector<HostCand> cands = host_candidates(cfg);
     HostCand ch = cands.back();
     for (const HostCand& x : cands)
-        if (offload_memory(with_host(c, x.exact, x.bf16), p.weights, 0, stride_of(cfg, p))
+        if (offload_memory(with_host(c, x.exact, x.moments, x.master), p.weights, 0,
+                           stride_of(cfg, p))
                 .host_fits) {
             ch = x;
             break;
         }
-    c = with_host(c, ch.exact, ch.bf16);
+    c = with_host(c, ch.exact, ch.moments, ch.master);
     p.rollback = ch.exact ? config::Rollback::Exact : config::Rollback::Inverse;
-    p.state_dtype = ch.bf16 ? config::StateDtype::BF16 : config::StateDtype::FP32;
+    p.state_dtype = offload::state_dtype_of(ch.moments);
+    p.master_dtype = offload::master_dtype_of(ch.master);
 }
 
 // A choice with the plan's figures, and the flipped plan's when `other` names one.
@@ -205,19 +225,37 @@ void set_other(ModeChoice& mc, std::vector<std::string> other, const Figures& f)
     mc.other_step_s = f.step;
 }
 
+// Host bytes per parameter of the optimizer state with c's modes: the state set(s) of master,
+// m and v (q8: the code + 4/block for the scale).
+double state_bytes_per_param(const CostInputs& c) {
+    const double mb =
+        c.modes.moments == SOF_STATE_F32
+            ? 4.0
+            : (c.modes.moments == SOF_STATE_BF16 ? 2.0 : 1.0 + 4.0 / c.mem_base.q8_block);
+    const double set = (c.modes.master == SOF_DTYPE_BF16 ? 2.0 : 4.0) + 2.0 * mb;
+    return (c.modes.exact && c.modes.speculate ? 2.0 : 1.0) * set;
+}
+
+// "fp32 master, q8 moments (2 x 6.03 B/param)"
+std::string state_text(const CostInputs& c) {
+    const int sets = c.modes.exact && c.modes.speculate ? 2 : 1;
+    return core::strfmt(
+        "%s master, %s moments (%d x %.2f B/param)", offload::master_deck_name(c.modes.master),
+        offload::moments_deck_name(c.modes.moments), sets, state_bytes_per_param(c) / sets);
+}
+
 // Host bytes per parameter of weight flow with accumulation: the state set(s) + the fp32
 // accumulator (docs/engine.md "Host memory per parameter").
 std::string accumulation_text(const CostInputs& c) {
-    const int es = c.modes.state_bf16 ? 2 : 4;
-    const int sets = c.modes.exact && c.modes.speculate ? 2 : 1;
-    const int state = sets * (4 + 2 * es);
+    const double state = state_bytes_per_param(c);
     return core::strfmt(
         "the model's fp32 grads accumulate over the step's %d micro-batches in one pinned fp32 "
-        "buffer that the host step reads: weight flow with grad_accum > 1 costs %d B/param of "
-        "host memory here (master, m, v %d + the 4-byte accumulator; without accumulation the "
+        "buffer that the host step reads: weight flow with grad_accum > 1 costs %.4g B/param of "
+        "host memory here (master, m, v %.4g + the 4-byte accumulator; without accumulation the "
         "grad ring with cast host keeps 2-byte bf16 grads instead): no exact scheme keeps the "
         "sums in 2 bytes (a bf16 accumulator would round every micro-batch) and weight flow "
-        "holds no whole-model grads on the device (docs/engine.md)",
+        "holds no whole-model grads on the device; a larger train.batch_size with "
+        "train.grad_accum: 1 avoids it where the activations fit (docs/engine.md)",
         c.grad_accum, state + 4, state);
 }
 
@@ -347,7 +385,7 @@ ModeChoice explain_rollback(const CostInputs& c, Ctx& x, const Figures& mine) {
         mc.line = "rollback: exact (nothing speculates in this schedule: one state set)";
         return mc;
     }
-    const Figures o = x.of(with_host(c, !exact, c.modes.state_bf16));
+    const Figures o = x.of(with_host(c, !exact, c.modes.moments, c.modes.master));
     set_other(mc, {std::string("offload.rollback=") + (exact ? "inverse" : "exact")}, o);
     const std::string cap = size_text(c.host_capacity_bytes);
     if (exact)
@@ -369,28 +407,66 @@ ModeChoice explain_rollback(const CostInputs& c, Ctx& x, const Figures& mine) {
 ModeChoice explain_state(const CostInputs& c, Ctx& x, const Figures& mine) {
     const config::Config& cfg = x.cfg;
     const Plan& p = x.p;
-    const bool b16 = p.state_dtype == config::StateDtype::BF16;
-    ModeChoice mc = choice("optimizer.state_dtype", b16 ? "bf16" : "fp32",
+    const char* mom = offload::moments_deck_name(c.modes.moments);
+    ModeChoice mc = choice("optimizer.state_dtype", mom,
                            cfg.optimizer.state_dtype != config::StateDtype::Auto, mine);
-    if (mc.from_deck) return mc; // no line (as before: the report's choices list shows it)
+    if (mc.from_deck) return mc; // no line (the report's choices list shows it)
     const std::string cap = size_text(c.host_capacity_bytes);
-    if (!b16) {
+    if (c.modes.moments == SOF_STATE_F32) {
         mc.line = core::strfmt("optimizer state: fp32 moments (fit: host %s of %s)",
                                size_text(mine.mem.host_total).c_str(), cap.c_str());
         return mc;
     }
-    // fp32 moments with the leanest rollback the deck allows
+    // the next more precise moments with the leanest rollback the deck allows
     const bool rb_auto = cfg.offload.rollback == config::Rollback::Auto;
-    const bool e = rb_auto ? false : c.modes.exact;
-    const Figures o = x.of(with_host(c, e, false));
-    std::vector<std::string> other = {"optimizer.state_dtype=fp32"};
+    const sof_state_format prev = c.modes.moments == SOF_STATE_Q8 ? SOF_STATE_BF16 : SOF_STATE_F32;
+    const bool e = rb_auto ? c.modes.master != SOF_DTYPE_F32 : c.modes.exact;
+    const CostInputs oc = with_host(c, e, prev, c.modes.master);
+    const Figures o = x.of(oc);
+    std::vector<std::string> other = {std::string("optimizer.state_dtype=") +
+                                      offload::moments_deck_name(prev)};
     if (rb_auto) other.push_back(e ? "offload.rollback=exact" : "offload.rollback=inverse");
     set_other(mc, other, o);
-    mc.line = core::strfmt("optimizer state: bf16 moments (m, v rounded to nearest even every "
-                           "step): fp32 moments need host %s > %s even with %s rollback; bf16 "
-                           "needs %s (see docs/engine.md for its convergence against fp32 state)",
-                           size_text(o.mem.host_total).c_str(), cap.c_str(),
-                           e ? "exact" : "inverse", size_text(mine.mem.host_total).c_str());
+    mc.line = core::strfmt(
+        "optimizer state: %s moments (%s): %s needs host %s > %s; %s needs %s (%s; "
+        "convergence against fp32 state: docs/optimizer-plugins.md)",
+        mom,
+        c.modes.moments == SOF_STATE_Q8
+            ? core::strfmt("8-bit codes, one scale per %d elements", c.mem_base.q8_block).c_str()
+            : "m, v rounded to nearest even every step",
+        state_text(oc).c_str(), size_text(o.mem.host_total).c_str(), cap.c_str(),
+        state_text(c).c_str(), size_text(mine.mem.host_total).c_str(),
+        mine.mem.host_fits ? "fits" : "does not fit either");
+    (void)p;
+    return mc;
+}
+
+ModeChoice explain_master(const CostInputs& c, Ctx& x, const Figures& mine) {
+    const config::Config& cfg = x.cfg;
+    const bool b16 = c.modes.master == SOF_DTYPE_BF16;
+    ModeChoice mc = choice("optimizer.master_dtype", b16 ? "bf16" : "fp32",
+                           cfg.optimizer.master_dtype != config::MasterDtype::Auto, mine);
+    if (mc.from_deck) return mc;
+    const std::string cap = size_text(c.host_capacity_bytes);
+    if (!b16) {
+        mc.line = core::strfmt("master params: fp32 (fit: host %s of %s)",
+                               size_text(mine.mem.host_total).c_str(), cap.c_str());
+        return mc;
+    }
+    const bool sd_auto = cfg.optimizer.state_dtype == config::StateDtype::Auto;
+    const sof_state_format f = sd_auto ? SOF_STATE_Q8 : c.modes.moments;
+    const CostInputs oc = with_host(c, true, f, SOF_DTYPE_F32);
+    const Figures o = x.of(oc);
+    std::vector<std::string> other = {"optimizer.master_dtype=fp32"};
+    if (sd_auto)
+        other.push_back(std::string("optimizer.state_dtype=") + offload::moments_deck_name(f));
+    set_other(mc, other, o);
+    mc.line = core::strfmt(
+        "master params: bf16 with stochastic rounding (Philox, the same bits in every plugin): "
+        "%s needs host %s > %s; %s needs %s (%s)",
+        state_text(oc).c_str(), size_text(o.mem.host_total).c_str(), cap.c_str(),
+        state_text(c).c_str(), size_text(mine.mem.host_total).c_str(),
+        mine.mem.host_fits ? "fits" : "does not fit either");
     return mc;
 }
 
@@ -404,7 +480,9 @@ std::vector<ModeChoice> resolve_modes(CostInputs& c, const HardwareProfile& hw,
         decide_flow_grads(c, cfg, p);
         decide_cast(c, x, p);
         decide_host_modes(c, cfg, p);
-        if (c.modes.exact == seen.exact && c.modes.state_bf16 == seen.state_bf16) break;
+        if (c.modes.exact == seen.exact && c.modes.moments == seen.moments &&
+            c.modes.master == seen.master)
+            break;
     }
     // the why-lines, from the final modes
     const Figures mine = x.of(c);
@@ -413,6 +491,7 @@ std::vector<ModeChoice> resolve_modes(CostInputs& c, const HardwareProfile& hw,
     v.push_back(explain_cast(c, x, mine));
     v.push_back(explain_rollback(c, x, mine));
     v.push_back(explain_state(c, x, mine));
+    v.push_back(explain_master(c, x, mine));
     return v;
 }
 

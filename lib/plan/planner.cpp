@@ -347,6 +347,8 @@ void resolve_auto(config::Config& cfg, const Plan& p) {
     if (cfg.offload.flow_grads == config::FlowGrads::Auto) cfg.offload.flow_grads = p.flow_grads;
     if (cfg.optimizer.state_dtype == config::StateDtype::Auto)
         cfg.optimizer.state_dtype = p.state_dtype;
+    if (cfg.optimizer.master_dtype == config::MasterDtype::Auto)
+        cfg.optimizer.master_dtype = p.master_dtype;
     if (cfg.offload.gpu_tail_buckets < 0) cfg.offload.gpu_tail_buckets = p.tail_buckets;
     if (cfg.offload.interleave_k < 1) cfg.offload.interleave_k = p.interleave_k;
 }

@@ -145,10 +145,11 @@ struct ModeChoice {
 struct Plan {
     config::WeightsPolicy weights = config::WeightsPolicy::Stationary; // never Auto
     // the engine modes the plan assumes (the deck's, or the planner's choice where `auto`)
-    config::Rollback rollback = config::Rollback::Exact;       // never Auto
-    config::CastAt cast = config::CastAt::Device;              // never Auto
-    config::StateDtype state_dtype = config::StateDtype::FP32; // never Auto
-    config::FlowGrads flow_grads = config::FlowGrads::Device;  // never Auto
+    config::Rollback rollback = config::Rollback::Exact;          // never Auto
+    config::CastAt cast = config::CastAt::Device;                 // never Auto
+    config::StateDtype state_dtype = config::StateDtype::FP32;    // never Auto
+    config::MasterDtype master_dtype = config::MasterDtype::FP32; // never Auto
+    config::FlowGrads flow_grads = config::FlowGrads::Device;     // never Auto
     double bucket_mb = 64.0; // recommended bucket size (MiB): the link's saturation point
     int tail_buckets = 0;    // buckets kept on the device (paper Eq. 4-5)
     int interleave_k = 2;    // every k-th subgroup on the device (DOS Eq. 1, rounded)
@@ -199,8 +200,12 @@ void add_collectives(Plan& p, const config::Config& cfg, const model::ArchConfig
                      const HardwareProfile& hw, int shard_ranks);
 
 // Replaces the deck's auto values (offload.weights, gpu_tail_buckets, interleave_k, rollback,
-// cast, flow_grads, optimizer.state_dtype) with the plan's; leaves explicit values alone.
+// cast, flow_grads, optimizer.state_dtype, master_dtype) with the plan's; leaves explicit values
+// alone.
 void resolve_auto(config::Config& cfg, const Plan& p);
+
+// "fp32", "bf16", "q8" (the deck's names of optimizer.state_dtype, Auto excluded).
+const char* state_dtype_name(config::StateDtype d);
 
 // Multi-line human report: choices with reasons, memory, and the per-schedule time table.
 std::string describe(const Plan& p);

@@ -86,21 +86,49 @@ std::string Trainer::Impl::agreed_latest_checkpoint() {
 
 // Every rank reads the elements of its own shard from the checkpoint's shards, whatever rank
 // count wrote it (resharding is an exact copy of the state).
+// Native state (bf16 master, q8 moments) resumes as it was saved when the formats and the shard
+// count are the run's (bitwise); otherwise the checkpoint's state is read as fp32 values
+// (exact for fp32 state, converted for native state) and stored in the run's formats, which a
+// native checkpoint allows only with train.resume_convert_state.
 void Trainer::Impl::resume_from(const std::string& dir) {
     ckpt::Manifest m;
     ckpt::State s;
     const model::ParamLayout& layout = model->layout();
     zero::ShardState st;
     st.map = shard_map();
-    ckpt::load_resharded(dir, layout, st.map, &m, &s);
-    for (const ckpt::DeckChange& c : ckpt::check_resume(dir, m, cfg, mcfg, data_id))
+    const ckpt::Manifest head = ckpt::load_manifest(dir);
+    for (const ckpt::DeckChange& c : ckpt::check_resume(dir, head, cfg, mcfg, data_id))
         log.info("resume: %s changed: %s -> %s", c.key.c_str(), c.saved.c_str(), c.now.c_str());
-    st.params = std::move(s.params);
-    st.exp_avg = std::move(s.exp_avg);
-    st.exp_avg_sq = std::move(s.exp_avg_sq);
+    const offload::StateFormat now = updater->state_format();
+    const bool as_kept =
+        head.state.native() && head.state == now && head.world_size == st.map.shards;
+    if (head.state.native() && !as_kept && !cfg.train.resume_convert_state)
+        SOF_FAIL(Config,
+                 "cannot resume from %s as it is: its optimizer state (%s, %d shard(s)) is kept "
+                 "in a native format and this run keeps %s on %d shard(s); set "
+                 "train.resume_convert_state: true to convert it (through fp32 values: q8 codes "
+                 "re-quantized on the new blocks), or resume with %d rank(s)",
+                 dir.c_str(), head.state.name().c_str(), head.world_size, now.name().c_str(),
+                 st.map.shards, head.world_size);
+    if (as_kept) {
+        ckpt::load_shard_raw(dir, st.map.rank, &m, &s);
+        st.native_valid = true;
+        st.native.format = now;
+        st.native.params = std::move(s.raw[0]);
+        st.native.slot[0] = std::move(s.raw[1]);
+        st.native.slot[1] = std::move(s.raw[2]);
+        st.native.opt_step = m.opt_step;
+    } else {
+        ckpt::load_resharded(dir, layout, st.map, &m, &s);
+        st.params = std::move(s.params);
+        st.exp_avg = std::move(s.exp_avg);
+        st.exp_avg_sq = std::move(s.exp_avg_sq);
+    }
     st.opt_step = m.opt_step;
     if (shards)
         shards->set_shard(st);
+    else if (as_kept)
+        updater->set_native(st.native);
     else
         updater->set_state(st.params.data(), st.exp_avg.data(), st.exp_avg_sq.data(), m.opt_step);
     train_data->restore(m.train_data);
@@ -124,8 +152,14 @@ void Trainer::Impl::resume_from(const std::string& dir) {
 std::string Trainer::Impl::save_checkpoint() {
     const model::ParamLayout& layout = model->layout();
     zero::ShardState st;
+    const offload::StateFormat fmt = updater->state_format();
     if (shards) {
         shards->get_shard(&st);
+    } else if (fmt.native()) { // the state as kept
+        st.map = zero::make_shard_map(layout, 1, 0);
+        st.native_valid = true;
+        updater->get_native(&st.native);
+        st.opt_step = st.native.opt_step;
     } else {
         st.map = zero::make_shard_map(layout, 1, 0);
         st.params.resize(layout.num_params);
@@ -144,10 +178,17 @@ std::string Trainer::Impl::save_checkpoint() {
     m.skips = skips0 + updater->stats().skips;
     m.rollbacks = rollbacks0 + updater->stats().rollbacks;
     m.data_identity = data_id;
+    m.state = fmt;
     ckpt::State s;
-    s.params = std::move(st.params);
-    s.exp_avg = std::move(st.exp_avg);
-    s.exp_avg_sq = std::move(st.exp_avg_sq);
+    if (st.native_valid) {
+        s.raw[0] = std::move(st.native.params);
+        s.raw[1] = std::move(st.native.slot[0]);
+        s.raw[2] = std::move(st.native.slot[1]);
+    } else {
+        s.params = std::move(st.params);
+        s.exp_avg = std::move(st.exp_avg);
+        s.exp_avg_sq = std::move(st.exp_avg_sq);
+    }
     comm::Group& all = ctx->all();
     const ckpt::SaveSync sync{[&all] { all.barrier(); }, [&all](bool b) { return all.any(b); }};
     const int r = world.rank();

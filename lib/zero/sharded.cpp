@@ -222,11 +222,18 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
         inner_->set_state(p.data(), m.data(), v.data(), opt_step);
     }
 
+    offload::StateFormat state_format() const override { return inner_->state_format(); }
     const zero::ShardMap& shard_map() const override { return map_; }
     void get_shard(ShardState* s) override {
+        s->map = map_;
+        s->native_valid = inner_->state_format().native();
+        if (s->native_valid) { // the shard's state as kept (its layout, padding included)
+            inner_->get_native(&s->native);
+            s->opt_step = s->native.opt_step;
+            return;
+        }
         std::vector<float> p(map_.local_size), m(map_.local_size), v(map_.local_size);
         inner_->get_state(p.data(), m.data(), v.data(), &s->opt_step);
-        s->map = map_;
         s->params.resize(map_.real_size);
         s->exp_avg.resize(map_.real_size);
         s->exp_avg_sq.resize(map_.real_size);
@@ -235,6 +242,11 @@ class Zero3 : public offload::Updater, public ShardAccess, public offload::StatR
         zero::shard_pack_real(full_, map_, v.data(), s->exp_avg_sq.data());
     }
     void set_shard(const ShardState& s) override {
+        if (s.native_valid) {
+            invalidate();
+            inner_->set_native(s.native);
+            return;
+        }
         std::vector<float> p(map_.local_size), m(map_.local_size), v(map_.local_size);
         zero::shard_unpack_real(full_, map_, s.params.data(), p.data());
         zero::shard_unpack_real(full_, map_, s.exp_avg.data(), m.data());
@@ -562,15 +574,28 @@ class Zero0 : public offload::Updater, public ShardAccess {
     void set_state(const float* p, const float* m, const float* v, int64_t t) override {
         inner_->set_state(p, m, v, t);
     }
+    offload::StateFormat state_format() const override { return inner_->state_format(); }
+    void get_native(offload::NativeState* ns) override { inner_->get_native(ns); }
+    void set_native(const offload::NativeState& ns) override { inner_->set_native(ns); }
     const zero::ShardMap& shard_map() const override { return map_; }
     void get_shard(ShardState* s) override {
         s->map = map_;
+        s->native_valid = inner_->state_format().native();
+        if (s->native_valid) {
+            inner_->get_native(&s->native);
+            s->opt_step = s->native.opt_step;
+            return;
+        }
         s->params.resize(full_.num_params);
         s->exp_avg.resize(full_.num_params);
         s->exp_avg_sq.resize(full_.num_params);
         inner_->get_state(s->params.data(), s->exp_avg.data(), s->exp_avg_sq.data(), &s->opt_step);
     }
     void set_shard(const ShardState& s) override {
+        if (s.native_valid) {
+            inner_->set_native(s.native);
+            return;
+        }
         inner_->set_state(s.params.data(), s.exp_avg.data(), s.exp_avg_sq.data(), s.opt_step);
     }
 

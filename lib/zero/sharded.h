@@ -32,6 +32,11 @@ struct ShardState {
     zero::ShardMap map;
     std::vector<float> params, exp_avg, exp_avg_sq;
     int64_t opt_step = 0;
+    // Native state formats (bf16 master, q8 moments): get_shard fills `native` (the rank's
+    // engine state as kept, over its shard layout, padding included) instead of the fp32
+    // vectors; set_shard takes it when native_valid.
+    bool native_valid = false;
+    offload::NativeState native;
 };
 
 // Implemented by both wrappers (and used by the trainer for checkpoints).

@@ -10,6 +10,7 @@
 #include "cpu_adam_kernels.h"
 #include "optim/sof_optim_abi.h"
 #include "optim/sof_optim_check.h"
+#include "optim/sof_optim_shell.h"
 
 namespace {
 
@@ -97,96 +98,67 @@ const char* cpu_adam_variant() {
     return "unknown";
 }
 
-// Message of the last failure on the calling thread (calls are synchronous on the caller's
-// thread, so a per-thread buffer is the per-call error slot).
-thread_local std::string t_last_error;
-
-sof_status fail(sof_status st, const char* msg) {
-    t_last_error = msg;
-    return st;
-}
-
-} // namespace
-
-struct sof_optim_ctx {
-    KernelSet k;
-    int threads; // OpenMP threads per call (1 = no parallel region)
-};
-
-namespace {
-
-sof_status cpu_adam_create(const sof_optim_init* init, sof_optim_ctx** out) {
-    if (!init || !out || init->struct_size < sizeof(sof_optim_init))
-        return fail(SOF_ERR_INVALID_ARGUMENT,
-                    "create: null init/out or init.struct_size too small");
-    Variant v = chosen_variant();
-    if (v == Variant::None)
-        return fail(SOF_ERR_UNSUPPORTED,
-                    "create: SOF_CPU_ADAM_VARIANT names a variant this CPU cannot run");
-    auto* ctx = new (std::nothrow) sof_optim_ctx;
-    if (!ctx) return fail(SOF_ERR_OUT_OF_MEMORY, "create: out of memory");
-    ctx->k = kernels_of(v);
-    ctx->threads = init->num_threads > 0 ? init->num_threads : omp_get_max_threads();
-    *out = ctx;
-    return SOF_OK;
-}
-
-void cpu_adam_destroy(sof_optim_ctx* ctx) {
-    delete ctx;
-}
-
-const char* cpu_adam_last_error(sof_optim_ctx*) {
-    return t_last_error.c_str();
-}
-
-sof_status check_slice(const sof_adam_slice* s, const sof_adam_hparams* hp, int index) {
-    std::string why;
-    sof_status st = sof::optim::check_adam_slice(s, hp, index, &why);
-    if (st != SOF_OK) t_last_error = why;
-    return st;
-}
-
 bool aligned(const void* ptr, uintptr_t a) {
     return (reinterpret_cast<uintptr_t>(ptr) & (a - 1)) == 0;
 }
 
-Tile tile_of(const sof_adam_slice& s, int64_t t) {
+// Tile t (kTile elements from t * kTile) of slice s: every pointer advanced to it.
+Tile tile_of(const sof_optim_slice& s, int64_t t) {
     int64_t off = t * kTile;
     int64_t n = s.n - off < kTile ? s.n - off : kTile;
     int64_t gsz = sof::optim::dtype_bytes(s.grad_dtype);
-    int64_t ssz = sof::optim::dtype_bytes(s.state_dtype);
-    Tile x;
+    const sof_state_slot& qm = s.slot[0];
+    const sof_state_slot& qv = s.slot[1];
+    int64_t ssz = sof::optim::state_elem_bytes(qm.format);
+    Tile x{};
     x.n = n;
-    x.p = s.param + off;
+    x.pd = s.param_dtype;
+    if (s.param_dtype == SOF_DTYPE_F32) {
+        x.p = static_cast<const float*>(s.param) + off;
+        x.po = static_cast<float*>(s.param_out) + off;
+    } else {
+        x.p16 = static_cast<const uint16_t*>(s.param) + off;
+        x.po16 = static_cast<uint16_t*>(s.param_out) + off;
+    }
     x.g = static_cast<const char*>(s.grad) + off * gsz;
-    x.m = static_cast<const char*>(s.exp_avg) + off * ssz;
-    x.v = static_cast<const char*>(s.exp_avg_sq) + off * ssz;
-    x.po = s.param_out + off;
-    x.mo = static_cast<char*>(s.exp_avg_out) + off * ssz;
-    x.vo = static_cast<char*>(s.exp_avg_sq_out) + off * ssz;
+    x.m = static_cast<const char*>(qm.data) + off * ssz;
+    x.v = static_cast<const char*>(qv.data) + off * ssz;
+    x.mo = static_cast<char*>(qm.data_out) + off * ssz;
+    x.vo = static_cast<char*>(qv.data_out) + off * ssz;
     x.lowp = s.lowp_out ? static_cast<char*>(s.lowp_out) + off * 2 : nullptr;
     x.gd = s.grad_dtype;
     x.ld = s.lowp_dtype;
-    x.sd = s.state_dtype;
+    x.sd = qm.format;
+    if (qm.format == SOF_STATE_Q8) { // kTile is a multiple of every block (<= 4096)
+        x.qb = qm.block;
+        x.ms = qm.scale + off / qm.block;
+        x.vs = qv.scale + off / qm.block;
+        x.mso = qm.scale_out + off / qm.block;
+        x.vso = qv.scale_out + off / qm.block;
+    }
+    x.index0 = s.index0 + off;
     return x;
 }
 
 // Partial sums per tile, then summed in tile order: deterministic for any thread count.
-sof_status step_one(sof_optim_ctx* ctx, const sof_adam_slice& s, const sof_adam_hparams& hp,
-                    sof_adam_result* res) {
+sof_status step_one(const KernelSet& k, int nth, const sof_optim_slice& s,
+                    const sof_optim_hparams& hp, sof_optim_result* res, std::string* why) {
     if (s.n == 0) return SOF_OK;
     sof::cpu_adam::StepConsts c = sof::cpu_adam::step_consts(hp);
     bool separate = s.param_out != s.param;
     // Streaming stores need 64-byte aligned destinations (the bf16 copy too: it is streamed in
     // whole 64-byte lines); tile offsets are multiples of 64 bytes.
-    bool nt = separate && aligned(s.param_out, 64) && aligned(s.exp_avg_out, 64) &&
-              aligned(s.exp_avg_sq_out, 64) && (!s.lowp_out || aligned(s.lowp_out, 64));
+    bool nt = separate && aligned(s.param_out, 64) && aligned(s.slot[0].data_out, 64) &&
+              aligned(s.slot[1].data_out, 64) && (!s.lowp_out || aligned(s.lowp_out, 64));
     int64_t ntiles = (s.n + kTile - 1) / kTile;
     double small[64];
     double* part = ntiles <= 64 ? small : new (std::nothrow) double[ntiles];
-    if (!part) return fail(SOF_ERR_OUT_OF_MEMORY, "adam_step: out of memory for partial sums");
-    sof::cpu_adam::StepTileFn fn = ctx->k.step;
-    int nth = ctx->threads;
+    if (!part) {
+        *why = "step: out of memory for partial sums";
+        return SOF_ERR_OUT_OF_MEMORY;
+    }
+    const bool q = s.slot[0].format == SOF_STATE_Q8 || s.param_dtype == SOF_DTYPE_BF16;
+    sof::cpu_adam::StepTileFn fn = q ? k.step_q : k.step;
 #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1 && ntiles > 1)
     for (int64_t t = 0; t < ntiles; t++)
         part[t] = fn(c, tile_of(s, t), nt);
@@ -199,108 +171,97 @@ sof_status step_one(sof_optim_ctx* ctx, const sof_adam_slice& s, const sof_adam_
     return SOF_OK;
 }
 
-sof_status cpu_adam_step(sof_optim_ctx* ctx, const sof_adam_slice* s, const sof_adam_hparams* hp,
-                         sof_adam_result* result, void*) {
-    if (!ctx || !result) return fail(SOF_ERR_INVALID_ARGUMENT, "adam_step: null ctx or result");
-    if (sof_status st = check_slice(s, hp, 0); st != SOF_OK) return st;
-    *result = sof_adam_result{};
-    return step_one(ctx, *s, *hp, result);
-}
+// The shell's policy (optim/sof_optim_shell.h): cpu_adam's context, kernels and table entries.
+struct CpuAdam {
+    static constexpr const char* kName = "cpu_adam";
+    static constexpr const char* kDescription =
+        "AdamW/Adam on x86-64 CPUs: AVX-512, AVX2+FMA or scalar, chosen by CPUID; OpenMP tiles, "
+        "fused bf16/fp16 copy, fp32/bf16/q8 moments, fp32 or bf16 (stochastically rounded) "
+        "master params, streaming stores for separate outputs";
+    static constexpr sof_target kTarget = SOF_TARGET_HOST;
+    static constexpr const char* kAlgorithm = "adam";
+    static constexpr int32_t kNumSlots = sof::optim::kAdamSlots;
+    static constexpr uint32_t kStateFormats =
+        (1u << SOF_STATE_F32) | (1u << SOF_STATE_BF16) | (1u << SOF_STATE_Q8);
+    static constexpr uint32_t kParamDtypes = (1u << SOF_DTYPE_F32) | (1u << SOF_DTYPE_BF16);
+    static const sof_slot_info* slots() { return sof::optim::adam_slots(); }
 
-sof_status cpu_adam_step_multi(sof_optim_ctx* ctx, const sof_adam_slice* slices,
-                               const sof_adam_hparams* hp, int32_t count, sof_adam_result* result,
+    struct Ctx : sof::optim::shell::Base {
+        KernelSet k;
+    };
+    using Sh = sof::optim::shell::Shell<CpuAdam>;
+
+    static int32_t score() { return cpu_adam_score(); }
+    static const char* variant() { return cpu_adam_variant(); }
+
+    static sof_status init(Ctx& ctx, const sof_optim_init&, std::string*) {
+        ctx.k = kernels_of(chosen_variant());
+        if (ctx.threads <= 0) ctx.threads = omp_get_max_threads();
+        return SOF_OK;
+    }
+
+    static sof_status step(Ctx& ctx, const sof_optim_slice* slices, const sof_optim_hparams* hp,
+                           int32_t count, sof_optim_result* result, void*) {
+        return sof::optim::shell::for_each_slice(
+            slices, hp, count, result,
+            [&](const sof_optim_slice& s, const sof_optim_hparams& h, sof_optim_result* r) {
+                std::string why;
+                sof_status st = step_one(ctx.k, ctx.threads, s, h, r, &why);
+                return st == SOF_OK ? st : Sh::fail(&ctx, st, why);
+            });
+    }
+
+    static sof_status rollback(Ctx& ctx, const sof_optim_slice& s, const sof_optim_hparams& hp,
                                void*) {
-    if (!ctx || !result || count < 0 || (count > 0 && (!slices || !hp)))
-        return fail(SOF_ERR_INVALID_ARGUMENT, "adam_step_multi: null argument or negative count");
-    for (int32_t i = 0; i < count; i++)
-        if (sof_status st = check_slice(&slices[i], &hp[i], i); st != SOF_OK) return st;
-    *result = sof_adam_result{};
-    for (int32_t i = 0; i < count; i++)
-        if (sof_status st = step_one(ctx, slices[i], hp[i], result); st != SOF_OK) return st;
-    return SOF_OK;
-}
-
-sof_status cpu_adam_rollback(sof_optim_ctx* ctx, const sof_adam_slice* s,
-                             const sof_adam_hparams* hp, void*) {
-    if (!ctx) return fail(SOF_ERR_INVALID_ARGUMENT, "adam_rollback: null ctx");
-    std::string why;
-    if (sof_status st = sof::optim::check_adam_rollback(s, hp, &why); st != SOF_OK) {
-        t_last_error = why;
-        return st;
-    }
-    sof::cpu_adam::StepConsts c = sof::cpu_adam::step_consts(*hp);
-    int64_t ntiles = (s->n + kTile - 1) / kTile;
-    int nth = ctx->threads;
+        sof::cpu_adam::StepConsts c = sof::cpu_adam::step_consts(hp);
+        int64_t ntiles = (s.n + kTile - 1) / kTile;
+        int nth = ctx.threads;
 #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1 && ntiles > 1)
-    for (int64_t t = 0; t < ntiles; t++) {
-        Tile x = tile_of(*s, t);
-        uint16_t* lowp = static_cast<uint16_t*>(x.lowp);
-        for (int64_t i = 0; i < x.n; i++) {
-            float p = x.p[i], m = sof::optim::adam_ref_state(x.m, x.sd, i);
-            float v = sof::optim::adam_ref_state(x.v, x.sd, i);
-            sof::cpu_adam::rollback_elem(c, p, m, v, sof::optim::adam_ref_grad(x.g, x.gd, i));
-            x.po[i] = p;
-            sof::optim::adam_ref_store_state(x.mo, x.sd, i, m);
-            sof::optim::adam_ref_store_state(x.vo, x.sd, i, v);
-            if (lowp) lowp[i] = sof::optim::adam_ref_lowp(p, x.ld);
+        for (int64_t t = 0; t < ntiles; t++) {
+            Tile x = tile_of(s, t);
+            uint16_t* lowp = static_cast<uint16_t*>(x.lowp);
+            for (int64_t i = 0; i < x.n; i++) {
+                float p = x.p[i], m = sof::optim::adam_ref_state(x.m, x.sd, i);
+                float v = sof::optim::adam_ref_state(x.v, x.sd, i);
+                sof::cpu_adam::rollback_elem(c, p, m, v, sof::optim::adam_ref_grad(x.g, x.gd, i));
+                x.po[i] = p;
+                sof::optim::adam_ref_store_state(x.mo, x.sd, i, m);
+                sof::optim::adam_ref_store_state(x.vo, x.sd, i, v);
+                if (lowp) lowp[i] = sof::optim::adam_ref_lowp(p, x.ld);
+            }
         }
+        return SOF_OK;
     }
-    return SOF_OK;
-}
 
-sof_status cpu_adam_grad_stats(sof_optim_ctx* ctx, const void* grad, int32_t gd, int64_t n,
-                               float scale, sof_adam_result* result, void*) {
-    if (!ctx) return fail(SOF_ERR_INVALID_ARGUMENT, "grad_stats: null ctx");
-    std::string why;
-    if (sof_status st = sof::optim::check_grad_stats(grad, gd, n, result, &why); st != SOF_OK) {
-        t_last_error = why;
-        return st;
-    }
-    *result = sof_adam_result{};
-    if (n == 0) return SOF_OK;
-    int64_t ntiles = (n + kTile - 1) / kTile;
-    double small[64];
-    double* part = ntiles <= 64 ? small : new (std::nothrow) double[ntiles];
-    if (!part) return fail(SOF_ERR_OUT_OF_MEMORY, "grad_stats: out of memory for partial sums");
-    int gsz = gd == SOF_DTYPE_F32 ? 4 : 2;
-    sof::cpu_adam::StatsTileFn fn = ctx->k.stats;
-    int nth = ctx->threads;
+    static sof_status grad_stats(Ctx& ctx, const void* grad, int32_t gd, int64_t n, float scale,
+                                 sof_optim_result* result, void*) {
+        *result = sof_optim_result{};
+        if (n == 0) return SOF_OK;
+        int64_t ntiles = (n + kTile - 1) / kTile;
+        double small[64];
+        double* part = ntiles <= 64 ? small : new (std::nothrow) double[ntiles];
+        if (!part)
+            return Sh::fail(&ctx, SOF_ERR_OUT_OF_MEMORY,
+                            "grad_stats: out of memory for partial sums");
+        int gsz = gd == SOF_DTYPE_F32 ? 4 : 2;
+        sof::cpu_adam::StatsTileFn fn = ctx.k.stats;
+        int nth = ctx.threads;
 #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1 && ntiles > 1)
-    for (int64_t t = 0; t < ntiles; t++) {
-        int64_t off = t * kTile;
-        part[t] = fn(static_cast<const char*>(grad) + off * gsz, gd,
-                     n - off < kTile ? n - off : kTile, scale);
+        for (int64_t t = 0; t < ntiles; t++) {
+            int64_t off = t * kTile;
+            part[t] = fn(static_cast<const char*>(grad) + off * gsz, gd,
+                         n - off < kTile ? n - off : kTile, scale);
+        }
+        double sum = 0.0;
+        for (int64_t t = 0; t < ntiles; t++)
+            sum += part[t];
+        if (part != small) delete[] part;
+        result->grad_sumsq = sum;
+        result->nonfinite = !(sum <= 1e300) ? 1 : 0;
+        return SOF_OK;
     }
-    double sum = 0.0;
-    for (int64_t t = 0; t < ntiles; t++)
-        sum += part[t];
-    if (part != small) delete[] part;
-    result->grad_sumsq = sum;
-    result->nonfinite = !(sum <= 1e300) ? 1 : 0;
-    return SOF_OK;
-}
-
-const sof_optim_plugin kPlugin = {
-    SOF_OPTIM_ABI_VERSION,
-    sizeof(sof_optim_plugin),
-    "cpu_adam",
-    "AdamW/Adam on x86-64 CPUs: AVX-512, AVX2+FMA or scalar, chosen by CPUID; OpenMP tiles, "
-    "fused bf16/fp16 copy, fp32 or bf16 moments, streaming stores for separate outputs",
-    SOF_TARGET_HOST,
-    cpu_adam_score,
-    cpu_adam_variant,
-    cpu_adam_create,
-    cpu_adam_destroy,
-    cpu_adam_last_error,
-    cpu_adam_step,
-    cpu_adam_step_multi,
-    cpu_adam_rollback,
-    cpu_adam_grad_stats,
 };
 
 } // namespace
 
-extern "C" __attribute__((visibility("default"))) const sof_optim_plugin*
-sof_optim_plugin_get(void) {
-    return &kPlugin;
-}
+SOF_OPTIM_EXPORT_PLUGIN(CpuAdam)

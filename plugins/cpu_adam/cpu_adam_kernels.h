@@ -6,28 +6,44 @@
 #include <cstdint>
 
 #include "optim/adam_ref.h"
+#include "optim/qstate.h"
 
 namespace sof::cpu_adam {
 
-// One tile of a slice: n elements starting at the same offset in every buffer.
+// One tile of a slice: n elements starting at the same offset in every buffer (a tile of a
+// slice with Q8 slots starts at a block boundary).
 struct Tile {
     int64_t n;
-    const float* p; // (n) params, read
-    const void* g;  // (n) grads of dtype gd, read
-    const void* m;  // (n) exp_avg of dtype sd, read
-    const void* v;  // (n) exp_avg_sq of dtype sd, read
-    float* po;      // (n) params out (== p in place)
-    void* mo;       // (n) exp_avg out (dtype sd)
-    void* vo;       // (n) exp_avg_sq out (dtype sd)
-    void* lowp;     // (n) bf16/fp16 copy of the new params, or nullptr
-    int32_t gd;     // grad dtype (sof_dtype)
-    int32_t ld;     // lowp dtype (sof_dtype)
-    int32_t sd;     // state dtype of m, v (SOF_DTYPE_F32 or SOF_DTYPE_BF16)
+    const float* p;      // (n) fp32 params, read (pd fp32)
+    const void* g;       // (n) grads of dtype gd, read
+    const void* m;       // (n) exp_avg of format sd, read
+    const void* v;       // (n) exp_avg_sq of format sd, read
+    float* po;           // (n) fp32 params out (== p in place)
+    void* mo;            // (n) exp_avg out (format sd)
+    void* vo;            // (n) exp_avg_sq out (format sd)
+    void* lowp;          // (n) bf16/fp16 copy of the new params, or nullptr
+    int32_t gd;          // grad dtype (sof_dtype)
+    int32_t ld;          // lowp dtype (sof_dtype)
+    int32_t sd;          // state format of m, v (sof_state_format: F32, BF16 or Q8)
+    int32_t pd;          // master dtype: SOF_DTYPE_F32 (p, po) or SOF_DTYPE_BF16 (p16, po16)
+    const uint16_t* p16; // (n) bf16 master params, read (pd bf16)
+    uint16_t* po16;      // (n) bf16 master params out
+    const float* ms;     // Q8: (ceil(n/qb)) scales of m, read
+    const float* vs;     // Q8: scales of v, read
+    float* mso;          // Q8: scales of m out
+    float* vso;          // Q8: scales of v out
+    int32_t qb;          // Q8: elements per scale (a multiple of 64), else 0
+    int64_t index0;      // number of element 0 in the flat parameter space (stochastic rounding)
 };
 
-// Bytes of one moment of a tile (fp32 4, bf16 2).
+// Bytes of one moment of a tile (fp32 4, bf16 2, Q8 1).
 inline int64_t state_bytes(const Tile& t) {
-    return t.sd == SOF_DTYPE_F32 ? 4 : 2;
+    return optim::state_elem_bytes(t.sd);
+}
+
+// The tile needs the quantized / bf16-master kernel (KernelSet::step_q), not the fp32 one.
+inline bool tile_needs_q(const Tile& t) {
+    return t.sd == SOF_STATE_Q8 || t.pd == SOF_DTYPE_BF16;
 }
 
 // Per-call constants of cpu_adam's arithmetic: optim::adam_consts (the decimals PyTorch would
@@ -35,12 +51,14 @@ inline int64_t state_bytes(const Tile& t) {
 // bias correction), so that the element needs one divide.
 struct StepConsts {
     float scale, b1, b2, omb1, omb2, eps, wd, decay;
-    float nss;  // -lr / (1 - b1^t)
-    float rbc2; // 1 / sqrt(1 - b2^t)
-    bool l2;    // Adam with L2 penalty (g += wd*p) instead of AdamW (p *= decay)
+    float nss;     // -lr / (1 - b1^t)
+    float rbc2;    // 1 / sqrt(1 - b2^t)
+    bool l2;       // Adam with L2 penalty (g += wd*p) instead of AdamW (p *= decay)
+    uint64_t seed; // stochastic rounding of bf16 master params: Philox key
+    int64_t step;  // and the step its counter holds
 };
 
-inline StepConsts step_consts(const sof_adam_hparams& hp) {
+inline StepConsts step_consts(const sof_optim_hparams& hp) {
     optim::AdamConsts a = optim::adam_consts(hp);
     StepConsts c{};
     c.scale = a.scale;
@@ -53,6 +71,8 @@ inline StepConsts step_consts(const sof_adam_hparams& hp) {
     c.decay = a.decay;
     c.nss = -a.step_size;
     c.l2 = a.l2;
+    c.seed = hp.seed;
+    c.step = hp.step;
     c.rbc2 = 1.0f;
     if (hp.bias_correction) {
         double b2 = optim::hparam_decimal(hp.beta2);
@@ -141,7 +161,8 @@ inline void prefetch_inputs(const Tile& t, int64_t i) {
 }
 
 // The scalar element of a tile in every variant (tails and the scalar kernel): element i through
-// step_elem, moments widened from / rounded to the state dtype (bf16: nearest even).
+// step_elem, moments widened from / rounded to the state format (bf16: nearest even); fp32 master,
+// fp32/bf16 moments (tile_needs_q false).
 inline void step_tile_elem(const StepConsts& c, const Tile& t, int64_t i, float graw) {
     float p = t.p[i], m = optim::adam_ref_state(t.m, t.sd, i);
     float v = optim::adam_ref_state(t.v, t.sd, i);
@@ -152,6 +173,44 @@ inline void step_tile_elem(const StepConsts& c, const Tile& t, int64_t i, float 
     if (t.lowp) static_cast<uint16_t*>(t.lowp)[i] = optim::adam_ref_lowp(p, t.ld);
 }
 
+// The scalar element of a tile that needs step_q (tails and the scalar kernel): loads p (fp32 or
+// bf16), m and v (Q8: decoded times the block's scale), runs step_elem, stores the param (bf16:
+// stochastically rounded, optim::f32_to_bf16_sr) and the copy; returns the new m, v, which the
+// caller stores (fp32/bf16) or stages for the block's quantization (Q8).
+inline void step_q_elem(const StepConsts& c, const Tile& t, int64_t i, float graw, float* mo,
+                        float* vo) {
+    float p = t.pd == SOF_DTYPE_F32 ? t.p[i] : core::bf16_to_f32(t.p16[i]);
+    float m, v;
+    if (t.sd == SOF_STATE_Q8) {
+        m = optim::q_value(static_cast<const uint8_t*>(t.m)[i], t.ms[i / t.qb],
+                           optim::q8_map(true));
+        v = optim::q_value(static_cast<const uint8_t*>(t.v)[i], t.vs[i / t.qb],
+                           optim::q8_map(false));
+    } else {
+        m = optim::adam_ref_state(t.m, t.sd, i);
+        v = optim::adam_ref_state(t.v, t.sd, i);
+    }
+    step_elem(c, p, m, v, graw);
+    float stored = p;
+    if (t.pd == SOF_DTYPE_F32) {
+        t.po[i] = p;
+    } else {
+        uint16_t h = optim::f32_to_bf16_sr(
+            p, optim::sr_bits(c.seed, c.step, static_cast<uint64_t>(t.index0 + i)));
+        t.po16[i] = h;
+        stored = core::bf16_to_f32(h);
+    }
+    if (t.lowp) static_cast<uint16_t*>(t.lowp)[i] = optim::adam_ref_lowp(stored, t.ld);
+    *mo = m;
+    *vo = v;
+}
+
+// Stores the new moments of element i of a tile with fp32/bf16 slots (step_q_elem's outputs).
+inline void store_mv_elem(const Tile& t, int64_t i, float m, float v) {
+    optim::adam_ref_store_state(t.mo, t.sd, i, m);
+    optim::adam_ref_store_state(t.vo, t.sd, i, v);
+}
+
 // Step one tile and return the sum of squares of the scaled grads (NaN/Inf when a scaled grad
 // is not finite). `nt`: write outputs with streaming stores (separate-output mode; the caller
 // guarantees po/mo/vo and lowp are 64-byte aligned at the tile start).
@@ -160,10 +219,46 @@ using StepTileFn = double (*)(const StepConsts& c, const Tile& t, bool nt);
 // same variant (so grad_stats and adam_step report bitwise equal statistics).
 using StatsTileFn = double (*)(const void* g, int32_t gd, int64_t n, float scale);
 
+// The scalar step of a tile that needs step_q (the scalar variant's step_q; the vector variants
+// share its element code for their tails): per element in index order the fp64 sum of squares,
+// step_q_elem, and the moments stored (fp32/bf16) or staged per block and quantized when the
+// block is complete (optim::q_quantize_block).
+inline double step_tile_q_scalar(const StepConsts& c, const Tile& t) {
+    double sumsq = 0.0;
+    const bool q8 = t.sd == SOF_STATE_Q8;
+    alignas(64) float sm[optim::kQBlockMax], sv[optim::kQBlockMax];
+    const int64_t chunk = q8 ? t.qb : optim::kQBlockMax;
+    for (int64_t i0 = 0; i0 < t.n; i0 += chunk) {
+        const int64_t len = t.n - i0 < chunk ? t.n - i0 : chunk;
+        for (int64_t j = 0; j < len; j++) {
+            const int64_t i = i0 + j;
+            float graw = optim::adam_ref_grad(t.g, t.gd, i);
+            float gs = graw * c.scale;
+            sumsq += static_cast<double>(gs) * static_cast<double>(gs);
+            float m, v;
+            step_q_elem(c, t, i, graw, &m, &v);
+            if (q8) {
+                sm[j] = m;
+                sv[j] = v;
+            } else {
+                store_mv_elem(t, i, m, v);
+            }
+        }
+        if (q8) {
+            optim::q_quantize_block(sm, len, optim::q8_map(true), static_cast<uint8_t*>(t.mo) + i0,
+                                    t.mso + i0 / t.qb);
+            optim::q_quantize_block(sv, len, optim::q8_map(false), static_cast<uint8_t*>(t.vo) + i0,
+                                    t.vso + i0 / t.qb);
+        }
+    }
+    return sumsq;
+}
+
 struct KernelSet {
     const char* name; // "scalar", "avx2", "avx512"
-    StepTileFn step;
+    StepTileFn step;  // fp32 master, fp32/bf16 moments
     StatsTileFn stats;
+    StepTileFn step_q; // Q8 moments or bf16 master (tile_needs_q); same statistics as step
 };
 
 KernelSet scalar_kernels();

@@ -293,10 +293,18 @@ SOF_AVX2 double stats_tile_avx2(const void* g, int32_t gd, int64_t n, float scal
     return stats_impl<SOF_DTYPE_F32>(g, n, scale);
 }
 
+// Q8 moments or bf16 master: the scalar element code (step_q_elem, the same for every variant),
+// with this variant's statistics (equal to its grad_stats).
+SOF_AVX2 double step_q_avx2(const StepConsts& c, const Tile& t, bool) {
+    double s = stats_tile_avx2(t.g, t.gd, t.n, c.scale);
+    step_tile_q_scalar(c, t);
+    return s;
+}
+
 } // namespace
 
 KernelSet avx2_kernels() {
-    return {"avx2", step_tile_avx2, stats_tile_avx2};
+    return {"avx2", step_tile_avx2, stats_tile_avx2, step_q_avx2};
 }
 
 } // namespace sof::cpu_adam

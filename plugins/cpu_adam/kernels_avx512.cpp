@@ -246,10 +246,18 @@ SOF_AVX512 double stats_tile_avx512(const void* g, int32_t gd, int64_t n, float 
     return stats_impl<SOF_DTYPE_F32>(g, n, scale);
 }
 
+// Q8 moments or bf16 master: the scalar element code (step_q_elem, the same for every variant),
+// with this variant's statistics (equal to its grad_stats).
+SOF_AVX512 double step_q_avx512(const StepConsts& c, const Tile& t, bool) {
+    double s = stats_tile_avx512(t.g, t.gd, t.n, c.scale);
+    step_tile_q_scalar(c, t);
+    return s;
+}
+
 } // namespace
 
 KernelSet avx512_kernels() {
-    return {"avx512", step_tile_avx512, stats_tile_avx512};
+    return {"avx512", step_tile_avx512, stats_tile_avx512, step_q_avx512};
 }
 
 } // namespace sof::cpu_adam

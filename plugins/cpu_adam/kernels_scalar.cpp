@@ -17,6 +17,10 @@ double step_tile_scalar(const StepConsts& c, const Tile& t, bool /*nt*/) {
     return sumsq;
 }
 
+double step_tile_q(const StepConsts& c, const Tile& t, bool /*nt*/) {
+    return step_tile_q_scalar(c, t);
+}
+
 double stats_tile_scalar(const void* g, int32_t gd, int64_t n, float scale) {
     double sumsq = 0.0;
     for (int64_t i = 0; i < n; i++) {
@@ -29,7 +33,7 @@ double stats_tile_scalar(const void* g, int32_t gd, int64_t n, float scale) {
 } // namespace
 
 KernelSet scalar_kernels() {
-    return {"scalar", step_tile_scalar, stats_tile_scalar};
+    return {"scalar", step_tile_scalar, stats_tile_scalar, step_tile_q};
 }
 
 } // namespace sof::cpu_adam

@@ -11,15 +11,17 @@
 
 #include "core/cuda_sync.h"
 #include "gpu_adam_kernels.cuh"
+#include "gpu_adam_q.cuh"
 #include "optim/adam_ref.h"
 #include "optim/sof_optim_abi.h"
 #include "optim/sof_optim_check.h"
+#include "optim/sof_optim_shell.h"
 
 namespace sof::gpu_adam {
 namespace {
 
-static_assert(sizeof(ResultOut) == sizeof(sof_adam_result), "result layout");
-static_assert(offsetof(ResultOut, nonfinite) == offsetof(sof_adam_result, nonfinite), "layout");
+static_assert(sizeof(ResultOut) == sizeof(sof_optim_result), "result layout");
+static_assert(offsetof(ResultOut, nonfinite) == offsetof(sof_optim_result, nonfinite), "layout");
 
 // Device scratch of one stream for the statistics (kMaxBlocks per-block partials, then the result
 // when it must be copied back): allocated on the first statistics launch on that stream, reused
@@ -33,14 +35,26 @@ struct StreamScratch {
 };
 constexpr size_t kScratchBytes = kMaxBlocks * sizeof(Partial) + sizeof(ResultOut);
 
-struct Ctx {
-    int device = 0;
+struct Ctx : optim::shell::Base {
     int grid = kMaxBlocks; // blocks per launch: one wave of resident blocks on this device
-    std::mutex mu;
-    std::string error; // last failure message
     // one launch sequence at a time: a stream's scratch is reused in stream order
     std::mutex launch_mu;
     std::vector<StreamScratch> scratch; // (streams that ran statistics)
+
+    Ctx() = default;
+    Ctx(const Ctx&) = delete;
+    Ctx& operator=(const Ctx&) = delete;
+    // The shell's destroy deletes the context: each scratch is freed after its last use has run.
+    ~Ctx() {
+        if (scratch.empty()) return;
+        cudaSetDevice(device);
+        for (StreamScratch& s : scratch) {
+            cudaEventSynchronize(s.done);
+            cudaEventDestroy(s.done);
+            cudaFree(s.mem);
+        }
+        cudaGetLastError();
+    }
 };
 
 sof_status fail(Ctx* ctx, sof_status st, const std::string& msg) {
@@ -61,21 +75,28 @@ bool aligned_to(const void* p, uintptr_t a) {
     return (reinterpret_cast<uintptr_t>(p) % a) == 0;
 }
 
-// Checks one slice + hparams and fills its descriptor. `need_state` = false for grad stats.
-sof_status make_desc(Ctx* ctx, const sof_adam_slice* s, const sof_adam_hparams* hp, int index,
-                     SliceDesc* d) {
-    std::string why;
-    if (sof_status st = optim::check_adam_slice(s, hp, index, &why); st != SOF_OK)
-        return fail(ctx, st, why);
-
+// Fills the descriptor of one (checked) slice + hparams.
+void make_desc(const sof_optim_slice* s, const sof_optim_hparams* hp, SliceDesc* d) {
     optim::AdamConsts k = optim::adam_consts(*hp); // the reference's constants, bit for bit
-    d->p = s->param;
+    const sof_state_slot& qm = s->slot[0];
+    const sof_state_slot& qv = s->slot[1];
+    d->p = static_cast<const float*>(s->param);
     d->g = s->grad;
-    d->m = s->exp_avg;
-    d->v = s->exp_avg_sq;
-    d->p_out = s->param_out;
-    d->m_out = s->exp_avg_out;
-    d->v_out = s->exp_avg_sq_out;
+    d->m = qm.data;
+    d->v = qv.data;
+    d->p_out = static_cast<float*>(s->param_out);
+    d->m_out = qm.data_out;
+    d->v_out = qv.data_out;
+    d->pdt = s->param_dtype;
+    d->qb = qm.format == SOF_STATE_Q8 ? qm.block : 0;
+    d->chunk = d->qb > 0 ? d->qb * (kChunk / d->qb) : kChunk;
+    d->ms = qm.scale;
+    d->vs = qv.scale;
+    d->mso = qm.scale_out;
+    d->vso = qv.scale_out;
+    d->seed = hp->seed;
+    d->step = hp->step;
+    d->index0 = s->index0;
     d->lowp = s->lowp_out;
     d->n = s->n;
     d->scale = k.scale;
@@ -91,18 +112,18 @@ sof_status make_desc(Ctx* ctx, const sof_adam_slice* s, const sof_adam_hparams* 
     d->gdt = s->grad_dtype;
     d->ldt = s->lowp_out ? s->lowp_dtype : kNoLowp;
     d->l2 = k.l2 ? 1 : 0;
-    d->sdt = s->state_dtype;
+    d->sdt = qm.format;
     uintptr_t ga = s->grad_dtype == SOF_DTYPE_F32 ? 16 : 8;
-    uintptr_t sa = s->state_dtype == SOF_DTYPE_F32 ? 16 : 8;
-    d->aligned = aligned_to(s->param, 16) && aligned_to(s->exp_avg, sa) &&
-                 aligned_to(s->exp_avg_sq, sa) && aligned_to(s->param_out, 16) &&
-                 aligned_to(s->exp_avg_out, sa) && aligned_to(s->exp_avg_sq_out, sa) &&
-                 aligned_to(s->grad, ga) && (!s->lowp_out || aligned_to(s->lowp_out, 8));
-    return SOF_OK;
+    uintptr_t sa = qm.format == SOF_STATE_F32 ? 16 : 8;
+    d->aligned = aligned_to(s->param, 16) && aligned_to(qm.data, sa) && aligned_to(qv.data, sa) &&
+                 aligned_to(s->param_out, 16) && aligned_to(qm.data_out, sa) &&
+                 aligned_to(qv.data_out, sa) && aligned_to(s->grad, ga) &&
+                 (!s->lowp_out || aligned_to(s->lowp_out, 8));
 }
 
-int64_t chunks_of(int64_t n) {
-    return (n + kChunk - 1) / kChunk;
+int64_t chunks_of(const SliceDesc& d) {
+    const int64_t chunk = d.chunk > 0 ? d.chunk : kChunk;
+    return (d.n + chunk - 1) / chunk;
 }
 
 // One launch of `op` over descs[first, last) with a table of capacity Cap; *blocks = grid used.
@@ -116,12 +137,17 @@ cudaError_t launch_group(Ctx* ctx, Op op, const std::vector<SliceDesc>& descs, s
     for (size_t i = first; i < last; i++) {
         t.chunk_start[i - first] = total;
         t.s[i - first] = descs[i];
-        total += chunks_of(descs[i].n);
+        total += chunks_of(descs[i]);
     }
     t.chunk_start[t.count] = total;
     *blocks = static_cast<int>(std::min<int64_t>(total, ctx->grid));
     if (*blocks == 0) return cudaSuccess;
-    if (op == Op::Step)
+    bool q = false;
+    for (size_t i = first; i < last; i++)
+        q = q || needs_q(descs[i]);
+    if (op == Op::Step && q)
+        q_kernel<Cap><<<*blocks, kThreads, 0, stream>>>(t, total, partials);
+    else if (op == Op::Step)
         multi_kernel<Op::Step, Cap><<<*blocks, kThreads, 0, stream>>>(t, total, partials);
     else if (op == Op::Rollback)
         multi_kernel<Op::Rollback, Cap><<<*blocks, kThreads, 0, stream>>>(t, total, partials);
@@ -163,7 +189,7 @@ sof_status sync_check(Ctx* ctx, cudaStream_t stream, Op op) {
 
 // Runs `op` over descriptors in groups of kMaxSlices (one launch each) on `stream`; the
 // statistics of all groups go to `result` (device-accessible) unless it is null.
-sof_status launch(Ctx* ctx, Op op, const std::vector<SliceDesc>& descs, sof_adam_result* result,
+sof_status launch(Ctx* ctx, Op op, const std::vector<SliceDesc>& descs, sof_optim_result* result,
                   cudaStream_t stream) {
     std::lock_guard<std::mutex> launch_lock(ctx->launch_mu);
     cudaError_t e = cudaSetDevice(ctx->device);
@@ -228,9 +254,9 @@ sof_status launch(Ctx* ctx, Op op, const std::vector<SliceDesc>& descs, sof_adam
     return sync_check(ctx, stream, op);
 }
 
-// ---- ABI entry points ----
+// ---- the shell's policy (optim/sof_optim_shell.h) ----
 
-int32_t score() {
+int32_t cuda_score() {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count <= 0) {
         cudaGetLastError(); // clear this thread's last-error state
@@ -245,156 +271,102 @@ int32_t score() {
     return 100;
 }
 
-const char* variant() {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count <= 0) {
-        cudaGetLastError();
-        return "cuda (no device)";
+struct GpuAdam {
+    static constexpr const char* kName = "gpu_adam";
+    static constexpr const char* kDescription =
+        "fused multi-tensor AdamW/Adam CUDA kernel (fp32/bf16/fp16 grads, fp32/bf16/q8 moments, "
+        "fp32 or bf16 (stochastically rounded) master params, bf16/fp16 copy, separate outputs, "
+        "fixed-order fp64 grad statistics)";
+    static constexpr sof_target kTarget = SOF_TARGET_CUDA;
+    static constexpr const char* kAlgorithm = "adam";
+    static constexpr int32_t kNumSlots = optim::kAdamSlots;
+    static constexpr uint32_t kStateFormats =
+        (1u << SOF_STATE_F32) | (1u << SOF_STATE_BF16) | (1u << SOF_STATE_Q8);
+    static constexpr uint32_t kParamDtypes = (1u << SOF_DTYPE_F32) | (1u << SOF_DTYPE_BF16);
+    static const sof_slot_info* slots() { return optim::adam_slots(); }
+    using Ctx = gpu_adam::Ctx;
+
+    static int32_t score() { return cuda_score(); }
+
+    static const char* variant() {
+        int count = 0;
+        if (cudaGetDeviceCount(&count) != cudaSuccess || count <= 0) {
+            cudaGetLastError();
+            return "cuda (no device)";
+        }
+        int major = 0, minor = 0;
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+        switch (major * 10 + minor) {
+        case 80:
+            return "sm_80";
+        case 86:
+            return "sm_86";
+        case 89:
+            return "sm_89";
+        case 90:
+            return "sm_90";
+        case 100:
+            return "sm_100";
+        case 120:
+            return "sm_120";
+        default:
+            return "cuda";
+        }
     }
-    int major = 0, minor = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-    switch (major * 10 + minor) {
-    case 80:
-        return "sm_80";
-    case 86:
-        return "sm_86";
-    case 89:
-        return "sm_89";
-    case 90:
-        return "sm_90";
-    case 100:
-        return "sm_100";
-    case 120:
-        return "sm_120";
-    default:
-        return "cuda";
+
+    static sof_status init(Ctx& ctx, const sof_optim_init& init, std::string*) {
+        int count = 0;
+        if (cudaGetDeviceCount(&count) != cudaSuccess || init.device < 0 || init.device >= count) {
+            cudaGetLastError();
+            return SOF_ERR_DEVICE;
+        }
+        // One wave of resident blocks: grid-striding over chunks balances better than many
+        // waves. The grid depends only on the device, so the statistics are reproducible.
+        int sms = 0, per_sm = 0;
+        if (cudaSetDevice(init.device) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, init.device) !=
+                cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, multi_kernel<Op::Step, 1>,
+                                                          kThreads, 0) != cudaSuccess) {
+            cudaGetLastError();
+            return SOF_ERR_DEVICE;
+        }
+        ctx.grid = std::max(1, std::min(kMaxBlocks, sms * per_sm));
+        return SOF_OK;
     }
-}
 
-sof_status create(const sof_optim_init* init, sof_optim_ctx** out) {
-    if (!init || !out || init->struct_size < sizeof(sof_optim_init))
-        return SOF_ERR_INVALID_ARGUMENT;
-    *out = nullptr;
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || init->device < 0 || init->device >= count) {
-        cudaGetLastError();
-        return SOF_ERR_DEVICE;
+    static sof_status step(Ctx& ctx, const sof_optim_slice* slices, const sof_optim_hparams* hp,
+                           int32_t count, sof_optim_result* result, void* stream) {
+        std::vector<SliceDesc> descs(static_cast<size_t>(count));
+        for (int32_t i = 0; i < count; i++)
+            make_desc(&slices[i], &hp[i], &descs[i]);
+        return launch(&ctx, Op::Step, descs, result, static_cast<cudaStream_t>(stream));
     }
-    Ctx* ctx = new (std::nothrow) Ctx;
-    if (!ctx) return SOF_ERR_OUT_OF_MEMORY;
-    ctx->device = init->device;
-    // One wave of resident blocks: grid-striding over chunks balances better than many waves.
-    // The grid depends only on the device, so the statistics are reproducible run to run.
-    int sms = 0, per_sm = 0;
-    if (cudaSetDevice(init->device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, init->device) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, multi_kernel<Op::Step, 1>, kThreads,
-                                                      0) != cudaSuccess) {
-        cudaGetLastError();
-        delete ctx;
-        return SOF_ERR_DEVICE;
+
+    static sof_status rollback(Ctx& ctx, const sof_optim_slice& slice, const sof_optim_hparams& hp,
+                               void* stream) {
+        std::vector<SliceDesc> descs(1);
+        make_desc(&slice, &hp, &descs[0]);
+        return launch(&ctx, Op::Rollback, descs, nullptr, static_cast<cudaStream_t>(stream));
     }
-    ctx->grid = std::max(1, std::min(kMaxBlocks, sms * per_sm));
-    *out = reinterpret_cast<sof_optim_ctx*>(ctx);
-    return SOF_OK;
-}
 
-void destroy(sof_optim_ctx* c) {
-    Ctx* ctx = reinterpret_cast<Ctx*>(c);
-    if (!ctx) return;
-    cudaSetDevice(ctx->device);
-    for (StreamScratch& s : ctx->scratch) {
-        cudaEventSynchronize(s.done); // its last use has run
-        cudaEventDestroy(s.done);
-        cudaFree(s.mem);
+    static sof_status grad_stats(Ctx& ctx, const void* grad, int32_t grad_dtype, int64_t n,
+                                 float scale, sof_optim_result* result, void* stream) {
+        SliceDesc d{};
+        d.g = grad;
+        d.n = n;
+        d.scale = scale;
+        d.gdt = grad_dtype;
+        d.ldt = kNoLowp;
+        d.chunk = kChunk;
+        d.aligned = aligned_to(grad, grad_dtype == SOF_DTYPE_F32 ? 16 : 8);
+        std::vector<SliceDesc> descs(1, d);
+        return launch(&ctx, Op::Stats, descs, result, static_cast<cudaStream_t>(stream));
     }
-    cudaGetLastError();
-    delete ctx;
-}
-
-const char* last_error(sof_optim_ctx* c) {
-    thread_local std::string copy; // stable storage for the returned pointer, per thread
-    Ctx* ctx = reinterpret_cast<Ctx*>(c);
-    if (!ctx) return "gpu_adam: null context";
-    std::lock_guard<std::mutex> lock(ctx->mu);
-    copy = ctx->error;
-    return copy.c_str();
-}
-
-sof_status step_multi(sof_optim_ctx* c, const sof_adam_slice* slices, const sof_adam_hparams* hp,
-                      int32_t count, sof_adam_result* result, void* stream) {
-    Ctx* ctx = reinterpret_cast<Ctx*>(c);
-    if (!ctx) return SOF_ERR_INVALID_ARGUMENT;
-    if (count < 0 || (count > 0 && (!slices || !hp)))
-        return fail(ctx, SOF_ERR_INVALID_ARGUMENT, "adam_step_multi: bad slice list");
-    std::vector<SliceDesc> descs(static_cast<size_t>(count));
-    for (int32_t i = 0; i < count; i++) {
-        sof_status st = make_desc(ctx, &slices[i], &hp[i], i, &descs[i]);
-        if (st != SOF_OK) return st;
-    }
-    return launch(ctx, Op::Step, descs, result, static_cast<cudaStream_t>(stream));
-}
-
-sof_status step(sof_optim_ctx* c, const sof_adam_slice* slice, const sof_adam_hparams* hp,
-                sof_adam_result* result, void* stream) {
-    return step_multi(c, slice, hp, 1, result, stream);
-}
-
-sof_status rollback(sof_optim_ctx* c, const sof_adam_slice* slice, const sof_adam_hparams* hp,
-                    void* stream) {
-    Ctx* ctx = reinterpret_cast<Ctx*>(c);
-    if (!ctx) return SOF_ERR_INVALID_ARGUMENT;
-    std::string why;
-    if (sof_status st = optim::check_adam_rollback(slice, hp, &why); st != SOF_OK)
-        return fail(ctx, st, why);
-    std::vector<SliceDesc> descs(1);
-    sof_status st = make_desc(ctx, slice, hp, 0, &descs[0]);
-    if (st != SOF_OK) return st;
-    return launch(ctx, Op::Rollback, descs, nullptr, static_cast<cudaStream_t>(stream));
-}
-
-sof_status grad_stats(sof_optim_ctx* c, const void* grad, int32_t grad_dtype, int64_t n,
-                      float scale, sof_adam_result* result, void* stream) {
-    Ctx* ctx = reinterpret_cast<Ctx*>(c);
-    if (!ctx) return SOF_ERR_INVALID_ARGUMENT;
-    std::string why;
-    if (sof_status st = optim::check_grad_stats(grad, grad_dtype, n, result, &why); st != SOF_OK)
-        return fail(ctx, st, why);
-    SliceDesc d{};
-    d.g = grad;
-    d.n = n;
-    d.scale = scale;
-    d.gdt = grad_dtype;
-    d.ldt = kNoLowp;
-    d.aligned = aligned_to(grad, grad_dtype == SOF_DTYPE_F32 ? 16 : 8);
-    std::vector<SliceDesc> descs(1, d);
-    return launch(ctx, Op::Stats, descs, result, static_cast<cudaStream_t>(stream));
-}
-
-const sof_optim_plugin kPlugin = {
-    SOF_OPTIM_ABI_VERSION,
-    sizeof(sof_optim_plugin),
-    "gpu_adam",
-    "fused multi-tensor AdamW/Adam CUDA kernel (fp32/bf16/fp16 grads, fp32/bf16 moments, "
-    "bf16/fp16 copy, "
-    "separate outputs, fixed-order fp64 grad statistics)",
-    SOF_TARGET_CUDA,
-    score,
-    variant,
-    create,
-    destroy,
-    last_error,
-    step,
-    step_multi,
-    rollback,
-    grad_stats,
 };
 
 } // namespace
 } // namespace sof::gpu_adam
 
-extern "C" __attribute__((visibility("default"))) const sof_optim_plugin*
-sof_optim_plugin_get(void) {
-    return &sof::gpu_adam::kPlugin;
-}
+SOF_OPTIM_EXPORT_PLUGIN(sof::gpu_adam::GpuAdam)

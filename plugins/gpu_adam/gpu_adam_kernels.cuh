@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 
 #include "core/dtype.h"
+#include "optim/qstate.h"
+#include "optim/sof_optim_abi.h"
 
 namespace sof::gpu_adam {
 
@@ -21,14 +23,21 @@ enum class Op : int { Step = 0, Rollback = 1, Stats = 2 };
 
 // One slice with its per-slice constants, precomputed on the host in double and rounded to float.
 struct SliceDesc {
-    const float* p; // (n) params in
-    const void* g;  // (n) grads, dtype gdt
-    const void* m;  // (n) exp_avg in, dtype sdt
-    const void* v;  // (n) exp_avg_sq in, dtype sdt
-    float* p_out;   // (n) params out (== p in place)
-    void* m_out;    // (n) exp_avg out, dtype sdt
-    void* v_out;    // (n) exp_avg_sq out, dtype sdt
-    void* lowp;     // (n) low-precision copy of p_out, dtype ldt, or null
+    const float* p;  // (n) params in (pdt fp32; the bf16 master's pointer when pdt is bf16)
+    const void* g;   // (n) grads, dtype gdt
+    const void* m;   // (n) exp_avg in, format sdt
+    const void* v;   // (n) exp_avg_sq in, format sdt
+    float* p_out;    // (n) params out (== p in place; bf16 master: its pointer)
+    void* m_out;     // (n) exp_avg out, format sdt
+    void* v_out;     // (n) exp_avg_sq out, format sdt
+    void* lowp;      // (n) low-precision copy of p_out, dtype ldt, or null
+    const float* ms; // Q8: (ceil(n/qb)) scales of m in
+    const float* vs; // Q8: scales of v in
+    float* mso;      // Q8: scales of m out
+    float* vso;      // Q8: scales of v out
+    uint64_t seed;   // stochastic rounding of a bf16 master: Philox key
+    int64_t step;    // and step
+    int64_t index0;  // number of element 0 in the flat parameter space
     int64_t n;
     float scale;      // grad_scale
     float b1, b2;     // beta1, beta2
@@ -42,9 +51,18 @@ struct SliceDesc {
     int32_t ldt;     // lowp dtype (sof_dtype) or kNoLowp
     int32_t l2;      // 1: Adam with L2 penalty, 0: AdamW
     int32_t aligned; // 1: every pointer allows 4-wide vector access
-    int32_t sdt;     // moments' dtype: 0 fp32, 1 bf16 (widened; new values rounded to nearest even)
+    int32_t sdt;     // moments' format: 0 fp32, 1 bf16 (widened; new values rounded to nearest
+                     // even), 3 Q8 (decoded; each block re-quantized, optim/qstate.h)
+    int32_t pdt;     // master params: 0 fp32, 1 bf16 (stochastically rounded)
+    int32_t qb;      // Q8: elements per scale, else 0
+    int32_t chunk;   // elements per chunk: kChunk, or the largest multiple of qb up to it (Q8)
     int32_t pad;
 };
+
+// The slice needs the general kernel (q_kernel): Q8 moments or a bf16 master.
+inline __host__ __device__ bool needs_q(const SliceDesc& d) {
+    return d.sdt == SOF_STATE_Q8 || d.pdt == SOF_DTYPE_BF16;
+}
 
 // The slice list of one launch, passed by value as the kernel argument; Cap (1, 8 or kMaxSlices)
 // keeps the argument small for short lists. chunk_start[i] = first chunk of slice i (prefix sums).
@@ -61,7 +79,7 @@ struct Partial {
     int32_t pad;
 };
 
-// Matches sof_adam_result's layout (checked with static_assert in gpu_adam.cu).
+// Matches sof_optim_result's layout (checked with static_assert in gpu_adam.cu).
 struct ResultOut {
     double grad_sumsq;
     int32_t nonfinite;

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "optim/adam_ref.h"
+#include "optim/qstate.h"
 
 namespace sof::grace_adam {
 
@@ -18,18 +19,28 @@ using Consts = optim::AdamConsts;
 
 // Buffers of one slice (indices are slice-relative).
 struct Buffers {
-    const float* p;    // (n) params in
+    const void* p;     // (n) master params in (dtype pdt)
     const void* g;     // (n) grads of dtype gdt
-    const void* m;     // (n) exp_avg in (dtype sdt)
-    const void* v;     // (n) exp_avg_sq in (dtype sdt)
-    float* po;         // (n) params out
-    void* mo;          // (n) exp_avg out (dtype sdt)
-    void* vo;          // (n) exp_avg_sq out (dtype sdt)
+    const void* m;     // (n) exp_avg in (format sdt)
+    const void* v;     // (n) exp_avg_sq in (format sdt)
+    void* po;          // (n) master params out (dtype pdt)
+    void* mo;          // (n) exp_avg out (format sdt)
+    void* vo;          // (n) exp_avg_sq out (format sdt)
     void* lowp;        // (n) low-precision copy (dtype ldt) or null
+    int32_t pdt;       // sof_dtype of the master params: fp32, or bf16 (stochastic rounding)
     int32_t gdt;       // sof_dtype of g
     int32_t ldt;       // sof_dtype of lowp or kNoLowp
-    int32_t sdt;       // sof_dtype of the moments: fp32, or bf16 (widened, rounded to nearest even)
+    int32_t sdt;       // sof_state_format of the moments: fp32, bf16 (widened, rounded to nearest
+                       // even) or Q8 (decoded, each block re-quantized: optim/qstate.h)
     int32_t streaming; // 1: outputs are separate buffers, use non-temporal stores
+    int32_t qb;        // Q8: elements per scale
+    const float* ms;   // Q8: (ceil(n/qb)) scales of m in
+    const float* vs;   // Q8: scales of v in
+    float* mso;        // Q8: scales of m out
+    float* vso;        // Q8: scales of v out
+    int64_t index0;    // number of element 0 in the flat parameter space (stochastic rounding)
+    uint64_t seed;     // stochastic rounding key (hparams.seed)
+    int64_t step;      // and step
 };
 
 // Statistics of one tile: fp64 sum of squares of the scaled grads in the fixed block/column order,

@@ -72,12 +72,190 @@ inline void store(svbool_t pg, float* out, int64_t i, svfloat32_t x, bool stream
 
 inline void prefetch_row(const Buffers& b, int64_t i) {
     svbool_t all = svptrue_b8();
-    int64_t sbytes = b.sdt == 0 ? 4 : 2;
-    svprfw(all, b.p + i + kAhead, SV_PLDL1STRM);
+    int64_t sbytes = optim::state_elem_bytes(b.sdt);
+    int64_t pbytes = b.pdt == 0 ? 4 : 2;
+    svprfb(all, static_cast<const char*>(b.p) + (i + kAhead) * pbytes, SV_PLDL1STRM);
     svprfb(all, static_cast<const char*>(b.m) + (i + kAhead) * sbytes, SV_PLDL1STRM);
     svprfb(all, static_cast<const char*>(b.v) + (i + kAhead) * sbytes, SV_PLDL1STRM);
     int64_t gbytes = b.gdt == 0 ? 4 : 2;
     svprfb(all, static_cast<const char*>(b.g) + (i + kAhead) * gbytes, SV_PLDL1STRM);
+}
+
+// ---- Q8 moments and bf16 master params (optim/qstate.h, lane by lane) ----
+
+// Philox4x32-10 word (index & 3) of draw (index >> 2) at counter (.., step, kSrStream) under key
+// seed, for index = first + lane; the top 16 bits (optim::sr_bits).
+inline svuint32_t sr_bits16(svbool_t pg, uint64_t seed, int64_t step, uint64_t first) {
+    const svuint32_t lane = svindex_u32(0, 1);
+    const svuint32_t lo = svadd_n_u32_x(pg, lane, static_cast<uint32_t>(first));
+    const svuint32_t carry = svsel_u32(svcmplt_u32(pg, lo, lane), svdup_n_u32(1), svdup_n_u32(0));
+    const svuint32_t hi = svadd_n_u32_x(pg, carry, static_cast<uint32_t>(first >> 32));
+    svuint32_t c0 = svorr_u32_x(pg, svlsr_n_u32_x(pg, lo, 2), svlsl_n_u32_x(pg, hi, 30));
+    svuint32_t c1 = svlsr_n_u32_x(pg, hi, 2);
+    svuint32_t c2 = svdup_n_u32(static_cast<uint32_t>(step));
+    svuint32_t c3 = svdup_n_u32(optim::kSrStream);
+    uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+    const svuint32_t m0 = svdup_n_u32(0xD2511F53u), m1 = svdup_n_u32(0xCD9E8D57u);
+    for (int round = 0; round < 10; ++round) {
+        svuint32_t hi0 = svmulh_u32_x(pg, m0, c0), lo0 = svmul_u32_x(pg, m0, c0);
+        svuint32_t hi1 = svmulh_u32_x(pg, m1, c2), lo1 = svmul_u32_x(pg, m1, c2);
+        c0 = sveor_n_u32_x(pg, sveor_u32_x(pg, hi1, c1), k0);
+        c1 = lo1;
+        c2 = sveor_n_u32_x(pg, sveor_u32_x(pg, hi0, c3), k1);
+        c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    const svuint32_t sel = svand_n_u32_x(pg, lo, 3u);
+    svuint32_t w = svsel_u32(svcmpeq_n_u32(pg, sel, 1u), c1, c0);
+    w = svsel_u32(svcmpeq_n_u32(pg, sel, 2u), c2, w);
+    w = svsel_u32(svcmpeq_n_u32(pg, sel, 3u), c3, w);
+    return svlsr_n_u32_x(pg, w, 16);
+}
+
+// Master params [i, i + lanes) as fp32 (bf16 widened exactly).
+inline svfloat32_t load_param(svbool_t pg, const Buffers& b, int64_t i) {
+    if (b.pdt == 0) return svld1_f32(pg, static_cast<const float*>(b.p) + i);
+    return load_grad(pg, b.p, 1, i);
+}
+
+// Stores new params: fp32, or bf16 stochastically rounded (optim::f32_to_bf16_sr); returns the
+// stored values as fp32 (what the low-precision copy converts).
+inline svfloat32_t store_param(svbool_t pg, const Buffers& b, int64_t i, svfloat32_t p) {
+    if (b.pdt == 0) {
+        store(pg, static_cast<float*>(b.po), i, p, b.streaming != 0);
+        return p;
+    }
+    svuint32_t u = svreinterpret_u32_f32(p);
+    svuint32_t r = svlsr_n_u32_x(
+        pg, svadd_u32_x(pg, u, sr_bits16(pg, b.seed, b.step, static_cast<uint64_t>(b.index0 + i))),
+        16);
+    svuint32_t nanv = svorr_n_u32_x(pg, svlsr_n_u32_x(pg, u, 16), 0x40u);
+    r = svsel_u32(svcmpuo_f32(pg, p, p), nanv, r);
+    svst1h_u32(pg, static_cast<uint16_t*>(b.po) + i, r);
+    return svreinterpret_f32_u32(svlsl_n_u32_x(pg, r, 16));
+}
+
+// Q8 codes [i, i + lanes) of one block decoded (exact) and multiplied by its scale.
+inline svfloat32_t load_q8(svbool_t pg, const void* codes, int64_t i, float scale, optim::QMap q) {
+    svuint32_t c = svld1ub_u32(pg, static_cast<const uint8_t*>(codes) + i);
+    svuint32_t mag = q.is_signed ? svand_n_u32_x(pg, c, 0x7fu) : c;
+    svuint32_t e = svlsr_n_u32_x(pg, mag, q.mbits);
+    svuint32_t f = svand_n_u32_x(pg, mag, (1u << q.mbits) - 1u);
+    svuint32_t mant = svsel_u32(svcmpne_n_u32(pg, e, 0u), svorr_n_u32_x(pg, f, 1u << q.mbits), f);
+    svuint32_t ex = svadd_n_u32_x(pg, svmax_n_u32_x(pg, e, 1u),
+                                  static_cast<uint32_t>(127 - optim::q_bias(q) - q.mbits));
+    svfloat32_t v = svmul_f32_x(pg, svcvt_f32_u32_x(pg, mant),
+                                svreinterpret_f32_u32(svlsl_n_u32_x(pg, ex, 23)));
+    if (q.is_signed) {
+        svuint32_t sign = svlsl_n_u32_x(pg, svand_n_u32_x(pg, c, 0x80u), 24);
+        v = svreinterpret_f32_u32(sveor_u32_x(pg, svreinterpret_u32_f32(v), sign));
+    }
+    return svmul_n_f32_x(pg, v, scale);
+}
+
+// Quantizes the staged block x[0, len) into codes out[0, len) and *scale (q_quantize_block).
+inline void quantize_block(const float* x, int64_t len, optim::QMap q, uint8_t* out, float* scale) {
+    const int64_t vl = static_cast<int64_t>(svcntw());
+    svuint32_t acc = svdup_n_u32(0);
+    for (int64_t i = 0; i < len; i += vl) {
+        svbool_t pg = svwhilelt_b32(i, len);
+        svuint32_t a = svand_n_u32_x(pg, svreinterpret_u32_f32(svld1_f32(pg, x + i)), 0x7fffffffu);
+        acc = svmax_u32_m(pg, acc, a);
+    }
+    const optim::QBlockScale bs = optim::q_block_scale(svmaxv_u32(svptrue_b32(), acc));
+    *scale = bs.scale;
+    const int bias = optim::q_bias(q);
+    const int sh = 23 - q.mbits;
+    const uint32_t mx = optim::q_mag_max(q);
+    const uint32_t min_normal = static_cast<uint32_t>(128 - bias) << 23;
+    const float up = core::bits_f32(static_cast<uint32_t>(127 + bias - 1 + q.mbits) << 23);
+    for (int64_t i = 0; i < len; i += vl) {
+        svbool_t pg = svwhilelt_b32(i, len);
+        if (!bs.ok) {
+            svst1b_u32(pg, out + i, svdup_n_u32(0));
+            continue;
+        }
+        svfloat32_t y = svmul_n_f32_x(pg, svld1_f32(pg, x + i), bs.inv);
+        svuint32_t u = svreinterpret_u32_f32(y);
+        svuint32_t ua = svand_n_u32_x(pg, u, 0x7fffffffu);
+        svuint32_t t = svadd_u32_x(pg, svadd_n_u32_x(pg, ua, (1u << (sh - 1)) - 1u),
+                                   svand_n_u32_x(pg, svlsr_n_u32_x(pg, ua, sh), 1u));
+        svuint32_t cn = svsub_n_u32_x(pg, svlsr_n_u32_x(pg, t, sh),
+                                      static_cast<uint32_t>(127 - bias) << q.mbits);
+        svfloat32_t r =
+            svadd_n_f32_x(pg, svmul_n_f32_x(pg, svreinterpret_f32_u32(ua), up), 8388608.0f);
+        svuint32_t cs = svsub_n_u32_x(pg, svreinterpret_u32_f32(r), 0x4b000000u);
+        svuint32_t code = svsel_u32(svcmpge_n_u32(pg, ua, min_normal), cn, cs);
+        code = svmin_n_u32_x(pg, code, mx);
+        if (q.is_signed) {
+            svuint32_t sign = svlsl_n_u32_x(pg, svlsr_n_u32_x(pg, u, 31), 7);
+            code = svsel_u32(svcmpne_n_u32(pg, code, 0u), svorr_u32_x(pg, code, sign), code);
+        }
+        svst1b_u32(pg, out + i, code);
+    }
+}
+
+// The step with Q8 moments and/or bf16 master params: per row as step_tile_f32 (same lane
+// arithmetic), params stored through store_param; fp32/bf16 moments stored directly, Q8 moments
+// staged per block and quantized when the block ends.
+TileStats step_tile_q(const Consts& c, const Buffers& b, int64_t begin, int64_t end) {
+    const int64_t vl = static_cast<int64_t>(svcntw());
+    const svfloat32_t vscale = svdup_n_f32(c.scale), vb1 = svdup_n_f32(c.b1),
+                      vb2 = svdup_n_f32(c.b2), vomb1 = svdup_n_f32(c.omb1),
+                      vomb2 = svdup_n_f32(c.omb2), veps = svdup_n_f32(c.eps),
+                      vwd = svdup_n_f32(c.wd), vdecay = svdup_n_f32(c.decay),
+                      vstep = svdup_n_f32(c.step_size), vbc2 = svdup_n_f32(c.bc2_sqrt);
+    const bool decay = c.wd != 0.0f;
+    const bool q8 = b.sdt == SOF_STATE_Q8;
+    const optim::QMap qm = optim::q8_map(true), qv = optim::q8_map(false);
+    alignas(64) float sm[optim::kQBlockMax], sv[optim::kQBlockMax];
+    int64_t block0 = begin; // first element of the block being staged
+    for (int64_t r0 = begin; r0 < end; r0 += kRow) {
+        prefetch_row(b, r0);
+        int64_t r1 = r0 + kRow < end ? r0 + kRow : end;
+        for (int64_t i = r0; i < r1; i += vl) {
+            svbool_t pg = svwhilelt_b32(i, r1);
+            svfloat32_t g = svmul_f32_x(pg, load_grad(pg, b.g, b.gdt, i), vscale);
+            svfloat32_t p = load_param(pg, b, i);
+            svfloat32_t m, v;
+            if (q8) {
+                m = load_q8(pg, b.m, i, b.ms[i / b.qb], qm);
+                v = load_q8(pg, b.v, i, b.vs[i / b.qb], qv);
+            } else {
+                m = load_state(pg, b.m, b.sdt, i);
+                v = load_state(pg, b.v, b.sdt, i);
+            }
+            if (decay) {
+                if (c.l2)
+                    g = svadd_f32_x(pg, g, svmul_f32_x(pg, vwd, p));
+                else
+                    p = svmul_f32_x(pg, p, vdecay);
+            }
+            m = svadd_f32_x(pg, svmul_f32_x(pg, vb1, m), svmul_f32_x(pg, vomb1, g));
+            v = svadd_f32_x(pg, svmul_f32_x(pg, vb2, v),
+                            svmul_f32_x(pg, svmul_f32_x(pg, vomb2, g), g));
+            svfloat32_t denom = svadd_f32_x(pg, svdiv_f32_x(pg, svsqrt_f32_x(pg, v), vbc2), veps);
+            p = svsub_f32_x(pg, p, svdiv_f32_x(pg, svmul_f32_x(pg, vstep, m), denom));
+            svfloat32_t stored = store_param(pg, b, i, p);
+            if (b.lowp) store_lowp(pg, b.lowp, b.ldt, i, stored);
+            if (q8) {
+                svst1_f32(pg, sm + (i - block0), m);
+                svst1_f32(pg, sv + (i - block0), v);
+            } else {
+                store_state(pg, b.mo, b.sdt, i, m, b.streaming != 0);
+                store_state(pg, b.vo, b.sdt, i, v, b.streaming != 0);
+            }
+        }
+        if (q8 && (r1 - block0 == b.qb || r1 == end)) {
+            quantize_block(sm, r1 - block0, qm, static_cast<uint8_t*>(b.mo) + block0,
+                           b.mso + block0 / b.qb);
+            quantize_block(sv, r1 - block0, qv, static_cast<uint8_t*>(b.vo) + block0,
+                           b.vso + block0 / b.qb);
+            block0 = r1;
+        }
+    }
+    return sve_stats_tile(b.g, b.gdt, c.scale, begin, end);
 }
 
 } // namespace
@@ -119,7 +297,10 @@ TileStats sve_stats_tile(const void* g, int32_t gdt, float scale, int64_t begin,
     return ts;
 }
 
-TileStats sve_step_tile(const Consts& c, const Buffers& b, int64_t begin, int64_t end) {
+// The fp32-master, fp32/bf16-moment step (the kernel of issue 20, unchanged).
+TileStats step_tile_f32(const Consts& c, const Buffers& b, int64_t begin, int64_t end) {
+    const float* bp = static_cast<const float*>(b.p);
+    float* bpo = static_cast<float*>(b.po);
     const int64_t vl = static_cast<int64_t>(svcntw());
     const svfloat32_t vscale = svdup_n_f32(c.scale), vb1 = svdup_n_f32(c.b1),
                       vb2 = svdup_n_f32(c.b2), vomb1 = svdup_n_f32(c.omb1),
@@ -134,7 +315,7 @@ TileStats sve_step_tile(const Consts& c, const Buffers& b, int64_t begin, int64_
         for (int64_t i = r0; i < r1; i += vl) {
             svbool_t pg = svwhilelt_b32(i, r1);
             svfloat32_t g = svmul_f32_x(pg, load_grad(pg, b.g, b.gdt, i), vscale);
-            svfloat32_t p = svld1_f32(pg, b.p + i);
+            svfloat32_t p = svld1_f32(pg, bp + i);
             svfloat32_t m = load_state(pg, b.m, b.sdt, i);
             svfloat32_t v = load_state(pg, b.v, b.sdt, i);
             if (decay) {
@@ -148,7 +329,7 @@ TileStats sve_step_tile(const Consts& c, const Buffers& b, int64_t begin, int64_
                             svmul_f32_x(pg, svmul_f32_x(pg, vomb2, g), g));
             svfloat32_t denom = svadd_f32_x(pg, svdiv_f32_x(pg, svsqrt_f32_x(pg, v), vbc2), veps);
             p = svsub_f32_x(pg, p, svdiv_f32_x(pg, svmul_f32_x(pg, vstep, m), denom));
-            store(pg, b.po, i, p, streaming);
+            store(pg, bpo, i, p, streaming);
             store_state(pg, b.mo, b.sdt, i, m, streaming);
             store_state(pg, b.vo, b.sdt, i, v, streaming);
             if (b.lowp) store_lowp(pg, b.lowp, b.ldt, i, p);
@@ -157,7 +338,14 @@ TileStats sve_step_tile(const Consts& c, const Buffers& b, int64_t begin, int64_
     return sve_stats_tile(b.g, b.gdt, c.scale, begin, end);
 }
 
+TileStats sve_step_tile(const Consts& c, const Buffers& b, int64_t begin, int64_t end) {
+    if (b.sdt == SOF_STATE_Q8 || b.pdt != 0) return step_tile_q(c, b, begin, end);
+    return step_tile_f32(c, b, begin, end);
+}
+
 void sve_rollback_tile(const Consts& c, const Buffers& b, int64_t begin, int64_t end) {
+    const float* bp = static_cast<const float*>(b.p);
+    float* bpo = static_cast<float*>(b.po);
     const int64_t vl = static_cast<int64_t>(svcntw());
     const svfloat32_t vscale = svdup_n_f32(c.scale), vb1 = svdup_n_f32(c.b1),
                       vb2 = svdup_n_f32(c.b2), vomb1 = svdup_n_f32(c.omb1),
@@ -168,7 +356,7 @@ void sve_rollback_tile(const Consts& c, const Buffers& b, int64_t begin, int64_t
     const bool decay = c.wd != 0.0f;
     for (int64_t i = begin; i < end; i += vl) {
         svbool_t pg = svwhilelt_b32(i, end);
-        svfloat32_t p = svld1_f32(pg, b.p + i);
+        svfloat32_t p = svld1_f32(pg, bp + i);
         svfloat32_t m = load_state(pg, b.m, b.sdt, i);
         svfloat32_t v = load_state(pg, b.v, b.sdt, i);
         svfloat32_t denom = svadd_f32_x(pg, svdiv_f32_x(pg, svsqrt_f32_x(pg, v), vbc2), veps);
@@ -183,7 +371,7 @@ void sve_rollback_tile(const Consts& c, const Buffers& b, int64_t begin, int64_t
         m = svdiv_f32_x(pg, svsub_f32_x(pg, m, svmul_f32_x(pg, vomb1, g)), vb1);
         v = svdiv_f32_x(pg, svsub_f32_x(pg, v, svmul_f32_x(pg, svmul_f32_x(pg, vomb2, g), g)), vb2);
         v = svsel_f32(svcmpgt_f32(pg, v, vzero), v, vzero);
-        svst1_f32(pg, b.po + i, p);
+        svst1_f32(pg, bpo + i, p);
         store_state(pg, b.mo, b.sdt, i, m, false);
         store_state(pg, b.vo, b.sdt, i, v, false);
         if (b.lowp) store_lowp(pg, b.lowp, b.ldt, i, p);

@@ -56,7 +56,8 @@ Loaded load(const char* so, int threads) {
 
 int main(int argc, char** argv) {
     if (argc != 8) {
-        std::fprintf(stderr, "usage: adam_plugin_ab A.so B.so PARAMS THREADS PAIRS COPY SEPARATE\n");
+        std::fprintf(stderr,
+                     "usage: adam_plugin_ab A.so B.so PARAMS THREADS PAIRS COPY SEPARATE\n");
         return 2;
     }
     int64_t n = std::atoll(argv[3]);
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
         v[i] = 1e-9f;
         l[i] = 0;
     }
-    sof_adam_slice s{};
+    sof_optim_slice s{};
     s.struct_size = sizeof s;
     s.n = n;
     s.param = p;
@@ -93,14 +94,15 @@ int main(int argc, char** argv) {
     s.exp_avg = m;
     s.exp_avg_sq = v;
     s.param_out = separate ? po : p;
-    s.exp_avg_out = separate ? mo : m;
-    s.exp_avg_sq_out = separate ? vo : v;
+    s.slot[0].data_out = separate ? mo : m;
+    s.slot[1].data_out = separate ? vo : v;
     s.lowp_out = copy ? l : nullptr;
-    sof_adam_hparams hp{sizeof hp, 1e-4f, 0.9f, 0.999f, 1e-8f, 0.1f, 1000, SOF_ADAM_ADAMW, 1, 1.0f};
+    sof_optim_hparams hp{sizeof hp, 1e-4f, 0.9f,           0.999f, 1e-8f,
+                         0.1f,      1000,  SOF_ADAM_ADAMW, 1,      1.0f};
     auto run = [&](Loaded& x) {
-        sof_adam_result r{};
+        sof_optim_result r{};
         double t = now();
-        if (x.pl->adam_step(x.ctx, &s, &hp, &r, nullptr) != SOF_OK) {
+        if (x.pl->step(x.ctx, &s, &hp, &r, nullptr) != SOF_OK) {
             std::fprintf(stderr, "adam_plugin_ab: adam_step: %s\n", x.pl->last_error(x.ctx));
             std::exit(2);
         }

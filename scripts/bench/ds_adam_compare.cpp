@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
         ds.Step_AVX<8>(&rounded, p, g, m, v, static_cast<size_t>(n));
         return now() - t;
     };
-    sof_adam_slice s{};
+    sof_optim_slice s{};
     s.struct_size = sizeof s;
     s.n = n;
     s.param = p;
@@ -108,13 +108,13 @@ int main(int argc, char** argv) {
     s.exp_avg = m;
     s.exp_avg_sq = v;
     s.param_out = p;
-    s.exp_avg_out = m;
-    s.exp_avg_sq_out = v;
-    sof_adam_hparams hp{sizeof hp, lr, b1, b2, eps, wd, step, SOF_ADAM_ADAMW, 1, 1.0f};
+    s.slot[0].data_out = m;
+    s.slot[1].data_out = v;
+    sof_optim_hparams hp{sizeof hp, lr, b1, b2, eps, wd, step, SOF_ADAM_ADAMW, 1, 1.0f};
     auto run_pl = [&] {
-        sof_adam_result r{};
+        sof_optim_result r{};
         double t = now();
-        if (pl->adam_step(ctx, &s, &hp, &r, nullptr) != SOF_OK) {
+        if (pl->step(ctx, &s, &hp, &r, nullptr) != SOF_OK) {
             std::fprintf(stderr, "ds_adam_compare: adam_step: %s\n", pl->last_error(ctx));
             std::exit(2);
         }

@@ -290,6 +290,8 @@ optimizer:
   bias_correction: false
   threads: 7
   state_dtype: bf16
+  state_block: 128
+  master_dtype: bf16
 offload:
   enabled: true
   schedule: interleaved

@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     size_t b4 = size_t(n) * 4;
     float *p, *g, *m, *v, *po, *mo, *vo;
     uint16_t* lowp;
-    sof_adam_result* res;
+    sof_optim_result* res;
     for (float** b : {&p, &g, &m, &v, &po, &mo, &vo}) {
         ok(cudaMalloc(b, b4), "cudaMalloc");
         ok(cudaMemset(*b, 0, b4), "memset");
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     ok(cudaEventCreate(&e0), "event");
     ok(cudaEventCreate(&e1), "event");
 
-    sof_adam_hparams hp{};
+    sof_optim_hparams hp{};
     hp.struct_size = sizeof(hp);
     hp.lr = 1e-3f, hp.beta1 = 0.9f, hp.beta2 = 0.999f, hp.eps = 1e-8f, hp.weight_decay = 0.1f;
     hp.step = 10, hp.mode = SOF_ADAM_ADAMW, hp.bias_correction = 1, hp.grad_scale = 1.0f;
@@ -81,20 +81,17 @@ int main(int argc, char** argv) {
         float* pout = separate ? po : p;
         float* mout = separate ? mo : m;
         float* vout = separate ? vo : v;
-        sof_adam_slice s{sizeof(sof_adam_slice),
-                         n,
-                         p,
-                         g,
-                         SOF_DTYPE_F32,
-                         SOF_DTYPE_BF16,
-                         m,
-                         v,
-                         pout,
-                         mout,
-                         vout,
-                         lowp,
-                         SOF_DTYPE_F32,
-                         0};
+        sof_optim_slice s{};
+        s.struct_size = sizeof(sof_optim_slice);
+        s.param_dtype = SOF_DTYPE_F32;
+        s.n = n;
+        s.param = p, s.param_out = pout;
+        s.grad = g, s.grad_dtype = SOF_DTYPE_F32;
+        s.lowp_dtype = SOF_DTYPE_BF16, s.lowp_out = lowp;
+        s.num_slots = 2;
+        s.slot[0].format = s.slot[1].format = SOF_STATE_F32;
+        s.slot[0].data = m, s.slot[0].data_out = mout;
+        s.slot[1].data = v, s.slot[1].data_out = vout;
         auto time_it = [&](auto&& fn) {
             fn();
             ok(cudaStreamSynchronize(st), "warmup");
@@ -116,7 +113,7 @@ int main(int argc, char** argv) {
                 reinterpret_cast<float4*>(vout), reinterpret_cast<uint2*>(lowp), n / 4);
         });
         double t_adam = time_it([&] {
-            if (api->adam_step(ctx, &s, &hp, res, st) != SOF_OK) {
+            if (api->step(ctx, &s, &hp, res, st) != SOF_OK) {
                 std::fprintf(stderr, "adam_step: %s\n", api->last_error(ctx));
                 std::exit(1);
             }

@@ -302,6 +302,101 @@ TEST_CASE("engine == plain bitwise: weight flow's grad ring (no accumulation), f
     check_config(c, 2, false, g);
 }
 
+TEST_CASE("engine == plain bitwise: q8 moments and bf16 master params (stochastic rounding)") {
+    // issue 28's formats through every placement: host buckets (exact rollback of speculative
+    // steps restores the saved codes and scales), device tail buckets, weight flow (the bf16
+    // master crosses the link as it is) and the interleaved schedule's streamed buckets. The
+    // quantization blocks start at every tensor's first element and the stochastic rounding
+    // draws from each element's flat number, so the engine's bucket slices step exactly what the
+    // plain path's whole tensors do.
+    struct V {
+        const char* name;
+        config::WeightsPolicy w;
+        int tail;
+        bool interleaved, q8, p16;
+    };
+    for (const V& v :
+         {V{"stationary tail 1, q8", config::WeightsPolicy::Stationary, 1, false, true, false},
+          V{"stationary tail 1, q8 + bf16 master", config::WeightsPolicy::Stationary, 1, false,
+            true, true},
+          V{"flow tail 0, bf16 master", config::WeightsPolicy::Flow, 0, false, false, true},
+          V{"flow tail 1, q8 + bf16 master", config::WeightsPolicy::Flow, 1, false, true, true},
+          V{"interleaved k=2 tail 1, q8 + bf16 master", config::WeightsPolicy::Stationary, 1, true,
+            true, true}}) {
+        CAPTURE(v.name);
+        config::Config c = test::base_deck();
+        c.train.dtype = config::Precision::BF16;
+        c.offload.cast = config::CastAt::Host;
+        if (v.q8) c.optimizer.state_dtype = config::StateDtype::Q8;
+        c.optimizer.state_block = 64;
+        if (v.p16) c.optimizer.master_dtype = config::MasterDtype::BF16;
+        c.offload.bucket_mb = 0.05;
+        c.offload.weights = v.w;
+        c.offload.gpu_tail_buckets = v.tail;
+        if (v.interleaved) {
+            c.offload.schedule = config::Schedule::Interleaved;
+            c.offload.interleave_k = 2;
+        }
+        check_config(c);
+    }
+    // the inverse rollback cannot undo them: refused with the key
+    config::Config c = test::base_deck();
+    c.train.dtype = config::Precision::BF16;
+    c.optimizer.state_dtype = config::StateDtype::Q8;
+    c.offload.rollback = config::Rollback::Inverse;
+    model::ParamLayout l = model::make_layout(test::tiny_gpt2());
+    CHECK_THROWS_WITH_AS(offload::Engine(c, l, kQuiet, nullptr),
+                         doctest::Contains("offload.rollback: exact"), core::Error);
+    c.offload.rollback = config::Rollback::Exact;
+    c.optimizer.master_dtype = config::MasterDtype::BF16;
+    c.train.dtype = config::Precision::FP32;
+    CHECK_THROWS_WITH_AS(offload::Engine(c, l, kQuiet, nullptr),
+                         doctest::Contains("train.dtype: bf16"), core::Error);
+}
+
+TEST_CASE("engine: q8 + bf16 master get_native/set_native and get_state/set_state round trips") {
+    config::Config c = test::base_deck();
+    c.train.dtype = config::Precision::BF16;
+    c.offload.bucket_mb = 0.05;
+    c.offload.gpu_tail_buckets = 2;
+    c.optimizer.state_dtype = config::StateDtype::Q8;
+    c.optimizer.master_dtype = config::MasterDtype::BF16;
+    model::ParamLayout l = model::make_layout(test::tiny_gpt2());
+    Pair p = make_pair(c, l);
+    size_t n = l.num_params;
+    std::vector<float> pp(n), m(n), v(n);
+    for (size_t i = 0; i < n; i++) {
+        pp[i] = test::noise(1, 2, i);
+        m[i] = 1e-3f * test::noise(3, 4, i);
+        v[i] = 1e-6f * (1.0f + test::noise(5, 6, i));
+    }
+    p.eng->set_state(pp.data(), m.data(), v.data(), 41);
+    p.ref->set_state(pp.data(), m.data(), v.data(), 41);
+    offload::NativeState a, b;
+    p.eng->get_native(&a);
+    p.ref->get_native(&b);
+    CHECK(a.params == b.params); // device and host buckets hold what the plain path holds
+    CHECK(a.slot[0] == b.slot[0]);
+    CHECK(a.slot[1] == b.slot[1]);
+    CHECK(a.opt_step == 41);
+    // the values: bf16 params, q8 moments within one code step (~6% of a value, 3% rounding)
+    test::State s = test::state_of(*p.eng, n);
+    int64_t far = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s.p[i] != core::bf16_to_f32(core::f32_to_bf16(pp[i]))) far++;
+        if (std::fabs(s.m[i] - m[i]) > 0.07f * std::fabs(m[i]) + 1e-9f) far++;
+        if (std::fabs(s.v[i] - v[i]) > 0.07f * std::fabs(v[i]) + 1e-12f) far++;
+    }
+    CHECK(far == 0);
+    // set_native of the exported bytes gives them back
+    p.eng->set_native(a);
+    offload::NativeState a2;
+    p.eng->get_native(&a2);
+    CHECK(a2.params == a.params);
+    CHECK(a2.slot[0] == a.slot[0]);
+    test::run_compare(*p.ref, *p.eng, l, mixed_plan(), 1);
+}
+
 TEST_CASE("engine: bf16 moments get_state/set_state round trip on host and device buckets") {
     config::Config c = test::base_deck();
     c.offload.bucket_mb = 0.05;

@@ -389,7 +389,9 @@ TEST_CASE("memory plan: host bytes per parameter (no whole-model bf16 or second 
         const char* name;
         bool bf16, flow, cast_host, exact, state16;
         int accum;
-        double bytes; // expected host bytes per parameter
+        double bytes;     // expected host bytes per parameter
+        bool q8 = false;  // q8 moments (1 byte + 4/256 each: the blocks' scales on top)
+        bool p16 = false; // bf16 master params
     };
     const Case cases[] = {
         {"stationary bf16 cast host, inverse", true, false, true, false, false, 1, 14},
@@ -404,6 +406,13 @@ TEST_CASE("memory plan: host bytes per parameter (no whole-model bf16 or second 
          10},
         {"flow bf16 cast host, accumulation, exact, bf16 moments", true, true, true, true, true, 2,
          20},
+        // q8 moments: 1 + 4/256 B each; bf16 master 2 B: the 70B-on-one-GH200 formats
+        {"flow bf16 cast host, grad ring, exact, q8", true, true, true, true, false, 1,
+         2 + 2 * (4 + 2 * (1 + 4.0 / 256)), true},
+        {"flow bf16 cast host, grad ring, exact, q8, bf16 master", true, true, true, true, false, 1,
+         2 + 2 * (2 + 2 * (1 + 4.0 / 256)), true, true},
+        {"stationary bf16 cast host, exact, bf16 master", true, false, true, true, false, 1,
+         2 + 2 * (2 + 8), false, true},
     };
     for (const Case& k : cases) {
         CAPTURE(k.name);
@@ -416,6 +425,8 @@ TEST_CASE("memory plan: host bytes per parameter (no whole-model bf16 or second 
         c.offload.cast = k.cast_host ? config::CastAt::Host : config::CastAt::Device;
         c.offload.rollback = k.exact ? config::Rollback::Exact : config::Rollback::Inverse;
         c.optimizer.state_dtype = k.state16 ? config::StateDtype::BF16 : config::StateDtype::FP32;
+        if (k.q8) c.optimizer.state_dtype = config::StateDtype::Q8;
+        if (k.p16) c.optimizer.master_dtype = config::MasterDtype::BF16;
         c.train.grad_accum = k.accum;
         offload::MemoryPlanInputs in = zero::sharded_plan_inputs(c, l, 1, false);
         CHECK((k.flow && k.accum == 1) == (offload::grad_ring_slots(in) > 0));
@@ -424,11 +435,13 @@ TEST_CASE("memory plan: host bytes per parameter (no whole-model bf16 or second 
                                           mp.total(offload::MemSide::Host));
         MESSAGE(std::string(k.name) << ": " << host / n << " B/param of host memory");
         CHECK(host >= k.bytes * n);
-        CHECK(host <= k.bytes * n + 2.2e6); // + two 1 MiB bf16 ring slots and the statistics
+        // + two 1 MiB bf16 ring slots, the statistics, the q8 blocks' short last blocks and
+        // the codes' alignment
+        CHECK(host <= k.bytes * n + 2.2e6 + (k.q8 ? 4 * 4.0 * 8 * l.tensors.size() : 0.0));
         for (const offload::BufferSpec& b : mp.buffers) // no whole-model bf16 buffer but grads
             if (b.side != offload::MemSide::Device && b.bytes >= 2 * l.num_params &&
                 b.bytes < 4 * l.num_params)
                 CHECK((b.id == offload::Buf::HostGrads16 || b.id == offload::Buf::HostExpAvg ||
-                       b.id == offload::Buf::HostExpAvgSq));
+                       b.id == offload::Buf::HostExpAvgSq || b.id == offload::Buf::HostParams));
     }
 }

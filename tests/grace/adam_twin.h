@@ -13,8 +13,8 @@ namespace sof::test {
 // Statistics in the grace_adam order: in each 4096-element block, column c (0..63) sums the fp64
 // squares of elements c, c+64, ... in row order; block sum = columns 0..63 in order; tile sum
 // (16384 elements) = its blocks in order; total = tiles in order.
-inline sof_adam_result twin_stats(const void* grad, int32_t dtype, int64_t n, float scale) {
-    sof_adam_result r{};
+inline sof_optim_result twin_stats(const void* grad, int32_t dtype, int64_t n, float scale) {
+    sof_optim_result r{};
     for (int64_t t0 = 0; t0 < n; t0 += 16384) {
         double tile = 0.0;
         for (int64_t b0 = t0; b0 < n && b0 < t0 + 16384; b0 += 4096) {
@@ -35,12 +35,12 @@ inline sof_adam_result twin_stats(const void* grad, int32_t dtype, int64_t n, fl
 }
 
 // A whole slice through the reference (optim/adam_ref.h), with the statistics in the grace order.
-inline sof_adam_result twin_step(const sof_adam_slice& s, const sof_adam_hparams& hp) {
+inline sof_optim_result twin_step(const sof_optim_slice& s, const sof_optim_hparams& hp) {
     optim::adam_ref_step(s, hp);
     return twin_stats(s.grad, s.grad_dtype, s.n, hp.grad_scale);
 }
 
-inline void twin_rollback(const sof_adam_slice& s, const sof_adam_hparams& hp) {
+inline void twin_rollback(const sof_optim_slice& s, const sof_optim_hparams& hp) {
     optim::adam_ref_rollback(s, hp);
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -100,8 +101,8 @@ State make_state(const Case& c, uint64_t seed) {
     return s;
 }
 
-sof_adam_hparams hparams_of(const Case& c) {
-    sof_adam_hparams hp{};
+sof_optim_hparams hparams_of(const Case& c) {
+    sof_optim_hparams hp{};
     hp.struct_size = sizeof(hp);
     hp.lr = 1e-3f, hp.beta1 = 0.9f, hp.beta2 = 0.999f, hp.eps = 1e-8f;
     hp.weight_decay = c.wd, hp.step = c.step, hp.mode = c.mode, hp.bias_correction = c.bias;
@@ -115,24 +116,26 @@ const void* grads(const Case& c, const State& s) {
 }
 
 // The plugin's slice (in place: writes p/m/v; separate: writes po/mo/vo).
-sof_adam_slice plugin_slice(const Case& c, State& s) {
-    sof_adam_slice sl{};
+sof_optim_slice plugin_slice(const Case& c, State& s) {
+    sof_optim_slice sl{};
     sl.struct_size = sizeof(sl);
     sl.n = c.n;
     sl.param = s.p.data(), sl.grad = grads(c, s), sl.grad_dtype = c.gdt;
-    sl.exp_avg = s.m.data(), sl.exp_avg_sq = s.v.data();
+    sl.num_slots = 2;
+    sl.slot[0].data = s.m.data(), sl.slot[1].data = s.v.data();
     sl.param_out = c.separate ? s.po.data() : s.p.data();
-    sl.exp_avg_out = c.separate ? s.mo.data() : s.m.data();
-    sl.exp_avg_sq_out = c.separate ? s.vo.data() : s.v.data();
+    sl.slot[0].data_out = c.separate ? s.mo.data() : s.m.data();
+    sl.slot[1].data_out = c.separate ? s.vo.data() : s.v.data();
     sl.lowp_dtype = c.ldt < 0 ? SOF_DTYPE_BF16 : c.ldt;
     sl.lowp_out = c.ldt < 0 ? nullptr : static_cast<void*>(s.lowp.data());
     return sl;
 }
 
 // The reference's slice: reads the inputs, writes rp/rm/rv.
-sof_adam_slice ref_slice(const Case& c, State& s) {
-    sof_adam_slice sl = plugin_slice(c, s);
-    sl.param_out = s.rp.data(), sl.exp_avg_out = s.rm.data(), sl.exp_avg_sq_out = s.rv.data();
+sof_optim_slice ref_slice(const Case& c, State& s) {
+    sof_optim_slice sl = plugin_slice(c, s);
+    sl.param_out = s.rp.data(), sl.slot[0].data_out = s.rm.data(),
+    sl.slot[1].data_out = s.rv.data();
     sl.lowp_out = c.ldt < 0 ? nullptr : static_cast<void*>(s.ref_lowp.data());
     return sl;
 }
@@ -159,14 +162,14 @@ sof_optim_ctx* make_ctx(const sof_optim_plugin* api, int threads) {
 void check_case(const sof_optim_plugin* api, const Case& c) {
     sof_optim_ctx* ctx = make_ctx(api, c.threads);
     State s = make_state(c, static_cast<uint64_t>(c.n) * 131 + c.gdt);
-    sof_adam_hparams hp = hparams_of(c);
-    sof_adam_slice rs = ref_slice(c, s);
-    sof_adam_result want_ref = sof::optim::adam_ref_step(rs, hp);
-    sof_adam_result want = twin_stats(grads(c, s), c.gdt, c.n, c.scale);
+    sof_optim_hparams hp = hparams_of(c);
+    sof_optim_slice rs = ref_slice(c, s);
+    sof_optim_result want_ref = sof::optim::adam_ref_step(rs, hp);
+    sof_optim_result want = twin_stats(grads(c, s), c.gdt, c.n, c.scale);
     std::vector<float> p0 = s.p, m0 = s.m, v0 = s.v;
-    sof_adam_slice ps = plugin_slice(c, s);
-    sof_adam_result got{};
-    EXPECT(api->adam_step(ctx, &ps, &hp, &got, nullptr) == SOF_OK, "%s", describe(c).c_str());
+    sof_optim_slice ps = plugin_slice(c, s);
+    sof_optim_result got{};
+    EXPECT(api->step(ctx, &ps, &hp, &got, nullptr) == SOF_OK, "%s", describe(c).c_str());
     const std::vector<float>& gp = c.separate ? s.po : s.p;
     const std::vector<float>& gm = c.separate ? s.mo : s.m;
     const std::vector<float>& gv = c.separate ? s.vo : s.v;
@@ -225,15 +228,15 @@ void drift_and_rollback(const sof_optim_plugin* api) {
     c.n = 1029, c.wd = 0.1f, c.gdt = SOF_DTYPE_BF16, c.ldt = SOF_DTYPE_BF16;
     State s = make_state(c, 99);
     std::vector<float> rp = s.p, rm = s.m, rv = s.v;
-    sof_adam_hparams hp{};
+    sof_optim_hparams hp{};
     for (int64_t t = 1; t <= 100; t++) {
         c.step = t;
         hp = hparams_of(c);
-        sof_adam_slice ps = plugin_slice(c, s);
-        EXPECT(api->adam_step(ctx, &ps, &hp, nullptr, nullptr) == SOF_OK, "drift step");
-        sof_adam_slice rs = ps;
-        rs.param = rs.param_out = rp.data(), rs.exp_avg = rs.exp_avg_out = rm.data();
-        rs.exp_avg_sq = rs.exp_avg_sq_out = rv.data(), rs.lowp_out = s.ref_lowp.data();
+        sof_optim_slice ps = plugin_slice(c, s);
+        EXPECT(api->step(ctx, &ps, &hp, nullptr, nullptr) == SOF_OK, "drift step");
+        sof_optim_slice rs = ps;
+        rs.param = rs.param_out = rp.data(), rs.slot[0].data = rs.slot[0].data_out = rm.data();
+        rs.slot[1].data = rs.slot[1].data_out = rv.data(), rs.lowp_out = s.ref_lowp.data();
         sof::optim::adam_ref_step(rs, hp);
     }
     EXPECT(max_ulp(s.p, rp) == 0 && max_ulp(s.m, rm) == 0 && max_ulp(s.v, rv) == 0,
@@ -243,13 +246,13 @@ void drift_and_rollback(const sof_optim_plugin* api) {
         c.mode = mode;
         hp = hparams_of(c);
         std::vector<float> p0 = s.p, m0 = s.m;
-        sof_adam_slice ps = plugin_slice(c, s);
-        api->adam_step(ctx, &ps, &hp, nullptr, nullptr);
+        sof_optim_slice ps = plugin_slice(c, s);
+        api->step(ctx, &ps, &hp, nullptr, nullptr);
         std::vector<float> sp = s.p, sm = s.m, sv = s.v;
-        EXPECT(api->adam_rollback(ctx, &ps, &hp, nullptr) == SOF_OK, "rollback");
-        sof_adam_slice rs = ps;
-        rs.param = rs.param_out = sp.data(), rs.exp_avg = rs.exp_avg_out = sm.data();
-        rs.exp_avg_sq = rs.exp_avg_sq_out = sv.data(), rs.lowp_out = s.ref_lowp.data();
+        EXPECT(api->rollback(ctx, &ps, &hp, nullptr) == SOF_OK, "rollback");
+        sof_optim_slice rs = ps;
+        rs.param = rs.param_out = sp.data(), rs.slot[0].data = rs.slot[0].data_out = sm.data();
+        rs.slot[1].data = rs.slot[1].data_out = sv.data(), rs.lowp_out = s.ref_lowp.data();
         twin_rollback(rs, hp);
         EXPECT(max_ulp(s.p, sp) == 0 && max_ulp(s.m, sm) == 0 && max_ulp(s.v, sv) == 0,
                "rollback differs from the reference rollback (mode %d)", mode);
@@ -268,8 +271,8 @@ void multi_and_stats(const sof_optim_plugin* api) {
     sof_optim_ctx* ctx = make_ctx(api, 2);
     std::vector<Case> cases(5);
     std::vector<State> states;
-    std::vector<sof_adam_slice> slices;
-    std::vector<sof_adam_hparams> hps;
+    std::vector<sof_optim_slice> slices;
+    std::vector<sof_optim_hparams> hps;
     for (int i = 0; i < 5; i++) {
         Case& c = cases[i];
         c.n = 1 + i * 3001, c.gdt = i % 2 ? SOF_DTYPE_BF16 : SOF_DTYPE_F32, c.step = 1 + 10 * i;
@@ -280,12 +283,11 @@ void multi_and_stats(const sof_optim_plugin* api) {
     for (int i = 0; i < 5; i++) {
         slices.push_back(plugin_slice(cases[i], states[i]));
         hps.push_back(hparams_of(cases[i]));
-        sof_adam_slice rs = ref_slice(cases[i], states[i]);
+        sof_optim_slice rs = ref_slice(cases[i], states[i]);
         want += twin_step(rs, hps[i]).grad_sumsq;
     }
-    sof_adam_result got{};
-    EXPECT(api->adam_step_multi(ctx, slices.data(), hps.data(), 5, &got, nullptr) == SOF_OK,
-           "multi");
+    sof_optim_result got{};
+    EXPECT(api->step_multi(ctx, slices.data(), hps.data(), 5, &got, nullptr) == SOF_OK, "multi");
     EXPECT(got.grad_sumsq == want && got.nonfinite == 0, "multi sumsq %.17g vs %.17g",
            got.grad_sumsq, want);
     for (int i = 0; i < 5; i++) {
@@ -299,13 +301,13 @@ void multi_and_stats(const sof_optim_plugin* api) {
     // Non-finite grads and grad_stats.
     State& s = states[4];
     s.g32[7777] = std::numeric_limits<float>::infinity();
-    sof_adam_result st{};
+    sof_optim_result st{};
     EXPECT(api->grad_stats(ctx, s.g32.data(), SOF_DTYPE_F32, cases[4].n, 0.5f, &st, nullptr) ==
                SOF_OK,
            "grad_stats");
     EXPECT(st.nonfinite == 1, "inf grad not flagged");
     s.g32[7777] = 0.25f;
-    sof_adam_result w = twin_stats(s.g32.data(), SOF_DTYPE_F32, cases[4].n, 0.5f);
+    sof_optim_result w = twin_stats(s.g32.data(), SOF_DTYPE_F32, cases[4].n, 0.5f);
     api->grad_stats(ctx, s.g32.data(), SOF_DTYPE_F32, cases[4].n, 0.5f, &st, nullptr);
     EXPECT(st.nonfinite == 0 && st.grad_sumsq == w.grad_sumsq, "grad_stats %.17g vs %.17g",
            st.grad_sumsq, w.grad_sumsq);
@@ -319,11 +321,11 @@ void multi_and_stats(const sof_optim_plugin* api) {
     for (int32_t ldt : {SOF_DTYPE_BF16, SOF_DTYPE_F16}) {
         c.ldt = ldt;
         State t = z;
-        sof_adam_slice ps = plugin_slice(c, t);
-        sof_adam_hparams hp = hparams_of(c);
-        api->adam_step(ctx, &ps, &hp, nullptr, nullptr);
-        sof_adam_slice rs = ref_slice(c, t);
-        rs.param = z.p.data(), rs.exp_avg = z.m.data(), rs.exp_avg_sq = z.v.data();
+        sof_optim_slice ps = plugin_slice(c, t);
+        sof_optim_hparams hp = hparams_of(c);
+        api->step(ctx, &ps, &hp, nullptr, nullptr);
+        sof_optim_slice rs = ref_slice(c, t);
+        rs.param = z.p.data(), rs.slot[0].data = z.m.data(), rs.slot[1].data = z.v.data();
         sof::optim::adam_ref_step(rs, hp);
         EXPECT(t.lowp == t.ref_lowp, "special-value lowp (dtype %d) differs", ldt);
         EXPECT((t.lowp[1] & 0x7fffu) > (ldt == SOF_DTYPE_BF16 ? 0x7f80u : 0x7c00u) &&
@@ -332,23 +334,23 @@ void multi_and_stats(const sof_optim_plugin* api) {
         digest(t.lowp.data(), t.lowp.size() * 2);
     }
     // Partial overlap is rejected with a message.
-    sof_adam_slice bad = slices[1];
-    bad.param_out = const_cast<float*>(bad.param) + 1;
-    EXPECT(api->adam_step(ctx, &bad, &hps[1], nullptr, nullptr) == SOF_ERR_INVALID_ARGUMENT,
+    sof_optim_slice bad = slices[1];
+    bad.param_out = const_cast<float*>(static_cast<const float*>(bad.param)) + 1;
+    EXPECT(api->step(ctx, &bad, &hps[1], nullptr, nullptr) == SOF_ERR_INVALID_ARGUMENT,
            "partial overlap accepted");
     EXPECT(std::string(api->last_error(ctx)).find("overlap") != std::string::npos, "error text");
     // Betas outside [0, 1) are refused by the same check (sof_optim_check.h), step and rollback.
     for (float b : {1.0f, -0.5f, std::nanf("")}) {
-        sof_adam_hparams hb = hps[1];
+        sof_optim_hparams hb = hps[1];
         hb.beta1 = b;
-        EXPECT(api->adam_step(ctx, &slices[1], &hb, nullptr, nullptr) == SOF_ERR_INVALID_ARGUMENT,
+        EXPECT(api->step(ctx, &slices[1], &hb, nullptr, nullptr) == SOF_ERR_INVALID_ARGUMENT,
                "beta1 %g accepted", static_cast<double>(b));
         EXPECT(std::string(api->last_error(ctx)).find("betas must lie in [0, 1)") !=
                    std::string::npos,
                "error text");
         hb = hps[1];
         hb.beta2 = b;
-        EXPECT(api->adam_rollback(ctx, &slices[1], &hb, nullptr) == SOF_ERR_INVALID_ARGUMENT,
+        EXPECT(api->rollback(ctx, &slices[1], &hb, nullptr) == SOF_ERR_INVALID_ARGUMENT,
                "beta2 %g accepted by the rollback", static_cast<double>(b));
     }
     api->destroy(ctx);
@@ -374,19 +376,19 @@ void bf16_state(const sof_optim_plugin* api) {
                         v16[i] = sof::core::f32_to_bf16(s.v[i]);
                     }
                     std::vector<uint16_t> m0 = m16, v0 = v16;
-                    sof_adam_slice ps = plugin_slice(c, s);
-                    ps.state_dtype = SOF_DTYPE_BF16;
-                    ps.exp_avg = m16.data(), ps.exp_avg_sq = v16.data();
-                    ps.exp_avg_out = sep ? mo16.data() : m16.data();
-                    ps.exp_avg_sq_out = sep ? vo16.data() : v16.data();
-                    sof_adam_slice rs = ref_slice(c, s);
-                    rs.state_dtype = SOF_DTYPE_BF16;
-                    rs.exp_avg = m0.data(), rs.exp_avg_sq = v0.data();
-                    rs.exp_avg_out = rm16.data(), rs.exp_avg_sq_out = rv16.data();
-                    sof_adam_hparams hp = hparams_of(c);
+                    sof_optim_slice ps = plugin_slice(c, s);
+                    ps.slot[0].format = ps.slot[1].format = SOF_STATE_BF16;
+                    ps.slot[0].data = m16.data(), ps.slot[1].data = v16.data();
+                    ps.slot[0].data_out = sep ? mo16.data() : m16.data();
+                    ps.slot[1].data_out = sep ? vo16.data() : v16.data();
+                    sof_optim_slice rs = ref_slice(c, s);
+                    rs.slot[0].format = rs.slot[1].format = SOF_STATE_BF16;
+                    rs.slot[0].data = m0.data(), rs.slot[1].data = v0.data();
+                    rs.slot[0].data_out = rm16.data(), rs.slot[1].data_out = rv16.data();
+                    sof_optim_hparams hp = hparams_of(c);
                     sof::optim::adam_ref_step(rs, hp);
-                    sof_adam_result r{};
-                    EXPECT(api->adam_step(ctx, &ps, &hp, &r, nullptr) == SOF_OK, "bf16 state step");
+                    sof_optim_result r{};
+                    EXPECT(api->step(ctx, &ps, &hp, &r, nullptr) == SOF_OK, "bf16 state step");
                     EXPECT(max_ulp(sep ? s.po : s.p, s.rp) == 0, "bf16 state: p differs (%s)",
                            describe(c).c_str());
                     EXPECT((sep ? mo16 : m16) == rm16 && (sep ? vo16 : v16) == rv16,
@@ -397,6 +399,140 @@ void bf16_state(const sof_optim_plugin* api) {
                     digest(sep ? mo16.data() : m16.data(), un * 2);
                     digest(sep ? vo16.data() : v16.data(), un * 2);
                 }
+    api->destroy(ctx);
+}
+
+// Q8 moments (optim/qstate.h) and bf16 master params (stochastic rounding): quantized state of
+// random blocks, block sizes 64/256/4096, sizes hitting partial blocks and vector tails, in place
+// and separate, every grad dtype and mode; codes, scales, params and copies bitwise the
+// reference's (the lanes do the reference's operations, the encoding is exact integer work),
+// then 30 steps in place against 30 reference steps.
+struct QState {
+    std::vector<uint8_t> mc, vc; // codes
+    std::vector<float> ms, vs;   // scales
+    std::vector<uint16_t> p16;   // bf16 master
+};
+
+QState make_q(const State& s, int64_t n, int32_t qb) {
+    QState q;
+    size_t un = static_cast<size_t>(n), nb = static_cast<size_t>((n + qb - 1) / qb);
+    q.mc.resize(un), q.vc.resize(un), q.ms.resize(nb), q.vs.resize(nb), q.p16.resize(un);
+    for (size_t b = 0; b < nb; b++) {
+        size_t i0 = b * qb, len = std::min<size_t>(qb, un - i0);
+        sof::optim::q_quantize_block(s.m.data() + i0, len, sof::optim::q8_map(true),
+                                     q.mc.data() + i0, &q.ms[b]);
+        sof::optim::q_quantize_block(s.v.data() + i0, len, sof::optim::q8_map(false),
+                                     q.vc.data() + i0, &q.vs[b]);
+    }
+    for (size_t i = 0; i < un; i++)
+        q.p16[i] = sof::core::f32_to_bf16(s.p[i]);
+    return q;
+}
+
+// Points slice sl at q (in) and o (out; == q for in place), Q8 slots of block qb, bf16 master
+// when p16.
+void use_q(sof_optim_slice& sl, QState& q, QState& o, int32_t qb, bool q8, bool p16) {
+    if (q8) {
+        sof_state_slot* k = sl.slot;
+        k[0].format = k[1].format = SOF_STATE_Q8, k[0].block = k[1].block = qb;
+        k[0].data = q.mc.data(), k[0].data_out = o.mc.data();
+        k[1].data = q.vc.data(), k[1].data_out = o.vc.data();
+        k[0].scale = q.ms.data(), k[0].scale_out = o.ms.data();
+        k[1].scale = q.vs.data(), k[1].scale_out = o.vs.data();
+    }
+    if (p16) {
+        sl.param_dtype = SOF_DTYPE_BF16;
+        sl.param = q.p16.data(), sl.param_out = o.p16.data();
+    }
+}
+
+bool same_q(const QState& a, const QState& b, bool q8, bool p16) {
+    return (!q8 || (a.mc == b.mc && a.vc == b.vc &&
+                    std::memcmp(a.ms.data(), b.ms.data(), a.ms.size() * 4) == 0 &&
+                    std::memcmp(a.vs.data(), b.vs.data(), a.vs.size() * 4) == 0)) &&
+           (!p16 || a.p16 == b.p16);
+}
+
+void digest_q(const QState& q) {
+    digest(q.mc.data(), q.mc.size()), digest(q.vc.data(), q.vc.size());
+    digest(q.ms.data(), q.ms.size() * 4), digest(q.vs.data(), q.vs.size() * 4);
+    digest(q.p16.data(), q.p16.size() * 2);
+}
+
+void q8_and_bf16_master(const sof_optim_plugin* api) {
+    sof_optim_ctx* ctx = make_ctx(api, 2);
+    uint64_t seed = 9000;
+    int cases = 0;
+    for (int32_t qb : {64, 256, 4096})
+        for (int64_t n : {int64_t{1}, int64_t{63}, int64_t{300}, int64_t{4099}, int64_t{40000}})
+            for (int fmt = 0; fmt < 3; fmt++) // Q8 + fp32 master, Q8 + bf16, fp32 moments + bf16
+                for (bool sep : {false, true}) {
+                    const bool q8 = fmt<2, p16 = fmt> 0;
+                    Case c;
+                    c.n = n, c.gdt = (seed & 1) ? SOF_DTYPE_BF16 : SOF_DTYPE_F32;
+                    c.mode = (seed & 2) ? SOF_ADAM_L2 : SOF_ADAM_ADAMW, c.separate = sep;
+                    c.wd = 0.05f, c.step = 7, c.scale = 0.5f, c.ldt = SOF_DTYPE_BF16;
+                    State s = make_state(c, seed++);
+                    s.v[static_cast<size_t>(n / 2)] = 0.0f; // a zero, and a wide range
+                    s.m[0] *= 1e-6f;
+                    QState q = make_q(s, n, qb), q0 = q, out = q, ref = q;
+                    sof_optim_hparams hp = hparams_of(c);
+                    hp.seed = 0x1234567890abcdefull + seed;
+                    sof_optim_slice ps = plugin_slice(c, s);
+                    ps.index0 = 1000003 * static_cast<int64_t>(seed);
+                    use_q(ps, q, sep ? out : q, qb, q8, p16);
+                    sof_optim_slice rs = ref_slice(c, s);
+                    rs.index0 = ps.index0;
+                    use_q(rs, q0, ref, qb, q8, p16);
+                    sof::optim::adam_ref_step(rs, hp);
+                    sof_optim_result r{};
+                    EXPECT(api->step(ctx, &ps, &hp, &r, nullptr) == SOF_OK, "q8 step: %s",
+                           api->last_error(ctx));
+                    const QState& got = sep ? out : q;
+                    EXPECT(same_q(got, ref, q8, p16),
+                           "q8/bf16 master: state differs (%s qb=%d "
+                           "fmt=%d)",
+                           describe(c).c_str(), qb, fmt);
+                    if (!p16)
+                        EXPECT(max_ulp(sep ? s.po : s.p, s.rp) == 0, "q8: p differs (%s)",
+                               describe(c).c_str());
+                    if (!q8)
+                        EXPECT(max_ulp(sep ? s.mo : s.m, s.rm) == 0 &&
+                                   max_ulp(sep ? s.vo : s.v, s.rv) == 0,
+                               "bf16 master: moments differ (%s)", describe(c).c_str());
+                    EXPECT(s.lowp == s.ref_lowp, "q8/bf16 master: lowp differs (%s)",
+                           describe(c).c_str());
+                    if (sep) EXPECT(same_q(q, q0, q8, p16), "q8: inputs written");
+                    digest_q(got), digest(s.lowp.data(), s.lowp.size() * 2);
+                    cases++;
+                }
+    // 30 steps in place, Q8 + bf16 master, against 30 reference steps
+    Case c;
+    c.n = 5000, c.gdt = SOF_DTYPE_BF16, c.wd = 0.1f, c.ldt = SOF_DTYPE_BF16;
+    State s = make_state(c, 77);
+    QState q = make_q(s, c.n, 256), ref = q;
+    for (int64_t t = 1; t <= 30; t++) {
+        c.step = t;
+        for (size_t i = 0; i < s.g32.size(); i++) // new grads each step
+            s.g16[i] = sof::core::f32_to_bf16(0.02f * std::sin(0.37f * i + t));
+        sof_optim_hparams hp = hparams_of(c);
+        hp.seed = 42;
+        sof_optim_slice ps = plugin_slice(c, s);
+        use_q(ps, q, q, 256, true, true);
+        sof_optim_slice rs = ps;
+        use_q(rs, ref, ref, 256, true, true);
+        rs.lowp_out = s.ref_lowp.data();
+        EXPECT(api->step(ctx, &ps, &hp, nullptr, nullptr) == SOF_OK, "q8 drift step");
+        sof::optim::adam_ref_step(rs, hp);
+    }
+    EXPECT(same_q(q, ref, true, true), "30 steps of q8 + bf16 master differ from the reference");
+    digest_q(q);
+    // the rollback refuses quantized state and bf16 masters (they roll back exactly instead)
+    sof_optim_slice ps = plugin_slice(c, s);
+    use_q(ps, q, q, 256, true, false);
+    sof_optim_hparams hp = hparams_of(c);
+    EXPECT(api->rollback(ctx, &ps, &hp, nullptr) == SOF_ERR_UNSUPPORTED, "q8 rollback accepted");
+    std::printf("q8 / bf16 master: %d cases\n", cases);
     api->destroy(ctx);
 }
 
@@ -421,6 +557,7 @@ int main(int argc, char** argv) {
     drift_and_rollback(api);
     multi_and_stats(api);
     bf16_state(api);
+    q8_and_bf16_master(api);
     std::printf("digest %016llx\n", static_cast<unsigned long long>(g_digest));
     if (argc > 2) {
         FILE* f = std::fopen(argv[2], "w");

@@ -120,7 +120,7 @@ TEST_CASE("training: 10 AdamW steps with clipping match torch.optim.AdamW") {
         CHECK(std::fabs(r.loss - want_loss) <= kTrainLossRel * want_loss);
         CHECK(std::fabs(norm - want_norm) <= kTrainNormRel * want_norm);
         for (const model::TensorInfo& t : lay.tensors) {
-            sof_adam_hparams hp{};
+            sof_optim_hparams hp{};
             hp.struct_size = sizeof hp;
             hp.lr = static_cast<float>(ref.lr);
             hp.beta1 = static_cast<float>(ref.beta1);
@@ -131,14 +131,15 @@ TEST_CASE("training: 10 AdamW steps with clipping match torch.optim.AdamW") {
             hp.mode = SOF_ADAM_ADAMW;
             hp.bias_correction = 1;
             hp.grad_scale = coef;
-            sof_adam_slice s{};
+            sof_optim_slice s{};
             s.struct_size = sizeof s;
             s.n = static_cast<int64_t>(t.numel);
             s.param = s.param_out = r.params.data() + t.offset;
             s.grad = r.grads.data() + t.offset;
             s.grad_dtype = SOF_DTYPE_F32;
-            s.exp_avg = s.exp_avg_out = m.data() + t.offset;
-            s.exp_avg_sq = s.exp_avg_sq_out = v.data() + t.offset;
+            s.num_slots = 2;
+            s.slot[0].data = s.slot[0].data_out = m.data() + t.offset;
+            s.slot[1].data = s.slot[1].data_out = v.data() + t.offset;
             optim::adam_ref_step(s, hp);
         }
     }

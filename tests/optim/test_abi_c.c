@@ -97,9 +97,12 @@ int main(int argc, char** argv) {
     if (!ctx) return 1;
 
     /* Bad input is a status code with a message, never a crash. */
-    sof_adam_hparams bad = {0};
-    sof_adam_result res;
-    EXPECT(pl->adam_step(ctx, NULL, &bad, &res, NULL) == SOF_ERR_INVALID_ARGUMENT, "NULL slice");
+    sof_optim_hparams bad = {0};
+    sof_optim_result res;
+    EXPECT(pl->step(ctx, NULL, &bad, &res, NULL) == SOF_ERR_INVALID_ARGUMENT, "NULL slice");
+    EXPECT(strcmp(pl->algorithm, "adam") == 0 && pl->num_slots == 2, "algorithm %s, %d slots",
+           pl->algorithm, pl->num_slots);
+    EXPECT((pl->state_formats & (1u << SOF_STATE_F32)) != 0, "no fp32 state format");
     EXPECT(strlen(pl->last_error(ctx)) > 0, "empty last_error");
 
     const int64_t n = 4099; /* odd: vector body plus scalar tail */
@@ -130,24 +133,28 @@ int main(int argc, char** argv) {
         }
         /* Separate outputs on odd steps (then copy back), in place on even ones. */
         int separate = (int)(step & 1);
-        sof_adam_slice s = {sizeof(sof_adam_slice),
-                            n,
-                            p,
-                            g,
-                            SOF_DTYPE_F32,
-                            SOF_DTYPE_BF16,
-                            m,
-                            v,
-                            separate ? p2 : p,
-                            separate ? m2 : m,
-                            separate ? v2 : v,
-                            lowp,
-                            SOF_DTYPE_F32,
-                            0};
-        sof_adam_hparams hp = {sizeof(sof_adam_hparams), lr, b1,   b2, eps, wd, step,
-                               SOF_ADAM_ADAMW,           1,  scale};
+        sof_optim_slice s;
+        memset(&s, 0, sizeof s);
+        s.struct_size = sizeof s;
+        s.param_dtype = SOF_DTYPE_F32;
+        s.n = n;
+        s.param = p;
+        s.param_out = separate ? p2 : p;
+        s.grad = g;
+        s.grad_dtype = SOF_DTYPE_F32;
+        s.lowp_dtype = SOF_DTYPE_BF16;
+        s.lowp_out = lowp;
+        s.num_slots = 2;
+        s.slot[0].format = SOF_STATE_F32;
+        s.slot[0].data = m;
+        s.slot[0].data_out = separate ? m2 : m;
+        s.slot[1].format = SOF_STATE_F32;
+        s.slot[1].data = v;
+        s.slot[1].data_out = separate ? v2 : v;
+        sof_optim_hparams hp = {
+            sizeof(sof_optim_hparams), lr, b1, b2, eps, wd, step, SOF_ADAM_ADAMW, 1, scale, 0, 0};
         float p0 = p[0], m0 = m[0], v0 = v[0];
-        EXPECT(pl->adam_step(ctx, &s, &hp, &res, NULL) == SOF_OK, "step %lld: %s", (long long)step,
+        EXPECT(pl->step(ctx, &s, &hp, &res, NULL) == SOF_OK, "step %lld: %s", (long long)step,
                pl->last_error(ctx));
         EXPECT(res.nonfinite == 0, "step %lld nonfinite", (long long)step);
         EXPECT(rel_err(res.grad_sumsq, want_sumsq) < 1e-6,

@@ -87,11 +87,11 @@ TEST_CASE("every host plugin reproduces torch.optim.AdamW / Adam(L2) data") {
                     g[i] = c.graw[t][static_cast<size_t>(i)];
                     g16[i] = core::f32_to_bf16(g[i]); // exact: the data is bf16-representable
                 }
-                sof_adam_slice s = optim::make_slice(
+                sof_optim_slice s = optim::make_slice(
                     n, p.data(),
                     gd == SOF_DTYPE_F32 ? static_cast<const void*>(g.data()) : g16.data(), gd,
                     m.data(), v.data());
-                sof_adam_hparams hp =
+                sof_optim_hparams hp =
                     optim::make_hparams(c.lr, c.b1, c.b2, c.eps, c.wd, c.start_step + t + 1,
                                         c.mode ? SOF_ADAM_L2 : SOF_ADAM_ADAMW, true, c.scale);
                 opt->step(s, hp);
@@ -127,11 +127,11 @@ TEST_CASE("100 steps drift: plugin vs scalar reference") {
             a.new_grads(1000 + t);
             r.new_grads(1000 + t);
             sof_dtype gd = (t % 2) ? SOF_DTYPE_F32 : SOF_DTYPE_BF16;
-            sof_adam_hparams hp =
+            sof_optim_hparams hp =
                 optim::make_hparams(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, SOF_ADAM_ADAMW, true, 0.8f);
-            sof_adam_slice sa =
+            sof_optim_slice sa =
                 optim::make_slice(n, a.p.data(), a.grad(gd), gd, a.m.data(), a.v.data());
-            sof_adam_slice sr =
+            sof_optim_slice sr =
                 optim::make_slice(n, r.p.data(), r.grad(gd), gd, r.m.data(), r.v.data());
             opt->step(sa, hp);
             optim::adam_ref_step(sr, hp);
@@ -164,9 +164,9 @@ TEST_CASE("adam_rollback inverts an in-place step within the documented bound") 
             sof_adam_mode mode = variant == 1 ? SOF_ADAM_L2 : SOF_ADAM_ADAMW;
             sof_dtype gd = variant == 1 ? SOF_DTYPE_BF16 : SOF_DTYPE_F32;
             AdamData d(n, 300 + variant, warm), o(n, 300 + variant, warm);
-            sof_adam_hparams hp = optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f,
-                                                      warm ? 1000 : 1, mode, true, 0.5f);
-            sof_adam_slice s =
+            sof_optim_hparams hp = optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f,
+                                                       warm ? 1000 : 1, mode, true, 0.5f);
+            sof_optim_slice s =
                 optim::make_slice(n, d.p.data(), d.grad(gd), gd, d.m.data(), d.v.data());
             opt->step(s, hp);
             ABuf<float> p1(n), m1(n), v1(n);
@@ -213,9 +213,9 @@ TEST_CASE("inverse rollback: the ulp distance to the old state, per component") 
         auto opt = load_case(pc, 2);
         const int64_t n = 200003;
         AdamData d(n, 77, true), o(n, 77, true);
-        sof_adam_hparams hp =
+        sof_optim_hparams hp =
             optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 100, SOF_ADAM_ADAMW, true, 1.0f);
-        sof_adam_slice s =
+        sof_optim_slice s =
             optim::make_slice(n, d.p.data(), d.g32.data(), SOF_DTYPE_F32, d.m.data(), d.v.data());
         opt->step(s, hp);
         opt->rollback(s, hp);

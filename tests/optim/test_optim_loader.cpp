@@ -139,15 +139,15 @@ TEST_CASE("a forced cpu_adam variant this CPU lacks scores 0") {
 
 TEST_CASE("make_hparams and make_slice fill sizes and default to in place") {
     float p[4]{}, m[4]{}, v[4]{}, g[4]{};
-    sof_adam_slice s = optim::make_slice(4, p, g, SOF_DTYPE_F32, m, v);
-    CHECK(s.struct_size == sizeof(sof_adam_slice));
+    sof_optim_slice s = optim::make_slice(4, p, g, SOF_DTYPE_F32, m, v);
+    CHECK(s.struct_size == sizeof(sof_optim_slice));
     CHECK(s.param_out == p);
-    CHECK(s.exp_avg_out == m);
-    CHECK(s.exp_avg_sq_out == v);
+    CHECK(s.slot[0].data_out == m);
+    CHECK(s.slot[1].data_out == v);
     CHECK(s.lowp_out == nullptr);
-    sof_adam_hparams h =
+    sof_optim_hparams h =
         optim::make_hparams(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, SOF_ADAM_L2, false, 0.5f);
-    CHECK(h.struct_size == sizeof(sof_adam_hparams));
+    CHECK(h.struct_size == sizeof(sof_optim_hparams));
     CHECK(h.step == 7);
     CHECK(h.mode == SOF_ADAM_L2);
     CHECK(h.bias_correction == 0);

@@ -19,18 +19,18 @@ void test_destroy(sof_optim_ctx*) {}
 const char* test_last_error(sof_optim_ctx*) {
     return "test plugin does nothing";
 }
-sof_status test_step(sof_optim_ctx*, const sof_adam_slice*, const sof_adam_hparams*,
-                     sof_adam_result*, void*) {
+sof_status test_step(sof_optim_ctx*, const sof_optim_slice*, const sof_optim_hparams*,
+                     sof_optim_result*, void*) {
     return SOF_ERR_UNSUPPORTED;
 }
-sof_status test_step_multi(sof_optim_ctx*, const sof_adam_slice*, const sof_adam_hparams*, int32_t,
-                           sof_adam_result*, void*) {
+sof_status test_step_multi(sof_optim_ctx*, const sof_optim_slice*, const sof_optim_hparams*,
+                           int32_t, sof_optim_result*, void*) {
     return SOF_ERR_UNSUPPORTED;
 }
-sof_status test_rollback(sof_optim_ctx*, const sof_adam_slice*, const sof_adam_hparams*, void*) {
+sof_status test_rollback(sof_optim_ctx*, const sof_optim_slice*, const sof_optim_hparams*, void*) {
     return SOF_ERR_UNSUPPORTED;
 }
-sof_status test_stats(sof_optim_ctx*, const void*, int32_t, int64_t, float, sof_adam_result*,
+sof_status test_stats(sof_optim_ctx*, const void*, int32_t, int64_t, float, sof_optim_result*,
                       void*) {
     return SOF_ERR_UNSUPPORTED;
 }
@@ -39,10 +39,28 @@ sof_status test_stats(sof_optim_ctx*, const void*, int32_t, int64_t, float, sof_
 #define TEST_STRUCT_SIZE sizeof(sof_optim_plugin)
 #endif
 
+const sof_slot_info kSlots[2] = {{"exp_avg", 1, 0}, {"exp_avg_sq", 0, 0}};
+
 const sof_optim_plugin kTable = {
-    TEST_ABI_VERSION, TEST_STRUCT_SIZE, TEST_NAME,     "loader test plugin", SOF_TARGET_HOST,
-    test_score,       test_variant,     test_create,   test_destroy,         test_last_error,
-    test_step,        test_step_multi,  test_rollback, test_stats,
+    TEST_ABI_VERSION,
+    TEST_STRUCT_SIZE,
+    TEST_NAME,
+    "loader test plugin",
+    SOF_TARGET_HOST,
+    "adam",
+    2,
+    kSlots,
+    1u << SOF_STATE_F32,
+    1u << SOF_DTYPE_F32,
+    test_score,
+    test_variant,
+    test_create,
+    test_destroy,
+    test_last_error,
+    test_step,
+    test_step_multi,
+    test_rollback,
+    test_stats,
 };
 
 } // namespace

@@ -176,6 +176,14 @@ TEST_CASE("peak RSS of a lean run == the plan's host figure") {
                                      "optimizer.state_dtype=bf16", "offload.flow_grads=device"}));
 }
 
+TEST_CASE("peak RSS of a q8 + bf16-master run == the plan's host figure") {
+    // issue 28's formats: q8 moments (1 byte + a scale per 256) and a bf16 master with stochastic
+    // rounding, exact rollback (two state sets of 4.03 B/param), weight flow with the grad ring
+    check_peak("q8", with(kModel, {"offload.weights=flow", "train.dtype=bf16", "offload.cast=host",
+                                   "offload.rollback=exact", "optimizer.state_dtype=q8",
+                                   "optimizer.master_dtype=bf16", "offload.flow_grads=device"}));
+}
+
 TEST_CASE("probe: the fixed overhead of a run of a tiny model" * doctest::skip()) {
     // what kAllowance is based on: a 1-layer, 64-channel model whose buffers are tiny
     measure("probe",

@@ -11,6 +11,7 @@
 
 #include "comm/world.h"
 #include "config/deck.h"
+#include "core/error.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -91,6 +92,28 @@ TEST_CASE("resume is bitwise identical: plain path") {
 TEST_CASE("resume is bitwise identical: SuperOffload engine with STV") {
     check_resume("resume_engine", {"offload.enabled=true", "offload.bucket_mb=0.01",
                                    "offload.gpu_tail_buckets=1", "device.type=host"});
+}
+
+TEST_CASE("resume is bitwise identical: q8 moments and a bf16 master, saved as they are") {
+    // the checkpoint holds the codes, scales and bf16 params as kept (docs/checkpoints.md); the
+    // stochastic rounding draws from (seed, step, element): the resumed run continues bitwise
+    const std::vector<std::string> q = {"train.dtype=bf16", "optimizer.state_dtype=q8",
+                                        "optimizer.state_block=64", "optimizer.master_dtype=bf16"};
+    check_resume("resume_q8_plain", q);
+    std::vector<std::string> e = q;
+    for (const char* o : {"offload.enabled=true", "offload.bucket_mb=0.01",
+                          "offload.gpu_tail_buckets=1", "device.type=host", "offload.cast=host"})
+        e.push_back(o);
+    check_resume("resume_q8_engine", e);
+    // another format on resume: refused unless converted
+    std::string base = std::string(SOF_BINARY_DIR) + "/test-scratch/resume_q8_engine/split";
+    std::vector<std::string> other = e;
+    other.push_back("optimizer.state_dtype=fp32");
+    other.push_back("train.resume=auto");
+    CHECK_THROWS_WITH_AS(run(base, other), doctest::Contains("train.resume_convert_state"),
+                         core::Error);
+    other.push_back("train.resume_convert_state=true");
+    CHECK(run(base, other).size() > 0);
 }
 
 TEST_CASE("a stop request (a signal) ends the run after a whole step with a checkpoint; resume "
