@@ -29,9 +29,9 @@ constexpr size_t kOwnDeviceBytes = size_t{1} << 46;
 } // namespace
 
 template <class T>
-DriverT<T>::DriverT(const ArchConfig& cfg, const ParamLayout& layout, const ModelOptions& opts,
+DriverT<T>::DriverT(const ArchConfig& cfg, const ModelOptions& opts,
                     int max_B, int max_T)
-    : s_(block_spec(cfg)), off_(unit_offsets(layout)), recompute_(opts.recompute),
+    : s_(block_spec(cfg)), off_(unit_offsets(s_)), recompute_(opts.recompute),
       attn_kernel_(opts.attention_kernel), max_B_(max_B), max_T_(max_T),
       max_BT_(static_cast<size_t>(max_B) * max_T) {
     const char* arch = arch_name(cfg.arch);
@@ -134,6 +134,7 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ParamLayout& layout, const Mode
     }
     if (s_.pos == PosKind::Rope) {
         rope_inv_ = rope_inv_freq(cfg);
+        rope_scale_ = rope_attention_scale(cfg);
         rope_tables(sp_index_ * max_T);
     }
 }
@@ -157,8 +158,9 @@ template <class T> template <class F> void DriverT<T>::rope_fill(size_t rows, F 
         const float pos = static_cast<float>(position_of(j));
         for (size_t i = 0; i < half; i++) {
             const float angle = pos * rope_inv_[i]; // fp32, as HF computes it
-            c[j * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
-            sn[j * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+            // YaRN scales cos and sin (so q and k) by its attention factor, in fp32 as HF does
+            c[j * half + i] = static_cast<float>(std::cos(static_cast<double>(angle))) * rope_scale_;
+            sn[j * half + i] = static_cast<float>(std::sin(static_cast<double>(angle))) * rope_scale_;
         }
     }
     upload(f32(Act::RopeCos), c.data(), c.size() * 4);
@@ -529,9 +531,9 @@ Transformer::Transformer(const ArchConfig& cfg, const ModelOptions& opts, int ma
                  cfg.max_seq_len);
     const bool cuda = opts.device && !opts.device->host_accessible();
     if (cuda && opts.bf16)
-        impl_ = std::make_unique<DriverT<core::bf16>>(cfg, layout_, opts, max_B, max_T);
+        impl_ = std::make_unique<DriverT<core::bf16>>(cfg, opts, max_B, max_T);
     else
-        impl_ = std::make_unique<DriverT<float>>(cfg, layout_, opts, max_B, max_T);
+        impl_ = std::make_unique<DriverT<float>>(cfg, opts, max_B, max_T);
 }
 
 Transformer::~Transformer() = default;

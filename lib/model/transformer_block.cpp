@@ -184,7 +184,8 @@ template <class T> void DriverT<T>::mlp_forward(const T* p, int set, int r0, int
     if (s_.mlp == MlpKind::Gelu) {
         kernels::matmul_forward<T>(ex_, fca, pre, ln2, p + off_.wfc, opt(off_.bfc), n, C, I);
     } else {
-        kernels::matmul_forward<T>(ex_, pre, nullptr, ln2, p + off_.wfc, nullptr, n, C, 2 * I);
+        kernels::matmul_forward<T>(ex_, pre, nullptr, ln2, p + off_.wfc, opt(off_.bfc), n, C,
+                                   2 * I);
         kernels::swiglu_forward<T>(ex_, fca, pre, n, I);
     }
     if (!out) return;                         // recompute: the block output is already in res

@@ -31,7 +31,7 @@ class Transformer::Driver {
 
 template <class T> class DriverT : public Transformer::Driver {
   public:
-    DriverT(const ArchConfig& cfg, const ParamLayout& layout, const ModelOptions& opts, int max_B,
+    DriverT(const ArchConfig& cfg, const ModelOptions& opts, int max_B,
             int max_T);
     ~DriverT() override;
     float forward(WeightSource& w, const int* inputs, const int* targets, const int* segments,
@@ -124,6 +124,7 @@ template <class T> class DriverT : public Transformer::Driver {
     std::unique_ptr<device::Event> compute_ev_;
     int ready_layer_ = -1;        // backward: the block whose input checkpoint_ready() last secured
     std::vector<float> rope_inv_; // (hd/2) RoPE inverse frequencies
+    float rope_scale_ = 1.0f;     // YaRN's attention factor on cos and sin (1 otherwise)
     int rope_base_ = -1;          // the position of the RoPE tables' first row
 
     std::unique_ptr<device::Device> owned_dev_; // when ModelOptions::device is null

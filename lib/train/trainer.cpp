@@ -16,6 +16,7 @@
 #include "ckpt/compat.h"
 #include "ckpt/fileio.h"
 #include "ckpt/hf.h"
+#include "ckpt/model_source.h"
 #include "ckpt/llmc.h"
 #include "config/batch.h"
 #include "config/deck.h"
@@ -76,19 +77,10 @@ void Trainer::Impl::setup() {
     // Model: from the deck, or from an llm.c checkpoint (its header decides the architecture).
     std::vector<float> params;
     const bool hf_init = !cfg.model.init_from.empty() && ckpt::is_hf_dir(cfg.model.init_from);
-    if (hf_init) {
-        mcfg = ckpt::read_hf_config(cfg.model.init_from);
-        model::set_deck_model(mcfg, &cfg.model); // the effective deck names the model trained
-        log.info("model: architecture taken from %s/config.json (deck model keys ignored)",
-                 cfg.model.init_from.c_str());
-    } else if (!cfg.model.init_from.empty()) {
-        mcfg = ckpt::read_llmc_header(cfg.model.init_from);
-        model::set_deck_model(mcfg, &cfg.model);
-        log.info("model: architecture taken from %s", cfg.model.init_from.c_str());
-    } else {
-        mcfg = model::config_for(cfg.model); // padded_vocab_size 0 -> V rounded to 128
-        cfg.model.padded_vocab_size = mcfg.padded_vocab_size;
-    }
+    std::string source; // the effective deck names the model trained
+    mcfg = ckpt::resolve_model(&cfg, &source);
+    if (!source.empty())
+        log.info("model: architecture taken from %s (deck model keys ignored)", source.c_str());
     // the model (sizes, heads, and the heads and seq_len over parallel.sp), then the ranks
     sp::check_degrees(mcfg, cfg.train.seq_len, world.size(), cfg.parallel.sp);
     if (cfg.train.seq_len > mcfg.max_seq_len)
