@@ -121,6 +121,8 @@ template <int D> void backward(const Params& p, int NH, int NKV, int B, cudaStre
 const char* attention_tc_refusal(const AttnArgs<core::bf16>& a) {
     if (a.head_dim != 64 && a.head_dim != 128) return "head_dim is not 64 or 128";
     if (a.q_begin != 0) return "q_begin != 0 (KV-cache decoding runs the CUDA-core kernel)";
+    if (a.window != 0 || a.sinks || a.dropout != 0.0f)
+        return "sliding window, sinks or dropout (not in the tensor-core kernel yet)";
     if (a.B > 65535 || a.num_heads > 65535) return "B or num_heads above 65535 (grid limits)";
     int dev = 0, major = 0;
     SOF_CHECK_CUDA(cudaGetDevice(&dev));
