@@ -56,7 +56,14 @@ struct DropoutMask {
     // The four words of elements 4 * (e / 4) .. + 3.
     SOF_HD core::Philox4 draw(uint64_t e) const { return core::philox_draw(seed, e >> 2, a, b); }
     SOF_HD bool keep_word(uint32_t word) const { return word >= threshold; }
-    SOF_HD bool keep(uint64_t e) const { return keep_word(draw(e).v[e & 3u]); }
+    // Word i (0..3) of a draw, by selects (a register array indexed at run time would go to a
+    // GPU thread's local memory).
+    SOF_HD static uint32_t word(const core::Philox4& w, uint32_t i) {
+        return i == 0u ? w.v[0] : i == 1u ? w.v[1] : i == 2u ? w.v[2] : w.v[3];
+    }
+    SOF_HD bool keep(uint64_t e) const {
+        return keep_word(word(draw(e), static_cast<uint32_t>(e & 3u)));
+    }
     // The factor of element e: scale (kept) or 0 (dropped); 1 when not active.
     SOF_HD float factor(uint64_t e) const {
         if (!active()) return 1.0f;
