@@ -5,8 +5,8 @@
 namespace sof::kernels {
 
 inline constexpr const char* kOps[] = {
-    "attention", "bias_grad", "cast",     "copy",    "embedding", "gelu",   "grad_stats",
-    "layernorm", "matmul",    "residual", "rmsnorm", "rope",      "swiglu", "xent",
+    "attention", "bias_grad", "cast",     "copy",    "dropout", "embedding", "gelu", "grad_stats",
+    "layernorm", "matmul",    "residual", "rmsnorm", "rope",    "swiglu",    "xent",
 };
 
 } // namespace sof::kernels
