@@ -179,13 +179,13 @@ void read_rope(const json& j, const std::string& path, const model::ArchInfo& a,
         s.factor = required_num(r, path, key, "llama3", "factor");
         s.low_freq_factor = required_num(r, path, key, "llama3", "low_freq_factor");
         s.high_freq_factor = required_num(r, path, key, "llama3", "high_freq_factor");
-        s.original_max_position = int_key(r, path, "original_max_position_embeddings", max_pos,
-                                          false);
+        s.original_max_position =
+            int_key(r, path, "original_max_position_embeddings", max_pos, false);
     } else if (type == "yarn") {
         s.type = model::RopeScalingType::Yarn;
         s.factor = required_num(r, path, key, "yarn", "factor");
-        s.original_max_position = int_key(r, path, "original_max_position_embeddings", max_pos,
-                                          false);
+        s.original_max_position =
+            int_key(r, path, "original_max_position_embeddings", max_pos, false);
         // null or absent: transformers' `or` defaults (32, 1)
         s.beta_fast = num_key(r, path, "beta_fast", 32.0);
         s.beta_slow = num_key(r, path, "beta_slow", 1.0);
@@ -194,7 +194,8 @@ void read_rope(const json& j, const std::string& path, const model::ArchInfo& a,
         s.truncate = bool_key(r, path, "truncate", true);
         // the factor on cos and sin: given, or from mscale / mscale_all_dim, or 0.1 ln(factor)+1
         s.attention_factor = num_key(r, path, "attention_factor", 0.0);
-        const double ms = num_key(r, path, "mscale", 0.0), msa = num_key(r, path, "mscale_all_dim", 0.0);
+        const double ms = num_key(r, path, "mscale", 0.0),
+                     msa = num_key(r, path, "mscale_all_dim", 0.0);
         if (s.attention_factor == 0.0 && ms != 0.0 && msa != 0.0) {
             auto mscale = [&](double m) {
                 return s.factor <= 1.0 ? 1.0 : 0.1 * m * std::log(s.factor) + 1.0;
@@ -202,8 +203,7 @@ void read_rope(const json& j, const std::string& path, const model::ArchInfo& a,
             s.attention_factor = mscale(ms) / mscale(msa);
         }
     } else {
-        SOF_FAIL(Config,
-                 "'%s': %s.rope_type = \"%s\" is not supported (default, llama3 or yarn)",
+        SOF_FAIL(Config, "'%s': %s.rope_type = \"%s\" is not supported (default, llama3 or yarn)",
                  path.c_str(), key, type.c_str());
     }
 }
@@ -278,8 +278,8 @@ model::ArchConfig arch_from_json(const json& j, const std::string& path) {
     c.attn_dropout =
         static_cast<float>(num_key(j, path, "attention_dropout", a->attn_dropout_default));
     if (a->resid_dropout_key)
-        c.resid_dropout = static_cast<float>(
-            num_key(j, path, a->resid_dropout_key, a->resid_dropout_default));
+        c.resid_dropout =
+            static_cast<float>(num_key(j, path, a->resid_dropout_key, a->resid_dropout_default));
     try {
         model::validate(c);
     } catch (const core::Error& e) {
@@ -422,14 +422,14 @@ json config_json(const model::ArchConfig& c, const std::string& dtype) {
                              {"high_freq_factor", r.high_freq_factor},
                              {"original_max_position_embeddings", r.original_max_position}};
     else if (r.type == model::RopeScalingType::Yarn)
-        j["rope_scaling"] = {{"rope_type", "yarn"},
-                             {"factor", r.factor},
-                             {"original_max_position_embeddings", r.original_max_position},
-                             {"beta_fast", r.beta_fast},
-                             {"beta_slow", r.beta_slow},
-                             {"truncate", r.truncate},
-                             {"attention_factor",
-                              static_cast<double>(model::rope_attention_scale(c))}};
+        j["rope_scaling"] = {
+            {"rope_type", "yarn"},
+            {"factor", r.factor},
+            {"original_max_position_embeddings", r.original_max_position},
+            {"beta_fast", r.beta_fast},
+            {"beta_slow", r.beta_slow},
+            {"truncate", r.truncate},
+            {"attention_factor", static_cast<double>(model::rope_attention_scale(c))}};
     else
         j["rope_scaling"] = nullptr;
     j["vocab_size"] = c.vocab_size;
@@ -518,8 +518,9 @@ void export_hf(const std::string& out_dir, const model::ParamLayout& layout, con
                const HfExportOptions& o) {
     const model::ArchConfig& c = layout.cfg;
     if (!c.llama_family())
-        SOF_FAIL(Usage, "export --hf: a GPT-2 checkpoint is exported with --llmc (the Hugging "
-                        "Face export writes the LLaMA family: %s)",
+        SOF_FAIL(Usage,
+                 "export --hf: a GPT-2 checkpoint is exported with --llmc (the Hugging "
+                 "Face export writes the LLaMA family: %s)",
                  model::supported_hf_archs().c_str());
     check_expressible(c, config_json(c, o.dtype));
     if (o.dtype != "bf16" && o.dtype != "fp32")

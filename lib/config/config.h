@@ -46,8 +46,8 @@ enum class ModelType {
 };
 // model.type's spellings, indexed by ModelType (also the manifest's and Hugging Face's
 // model_type names).
-inline constexpr const char* kModelTypeNames[] = {"gpt2",    "llama",   "qwen2",   "qwen3",
-                                                  "phi3",    "mistral", "seed_oss"};
+inline constexpr const char* kModelTypeNames[] = {"gpt2", "llama",   "qwen2",   "qwen3",
+                                                  "phi3", "mistral", "seed_oss"};
 inline constexpr int kNumModelTypes = static_cast<int>(sizeof(kModelTypeNames) / sizeof(char*));
 
 struct ModelConfig {
@@ -73,22 +73,22 @@ struct ModelConfig {
     double rope_scaling_beta_slow = 1.0;        // yarn
     double rope_scaling_attention_factor = 0.0; // yarn: cos/sin scale; 0 = 0.1 ln(factor) + 1
     bool rope_scaling_truncate = true;          // yarn: round the correction range outward
-    bool tie_embeddings = true;       // LM head shares the embedding (gpt2: always)
-    bool attention_bias = false;      // q/k/v projection biases (qwen2: always)
-    bool attention_out_bias = false;  // attention output projection (o_proj) bias
-    bool mlp_bias = false;            // SwiGLU gate/up/down biases
-    bool attention_sinks = false;     // one learned logit per head joins every softmax row
-    int sliding_window = 0;           // keys t-W+1..t seen by query t in windowed layers; 0 = none
-    std::string layer_types = "";     // windowed layers: "" = all (with sliding_window), else a
-                                      // comma list of sliding|full repeated over the layers
-    float attention_dropout = -1.0f;  // attention-probability dropout; -1 = auto (the model's:
-                                      // config.json's with init_from, else 0)
-    float residual_dropout = -1.0f;   // dropout of each block branch before its residual add;
-                                      // -1 = auto (as attention_dropout)
-    std::string init_from;       // llm.c GPT-2 fp32 checkpoint (version 3), a Hugging Face model
-                                 // directory (config.json + safetensors), or empty
-    float init_std = 0.02f;      // N(0, init_std) init; residual projections scaled by 1/sqrt(2L)
-    bool recompute = false;      // per-layer activation recomputation in backward
+    bool tie_embeddings = true;                 // LM head shares the embedding (gpt2: always)
+    bool attention_bias = false;                // q/k/v projection biases (qwen2: always)
+    bool attention_out_bias = false;            // attention output projection (o_proj) bias
+    bool mlp_bias = false;                      // SwiGLU gate/up/down biases
+    bool attention_sinks = false;    // one learned logit per head joins every softmax row
+    int sliding_window = 0;          // keys t-W+1..t seen by query t in windowed layers; 0 = none
+    std::string layer_types = "";    // windowed layers: "" = all (with sliding_window), else a
+                                     // comma list of sliding|full repeated over the layers
+    float attention_dropout = -1.0f; // attention-probability dropout; -1 = auto (the model's:
+                                     // config.json's with init_from, else 0)
+    float residual_dropout = -1.0f;  // dropout of each block branch before its residual add;
+                                     // -1 = auto (as attention_dropout)
+    std::string init_from;  // llm.c GPT-2 fp32 checkpoint (version 3), a Hugging Face model
+                            // directory (config.json + safetensors), or empty
+    float init_std = 0.02f; // N(0, init_std) init; residual projections scaled by 1/sqrt(2L)
+    bool recompute = false; // per-layer activation recomputation in backward
     // Long sequences (docs/model.md "Long sequences"): tokens per LM head + loss tile and per MLP
     // tile (-1 = auto, 0 = untiled), and the recompute checkpoints in pinned host memory
     int loss_tile = -1;

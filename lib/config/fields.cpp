@@ -241,9 +241,9 @@ std::vector<Field> bind_fields(Config& c) {
              Resume::Arch));
     v.push_back(with(make("model.norm_eps", &m.norm_eps, above(0)), Resume::Arch));
     v.push_back(with(make("model.rope_theta", &m.rope_theta, above(0)), Resume::Arch));
-    v.push_back(with(
-        choice("model.rope_scaling.type", &m.rope_scaling_type, {"none", "llama3", "yarn"}),
-        Resume::Arch));
+    v.push_back(
+        with(choice("model.rope_scaling.type", &m.rope_scaling_type, {"none", "llama3", "yarn"}),
+             Resume::Arch));
     v.push_back(
         with(make("model.rope_scaling.factor", &m.rope_scaling_factor, above(0)), Resume::Arch));
     v.push_back(
@@ -268,8 +268,8 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(with(make("model.attention_out_bias", &m.attention_out_bias), Resume::Arch));
     v.push_back(with(make("model.mlp_bias", &m.mlp_bias), Resume::Arch));
     v.push_back(with(make("model.attention_sinks", &m.attention_sinks), Resume::Arch));
-    v.push_back(with(make("model.sliding_window", &m.sliding_window, closed(0, kMaxSeqLen)),
-                     Resume::Arch));
+    v.push_back(
+        with(make("model.sliding_window", &m.sliding_window, closed(0, kMaxSeqLen)), Resume::Arch));
     v.push_back(with(make("model.layer_types", &m.layer_types), Resume::Arch));
     v.push_back(float_or_auto("model.attention_dropout", &m.attention_dropout, half_open(0, 1)));
     v.push_back(float_or_auto("model.residual_dropout", &m.residual_dropout, half_open(0, 1)));

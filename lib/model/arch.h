@@ -41,9 +41,9 @@ struct ArchInfo {
     const char* resid_dropout_key; // the residual dropout rate, or null (none)
     float resid_dropout_default;   // that key absent
     WindowKeys window;
-    int window_default;        // sliding_window absent (0 = none)
-    bool rope_scaling;         // rope_scaling llama3 / yarn honored (phi3: only its longrope)
-    const char* hidden_act;    // the MLP activation it needs ("silu"), null for GPT-2
+    int window_default;     // sliding_window absent (0 = none)
+    bool rope_scaling;      // rope_scaling llama3 / yarn honored (phi3: only its longrope)
+    const char* hidden_act; // the MLP activation it needs ("silu"), null for GPT-2
 };
 
 const ArchInfo& arch_info(Arch a);

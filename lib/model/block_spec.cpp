@@ -64,7 +64,8 @@ void add_slots(const ArchInfo& a, BlockSpec* s) {
     if (s->sinks) slot(b, TensorKind::Sinks, {s->NH}, Norm, true, n("self_attn.sinks").c_str());
     slot(b, TensorKind::Attprojw, {C, Q}, Init::Residual, true,
          n("self_attn.o_proj.weight").c_str());
-    if (s->o_bias) slot(b, TensorKind::Attprojb, {C}, Zero, false, n("self_attn.o_proj.bias").c_str());
+    if (s->o_bias)
+        slot(b, TensorKind::Attprojb, {C}, Zero, false, n("self_attn.o_proj.bias").c_str());
     slot(b, TensorKind::Ln2w, {C}, One, false, n("post_attention_layernorm.weight").c_str());
     if (ln) slot(b, TensorKind::Ln2b, {C}, Zero, false, "");
     if (s->mlp == MlpKind::Gelu) {
@@ -80,12 +81,14 @@ void add_slots(const ArchInfo& a, BlockSpec* s) {
             slot(b, TensorKind::Bup, {I}, Zero, false, n("mlp.up_proj.bias").c_str(), fgb);
         }
         slot(b, TensorKind::Wdown, {C, I}, Init::Residual, true, n("mlp.down_proj.weight").c_str());
-        if (s->mlp_bias) slot(b, TensorKind::Bdown, {C}, Zero, false, n("mlp.down_proj.bias").c_str());
+        if (s->mlp_bias)
+            slot(b, TensorKind::Bdown, {C}, Zero, false, n("mlp.down_proj.bias").c_str());
     }
 
     slot(h, TensorKind::Lnfw, {C}, One, false, "model.norm.weight");
     if (ln) slot(h, TensorKind::Lnfb, {C}, Zero, false, "");
-    if (!s->tied_head) slot(h, TensorKind::LmHead, {s->Vp, C}, Init::Embedding, true, "lm_head.weight");
+    if (!s->tied_head)
+        slot(h, TensorKind::LmHead, {s->Vp, C}, Init::Embedding, true, "lm_head.weight");
 }
 
 // Where a kind's offset goes in UnitOffsets (the first of adjacent fused kinds: q of q|k|v).

@@ -28,8 +28,8 @@ struct TensorSlot {
     TensorKind kind;
     std::vector<int> shape; // row-major
     Init init;
-    bool decay;     // weight decay (transformers' Trainer: not biases, not norm weights)
-    std::string hf; // its Hugging Face name ("%d" = the layer); "" for GPT-2 (llm.c names)
+    bool decay;           // weight decay (transformers' Trainer: not biases, not norm weights)
+    std::string hf;       // its Hugging Face name ("%d" = the layer); "" for GPT-2 (llm.c names)
     std::string hf_fused; // the fused Hugging Face tensor holding its rows, or "" (its own)
 };
 
@@ -45,10 +45,10 @@ struct BlockSpec {
     bool tied_head = true; // LM head = token embedding
     float norm_eps = 1e-5f;
     float attn_dropout = 0.0f, resid_dropout = 0.0f; // the model's rates (config.json)
-    int L = 0, C = 0, NH = 0, NKV = 0, hd = 0; // layers, channels, heads, kv heads, head dim
-    int Q = 0, KV = 0, W = 0;                  // NH*hd, NKV*hd, Q + 2*KV (the fused q|k|v row)
-    int I = 0;                                 // MLP hidden size
-    int V = 0, Vp = 0, max_T = 0;              // vocabulary, padded vocabulary, longest sequence
+    int L = 0, C = 0, NH = 0, NKV = 0, hd = 0;       // layers, channels, heads, kv heads, head dim
+    int Q = 0, KV = 0, W = 0;     // NH*hd, NKV*hd, Q + 2*KV (the fused q|k|v row)
+    int I = 0;                    // MLP hidden size
+    int V = 0, Vp = 0, max_T = 0; // vocabulary, padded vocabulary, longest sequence
     std::vector<int> window; // (L) keys a query of block l sees: 0 = all before it, else the last W
     // the tensors of unit 0 (embeddings), of every block (units 1..L) and of unit L+1 (final norm,
     // untied LM head), in flat-buffer order

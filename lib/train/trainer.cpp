@@ -130,6 +130,9 @@ void Trainer::Impl::setup() {
     mopts.mlp_tile = cfg.model.mlp_tile;
     mopts.offload_checkpoints = cfg.model.offload_checkpoints;
     mopts.device_checkpoints = cfg.model.device_checkpoints;
+    // resolved by resolve_model (auto: the model's rates); masks keyed per micro-step below
+    mopts.attn_dropout = std::max(0.0f, cfg.model.attention_dropout);
+    mopts.resid_dropout = std::max(0.0f, cfg.model.residual_dropout);
     mopts.attention_kernel =
         cfg.debug.attention_kernel == "cuda_cores"
             ? kernels::AttnKernel::CudaCores
@@ -282,6 +285,7 @@ float Trainer::Impl::evaluate() {
 EvalResult Trainer::Impl::eval_pass(int n) {
     const core::Timer timer;
     val_data->reset();
+    model->set_dropout(nullptr); // evaluation: no dropout (training sets its key per micro-step)
     double sum = 0.0, counted = 0.0;
     n = std::max(1, n);
     const int Tl = cfg.train.seq_len / ctx->grid().sp;
@@ -507,6 +511,12 @@ RunSummary Trainer::run() {
             } else {
                 s.next_batch(*s.train_data);
             }
+            // dropout masks of this micro-batch: its rows are rows (micro * DP + dp_rank) * B ..
+            // of the step's global batch (the loader's order), the same at any rank count and sp
+            const model::DropoutStep drop{s.cfg.train.seed, static_cast<uint32_t>(s.step),
+                                          (static_cast<uint64_t>(micro) * grid.dp + grid.dp_rank) *
+                                              static_cast<uint64_t>(B)};
+            s.model->set_dropout(&drop);
             dev.record(*marks[static_cast<size_t>(3 * micro)], compute);
             const float l = s.model->forward(s.updater->weights(), s.linputs.data(),
                                              s.ltargets.data(), s.seg_ptr(), B, Tl);

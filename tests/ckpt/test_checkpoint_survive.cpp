@@ -239,9 +239,9 @@ TEST_CASE("resume compatibility: every architecture key of the field table is co
                              "  max_seq_len: 64\n  vocab_size: 100\n  tie_embeddings: false\n"
                              "  rope_scaling:\n    type: yarn\n  sliding_window: 8\n";
     auto base_of = [&](const std::string& key) {
-        return key.find("beta_") != std::string::npos || key.find("attention_factor") !=
-                       std::string::npos || key.find("truncate") != std::string::npos ||
-                       key == "model.layer_types"
+        return key.find("beta_") != std::string::npos ||
+                       key.find("attention_factor") != std::string::npos ||
+                       key.find("truncate") != std::string::npos || key == "model.layer_types"
                    ? yarn
                    : base;
     };

@@ -214,11 +214,13 @@ TEST_CASE("HF directories: config round trip, sharded export, slice import, erro
         CHECK(r.sliding_window == c.sliding_window);
         CHECK(r.attn_dropout == c.attn_dropout);
         CHECK(r.resid_dropout == c.resid_dropout);
-        CHECK(ckpt::arch_differences(c, [&] {
-                  model::ArchConfig x = r;
-                  x.padded_vocab_size = c.padded_vocab_size;
-                  return x;
-              }()).empty());
+        CHECK(ckpt::arch_differences(c,
+                                     [&] {
+                                         model::ArchConfig x = r;
+                                         x.padded_vocab_size = c.padded_vocab_size;
+                                         return x;
+                                     }())
+                  .empty());
         CHECK(r.vocab_size == 50);
         CHECK(r.padded_vocab_size == 50); // HF files have no padding rows
         // buffers start as NaN: every element must be written (values or zero padding)
@@ -323,8 +325,8 @@ TEST_CASE("config.json as transformers reads it: defaults, refused keys, exact d
     // it, and so does the import, naming the key
     expect_error(
         [&] {
-            ckpt::read_hf_config(write_config(
-                "LlamaForCausalLM", ", \"rope_scaling\": {\"rope_type\": \"llama3\"}"));
+            ckpt::read_hf_config(write_config("LlamaForCausalLM",
+                                              ", \"rope_scaling\": {\"rope_type\": \"llama3\"}"));
         },
         core::ErrorKind::Config, {"config.json", "rope_scaling.factor is missing", "llama3"});
     // phi3: partial rotary and longrope refused naming the key; mistral's window: absent = its
@@ -338,17 +340,17 @@ TEST_CASE("config.json as transformers reads it: defaults, refused keys, exact d
         core::ErrorKind::Config, {"config.json", "partial_rotary_factor = 0.75"});
     expect_error(
         [&] {
-            ckpt::read_hf_config(write_config(
-                "Phi3ForCausalLM",
-                ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1], "
-                "\"long_factor\": [1]}"));
+            ckpt::read_hf_config(
+                write_config("Phi3ForCausalLM",
+                             ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1], "
+                             "\"long_factor\": [1]}"));
         },
         core::ErrorKind::Config, {"config.json", "rope_type = \"longrope\"", "phi3"});
     CHECK(ckpt::read_hf_config(write_config("MistralForCausalLM", "")).sliding_window == 4096);
     CHECK(ckpt::read_hf_config(write_config("MistralForCausalLM", ", \"sliding_window\": null"))
               .sliding_window == 0);
-    const model::ArchConfig seed = ckpt::read_hf_config(
-        write_config("SeedOssForCausalLM", ", \"attention_bias\": true"));
+    const model::ArchConfig seed =
+        ckpt::read_hf_config(write_config("SeedOssForCausalLM", ", \"attention_bias\": true"));
     CHECK(seed.hdim() == 128);
     CHECK(seed.kv_heads() == 8);
     CHECK((seed.qkv_bias && !seed.o_bias && !seed.mlp_bias));

@@ -4,6 +4,8 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <regex>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "core/strfmt.h"
 #include "model/block_spec.h"
 #include "model/model.h"
+#include "model/transformer.h"
 
 using namespace sof;
 using model::Arch;
@@ -97,11 +100,12 @@ TEST_CASE("every architecture: layout, offsets, decay and init follow the descri
             const model::ParamLayout l = model::make_layout(c);
             CHECK(static_cast<double>(l.num_params) == model::param_count(c));
             // the layout's tensors are the description's slots, unit by unit
-            CHECK(l.tensors.size() ==
-                  s.embed.size() + static_cast<size_t>(c.num_layers) * s.block.size() +
-                      s.head.size());
+            CHECK(l.tensors.size() == s.embed.size() +
+                                          static_cast<size_t>(c.num_layers) * s.block.size() +
+                                          s.head.size());
             const model::UnitOffsets o = model::unit_offsets(s);
-            const size_t u1 = l.unit_begin[1], uf = l.unit_begin[static_cast<size_t>(c.num_layers) + 1];
+            const size_t u1 = l.unit_begin[1],
+                         uf = l.unit_begin[static_cast<size_t>(c.num_layers) + 1];
             CHECK(o.wte == l.offset_of(TensorKind::Wte, -1));
             CHECK(o.ln1w == l.offset_of(TensorKind::Ln1w, 0) - u1);
             CHECK(o.wo == l.offset_of(TensorKind::Attprojw, 0) - u1);
@@ -157,7 +161,7 @@ TEST_CASE("Hugging Face map: one tensor per name, phi3's fused qkv_proj and gate
             CHECK(n == t.numel);
             covered += t.flat_numel;
         }
-        CHECK(covered == l.num_params); // every element once
+        CHECK(covered == l.num_params);                                  // every element once
         CHECK(h.front().shape == std::vector<int64_t>{c.vocab_size, C}); // no padding rows
         auto find = [&](const std::string& name) -> const model::HfTensor* {
             for (const model::HfTensor& t : h)
@@ -205,4 +209,58 @@ TEST_CASE("sliding window: attention pairs and FLOPs follow each layer's window"
     CHECK(full - two == doctest::Approx(2 * per_layer));
     c.layer_types = "sliding,nope";
     CHECK_THROWS_WITH_AS(model::validate(c), doctest::Contains("model.layer_types"), core::Error);
+}
+
+TEST_CASE("dropout: the masks do not depend on MLP tiles or recompute; keyed by step and row") {
+    // a seed_oss block (q/k/v biases, head_dim != C/NH) with both dropouts; B*T = 30 rows in MLP
+    // tiles of 7 (tiles cross sequence boundaries: the residual mask is split per sequence)
+    ArchConfig c = small(Arch::SeedOss);
+    c.qkv_bias = true;
+    c.head_dim = 12;
+    c.sliding_window = 6;
+    const model::ParamLayout l = model::make_layout(c);
+    std::vector<float> p(l.num_params);
+    model::init_params(l, p.data(), 0.2f, 3);
+    const int B = 3, T = 10;
+    std::vector<int> in(B * T), tg(B * T);
+    for (int i = 0; i < B * T; i++) {
+        in[static_cast<size_t>(i)] = (7 * i + 3) % c.vocab_size;
+        tg[static_cast<size_t>(i)] = (5 * i + 1) % c.vocab_size;
+    }
+    struct Out {
+        float loss;
+        std::vector<float> g;
+    };
+    auto run = [&](int tile, bool recompute, const model::DropoutStep* d) {
+        model::ModelOptions o;
+        o.attn_dropout = 0.15f;
+        o.resid_dropout = 0.25f;
+        o.mlp_tile = tile;
+        o.recompute = recompute;
+        model::Transformer m(c, o, B, T);
+        m.set_dropout(d);
+        model::FlatWeights w(l, p.data());
+        Out r{m.forward(w, in.data(), tg.data(), B, T), std::vector<float>(l.num_params, 0.0f)};
+        model::FlatGrads g(l, r.g.data());
+        m.backward(w, g, 1.0f / (B * T));
+        return r;
+    };
+    const model::DropoutStep d{11, 4, 6};
+    const Out base = run(0, false, &d);
+    const Out tiled = run(7, false, &d);
+    const Out rec = run(0, true, &d);
+    CHECK(rec.loss == base.loss);
+    CHECK(rec.g == base.g); // recompute draws the same masks: bitwise
+    CHECK(tiled.loss == doctest::Approx(base.loss).epsilon(1e-6));
+    double worst = 0, big = 0;
+    for (size_t i = 0; i < base.g.size(); i++) {
+        worst = std::max(worst, static_cast<double>(std::fabs(tiled.g[i] - base.g[i])));
+        big = std::max(big, static_cast<double>(std::fabs(base.g[i])));
+    }
+    CHECK(worst <= 1e-5 * big);
+    // dropout is on and keyed: off, another step, another first row each change the loss
+    const model::DropoutStep step5{11, 5, 6}, row7{11, 4, 7};
+    const float off = run(0, false, nullptr).loss;
+    for (float other : {off, run(0, false, &step5).loss, run(0, false, &row7).loss})
+        CHECK(std::fabs(other - base.loss) > 1e-4 * base.loss);
 }
