@@ -7,7 +7,7 @@
 #     attention scaling), with a dense SwiGLU MLP (LlamaMLP) -> our model from a deck with the
 #     same features (llama_ref_driver --deck --params): loss, logits and every gradient, the
 #     sinks' included; with and without recompute. Mutations that must fail: the window on the
-#     other layer, the ramp truncated.
+#     other layer, another YaRN ramp, no YaRN attention factor.
 #  2. Dropout: transformers' SeedOssForCausalLM in training mode (attention_dropout 0.25,
 #     residual_dropout 0.2) with its dropout calls given our masks (Philox4x32-10 written here from
 #     Salmon et al., keyed as kernels/dropout.h documents: run seed, step, layer, purpose, the
@@ -76,11 +76,11 @@ def compare(name, loss, got, ref_loss, ref_logits, ref_grads, fails):
 
 def gptoss_config(layer_types, truncate):
     rope = {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
-            "truncate": truncate, "original_max_position_embeddings": 16, "rope_theta": 150000.0}
+            "truncate": truncate, "original_max_position_embeddings": 4096, "rope_theta": 150000.0}
     cfg = transformers.GptOssConfig(
         vocab_size=V, hidden_size=64, intermediate_size=96, head_dim=24, num_attention_heads=4,
         num_key_value_heads=2, num_hidden_layers=2, sliding_window=4, layer_types=layer_types,
-        attention_bias=True, rms_norm_eps=1e-5, max_position_embeddings=64,
+        attention_bias=True, rms_norm_eps=1e-5, max_position_embeddings=16384,
         rope_parameters=rope, num_local_experts=2)
     cfg._attn_implementation = "eager"
     return cfg
@@ -131,7 +131,7 @@ class Decoder(torch.nn.Module):
         return self.lm_head(self.model.norm(x))
 
 
-def deck_text(layer_types, truncate):
+def deck_text(layer_types, rope_extra):
     return f"""model:
   type: llama
   num_layers: 2
@@ -142,11 +142,11 @@ def deck_text(layer_types, truncate):
   intermediate_size: 96
   vocab_size: {V}
   padded_vocab_size: {V}
-  max_seq_len: 64
+  max_seq_len: 16384
   norm_eps: 1.0e-5
   rope_theta: 150000
-  rope_scaling: {{type: yarn, factor: 4, beta_fast: 32, beta_slow: 1,
-                 original_max_position_embeddings: 16, truncate: {str(truncate).lower()}}}
+  rope_scaling: {{type: yarn, factor: 4, beta_slow: 1, original_max_position_embeddings: 4096,
+                 truncate: false, {rope_extra}}}
   tie_embeddings: false
   attention_bias: true
   attention_out_bias: true
@@ -181,23 +181,25 @@ def check_gptoss(args, fails):
     st_torch.save_file({n: p.detach().float().contiguous() for n, p in model.named_parameters()},
                        params)
 
-    def deck(tag, lt, trunc):
+    def deck(tag, lt, rope_extra):
         d = os.path.join(work, f"{tag}.yaml")
         with open(d, "w") as f:
-            f.write(deck_text(lt, trunc))
+            f.write(deck_text(lt, rope_extra))
         return ["--deck", d, "--params", params]
 
-    good = deck("deck", "sliding,full", False)
+    good = deck("deck", "sliding,full", "beta_fast: 32")
     l0, g0 = ours(args, work, "plain", good, toks)
     compare("gpt-oss attention (sinks, window, yarn, biases)", l0, g0, loss.item(),
             logits.detach().numpy(), ref_grads, fails)
     l1, g1 = ours(args, work, "recompute", good, toks, ["--recompute"])
     if not (l1 == l0 and all(np.array_equal(g0[k], g1[k]) for k in g0)):
         fails.append("gpt-oss attention: recompute is not bitwise the plain run")
-    for tag, lt, trunc in (("window on the other layer", "full,sliding", False),
-                           ("the ramp truncated", "sliding,full", True)):
-        lm, gm = ours(args, work, tag.replace(" ", "_"), deck(tag.replace(" ", "_"), lt, trunc),
-                      toks)
+    for tag, lt, rope in (("window on the other layer", "full,sliding", "beta_fast: 32"),
+                          ("another ramp (beta_fast 8)", "sliding,full", "beta_fast: 8"),
+                          ("no YaRN attention factor", "sliding,full",
+                           "beta_fast: 32, attention_factor: 1")):
+        t = "".join(ch if ch.isalnum() else "_" for ch in tag)
+        lm, gm = ours(args, work, t, deck(t, lt, rope), toks)
         e = rel(gm["logits"], logits.detach().numpy())
         print(f"  mutation ({tag}): logits rel {e:.2e} (must exceed {TOL})")
         if not e > 100 * TOL:
