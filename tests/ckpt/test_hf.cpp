@@ -12,6 +12,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/compat.h"
 #include "ckpt/hf.h"
+#include "ckpt/manifest.h"
 #include "ckpt/safetensors.h"
 #include "ckpt_test_util.h"
 #include "config/deck.h"
@@ -466,4 +467,60 @@ TEST_CASE("manifests carry the LLaMA-family fields; a resume names a changed kv-
     REQUIRE(ch.size() == 1);
     CHECK(ch[0].key == "model.num_kv_heads");
     CHECK_FALSE(ch[0].allowed);
+
+    // issue 26's block features round trip; a manifest written before them (without their keys)
+    // reads with their defaults
+    ckpt::Manifest f = m;
+    f.model = hf_model(model::Arch::SeedOss);
+    f.model.o_bias = f.model.mlp_bias = f.model.attn_sinks = true;
+    f.model.sliding_window = 5;
+    f.model.layer_types = "sliding,full";
+    f.model.rope_scaling.type = model::RopeScalingType::Yarn;
+    f.model.rope_scaling.beta_fast = 16;
+    f.model.rope_scaling.truncate = false;
+    f.model.rope_scaling.attention_factor = 1.25;
+    f.num_params = static_cast<int64_t>(model::make_layout(f.model).num_params);
+    const uint64_t nb = 4ull * static_cast<uint64_t>(f.num_params);
+    const std::vector<ckpt::ShardRecord> one = {{0,
+                                                 1,
+                                                 3,
+                                                 f.num_params,
+                                                 {"params.bin", nb, 1},
+                                                 {"exp_avg.bin", nb, 2},
+                                                 {"exp_avg_sq.bin", nb, 3}}};
+    const std::string text = ckpt::manifest_to_json(f, {"deck.yaml", 1, 1}, one);
+    ckpt::Manifest back;
+    ckpt::FileEntry deck_entry;
+    std::vector<ckpt::ShardRecord> shards;
+    ckpt::manifest_from_json(text, "m.json", &back, &deck_entry, &shards);
+    CHECK(ckpt::arch_differences(back.model, f.model).empty());
+    CHECK(back.model.attn_dropout == f.model.attn_dropout);
+    // an older manifest: a model without these features, written without their keys
+    ckpt::Manifest q = m;
+    q.model.rope_scaling.type = model::RopeScalingType::Llama3;
+    const uint64_t qb = 4ull * static_cast<uint64_t>(q.num_params);
+    nlohmann::json j = nlohmann::json::parse(ckpt::manifest_to_json(q, {"deck.yaml", 1, 1},
+                                                                    {{0,
+                                                                      1,
+                                                                      3,
+                                                                      q.num_params,
+                                                                      {"params.bin", qb, 1},
+                                                                      {"exp_avg.bin", qb, 2},
+                                                                      {"exp_avg_sq.bin", qb, 3}}}));
+    for (const char* k : {"o_bias", "mlp_bias", "attn_sinks", "sliding_window", "layer_types",
+                          "attn_dropout", "resid_dropout"})
+        j["model"].erase(k);
+    for (const char* k : {"beta_fast", "beta_slow", "attention_factor", "truncate"})
+        j["model"]["rope_scaling"].erase(k);
+    j["model"]["rope_scaling"]["type"] = "llama3";
+    j.erase("manifest_checksum");
+    std::string old = j.dump(2);
+    old = ckpt::seal_manifest(old.substr(0, old.size() - 2) + ",\n");
+    ckpt::manifest_from_json(old, "old.json", &back, &deck_entry, &shards);
+    CHECK(back.model.arch == model::Arch::Qwen3);
+    CHECK(back.model.rope_scaling.type == model::RopeScalingType::Llama3);
+    CHECK_FALSE((back.model.o_bias || back.model.mlp_bias || back.model.attn_sinks));
+    CHECK(back.model.sliding_window == 0);
+    CHECK(back.model.rope_scaling.beta_fast == 32.0);
+    CHECK(back.model.rope_scaling.truncate);
 }
