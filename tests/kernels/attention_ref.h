@@ -284,6 +284,52 @@ inline AttnRef attn_reference(const AttnProblem& p, AttnMutation mut = AttnMutat
     return r;
 }
 
+// Row t of a one-head problem (B = NH = NKV = 1) in double over its band of W keys (W = 0: all
+// keys up to t), with sink z: out, lse and dq (from the row's own P and delta). O(W hd): for
+// sequences whose naive T x T reference would take hours.
+struct AttnRowRef {
+    std::vector<double> out, dq;
+    double lse;
+};
+inline AttnRowRef attn_row_reference(const AttnProblem& p, int t, int W, double z) {
+    const int hd = p.s.hd, lo = W > 0 ? std::max(0, t - W + 1) : 0;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    auto q = [&](int r) { return p.qkv.data() + static_cast<size_t>(r) * p.W; };
+    auto k = [&](int r) { return q(r) + p.koff(); };
+    auto v = [&](int r) { return q(r) + p.voff(); };
+    const float* dd = p.dout.data() + static_cast<size_t>(t) * p.ldo;
+    std::vector<double> s(static_cast<size_t>(t - lo + 1));
+    double mx = z;
+    for (int j = lo; j <= t; j++) {
+        double x = 0;
+        for (int i = 0; i < hd; i++)
+            x += static_cast<double>(q(t)[i]) * k(j)[i];
+        s[j - lo] = x * scale;
+        mx = std::max(mx, s[j - lo]);
+    }
+    double sum = std::exp(z - mx);
+    for (double x : s)
+        sum += std::exp(x - mx);
+    AttnRowRef r{std::vector<double>(hd, 0.0), std::vector<double>(hd, 0.0), mx + std::log(sum)};
+    double delta = 0;
+    for (int j = lo; j <= t; j++) {
+        s[j - lo] = std::exp(s[j - lo] - r.lse);
+        for (int i = 0; i < hd; i++)
+            r.out[i] += s[j - lo] * v(j)[i];
+    }
+    for (int i = 0; i < hd; i++)
+        delta += r.out[i] * dd[i];
+    for (int j = lo; j <= t; j++) {
+        double dp = 0;
+        for (int i = 0; i < hd; i++)
+            dp += static_cast<double>(dd[i]) * v(j)[i];
+        const double ds = s[j - lo] * (dp - delta) * scale;
+        for (int i = 0; i < hd; i++)
+            r.dq[i] += ds * k(j)[i];
+    }
+    return r;
+}
+
 // The positions an op owns in a fused (B,T,W) q|k|v buffer and in an out (B,T,ldo) buffer: the
 // heads of each row, not the padding after them (masks for attn_norm_err).
 inline std::vector<char> attn_rows_mask(size_t rows, size_t ld, size_t used) {

@@ -293,3 +293,48 @@ SOF_OP_CPU("attention", "a negative window, a dropout rate of 1 and a bad key ar
     a.dropout_key.layer = 4096;
     refused(a, "layer 4096");
 }
+
+// T = 2^18 under a window of 64: O(T W) work, a second; a kernel that ignored the window outside
+// its mask (visiting the T x T tiles) would take the test past its timeout. Rows at both ends and
+// in the middle against double sums over their band; dk, dv of the last key (seen by the last row
+// only).
+SOF_OP_CPU("attention", "a window of 64 over T = 2^18 (rows against double over the band)") {
+    kernels::cpu::use_single_threaded_blas();
+    const int T = 1 << 18, W = 64;
+    const AttnProblem p({1, T, 1, 1, 32, false, 271, W, true});
+    const Run r = run_cpu(p);
+    for (int t : {0, 1, W - 1, W, T / 2 + 7, T - 1}) {
+        CAPTURE(t);
+        const test::AttnRowRef ref = test::attn_row_reference(p, t, W, p.sinks[0]);
+        const size_t o = static_cast<size_t>(t) * p.ldo, q = static_cast<size_t>(t) * p.W;
+        const std::vector<float> out(r.out.begin() + o, r.out.begin() + o + 32);
+        const std::vector<float> dq(r.dqkv.begin() + q, r.dqkv.begin() + q + 32);
+        CHECK(test::attn_norm_err(out, ref.out) < kTolOut);
+        CHECK(std::fabs(r.lse[t] - ref.lse) < 1e-5);
+        CHECK(test::attn_norm_err(dq, ref.dq) < kTolGrad);
+    }
+    // key T-1: dv = P dout, dk = dS q scale, from row T-1 alone
+    const int t = T - 1;
+    const size_t row = static_cast<size_t>(t) * p.W;
+    const float* q = p.qkv.data() + row;
+    const float* dd = p.dout.data() + static_cast<size_t>(t) * p.ldo;
+    const test::AttnRowRef ref = test::attn_row_reference(p, t, W, p.sinks[0]);
+    double x = 0, dp = 0, delta = 0;
+    for (int i = 0; i < 32; i++) {
+        x += static_cast<double>(q[i]) * q[p.koff() + i];
+        dp += static_cast<double>(dd[i]) * q[p.voff() + i];
+        delta += ref.out[i] * dd[i];
+    }
+    const double scale = 1.0 / std::sqrt(32.0), P = std::exp(x * scale - ref.lse);
+    std::vector<double> dk(32), dv(32);
+    for (int i = 0; i < 32; i++) {
+        dk[i] = P * (dp - delta) * scale * q[i];
+        dv[i] = P * dd[i];
+    }
+    const std::vector<float> gk(r.dqkv.begin() + row + p.koff(),
+                                r.dqkv.begin() + row + p.koff() + 32);
+    const std::vector<float> gv(r.dqkv.begin() + row + p.voff(),
+                                r.dqkv.begin() + row + p.voff() + 32);
+    CHECK(test::attn_norm_err(gk, dk) < kTolGrad);
+    CHECK(test::attn_norm_err(gv, dv) < kTolGrad);
+}

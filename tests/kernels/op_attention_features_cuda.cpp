@@ -227,51 +227,6 @@ SOF_OP_GPU("attention", "q_begin with a window and sinks equals the full forward
 
 namespace {
 
-// Row t of one head (NH = NKV = 1) in double over its band of W keys: out, lse and dq (the
-// dq from the row's own P and delta), with sink z.
-struct RowRef {
-    std::vector<double> out, dq;
-    double lse;
-};
-RowRef row_ref(const AttnProblem& p, int t, int W, double z) {
-    const int hd = p.s.hd, lo = std::max(0, t - W + 1);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-    auto q = [&](int r) { return p.qkv.data() + static_cast<size_t>(r) * p.W; };
-    auto k = [&](int r) { return q(r) + p.koff(); };
-    auto v = [&](int r) { return q(r) + p.voff(); };
-    const float* dd = p.dout.data() + static_cast<size_t>(t) * p.ldo;
-    std::vector<double> s(static_cast<size_t>(t - lo + 1));
-    double mx = z;
-    for (int j = lo; j <= t; j++) {
-        double x = 0;
-        for (int i = 0; i < hd; i++)
-            x += static_cast<double>(q(t)[i]) * k(j)[i];
-        s[j - lo] = x * scale;
-        mx = std::max(mx, s[j - lo]);
-    }
-    double sum = std::exp(z - mx);
-    for (double x : s)
-        sum += std::exp(x - mx);
-    RowRef r{std::vector<double>(hd, 0.0), std::vector<double>(hd, 0.0), mx + std::log(sum)};
-    double delta = 0;
-    for (int j = lo; j <= t; j++) {
-        s[j - lo] = std::exp(s[j - lo] - r.lse);
-        for (int i = 0; i < hd; i++)
-            r.out[i] += s[j - lo] * v(j)[i];
-    }
-    for (int i = 0; i < hd; i++)
-        delta += r.out[i] * dd[i];
-    for (int j = lo; j <= t; j++) {
-        double dp = 0;
-        for (int i = 0; i < hd; i++)
-            dp += static_cast<double>(dd[i]) * v(j)[i];
-        const double ds = s[j - lo] * (dp - delta) * scale;
-        for (int i = 0; i < hd; i++)
-            r.dq[i] += ds * k(j)[i];
-    }
-    return r;
-}
-
 template <class E>
 void long_window(Gpu* gpu, kernels::AttnKernel kernel, double tol_out, double tol_grad) {
     const int T = 1 << 17, W = 4096, hd = 64;
@@ -285,7 +240,7 @@ void long_window(Gpu* gpu, kernels::AttnKernel kernel, double tol_out, double to
     CHECK(bad == 0);
     for (int t : {0, 1, W - 1, W, T / 2, T - 1}) {
         CAPTURE(t);
-        const RowRef r = row_ref(p, t, W, p.sinks[0]);
+        const test::AttnRowRef r = test::attn_row_reference(p, t, W, p.sinks[0]);
         const size_t o = static_cast<size_t>(t) * p.ldo, q = static_cast<size_t>(t) * p.W;
         const std::vector<float> out(g.out.begin() + o, g.out.begin() + o + hd);
         const std::vector<float> dq(g.dqkv.begin() + q, g.dqkv.begin() + q + hd);
