@@ -2,6 +2,8 @@
 // `superoffload bench model ...`: LLaMA vs GPT-2 block units of equal FLOPs on the CPU, paired;
 // `superoffload bench attention ...`: the tiled attention op against the T x T baseline (CPU),
 // or (--gpu 1) the CUDA attention kernels;
+// `superoffload bench moe ...`: the experts' grouped product beside one dense product of the same
+// FLOPs (cmd_bench_moe);
 // `superoffload bench train DECK ...`: the training step with and without offload
 // (cmd_bench_train).
 #include <cstdio>
@@ -20,13 +22,14 @@ int cmd_bench(int argc, char** argv) {
     if (argc >= 1 && std::strcmp(argv[0], "import") == 0) return cmd_bench_import(argc, argv);
     if (argc >= 1 && std::strcmp(argv[0], "attention") == 0) return cmd_bench_attention(argc, argv);
     if (argc >= 1 && std::strcmp(argv[0], "train") == 0) return cmd_bench_train(argc, argv);
+    if (argc >= 1 && std::strcmp(argv[0], "moe") == 0) return cmd_bench_moe(argc, argv);
     if (argc >= 1 && std::strcmp(argv[0], "model") == 0) {
         std::fputs(bench_model(parse_bench_model_args(argc, argv)).c_str(), stdout);
         return 0;
     }
     if (argc < 1 || std::strcmp(argv[0], "adam") != 0)
         SOF_FAIL(Usage,
-                 "bench: %s; the benchmarks are adam, model, attention, import and train (see "
+                 "bench: %s; the benchmarks are adam, model, attention, moe, import and train (see "
                  "superoffload --help)",
                  argc < 1 ? "name a benchmark"
                           : core::strfmt("unknown benchmark '%s'", argv[0]).c_str());

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "ckpt/model_source.h"
+#include "deck_checks.h"
 #include "config/deck.h"
 #include "model/model_config.h"
 
@@ -22,6 +23,7 @@ int cmd_check(int argc, char** argv) {
     std::string source;
     const model::ArchConfig mcfg = ckpt::resolve_model(&cfg, &source);
     ckpt::check_run_shape(cfg, mcfg);
+    check_deck_against_install(cfg); // the plugin and device the run would use, as train does
     int rank = 0, initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "deck_checks.h"
 #include "signals.h"
 #include "comm/world.h"
 #include "config/deck.h"
@@ -21,11 +22,12 @@ int cmd_train(int argc, char** argv) {
     DeckArgs args = parse_deck_args(argc, argv, "train", {}, true);
     config::Config cfg = config::load_deck(args.deck, args.overrides);
     model::validate_deck(cfg);
+    check_deck_against_install(cfg); // what check refuses, train refuses alike, with file:line
     if (args.verbose) cfg.runtime.log_level = core::LogLevel::Debug;
     comm::World world(MPI_COMM_WORLD);
     core::Log log(world.rank(), cfg.runtime.log_level);
-    log.info("superoffload train %s (%d rank%s)", args.deck.c_str(), world.size(),
-             world.size() == 1 ? "" : "s");
+    log.info("superoffload train %s (%d rank%s; MPI: %s)", args.deck.c_str(), world.size(),
+             world.size() == 1 ? "" : "s", comm::mpi_library().c_str());
     install_stop_handlers(); // before the (possibly long) setup: a signal then stops after step 1
     train::Trainer trainer(cfg, world, log); // binds the rank (parallel.bind) in its context
     trainer.set_crash_hook([] { std::raise(SIGKILL); }); // debug.fail_hard: die like a crash

@@ -13,6 +13,7 @@ int cmd_bench(int argc, char** argv);           // superoffload bench adam|... [
 int cmd_bench_import(int argc, char** argv);    // superoffload bench import --create DIR | DIR
 int cmd_bench_attention(int argc, char** argv); // superoffload bench attention [--seq T ...]
 int cmd_bench_train(int argc, char** argv);     // superoffload bench train DECK [--steps N ...]
+int cmd_bench_moe(int argc, char** argv);       // superoffload bench moe [--tokens N ...]
 int cmd_export(int argc, char** argv);          // superoffload export --llmc OUT.bin CHECKPOINT_DIR
 int cmd_topo(int argc, char** argv);            // superoffload topo
 

@@ -30,6 +30,8 @@ const char* kUsage =
     "  bench attention [--seq T ...]        tiled attention vs the T x T baseline (CPU), peak "
     "memory;\n"
     "       [--gpu 1 --head-dim hd ...]     the CUDA kernels' forward/backward TFLOPS\n"
+    "  bench moe [--experts E --topk K ...] the experts' grouped product vs one dense product "
+    "(same FLOPs)\n"
     "  bench train DECK [--steps N]         the training step: offload, CPU step exposed, no "
     "offload\n"
     "  export --llmc OUT.bin CHECKPOINT     export a checkpoint as an llm.c GPT-2 fp32 file\n"

@@ -3,6 +3,7 @@
 find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(MPI REQUIRED COMPONENTS CXX)
+include(SofMpi)
 find_package(yaml-cpp REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED) # checkpoint manifests (lib/ckpt/json.cpp)
 find_package(CLI11 2.1 REQUIRED) # the program's command line (app/cli.cpp), header-only

@@ -16,6 +16,13 @@ function(sof_module name)
   endif()
 endfunction()
 
+# sof_test_launch_defs(TARGET): what tests/launch.h needs (the MPI launcher as shell words, the
+# emulator prefix of a cross build, the host optimizer plugin's name).
+function(sof_test_launch_defs target)
+  target_compile_definitions(${target} PRIVATE SOF_MPIEXEC="${SOF_MPIEXEC_SHELL}"
+    SOF_EXEC_PREFIX="${SOF_EXEC_PREFIX_SHELL}" SOF_HOST_PLUGIN="${SOF_HOST_PLUGIN}")
+endfunction()
+
 function(sof_test name)
   cmake_parse_arguments(T "" "RANKS;TIMEOUT" "SOURCES;DEPS;LABELS;ARGS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
@@ -24,9 +31,10 @@ function(sof_test name)
   target_compile_definitions(${name} PRIVATE
     SOF_SOURCE_DIR="${CMAKE_SOURCE_DIR}" SOF_BINARY_DIR="${CMAKE_BINARY_DIR}"
     SOF_PLUGIN_DIR="${SOF_PLUGIN_DIR}")
+  sof_test_launch_defs(${name})
   if(T_RANKS)
-    add_test(NAME ${name} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${T_RANKS}
-             --oversubscribe ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${name}> ${T_ARGS})
+    sof_mpi_launch(_launch ${T_RANKS})
+    add_test(NAME ${name} COMMAND ${_launch} $<TARGET_FILE:${name}> ${T_ARGS})
     set_tests_properties(${name} PROPERTIES ENVIRONMENT
       "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
   else()

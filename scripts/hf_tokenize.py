@@ -26,6 +26,11 @@ def _reexec_in_venv():
              "(scripts/setup.sh does) and try again")
 
 
+# transformers' import-time notices ("[transformers] PyTorch was not found. Models won't be
+# available...": the tools venv has no torch on purpose) are not for the user of `generate`, who
+# must see only superoffload's output; its errors still show (TRANSFORMERS_VERBOSITY=info or
+# warning in the environment brings the notices back)
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 try:
     import transformers
 except ImportError:

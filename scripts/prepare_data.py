@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
-# Text, JSONL or chat JSONL -> llm.c token shards (uint16/uint32 by vocabulary) with the tokenizer
-# of a Hugging Face model directory (chat template included), EOS between documents, a train/val
-# split, loss masks for chat data (only assistant turns count), parallel over files. docs/data.md.
+# Text, JSONL, chat JSONL or Parquet (Hugging Face datasets) -> llm.c token shards (uint16/uint32
+# by vocabulary) with the tokenizer of a Hugging Face model directory (chat template included), EOS
+# between documents, a train/val split that holds an evaluation batch, loss masks for chat data
+# (only assistant turns count), parallel over pieces of files. docs/data.md.
 """Usage: scripts/prepare_data.py --tokenizer HF_DIR --out DIR [options] FILE [FILE ...]
 
 Inputs (--format auto picks by content): text files (documents separated by blank lines;
 --text-docs file|line|blank), JSONL with a text field (--text-key, default "text"), chat JSONL
 (each line {"messages": [{"role": ..., "content": ...}, ...]} or a bare list of messages: the
-model's chat template renders it; a loss mask marks the assistant turns).
+model's chat template renders it; a loss mask marks the assistant turns), Parquet files as the
+Hugging Face Hub stores datasets (a text column --text-key, or a chat column --chat-key, default
+"messages": a list of {role, content} per row).
 
 Writes DIR/train_000000.bin ..., DIR/val_000000.bin ... (llm.c shards: uint16 when the vocabulary
 fits, else uint32), DIR/<shard>.mask next to each shard of chat data, and DIR/prepare.json (what
-was done). Train with data.train: DIR/train_*.bin, data.val: DIR/val_*.bin.
+was done). The val split holds at least one evaluation batch of --batch-size x --seq-len tokens
+(the first documents go to it when the seeded choice gives fewer); the run ends by printing the
+deck keys to train on the result.
 """
 import argparse
 import itertools
@@ -28,13 +33,14 @@ def _reexec_in_venv():
     py = os.path.join(venv, "bin", "python")
     if os.path.realpath(sys.prefix) != os.path.realpath(venv) and os.path.exists(py):
         os.execv(py, [py] + sys.argv)
-    sys.exit("prepare_data.py: the Python packages tokenizers/transformers are missing; run "
+    sys.exit("prepare_data.py: the Python packages tokenizers/transformers/pyarrow are missing; run "
              "scripts/python_env.sh tools (scripts/setup.sh does) and try again")
 
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no "PyTorch was not found" banner
 try:
     import numpy as np
+    import pyarrow.parquet as pq
     import transformers
     from tqdm import tqdm
 except ImportError:
@@ -78,7 +84,79 @@ def _init_worker(path, threads):
 
 
 # ------------------------------------------------------------------ reading documents
-def detect_format(path, text_key):
+def is_parquet(path):
+    """A Parquet file (the Hugging Face Hub's format for datasets): by name or by its magic."""
+    if path.endswith(".parquet"):
+        return True
+    with open(path, "rb") as f:
+        return f.read(4) == b"PAR1"
+
+
+def parquet_format(path, fmt, text_key, chat_key):
+    """'chat' (a list column chat_key) or 'jsonl' (a string column text_key), checked against the
+    file's schema; fmt: the --format asked for."""
+    try:
+        schema = pq.ParquetFile(path).schema_arrow
+    except Exception as e:  # noqa: BLE001 - pyarrow's own reason, named
+        fail(f"{path}: not a readable Parquet file ({e})")
+    cols = {f.name: f.type for f in schema}
+    import pyarrow as pa
+    is_list = chat_key in cols and (pa.types.is_list(cols[chat_key]) or
+                                    pa.types.is_large_list(cols[chat_key]))
+    is_text = text_key in cols and (pa.types.is_string(cols[text_key]) or
+                                    pa.types.is_large_string(cols[text_key]))
+    if fmt == "text":
+        fail(f"{path}: a Parquet file holds records, not plain text; use --format auto, jsonl "
+             "(a text column) or chat (a messages column)")
+    if fmt in ("auto", "chat") and is_list:
+        return "chat"
+    if fmt in ("auto", "jsonl") and is_text:
+        return "jsonl"
+    want = {"chat": f"a list column '{chat_key}' (--chat-key)",
+            "jsonl": f"a string column '{text_key}' (--text-key)"}
+    need = want[fmt] if fmt in want else f"{want['chat']} or {want['jsonl']}"
+    fail(f"{path}: the Parquet file has no {need}; its columns: "
+         + ", ".join(f"{n} ({t})" for n, t in cols.items()))
+
+
+def parquet_chunks(path):
+    """(first, end) row-group ranges of about CHUNK_BYTES (uncompressed) each, and their sizes."""
+    meta = pq.ParquetFile(path).metadata
+    out, start, size = [], 0, 0
+    for i in range(meta.num_row_groups):
+        size += meta.row_group(i).total_byte_size
+        if size >= CHUNK_BYTES or i == meta.num_row_groups - 1:
+            out.append((start, i + 1, max(size, 1)))
+            start, size = i + 1, 0
+    return out
+
+
+def parquet_documents(path, first, end, fmt, key):
+    """The documents of row groups [first, end): strings, or (where, messages) pairs (chat)."""
+    f = pq.ParquetFile(path)
+    row0 = sum(f.metadata.row_group(i).num_rows for i in range(first))
+    values = f.read_row_groups(list(range(first, end)), columns=[key],
+                               use_threads=False).column(0).to_pylist()
+    out = []
+    for r, v in enumerate(values, row0):
+        where = f"{path} (row {r}, column '{key}')"
+        if fmt == "jsonl":
+            if not isinstance(v, str):
+                fail(f"{where}: {'null' if v is None else type(v).__name__}, not a string")
+            out.append(v)
+            continue
+        if not isinstance(v, list) or not all(
+                isinstance(m, dict) and isinstance(m.get("role"), str)
+                and isinstance(m.get("content"), str) for m in v):
+            fail(f"{where}: a chat record is a list of {{\"role\": str, \"content\": str}} "
+                 "messages")
+        # a struct column gives every message every field of the schema, null where a row has
+        # none (e.g. "tool_calls": None): the template sees only the ones the row has
+        out.append((where, [{k: x for k, x in m.items() if x is not None} for m in v]))
+    return out
+
+
+def detect_format(path, text_key, chat_key):
     if not (path.endswith(".jsonl") or path.endswith(".json")):
         return "text"
     with open(path, encoding="utf-8") as f:
@@ -89,12 +167,12 @@ def detect_format(path, text_key):
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
                 fail(f"{path}:{ln}: not JSON ({e}); give one JSON object per line")
-            if isinstance(obj, list) or (isinstance(obj, dict) and "messages" in obj):
+            if isinstance(obj, list) or (isinstance(obj, dict) and chat_key in obj):
                 return "chat"
             if isinstance(obj, dict) and text_key in obj:
                 return "jsonl"
-            fail(f"{path}:{ln}: neither a chat record (\"messages\": [...]) nor a record with "
-                 f"the text field '{text_key}' (--text-key)")
+            fail(f"{path}:{ln}: neither a chat record (\"{chat_key}\": [...], --chat-key) nor a "
+                 f"record with the text field '{text_key}' (--text-key)")
     return "jsonl"
 
 
@@ -129,9 +207,9 @@ def chunks_of(path, fmt, text_docs):
     return out
 
 
-def documents(path, start, end, fmt, text_key, text_docs):
-    """The documents of a byte range: a list of str (text, JSONL) or of (line number, message
-    list) pairs (chat; line numbers within the range)."""
+def documents(path, start, end, fmt, key, text_docs):
+    """The documents of a byte range: a list of str (text, JSONL) or of (where, message list)
+    pairs (chat; `where` names the file, the range and the line within it)."""
     with open(path, "rb") as f:
         f.seek(start)
         data = f.read(end - start)
@@ -153,17 +231,17 @@ def documents(path, start, end, fmt, text_key, text_docs):
         except json.JSONDecodeError as e:
             fail(f"{path} (byte {start}+, line {ln}): not JSON ({e})")
         if fmt == "jsonl":
-            if not isinstance(obj, dict) or not isinstance(obj.get(text_key), str):
-                fail(f"{path} (byte {start}+, line {ln}): no string field '{text_key}'")
-            out.append(obj[text_key])
+            if not isinstance(obj, dict) or not isinstance(obj.get(key), str):
+                fail(f"{path} (byte {start}+, line {ln}): no string field '{key}'")
+            out.append(obj[key])
         else:
-            msgs = obj if isinstance(obj, list) else obj.get("messages")
+            msgs = obj if isinstance(obj, list) else obj.get(key)
             if not isinstance(msgs, list) or not all(
                     isinstance(m, dict) and isinstance(m.get("role"), str)
                     and isinstance(m.get("content"), str) for m in msgs):
                 fail(f"{path} (byte {start}+, line {ln}): a chat record is a list of "
                      "{\"role\": str, \"content\": str} messages")
-            out.append((ln, msgs))
+            out.append((f"{path} (byte {start}+, line {ln})", msgs))
     return out
 
 
@@ -281,25 +359,32 @@ def encode_chats(tok, convs, eot, generation, where):
     return id_lists, masks
 
 
+def task_documents(task):
+    path, start, end, fmt, key, text_docs, parquet = task[:7]
+    if parquet:
+        return parquet_documents(path, start, end, fmt, key)
+    return documents(path, start, end, fmt, key, text_docs)
+
+
 def encode_task(task):
-    """Tokenizes one byte range of one file; returns (path, start, ids, doc_ends, mask or None,
-    bytes)."""
-    path, start, end, fmt, text_key, text_docs, eos, eot, generation = task
+    """Tokenizes one piece of one file (a byte range, or row groups of a Parquet file); returns
+    (path, start, ids, doc_ends, mask or None, bytes)."""
+    path, start, end, fmt, key, text_docs, parquet, nbytes, eos, eot, generation = task
     tok = _TOK
     back = tok.backend_tokenizer
     if fmt == "chat":
-        docs = list(documents(path, start, end, fmt, text_key, text_docs))
+        docs = list(task_documents(task))
         id_lists, masks = [], []
         for i in range(0, len(docs), 256):
             part = docs[i:i + 256]
             ids, m = encode_chats(tok, [d for _, d in part], eot, generation,
-                                  lambda k: f"{path} (byte {start}+, line {part[k][0]})")
+                                  lambda k: part[k][0])
             id_lists += ids
             masks += [np.asarray(x, dtype=np.uint8) for x in m]
         flat, lens = _flatten(id_lists)
         mask = np.concatenate(masks) if masks else np.zeros(0, np.uint8)
     else:
-        texts = documents(path, start, end, fmt, text_key, text_docs)
+        texts = task_documents(task)
         id_lists = []
         # encode_batch, not encode_batch_fast: in tokenizers 0.23.3 the "fast" one (no offsets)
         # takes 1.3-1.5x the CPU time on a 128K BPE (docs/performance.md)
@@ -309,7 +394,7 @@ def encode_task(task):
         flat, lens = _flatten(id_lists)
         mask = None
     ids, ends, mask = _with_eos(flat, lens, eos, mask)
-    return path, start, ids, ends, mask, end - start
+    return path, start, ids, ends, mask, nbytes
 
 
 # ------------------------------------------------------------------ writing shards
@@ -318,7 +403,29 @@ class ShardWriter:
         self.out, self.split, self.wide, self.masked = out, split, wide, masked
         self.cap = shard_tokens
         self.ids, self.masks, self.n, self.count = [], [], 0, 0
-        self.files, self.tokens, self.counted = [], 0, 0
+        self.files, self.sizes, self.tokens, self.counted = [], [], 0, 0
+
+    def total(self):
+        """Tokens so far, written and pending."""
+        return self.tokens + self.n
+
+    def close(self, min_tokens):
+        """Writes what is left. A last piece of fewer than min_tokens tokens (less than one batch:
+        the loader refuses such a shard) is appended to the shard before it when the two fit in
+        one."""
+        if 0 < self.n < min_tokens and self.count > 0 and \
+                self.sizes[-1] + self.n <= MAX_SHARD_TOKENS:
+            self.count -= 1
+            path = os.path.join(self.out, self.files.pop())
+            prev = np.fromfile(path, dtype="<u4" if self.wide else "<u2", offset=1024)
+            self.ids.insert(0, prev)
+            if self.masked:
+                pm = np.fromfile(path + ".mask", dtype=np.uint8, offset=1024)
+                self.masks.insert(0, pm)
+                self.counted -= int(pm.sum())
+            self.n += len(prev)
+            self.tokens -= self.sizes.pop()
+        self.flush()
 
     def add(self, ids, mask):
         while len(ids):
@@ -354,6 +461,7 @@ class ShardWriter:
             os.replace(path + ".mask.tmp", path + ".mask")
             self.counted += int(m.sum())
         self.files.append(os.path.basename(path))
+        self.sizes.append(len(ids))
         self.tokens += len(ids)
         self.ids, self.masks, self.n = [], [], 0
         self.count += 1
@@ -375,13 +483,22 @@ def main():
     ap.add_argument("--tokenizer", required=True, help="Hugging Face model directory")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--format", choices=["auto", "text", "jsonl", "chat"], default="auto")
-    ap.add_argument("--text-key", default="text", help="JSONL field holding the text")
+    ap.add_argument("--text-key", default="text",
+                    help="JSONL field / Parquet column holding the text")
+    ap.add_argument("--chat-key", default="messages",
+                    help="JSONL field / Parquet column holding a chat's messages")
     ap.add_argument("--text-docs", choices=["blank", "line", "file"], default="blank",
                     help="text files: documents are separated by blank lines, are lines, or are "
                          "whole files")
     ap.add_argument("--val-fraction", type=float, default=0.01,
                     help="fraction of documents (seeded choice) that go to the val split")
     ap.add_argument("--seed", type=int, default=1234, help="seed of the train/val choice")
+    ap.add_argument("--seq-len", type=int, default=1024,
+                    help="train.seq_len the data is for: the val split holds at least one "
+                         "evaluation batch of --batch-size x --seq-len + 1 tokens")
+    ap.add_argument("--batch-size", type=int, default=4,
+                    help="sequences per batch over all data-parallel ranks (train.batch_size x "
+                         "ranks) the val split must hold")
     ap.add_argument("--shard-tokens", default="100M", help="tokens per shard (e.g. 100M)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                     help="processes tokenizing in parallel (pieces of files)")
@@ -395,6 +512,9 @@ def main():
     shard_tokens = parse_count(a.shard_tokens)
     if not 1 <= shard_tokens <= MAX_SHARD_TOKENS:
         fail(f"--shard-tokens {a.shard_tokens} must be in [1, {MAX_SHARD_TOKENS}]")
+    if a.seq_len < 1 or a.batch_size < 1:
+        fail(f"--seq-len {a.seq_len} and --batch-size {a.batch_size} must be >= 1")
+    need = a.batch_size * a.seq_len + 1  # tokens of one batch: the loader's minimum per shard
     for p in a.files:
         if not os.path.isfile(p):
             fail(f"input file {p} does not exist")
@@ -407,7 +527,10 @@ def main():
     if eos is None and not a.no_eos:
         fail(f"{a.tokenizer}: the tokenizer has no EOS token to put between documents; give "
              "--no-eos or a tokenizer_config.json with eos_token")
-    fmts = {p: (a.format if a.format != "auto" else detect_format(p, a.text_key)) for p in a.files}
+    parquet = {p: is_parquet(p) for p in a.files}
+    fmts = {p: parquet_format(p, a.format, a.text_key, a.chat_key) if parquet[p] else
+            (a.format if a.format != "auto" else detect_format(p, a.text_key, a.chat_key))
+            for p in a.files}
     masked = any(f == "chat" for f in fmts.values())
     if masked and not all(f == "chat" for f in fmts.values()):
         fail("chat files and plain text/JSONL files in one run: a loss mask goes with every "
@@ -419,24 +542,60 @@ def main():
     eot = template_end_of_turn(tok) if masked and not generation else ""
     tasks = []
     for p in a.files:
-        for s, e in chunks_of(p, fmts[p], a.text_docs):
-            tasks.append((p, s, e, fmts[p], a.text_key, a.text_docs, eos, eot, generation))
+        key = a.chat_key if fmts[p] == "chat" else a.text_key
+        pieces = parquet_chunks(p) if parquet[p] else \
+            [(s, e, e - s) for s, e in chunks_of(p, fmts[p], a.text_docs)]
+        for s, e, nb in pieces:
+            tasks.append((p, s, e, fmts[p], key, a.text_docs, parquet[p], nb, eos, eot,
+                          generation))
     os.makedirs(a.out, exist_ok=True)
     for f in os.listdir(a.out):
         if (f.startswith("train_") or f.startswith("val_")) and (".bin" in f):
             os.remove(os.path.join(a.out, f))  # a rerun replaces the old shards
     writers = {s: ShardWriter(a.out, s, wide, masked, shard_tokens) for s in ("train", "val")}
     rng = np.random.default_rng(a.seed)
-    total_bytes = sum(e - s for _, s, e, *_ in tasks)
+    total_bytes = sum(t[7] for t in tasks)
     t0 = time.time()
     ndocs = {"train": 0, "val": 0}
+    # a split of some documents: the val split gets the first documents too until it holds one
+    # evaluation batch (the seeded choice alone may leave it smaller: a deck could not evaluate).
+    # The first pieces wait until 2 batches of tokens have come (one for each split; less data
+    # cannot give both a batch: then the seeded choice stands and a warning says so).
+    fill_val = 0.0 < a.val_fraction < 1.0
+    forced, held, held_tokens = [0], [], [0]
     bar = tqdm(total=total_bytes, unit="B", unit_scale=True, disable=a.quiet,
                desc="prepare", file=sys.stderr)
     workers = max(1, min(a.workers, len(tasks)))
 
     def consume(result):
-        _, _, ids, ends, mask, nbytes = result
+        bar.update(result[5])
+        if held_tokens[0] < 2 * need and fill_val:
+            held.append(result)
+            held_tokens[0] += len(result[2])
+            if held_tokens[0] >= 2 * need:
+                release(True)
+            return
+        assign(result, False)
+
+    def release(fill):
+        for r in held:
+            assign(r, fill)
+        held.clear()
+
+    def assign(result, fill):
+        """Puts a piece's documents into the splits (fill: the first ones into val until it
+        holds one batch)."""
+        _, _, ids, ends, mask, _ = result
         to_val = rng.random(len(ends)) < a.val_fraction  # per document, in order
+        if fill and writers["val"].total() < need:
+            have, lens = writers["val"].total(), np.diff(ends, prepend=np.int64(0))
+            for i in range(len(ends)):
+                if have >= need:
+                    break
+                if not to_val[i]:
+                    to_val[i] = True
+                    forced[0] += 1
+                have += int(lens[i])
         nval = int(to_val.sum())
         for split, ndoc in (("train", len(ends) - nval), ("val", nval)):
             if ndoc == 0:
@@ -448,7 +607,6 @@ def main():
                                 np.diff(ends, prepend=np.int64(0)))
                 writers[split].add(ids[sel], mask[sel] if masked else None)
             ndocs[split] += ndoc
-        bar.update(nbytes)
 
     if workers == 1:
         global _TOK
@@ -462,20 +620,26 @@ def main():
                                          initargs=(a.tokenizer, False)) as pool:
             for r in pool.imap(encode_task, tasks):  # in order: the output does not depend on -j
                 consume(r)
+    release(False)  # less than 2 batches of data in all
     bar.close()
     for w in writers.values():
-        w.flush()
+        w.close(need)
     secs = time.time() - t0
     total = sum(w.tokens for w in writers.values())
+    bt = a.batch_size * a.seq_len
+    batches = {k: sum((n - 1) // bt for n in w.sizes) for k, w in writers.items()}
     info = {"tokenizer": os.path.abspath(a.tokenizer), "vocab_size": vocab,
             "dtype": "uint32" if wide else "uint16", "eos_token_id": eos,
             "bos_token_id": tok.bos_token_id, "format": sorted(set(fmts.values())),
             "inputs": [os.path.abspath(p) for p in a.files], "val_fraction": a.val_fraction,
             "seed": a.seed, "loss_mask": masked,
+            "eval_batch": {"batch_size": a.batch_size, "seq_len": a.seq_len, "tokens": need},
             "train": {"shards": writers["train"].files, "tokens": writers["train"].tokens,
-                      "documents": ndocs["train"], "counted_targets": writers["train"].counted},
+                      "documents": ndocs["train"], "counted_targets": writers["train"].counted,
+                      "batches": batches["train"]},
             "val": {"shards": writers["val"].files, "tokens": writers["val"].tokens,
-                    "documents": ndocs["val"], "counted_targets": writers["val"].counted},
+                    "documents": ndocs["val"], "counted_targets": writers["val"].counted,
+                    "batches": batches["val"], "documents_added_for_one_batch": forced[0]},
             "seconds": round(secs, 3), "tokens_per_s": round(total / max(secs, 1e-9))}
     with open(os.path.join(a.out, "prepare.json"), "w") as f:
         json.dump(info, f, indent=2)
@@ -483,6 +647,38 @@ def main():
           f"{len(writers['train'].files)} train + {len(writers['val'].files)} val shard(s), "
           f"{ndocs['train']} + {ndocs['val']} documents{', with loss masks' if masked else ''}, "
           f"{secs:.1f} s ({info['tokens_per_s']} tokens/s, {workers} worker(s)) -> {a.out}")
+    report_batches(a, writers, batches, forced[0], need)
+
+
+def report_batches(a, writers, batches, forced, need):
+    """What a deck can do with the splits: the keys to train on them (unless --quiet) and, on
+    stderr, a clear warning when a split cannot hold one batch of --batch-size x --seq-len."""
+    geo = f"--batch-size {a.batch_size} x --seq-len {a.seq_len} + 1 = {need} tokens"
+    if forced:
+        sys.stderr.write(f"prepare_data.py: the seeded choice (--val-fraction {a.val_fraction}) "
+                         f"gave the val split less than one evaluation batch ({geo}): the first "
+                         f"{forced} document(s) went to it as well\n")
+    for split, used in (("train", a.val_fraction < 1.0), ("val", a.val_fraction > 0.0)):
+        w = writers[split]
+        if used and batches[split] == 0:
+            sys.stderr.write(
+                f"prepare_data.py: WARNING: the {split} split has {w.tokens} tokens, less than "
+                f"one batch ({geo}): a deck with train.batch_size x data-parallel ranks = "
+                f"{a.batch_size} and train.seq_len = {a.seq_len} stops at its start "
+                f"(data.{split}); give more data, a smaller --seq-len/--batch-size (and the same "
+                "in the deck)" + (", or a larger --val-fraction" if split == "val" else "")
+                + "\n")
+    if a.quiet:
+        return
+    glob = {k: os.path.join(a.out, f"{k}_*.bin") for k in ("train", "val")}
+    val = glob["val"] if a.val_fraction > 0.0 else glob["train"]
+    print(f"train on it with these deck keys (or --set key=value):\n"
+          f"  data: {{train: '{glob['train']}', val: '{val}'}}\n"
+          f"  train: {{seq_len: {a.seq_len}, batch_size: {a.batch_size}}}\n"
+          f"  # {batches['train']} training and {batches['val']} validation batch(es) of "
+          f"{a.batch_size} x {a.seq_len} at 1 rank (n ranks: batch_size {a.batch_size} / n "
+          "each)" + ("; no val split (--val-fraction 0): validating on the training data"
+                     if a.val_fraction == 0.0 else ""))
 
 
 if __name__ == "__main__":

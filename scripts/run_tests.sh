@@ -4,17 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # test-only dependencies: PyTorch (Debian's python3-torch) for the reference tests that build the
 # model in PyTorch at test time (tests/model/llama_reference.py)
-TEST_PKGS=(python3-torch python3-numpy)
-missing=()
-for p in "${TEST_PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  echo "run_tests: installing ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
-fi
+scripts/apt_install.sh python3-torch python3-numpy
 scripts/setup.sh build
 # the Python venvs, strictly (a failed install fails the run): the tools (scripts/prepare_data.py,
 # tests/dataload/prepare_reference.py) and the test-only packages (tests/ckpt/hf_roundtrip.py:

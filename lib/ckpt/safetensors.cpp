@@ -26,6 +26,7 @@ namespace {
 size_t dtype_bytes(const std::string& d) {
     if (d == "F32") return 4;
     if (d == "BF16" || d == "F16") return 2;
+    if (d == "U8") return 1;
     return 0;
 }
 
@@ -80,7 +81,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
             t.dtype = e["dtype"].get<std::string>();
             const size_t eb = dtype_bytes(t.dtype);
             if (eb == 0)
-                SOF_FAIL(Format, "'%s': tensor '%s' has dtype %s; supported: F32, BF16, F16",
+                SOF_FAIL(Format, "'%s': tensor '%s' has dtype %s; supported: F32, BF16, F16, U8",
                          path.c_str(), who, t.dtype.c_str());
             t.numel = 1;
             for (const nlohmann::json& d : e["shape"]) {
@@ -158,6 +159,11 @@ ReadStats SafetensorsFile::read_f32(const std::vector<F32Read>& reads,
         if (r.first + r.n > t.numel)
             SOF_FAIL(Internal, "'%s': read of elements [%zu, %zu) of '%s' (%zu elements)",
                      path_.c_str(), r.first, r.first + r.n, t.name.c_str(), t.numel);
+        if (t.dtype == "U8")
+            SOF_FAIL(Format,
+                     "'%s': tensor '%s' is U8 (MXFP4 blocks or scales?); it has no fp32 values "
+                     "(read it with read_u8, dequantize with ckpt/mxfp4.h)",
+                     path_.c_str(), t.name.c_str());
         const size_t eb = dtype_bytes(t.dtype);
         const uint64_t b = data_begin_ + t.begin + r.first * eb;
         ranges.push_back({b, b + r.n * eb, eb, t.name});
@@ -179,6 +185,21 @@ ReadStats SafetensorsFile::read_f32(const std::vector<F32Read>& reads,
         }
     };
     return read_ranges(path_, ranges, widen, opt);
+}
+
+void SafetensorsFile::read_u8(const Tensor& t, size_t first, size_t n, uint8_t* out) const {
+    if (t.dtype != "U8")
+        SOF_FAIL(Internal, "'%s': read_u8 of tensor '%s', which is %s", path_.c_str(),
+                 t.name.c_str(), t.dtype.c_str());
+    if (first + n > t.numel)
+        SOF_FAIL(Internal, "'%s': read of elements [%zu, %zu) of '%s' (%zu elements)",
+                 path_.c_str(), first, first + n, t.name.c_str(), t.numel);
+    if (n == 0) return;
+    const uint64_t b = data_begin_ + t.begin + first;
+    auto copy = [&](size_t, uint64_t off, const unsigned char* src, size_t bytes) {
+        std::memcpy(out + off, src, bytes);
+    };
+    read_ranges(path_, {{b, b + n, 1, t.name}}, copy, ReadOptions{});
 }
 
 void write_safetensors(const std::string& path, const std::vector<SafetensorsOut>& tensors,

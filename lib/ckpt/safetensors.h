@@ -1,5 +1,6 @@
 // The safetensors format (Hugging Face): a fully validated reader (header from a read-only mapping)
-// that widens any element range of an F32/BF16/F16 tensor to fp32, and a streaming writer.
+// that widens any element range of an F32/BF16/F16 tensor to fp32 (U8 tensors, MXFP4's blocks and
+// scales: read as bytes), and a streaming writer.
 #pragma once
 
 #include <cstddef>
@@ -18,7 +19,7 @@ class SafetensorsFile {
   public:
     struct Tensor {
         std::string name;
-        std::string dtype;          // "F32", "BF16", "F16" (others are refused)
+        std::string dtype;          // "F32", "BF16", "F16", "U8" (others are refused)
         std::vector<int64_t> shape; // row-major
         size_t numel = 0;
         size_t begin = 0, end = 0; // byte range inside the data area
@@ -33,7 +34,7 @@ class SafetensorsFile {
     const std::vector<Tensor>& tensors() const { return tensors_; }
     const Tensor* find(const std::string& name) const; // null when absent
 
-    // out[0..n) = elements [first, first+n) of tensor, widened to fp32.
+    // out[0..n) = elements [first, first+n) of tensor, widened to fp32 (F32, BF16, F16 only).
     struct F32Read {
         const Tensor* tensor = nullptr;
         size_t first = 0, n = 0;
@@ -47,6 +48,9 @@ class SafetensorsFile {
     void read_f32(const Tensor& t, size_t first, size_t n, float* out) const {
         read_f32({F32Read{&t, first, n, out}});
     }
+
+    // out[0..n) = elements [first, first+n) of a U8 tensor, as they are.
+    void read_u8(const Tensor& t, size_t first, size_t n, uint8_t* out) const;
 
   private:
     std::string path_;

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#if __has_include(<mpi-ext.h>)
+#if defined(OPEN_MPI) && __has_include(<mpi-ext.h>) // Open MPI's extensions (CUDA query)
 #include <mpi-ext.h>
 #define SOF_HAVE_MPI_EXT 1
 #endif
@@ -198,27 +198,44 @@ void Group::barrier() {
     SOF_CHECK_MPI(MPI_Barrier(comm_));
 }
 
-CudaAwareness query_cuda_awareness() {
+CudaAwareness query_cuda_awareness(const char* mpich_gpu_env) {
     CudaAwareness a;
-    if (const char* cray = std::getenv("MPICH_GPU_SUPPORT_ENABLED")) {
-        a.supported = std::strcmp(cray, "1") == 0;
-        a.source = std::string("MPICH_GPU_SUPPORT_ENABLED=") + cray;
-        return a;
-    }
+#if defined(OPEN_MPI)
+    (void)mpich_gpu_env; // Cray MPICH's switch means nothing to Open MPI
 #if defined(SOF_HAVE_MPI_EXT) && defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+    // built with CUDA (the macro); the call says whether this run has it
     a.supported = MPIX_Query_cuda_support() == 1;
     a.source = a.supported ? "MPIX_Query_cuda_support() = 1" : "MPIX_Query_cuda_support() = 0";
-#elif defined(SOF_HAVE_MPI_EXT) && defined(MPIX_GPU_SUPPORT_CUDA)
+#else
+    a.source = "Open MPI built without CUDA support (mpi-ext.h: no MPIX_CUDA_AWARE_SUPPORT = 1)";
+#endif
+#else // MPICH and its derivatives (Cray MPICH), or another library
+    const std::string env =
+        mpich_gpu_env ? std::string("MPICH_GPU_SUPPORT_ENABLED=") + mpich_gpu_env : "";
+    if (mpich_gpu_env && std::strcmp(mpich_gpu_env, "1") != 0) {
+        a.source = env + " (device buffers are not passed to MPI)";
+        return a;
+    }
+#if defined(MPIX_GPU_SUPPORT_CUDA)
+    // MPICH 4 and later (Debian's mpich, Cray MPICH based on it): mpi.h declares the query
     int yes = 0;
-    MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &yes);
+    if (MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &yes) != MPI_SUCCESS) yes = 0;
     a.supported = yes != 0;
     a.source = core::strfmt("MPIX_GPU_query_support(CUDA) = %d", yes);
-#elif defined(SOF_HAVE_MPI_EXT)
-    a.source = "this MPI library was built without CUDA support (mpi-ext.h has no CUDA query)";
+    if (mpich_gpu_env) a.source = env + ", " + a.source; // the library's answer decides
 #else
-    a.source = "this MPI library has no mpi-ext.h (no CUDA-aware query)";
+    // older Cray MPICH: no query; device buffers work only when the switch is on
+    a.supported = mpich_gpu_env != nullptr;
+    a.source = mpich_gpu_env ? env + " (this MPI library has no CUDA query)"
+                             : "this MPI library has no CUDA query (MPIX_GPU_query_support) "
+                               "and MPICH_GPU_SUPPORT_ENABLED is not set";
+#endif
 #endif
     return a;
+}
+
+CudaAwareness query_cuda_awareness() {
+    return query_cuda_awareness(std::getenv("MPICH_GPU_SUPPORT_ENABLED"));
 }
 
 } // namespace sof::comm

@@ -97,6 +97,13 @@ struct CudaAwareness {
     bool supported = false; // the library says device pointers may be passed
     std::string source;     // how we know: "MPIX_Query_cuda_support() = 1", "no mpi-ext.h", ...
 };
+// Asks the library this program was built against. Open MPI: MPIX_Query_cuda_support (mpi-ext.h).
+// MPICH and its derivatives (Cray MPICH): the run-time switch MPICH_GPU_SUPPORT_ENABLED (its value
+// is `mpich_gpu_env`, null when unset; anything but "1" turns support off), then
+// MPIX_GPU_query_support where mpi.h declares it (MPICH 4 and later); without that query the switch
+// alone decides (older Cray MPICH). Needs MPI initialised where a query is compiled in.
+CudaAwareness query_cuda_awareness(const char* mpich_gpu_env);
+// The same with MPICH_GPU_SUPPORT_ENABLED read from the environment.
 CudaAwareness query_cuda_awareness();
 
 } // namespace sof::comm

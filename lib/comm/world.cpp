@@ -2,6 +2,8 @@
 // Every function that communicates says which group must call it.
 #include "comm/world.h"
 
+#include <cctype>
+
 namespace sof::comm {
 
 void throw_mpi_error(const char* file, int line, const char* call, int rc) {
@@ -10,6 +12,21 @@ void throw_mpi_error(const char* file, int line, const char* call, int rc) {
     MPI_Error_string(rc, msg, &len);
     throw core::Error(core::ErrorKind::Runtime,
                       core::strfmt("%s:%d: %s failed: %s", file, line, call, msg));
+}
+
+std::string mpi_library() {
+    char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+    int len = 0;
+    if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) return "unknown MPI library";
+    std::string out;
+    for (int i = 0; i < len && buf[i] != '\0' && buf[i] != '\n'; i++) {
+        bool space = std::isspace(static_cast<unsigned char>(buf[i])) != 0;
+        if (space && (out.empty() || out.back() == ' ')) continue;
+        out += space ? ' ' : buf[i];
+    }
+    while (!out.empty() && out.back() == ' ')
+        out.pop_back();
+    return out.empty() ? "unknown MPI library" : out;
 }
 
 World::World(MPI_Comm comm) : comm_(comm) {

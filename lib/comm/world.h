@@ -20,6 +20,11 @@ namespace sof::comm {
 
 [[noreturn]] void throw_mpi_error(const char* file, int line, const char* call, int rc);
 
+// The MPI library this process runs on, one line: the first line of MPI_Get_library_version with
+// runs of white space made one blank ("Open MPI v4.1.4, package: ...", "MPICH Version: 4.0.2",
+// "MPI VERSION : CRAY MPICH version 8.1.28 ..."). May be called before MPI_Init.
+std::string mpi_library();
+
 class World {
   public:
     // Wraps an existing communicator (MPI must be initialised). Computes the node-local rank with

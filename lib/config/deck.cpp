@@ -277,11 +277,9 @@ std::string read_yaml_file(const std::string& path, const char* what) {
         if (why == "it is a directory")
             SOF_FAIL(Io, "cannot read %s '%s': it is a directory, not a YAML file", what,
                      path.c_str());
-        if (why.rfind("it is not a regular file", 0) == 0)
-            SOF_FAIL(Io,
-                     "cannot read %s '%s': it is not a regular file (a FIFO, device or socket); "
-                     "give the path of a YAML file",
-                     what, path.c_str());
+        if (why.find("not a regular file") != std::string::npos)
+            SOF_FAIL(Io, "cannot read %s '%s': %s; give the path of a YAML file", what,
+                     path.c_str(), why.c_str());
         SOF_FAIL(Io, "cannot read %s '%s': %s", what, path.c_str(), why.c_str());
     }
     if (size > static_cast<uint64_t>(kMaxDeckBytes)) {

@@ -160,12 +160,21 @@ bool looks_decimal(const std::string& t) {
     return true;
 }
 
+// strto* report ERANGE for overflow (the result is then inf, refused by isfinite) and for
+// underflow, where the result is the correctly rounded tiny value, which we take. Whether a value
+// that rounds up to the smallest normal (1.17549435e-38 -> FLT_MIN, as our effective deck writes
+// it) counts as underflow depends on the CPU: glibc on aarch64 detects tininess before rounding, on
+// x86-64 after.
+bool underflow_or_ok(int err) {
+    return err == 0 || err == ERANGE;
+}
+
 bool parse_double(const std::string& t, double& out) {
     if (!looks_decimal(t)) return false;
     char* end = nullptr;
     errno = 0;
     out = std::strtod(t.c_str(), &end);
-    return end == t.c_str() + t.size() && errno == 0 && std::isfinite(out);
+    return end == t.c_str() + t.size() && underflow_or_ok(errno) && std::isfinite(out);
 }
 
 bool parse_float(const std::string& t, float& out) {
@@ -173,7 +182,7 @@ bool parse_float(const std::string& t, float& out) {
     char* end = nullptr;
     errno = 0;
     out = std::strtof(t.c_str(), &end);
-    return end == t.c_str() + t.size() && errno == 0 && std::isfinite(out);
+    return end == t.c_str() + t.size() && underflow_or_ok(errno) && std::isfinite(out);
 }
 
 bool parse_bool(const std::string& t, bool& out) {

@@ -4,9 +4,10 @@
 
 #include "config/deck.h"
 
-#include <glob.h>
 #include <unistd.h>
 
+#include <climits>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -15,8 +16,11 @@
 #include <initializer_list>
 #include <vector>
 
+#include "config/batch.h"
+#include "config/data_files.h"
 #include "config/deck.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/strfmt.h"
 
 namespace sof::config {
@@ -78,26 +82,62 @@ std::string unusable_dir(const std::string& dir) {
     return "";
 }
 
-// Regular files matching a glob pattern (a plain path matches itself if it exists).
-size_t count_matches(const std::string& pattern) {
-    glob_t g{};
-    int rc = glob(pattern.c_str(), 0, nullptr, &g);
-    size_t n = 0;
-    if (rc == 0) {
-        for (size_t i = 0; i < g.gl_pathc; i++) {
-            std::error_code ec;
-            if (fs::is_regular_file(g.gl_pathv[i], ec)) n++;
-        }
-    }
-    globfree(&g);
-    return n;
-}
-
 std::string cwd_note(const std::string& path) {
     if (fs::path(path).is_absolute()) return "";
     std::error_code ec;
     fs::path cwd = fs::current_path(ec);
     return ec ? std::string() : " (looked in " + cwd.string() + ")";
+}
+
+// Why the system cannot take `path` as a name ("" when it can): a component longer than NAME_MAX,
+// or the whole path with the `reserve` characters the run appends inside it (a checkpoint's
+// "/.tmp-step_00000100/exp_avg.rank00001.bin") reaching PATH_MAX. Before this check such a deck
+// passed `check` and failed at run time with ENAMETOOLONG (exit 3).
+std::string too_long(const std::string& path, size_t reserve) {
+    size_t begin = 0;
+    while (begin <= path.size()) {
+        size_t end = path.find('/', begin);
+        if (end == std::string::npos) end = path.size();
+        if (end - begin > NAME_MAX)
+            return core::strfmt("its component '%s...' has %zu characters, more than the %d a "
+                                "file name may have (NAME_MAX)",
+                                path.substr(begin, 24).c_str(), end - begin, NAME_MAX);
+        begin = end + 1;
+    }
+    if (path.size() + reserve >= PATH_MAX)
+        return core::strfmt("it has %zu characters; with the %zu the run adds to it that passes "
+                            "the %d a path may have (PATH_MAX)",
+                            path.size(), reserve, PATH_MAX);
+    return "";
+}
+
+// The path keys of a deck and the characters a run appends to each (files inside a directory,
+// ".rank3" suffixes, ".tmp" of atomic writes, ".idx"/".mask" of a data file).
+struct PathKey {
+    const char* key;
+    const std::string* value;
+    size_t reserve;
+};
+
+void check_path_lengths(const Checker& c, const Config& cfg) {
+    const PathKey keys[] = {
+        {"runtime.out_dir", &cfg.runtime.out_dir, 64},
+        {"train.checkpoint_dir", &cfg.train.checkpoint_dir, 64},
+        {"train.metrics", &cfg.train.metrics, 32},
+        {"runtime.trace", &cfg.runtime.trace, 32},
+        {"train.resume", &cfg.train.resume, 64},
+        {"model.init_from", &cfg.model.init_from, 64},
+        {"optimizer.plugin_dir", &cfg.optimizer.plugin_dir, 64},
+        {"offload.hardware", &cfg.offload.hardware, 0},
+        {"data.train", &cfg.data.train, 16},
+        {"data.val", &cfg.data.val, 16},
+    };
+    for (const PathKey& k : keys) {
+        const std::string why = too_long(*k.value, k.reserve);
+        if (!why.empty())
+            c.fail({k.key}, std::string(k.key) + ": the path cannot be used: " + why +
+                                "; give a shorter path");
+    }
 }
 
 void check_model(const Checker& c, const Config& cfg) {
@@ -138,6 +178,28 @@ void check_model(const Checker& c, const Config& cfg) {
                             cfg.train.seq_len, m.max_seq_len));
 }
 
+// data.pack's document separator, where the deck alone decides it (the trainer resolves -1 from
+// prepare.json or config.json: train/batches.h): an id outside the deck's vocabulary, or -1 where
+// neither file can exist (built-in training data, no Hugging Face model.init_from).
+void check_pack(const Checker& c, const Config& cfg) {
+    const DataConfig& d = cfg.data;
+    if (!d.pack) return;
+    const std::string& init = cfg.model.init_from;
+    if (d.eos_id >= 0 && init.empty() && d.eos_id >= cfg.model.vocab_size)
+        c.fail({"data.eos_id", "model.vocab_size"},
+               core::strfmt("data.eos_id = %d is not a token id of the vocabulary (0..%d, "
+                            "model.vocab_size = %d): data.pack ends documents at it",
+                            d.eos_id, cfg.model.vocab_size - 1, cfg.model.vocab_size));
+    std::error_code ec;
+    if (d.eos_id < 0 && d.train == "builtin" &&
+        (init.empty() || !fs::is_regular_file(init + "/config.json", ec)))
+        c.fail({"data.pack", "data.eos_id"},
+               "data.pack = true needs the token that ends a document: data.eos_id = -1 (auto) "
+               "reads it from prepare.json beside token shards or from a Hugging Face "
+               "model.init_from's config.json, and this deck has neither (data.train = "
+               "builtin); set data.eos_id");
+}
+
 void check_data(const Checker& c, const Config& cfg) {
     const DataConfig& d = cfg.data;
     const char* keys[2] = {"data.train", "data.val"};
@@ -151,11 +213,15 @@ void check_data(const Checker& c, const Config& cfg) {
         }
         if (p.empty())
             c.fail({keys[i]}, std::string(keys[i]) +
-                                  " is empty: give 'builtin' or a glob of llm.c token shards");
-        if (c.files && count_matches(p) == 0)
-            c.fail({keys[i]}, std::string(keys[i]) + ": no file matches '" + p + "'" + cwd_note(p) +
-                                  "; give 'builtin' or a glob of llm.c token shards");
+                                  " is empty: give 'builtin', a glob of llm.c token shards or a "
+                                  "Megatron-LM dataset");
+        DataFilesError err; // the loader's rule: llm.c shards, Megatron datasets, what a FIFO is
+        if (c.files && find_data_files(p, keys[i], &err).empty()) {
+            if (err.kind == core::ErrorKind::Io) c.fail_io({keys[i]}, err.message);
+            c.fail({keys[i]}, err.message);
+        }
     }
+    check_pack(c, cfg);
     if (!any_builtin) return;
     // the built-in corpus is uint16; token shards say their own width (uint16 or uint32) and the
     // loader checks every id against the vocabulary. With model.init_from the checkpoint sets V
@@ -169,12 +235,22 @@ void check_data(const Checker& c, const Config& cfg) {
                             "docs/data.md)",
                             cfg.model.vocab_size, key, kMaxBuiltinVocab));
     }
-    long long need = static_cast<long long>(cfg.train.batch_size) * cfg.train.seq_len + 1;
-    if (d.train == "builtin" && d.builtin.train_tokens < need)
-        c.fail({"data.builtin.train_tokens", "train.batch_size", "train.seq_len"},
-               core::strfmt("data.builtin.train_tokens = %lld is less than one batch "
-                            "(train.batch_size * train.seq_len + 1 = %lld)",
-                            static_cast<long long>(d.builtin.train_tokens), need));
+    // one rank's batch (more ranks need more: the loader says so); with train.global_batch the
+    // training split's unit is the whole step, global_batch sequences (batch.h)
+    const BatchGeometry g = resolve_batch(cfg.train, 1);
+    const long long T = cfg.train.seq_len;
+    const long long need = static_cast<long long>(g.batch_size) * T + 1;
+    const long long step = cfg.train.global_batch > 0 ? cfg.train.global_batch * T + 1 : need;
+    if (d.train == "builtin" && d.builtin.train_tokens < step)
+        c.fail({"data.builtin.train_tokens", "train.global_batch", "train.batch_size",
+                "train.seq_len"},
+               cfg.train.global_batch > 0
+                   ? core::strfmt("data.builtin.train_tokens = %lld is less than one step "
+                                  "(train.global_batch * train.seq_len + 1 = %lld)",
+                                  static_cast<long long>(d.builtin.train_tokens), step)
+                   : core::strfmt("data.builtin.train_tokens = %lld is less than one batch "
+                                  "(train.batch_size * train.seq_len + 1 = %lld)",
+                                  static_cast<long long>(d.builtin.train_tokens), step));
     if (d.val == "builtin" && d.builtin.val_tokens < need)
         c.fail({"data.builtin.val_tokens", "train.batch_size", "train.seq_len"},
                core::strfmt("data.builtin.val_tokens = %lld is less than one batch "
@@ -203,6 +279,11 @@ void check_train(const Checker& c, const Config& cfg) {
             c.fail({"train.resume"}, "train.resume: checkpoint directory '" + t.resume +
                                          "' does not exist" + cwd_note(t.resume) +
                                          "; give a step_* directory, 'auto' or \"\"");
+        if (!fs::exists(fs::path(t.resume) / "manifest.json", ec))
+            c.fail({"train.resume"},
+                   "train.resume: '" + t.resume +
+                       "' is not a checkpoint (no manifest.json in it); give a step_* directory "
+                       "of a checkpoint_dir, 'auto' (the newest in train.checkpoint_dir) or \"\"");
     }
 }
 
@@ -223,7 +304,26 @@ void check_math(const Checker& c, const Config& cfg) {
                             wd));
 }
 
+// A plugin is named by the name it declares or its file's stem (libcpu_adam.so: cpu_adam): an
+// identifier-like word. Whether one of that name is installed is checked with the plugin
+// directory at hand (app/deck_checks.h), by `check` and `train` alike.
+bool plugin_name_ok(const std::string& name) {
+    if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_'))
+        return false;
+    for (char ch : name)
+        if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.'))
+            return false;
+    return true;
+}
+
 void check_runtime(const Checker& c, const Config& cfg) {
+    const std::string& plugin = cfg.optimizer.plugin;
+    if (!plugin.empty() && !plugin_name_ok(plugin))
+        c.fail({"optimizer.plugin"},
+               "optimizer.plugin = '" + plugin +
+                   "' is not a plugin name: give 'auto' (the best one for this machine) or a "
+                   "plugin's name (cpu_adam, grace_adam, or <name> of a lib<name>.so in "
+                   "optimizer.plugin_dir)");
     // train.seq_len over parallel.sp is model::validate's (model::validate_deck), with the heads
     std::error_code ec;
     const std::string& pd = cfg.optimizer.plugin_dir;
@@ -250,13 +350,16 @@ void check_paths(const Checker& c, const Config& cfg) {
         const std::string& f =
             std::string(key) == "train.metrics" ? cfg.train.metrics : cfg.runtime.trace;
         if (f.empty()) continue;
-        std::error_code ec;
-        fs::file_status st = fs::status(f, ec);
-        if (fs::is_directory(st))
+        // what the writer refuses (core::open_output): a FIFO would block, a directory or a
+        // device cannot take the file; metrics may go to a character device (/dev/null)
+        const std::string kind = core::path_kind(f);
+        if (kind == "a directory")
             c.fail_io({key}, std::string(key) + ": '" + f + "' is a directory; give a file path");
-        if (fs::is_fifo(st) || fs::is_socket(st)) // opening a FIFO blocks until a reader comes
-            c.fail_io({key}, std::string(key) + ": '" + f +
-                                 "' is a FIFO or socket; give a regular file path");
+        const bool metrics = std::string(key) == "train.metrics";
+        if (!kind.empty() && kind != "missing" && kind.find("broken") == std::string::npos &&
+            !(metrics && kind.find("a character device") != std::string::npos))
+            c.fail_io({key}, std::string(key) + ": '" + f + "' is " + kind +
+                                 ", not a regular file; give a regular file path");
         fs::path parent = fs::path(f).parent_path();
         dirs.push_back({key, parent.empty() ? std::string(".") : parent.string()});
     }
@@ -271,6 +374,7 @@ void check_paths(const Checker& c, const Config& cfg) {
 
 void validate(const Config& cfg, const Origins& origins, const std::string& deck_name, bool files) {
     Checker c{origins, deck_name, files};
+    if (files) check_path_lengths(c, cfg); // before any path is looked up
     check_model(c, cfg);
     check_data(c, cfg);
     check_train(c, cfg);

@@ -12,6 +12,30 @@
 
 namespace sof::core {
 
+const char* mode_kind(unsigned mode) {
+    const mode_t m = static_cast<mode_t>(mode);
+    if (S_ISREG(m)) return "";
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    return "not a regular file";
+}
+
+std::string path_kind(const std::string& path) {
+    struct stat ls {};
+    if (::lstat(path.c_str(), &ls) != 0) return "missing";
+    if (!S_ISLNK(ls.st_mode)) return mode_kind(ls.st_mode);
+    std::string target(4096, '\0');
+    const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
+    target.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return "a broken symbolic link to '" + target + "'";
+    if (S_ISREG(st.st_mode)) return "";
+    return "a symbolic link to '" + target + "', " + mode_kind(st.st_mode);
+}
+
 int open_regular(const std::string& path, uint64_t* size, std::string* why) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
@@ -26,8 +50,9 @@ int open_regular(const std::string& path, uint64_t* size, std::string* why) {
         return -1;
     }
     if (!S_ISREG(st.st_mode)) {
-        *why = S_ISDIR(st.st_mode) ? "it is a directory"
-                                   : "it is not a regular file (a FIFO, socket or device)";
+        *why = S_ISDIR(st.st_mode)
+                   ? std::string("it is a directory")
+                   : std::string("it is ") + mode_kind(st.st_mode) + ", not a regular file";
         ::close(fd);
         return -1;
     }

@@ -7,10 +7,19 @@
 
 namespace sof::core {
 
+// What a file of this st_mode is, for messages: "a FIFO", "a socket", "a character device", "a
+// block device", "a directory", "not a regular file" (anything else); "" for a regular file.
+const char* mode_kind(unsigned mode);
+
+// What `path` is when it is not a regular file, for messages: mode_kind's words, through symbolic
+// links ("a symbolic link to '/dev/zero', a character device", "a broken symbolic link to 'x'"),
+// or "missing"; "" for a regular file or a symbolic link to one. Never opens the path.
+std::string path_kind(const std::string& path);
+
 // Opens `path` read-only (O_NONBLOCK, O_CLOEXEC) and checks with fstat that it is a regular file.
 // Returns the descriptor (O_NONBLOCK cleared again; regular files ignore it anyway) and its size,
-// or -1 with `why` set: "no such file", "it is a directory", "it is not a regular file (a FIFO,
-// socket or device)", or the OS reason.
+// or -1 with `why` set: "no such file", "it is a directory", "it is a FIFO, not a regular file"
+// (a socket, a character device, ...: mode_kind's words), or the OS reason.
 int open_regular(const std::string& path, uint64_t* size, std::string* why);
 
 // An open regular input file, closed on destruction. The constructor throws Io

@@ -10,23 +10,9 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace sof::core {
-
-namespace {
-
-// What a path of this mode is, for the message ("" for a regular file).
-const char* kind_of(mode_t m) {
-    if (S_ISREG(m)) return "";
-    if (S_ISDIR(m)) return "a directory";
-    if (S_ISFIFO(m)) return "a FIFO";
-    if (S_ISSOCK(m)) return "a socket";
-    if (S_ISCHR(m)) return "a character device";
-    if (S_ISBLK(m)) return "a block device";
-    return "not a regular file";
-}
-
-} // namespace
 
 int open_output(const std::string& path, int flags, const char* what, bool allow_char_device) {
     const int fd = ::open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0644);
@@ -51,7 +37,7 @@ int open_output(const std::string& path, int flags, const char* what, bool allow
         SOF_FAIL(Io,
                  "cannot write %s '%s': it is %s (not a regular file); remove it or choose "
                  "another path",
-                 what, path.c_str(), kind_of(st.st_mode));
+                 what, path.c_str(), mode_kind(st.st_mode));
     }
     const int fl = ::fcntl(fd, F_GETFL);
     if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
@@ -65,7 +51,7 @@ void check_output_target(const std::string& path, const char* what) {
         SOF_FAIL(Io,
                  "cannot write %s '%s': it exists and is %s (not a regular file); remove it or "
                  "choose another path",
-                 what, path.c_str(), kind_of(st.st_mode));
+                 what, path.c_str(), mode_kind(st.st_mode));
 }
 
 } // namespace sof::core

@@ -2,6 +2,7 @@
 // striping, resumable positions (LoaderState text form for checkpoints).
 #include "data/loader.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <limits>
 #include <sstream>
 
+#include "config/data_files.h"
 #include "core/error.h"
 #include "data/builtin.h"
 #include "data/masks.h"
@@ -142,16 +144,8 @@ DataLoader::DataLoader(const config::DataConfig& cfg, Split split, int vocab_siz
         SOF_FAIL(Config, "data loader: model.vocab_size = %d; it must be >= 1", vocab_size);
     if (accum < 1)
         SOF_FAIL(Internal, "data loader: %d micro-batches per step; it must be >= 1", accum);
-    if (cfg.pack) {
-        if (cfg.eos_id < 0 || cfg.eos_id >= vocab_size)
-            SOF_FAIL(Config,
-                     "data.pack = true needs the document separator: data.eos_id = %d is not a "
-                     "token id of the vocabulary (0..%d); set data.eos_id to the tokenizer's EOS "
-                     "id (scripts/prepare_data.py writes it to prepare.json as eos_token_id)",
-                     cfg.eos_id, vocab_size - 1);
-        pack_ = true;
-        eos_ = cfg.eos_id;
-    }
+    pack_ = cfg.pack;
+    eos_ = cfg.eos_id;
     // tokens per global batch (one optimizer step over all ranks)
     const int64_t stride = static_cast<int64_t>(accum) * world * B * T;
     const std::string batch_text =
@@ -174,6 +168,7 @@ DataLoader::DataLoader(const config::DataConfig& cfg, Split split, int vocab_siz
                      "model.vocab_size <= %d, got %d; use a smaller vocabulary or token shards "
                      "(uint32 shards hold any vocabulary: scripts/make_shard.py, docs/data.md)",
                      key_.c_str(), config::kMaxBuiltinVocab, vocab_size);
+        check_eos(cfg, vocab_size);
         chain_ = std::make_unique<MarkovChain>(vocab_size, derive_seed(bseed, kTagChain));
         tokens_.token_bytes = 2;
         tokens_.u16.resize(static_cast<size_t>(n));
@@ -182,45 +177,61 @@ DataLoader::DataLoader(const config::DataConfig& cfg, Split split, int vocab_siz
         loaded_shard_ = 0;
         shards_.push_back({"", n, (n - 1) / stride});
     } else {
-        std::vector<std::string> paths;
-        for (const std::string& path : expand_glob(source_, key_))
-            if (!(path.size() > 5 && path.compare(path.size() - 5, 5, ".mask") == 0))
-                paths.push_back(path); // loss masks travel with their shards
-        if (paths.empty())
-            SOF_FAIL(Config, "%s = '%s' matches only loss-mask files (*.mask), no token shard",
-                     key_.c_str(), source_.c_str());
-        std::vector<std::string> with_mask, without_mask;
-        for (const std::string& path : paths) {
+        const std::vector<config::DataFile> files = config::find_data_files(source_, key_);
+        std::vector<std::string> with_mask, without_mask, megatron;
+        for (const config::DataFile& f : files) {
             std::error_code ec;
-            (std::filesystem::exists(mask_path(path), ec) ? with_mask : without_mask)
-                .push_back(path);
+            if (f.megatron)
+                megatron.push_back(f.path);
+            else
+                (std::filesystem::exists(mask_path(f.path), ec) ? with_mask : without_mask)
+                    .push_back(f.path);
         }
+        if (cfg.loss_mask == "require" && !megatron.empty())
+            SOF_FAIL(Config,
+                     "data.loss_mask = require but %s names the Megatron-LM dataset %s, whose "
+                     "format has no loss masks; set data.loss_mask: auto (or ignore), or give "
+                     "token shards with masks (scripts/prepare_data.py on chat data)",
+                     key_.c_str(), megatron[0].c_str());
         if (cfg.loss_mask == "require" && !without_mask.empty())
             SOF_FAIL(Config,
                      "data.loss_mask = require but token shard %s (%s) has no loss mask %s (%zu of "
                      "%zu shards have none); write shards with masks (scripts/prepare_data.py "
                      "--chat) or set data.loss_mask: ignore",
                      without_mask[0].c_str(), key_.c_str(), mask_path(without_mask[0]).c_str(),
-                     without_mask.size(), paths.size());
-        if (cfg.loss_mask == "auto" && !with_mask.empty() && !without_mask.empty())
+                     without_mask.size(), files.size());
+        if (cfg.loss_mask == "auto" && !with_mask.empty() &&
+            (!without_mask.empty() || !megatron.empty()))
             SOF_FAIL(
                 Config,
                 "%s: %zu token shard(s) have a loss mask (e.g. %s) and %zu have none (e.g. "
                 "%s): with data.loss_mask = auto either all shards of a split have one or "
                 "none; re-create the data, or set data.loss_mask: ignore to train on every target",
                 key_.c_str(), with_mask.size(), mask_path(with_mask[0]).c_str(),
-                without_mask.size(), without_mask[0].c_str());
+                without_mask.size() + megatron.size(),
+                (without_mask.empty() ? megatron[0] + " (a Megatron dataset)" : without_mask[0])
+                    .c_str());
         masked_ = cfg.loss_mask != "ignore" && !with_mask.empty();
-        for (const std::string& path : paths) {
-            const int64_t n = read_shard(path, vocab_size, nullptr).num_tokens;
+        if (files.size() > megatron.size()) check_eos(cfg, vocab_size); // llm.c shards: EOS
+        for (const config::DataFile& f : files) {
+            int64_t n = 0;
+            if (f.megatron) {
+                const MegatronInfo info = read_megatron_index(f.path, nullptr);
+                check_megatron_tokens(info, vocab_size);
+                n = info.num_tokens;
+            } else {
+                n = read_shard(f.path, vocab_size, nullptr).num_tokens;
+            }
             if (n < stride + 1)
                 SOF_FAIL(Config,
-                         "token shard %s (%s) has %lld tokens but one batch needs %s + 1 = %lld; "
-                         "use larger shards or a smaller batch_size/seq_len",
-                         path.c_str(), key_.c_str(), static_cast<long long>(n), batch_text.c_str(),
-                         static_cast<long long>(stride + 1));
-            if (masked_) read_mask(mask_path(path), n, nullptr);
-            shards_.push_back({path, n, (n - 1) / stride});
+                         "%s %s (%s) has %lld tokens but one batch needs %s + 1 = %lld; "
+                         "use %s or a smaller batch_size/seq_len",
+                         f.megatron ? "Megatron dataset" : "token shard", f.path.c_str(),
+                         key_.c_str(), static_cast<long long>(n), batch_text.c_str(),
+                         static_cast<long long>(stride + 1),
+                         f.megatron ? "more data" : "larger shards");
+            if (masked_) read_mask(mask_path(f.path), n, nullptr);
+            shards_.push_back({f.path, n, (n - 1) / stride, f.megatron});
         }
     }
     for (const Shard& s : shards_) {
@@ -256,8 +267,13 @@ void DataLoader::prepare() {
         sample_epoch_ = pos_.epoch;
         sample_shard_ = id;
     }
-    if (loaded_shard_ != id) {
+    if (loaded_shard_ != id && shards_[static_cast<size_t>(id)].megatron) {
+        load_megatron(shards_[static_cast<size_t>(id)]);
+        loaded_shard_ = id;
+    } else if (loaded_shard_ != id) {
         const Shard& sh = shards_[static_cast<size_t>(id)];
+        megatron_.reset();
+        doc_starts_ = {};
         const int64_t n = read_shard(sh.path, vocab_, &tokens_).num_tokens;
         if (n != sh.num_tokens)
             SOF_FAIL(Io, "token shard %s changed while training: %lld tokens, was %lld",
@@ -265,6 +281,47 @@ void DataLoader::prepare() {
                      static_cast<long long>(sh.num_tokens));
         if (masked_) read_mask(mask_path(sh.path), n, &mask_);
         loaded_shard_ = id;
+    }
+}
+
+void DataLoader::check_eos(const config::DataConfig& cfg, int vocab_size) const {
+    if (cfg.pack && (cfg.eos_id < 0 || cfg.eos_id >= vocab_size))
+        SOF_FAIL(Config,
+                 "data.pack = true needs the document separator: data.eos_id = %d is not a "
+                 "token id of the vocabulary (0..%d); set data.eos_id to the tokenizer's EOS "
+                 "id (scripts/prepare_data.py writes it to prepare.json as eos_token_id)",
+                 cfg.eos_id, vocab_size - 1);
+}
+
+void DataLoader::load_megatron(const Shard& sh) {
+    std::vector<int64_t> starts;
+    const MegatronInfo info = read_megatron_index(sh.path, pack_ ? &starts : nullptr);
+    if (info.num_tokens != sh.num_tokens)
+        SOF_FAIL(Io, "Megatron dataset %s changed while training: %lld tokens, was %lld",
+                 sh.path.c_str(), static_cast<long long>(info.num_tokens),
+                 static_cast<long long>(sh.num_tokens));
+    megatron_ = std::make_unique<MegatronTokens>(info);
+    doc_starts_ = std::move(starts);
+    tokens_ = ShardTokens{}; // an llm.c shard read before: its memory goes
+    mask_ = {};
+}
+
+// Packing's document ids and boundary targets from a Megatron index: the input at token offset p
+// is the last of its document when a document starts at p + 1.
+void DataLoader::mark_documents(int64_t offset, int* targets, int* segments) const {
+    for (int b = 0; b < B_; b++) {
+        const size_t row = static_cast<size_t>(b) * T_;
+        const int64_t first = offset + static_cast<int64_t>(b) * T_; // token offset of input 0
+        auto it = std::upper_bound(doc_starts_.begin(), doc_starts_.end(), first);
+        int seg = 0;
+        for (int t = 0; t < T_; t++) {
+            segments[row + t] = seg;
+            if (it != doc_starts_.end() && *it == first + t + 1) {
+                targets[row + t] = kIgnoreTarget;
+                seg++;
+                ++it;
+            }
+        }
     }
 }
 
@@ -278,12 +335,19 @@ void DataLoader::next(int* inputs, int* targets, int* segments) {
     const int64_t bt = static_cast<int64_t>(B_) * T_;
     const int64_t offset =
         g * accum_ * world_ * bt + (static_cast<int64_t>(micro_) * world_ + rank_) * bt;
-    if (tokens_.token_bytes == 2)
+    if (sh.megatron) {
+        window_.resize(static_cast<size_t>(bt + 1));
+        megatron_->read(offset, bt + 1, vocab_, window_.data());
+        copy_batch(window_.data(), bt, inputs, targets);
+    } else if (tokens_.token_bytes == 2) {
         copy_batch(tokens_.u16.data() + offset, bt, inputs, targets);
-    else
+    } else {
         copy_batch(tokens_.u32.data() + offset, bt, inputs, targets);
+    }
     if (masked_) apply_mask(mask_.data() + offset, bt, targets);
-    if (pack_) {
+    if (pack_ && sh.megatron) {
+        mark_documents(offset, targets, segments);
+    } else if (pack_) {
         for (int b = 0; b < B_; b++) {
             const size_t row = static_cast<size_t>(b) * T_;
             int seg = 0;
@@ -353,11 +417,19 @@ std::string DataLoader::describe() const {
                            MarkovChain::kSuccessors);
     else
         src = "'" + source_ + "'";
+    const size_t mega = static_cast<size_t>(
+        std::count_if(shards_.begin(), shards_.end(), [](const Shard& s) { return s.megatron; }));
+    const std::string ends = mega == shards_.size() ? std::string("as its index lists")
+                             : mega > 0
+                                 ? core::strfmt("at EOS %d or as a Megatron index lists", eos_)
+                                 : core::strfmt("at EOS %d", eos_);
     return core::strfmt(
-        "%s: %zu shard(s)%s%s, %lld tokens, %lld batches of %s%dx%d per epoch "
+        "%s: %zu shard(s)%s%s%s, %lld tokens, %lld batches of %s%dx%d per epoch "
         "(rank %d of %d), %s",
-        src.c_str(), shards_.size(), masked_ ? " with loss masks" : "",
-        pack_ ? core::strfmt(", packed (documents end at EOS %d)", eos_).c_str() : "",
+        src.c_str(), shards_.size(),
+        mega > 0 ? core::strfmt(" (%zu Megatron dataset(s))", mega).c_str() : "",
+        masked_ ? " with loss masks" : "",
+        pack_ ? core::strfmt(", packed (documents end %s)", ends.c_str()).c_str() : "",
         static_cast<long long>(num_tokens_), static_cast<long long>(batches_per_epoch_),
         accum_ > 1 ? core::strfmt("%d x ", accum_).c_str() : "", B_, T_, rank_, world_,
         shuffle_

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "data/megatron.h"
 #include "data/shards.h"
 
 namespace sof::data {
@@ -47,15 +48,18 @@ class MarkovChain;
 
 class DataLoader {
   public:
-    // cfg.train / cfg.val: "builtin" or a glob of llm.c shards (sorted, relative to the working
-    // directory; names ending in ".mask" are loss masks, not shards), uint16 or uint32 per shard
-    // (its header says which). Every shard is validated here (header, size, every token id <
-    // vocab_size, at least accum*world*B*T+1 tokens), and its loss mask (<shard>.mask) when
-    // cfg.loss_mask says to use masks; cfg.pack needs cfg.eos_id in [0, vocab_size) (the
-    // trainer resolves data.eos_id: -1 first). The built-in corpus needs vocab_size <= 65536. The
-    // validation split is always sequential. accum: micro-batches per optimizer step: the unit
-    // of order (and of shuffling) is the step's global batch of accum*world*B sequences, so the
-    // same step reads the same sequences at any (world, accum) with the same product.
+    // cfg.train / cfg.val: "builtin", or what config::find_data_files finds for the value: llm.c
+    // shards (uint16 or uint32 per shard, its header says which; "<shard>.mask" is its loss
+    // mask) and Megatron-LM indexed datasets (<prefix>.idx + .bin, any integer dtype; each one
+    // shard of this loader, its tokens read per batch, never held whole). Every input is
+    // validated here (header/index, size, every token id < vocab_size, at least
+    // accum*world*B*T+1 tokens), and its loss mask when cfg.loss_mask says to use masks (a
+    // Megatron dataset has none). cfg.pack needs cfg.eos_id in [0, vocab_size) for llm.c shards
+    // and the built-in corpus (the trainer resolves data.eos_id: -1 first); a Megatron dataset's
+    // documents are the ones its index lists. The built-in corpus needs vocab_size <= 65536.
+    // The validation split is always sequential. accum: micro-batches per optimizer step: the
+    // unit of order (and of shuffling) is the step's global batch of accum*world*B sequences, so
+    // the same step reads the same sequences at any (world, accum) with the same product.
     DataLoader(const config::DataConfig& cfg, Split split, int vocab_size, int B, int T, int rank,
                int world, int accum = 1);
     ~DataLoader();
@@ -65,9 +69,10 @@ class DataLoader {
     // The next micro-batch: inputs (B*T) and targets (B*T) = the same B*T+1 consecutive tokens
     // shifted by one; with loss masks, a target whose mask byte is 0 is kIgnoreTarget. Micro-batch
     // m of global batch g is read by rank r at token offset g*A*W*B*T + (m*W + r)*B*T (A = accum).
-    // Packed (cfg.pack): segments (B*T) gets each row's document ids: an input EOS (cfg.eos_id)
-    // is the last token of its document, the next input starts a new one (ids 0, 1, ... per
-    // row); the target of an input EOS (the next document's first token) is kIgnoreTarget.
+    // Packed (cfg.pack): segments (B*T) gets each row's document ids: an input EOS (cfg.eos_id;
+    // in a Megatron dataset: the last token of a document of its index) is the last token of
+    // its document, the next input starts a new one (ids 0, 1, ... per row); the target of such
+    // an input (the next document's first token) is kIgnoreTarget.
     // segments must be non-null exactly when packed().
     void next(int* inputs, int* targets, int* segments = nullptr);
     // targets may be kIgnoreTarget (loss masks, or packing's boundary targets)
@@ -82,11 +87,15 @@ class DataLoader {
 
   private:
     struct Shard {
-        std::string path;    // "" for the built-in corpus
-        int64_t num_tokens;  // tokens in the shard
-        int64_t num_samples; // batches it yields per epoch: (num_tokens - 1) / (A*W*B*T)
+        std::string path;      // "" for the built-in corpus; a Megatron dataset's prefix
+        int64_t num_tokens;    // tokens in the shard
+        int64_t num_samples;   // batches it yields per epoch: (num_tokens - 1) / (A*W*B*T)
+        bool megatron = false; // a Megatron-LM indexed dataset (megatron.h)
     };
-    void prepare();                        // make orders and the token buffer match pos_
+    void prepare();                      // make orders and the token buffer match pos_
+    void load_megatron(const Shard& sh); // open its .bin (and its document starts if packing)
+    void mark_documents(int64_t offset, int* targets, int* segments) const;
+    void check_eos(const config::DataConfig& cfg, int vocab_size) const; // data.pack's EOS
     int64_t shard_id(int64_t index) const; // shard at this position of the epoch's order
 
     std::string source_; // "builtin" or the glob
@@ -110,6 +119,10 @@ class DataLoader {
     ShardTokens tokens_;        // (num_tokens) of loaded_shard_, uint16 or uint32 as stored
     std::vector<uint8_t> mask_; // (num_tokens) of loaded_shard_ when masked_: 1 = counted target
     int64_t loaded_shard_ = -1;
+    // a Megatron loaded_shard_: its tokens file, and (packing) where its documents start
+    std::unique_ptr<MegatronTokens> megatron_;
+    std::vector<int64_t> doc_starts_; // sorted token offsets in (0, num_tokens)
+    std::vector<int> window_;         // (B*T + 1) tokens of the batch being read
 };
 
 } // namespace sof::data

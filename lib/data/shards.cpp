@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "config/data_files.h"
 #include "core/error.h"
 #include "core/input_file.h"
 
@@ -109,11 +110,12 @@ int64_t first_out_of_vocab(const uint32_t* tokens, int64_t n, int vocab) {
 }
 
 std::vector<std::string> expand_glob(const std::string& pattern, const std::string& key) {
+    // what the value names (throws naming the problem: no match, a FIFO, a half Megatron pair)
+    const std::vector<config::DataFile> inputs = config::find_data_files(pattern, key);
     std::vector<std::string> files;
     glob_t g;
     std::memset(&g, 0, sizeof(g));
-    int rc = ::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g);
-    if (rc == 0) {
+    if (::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g) == 0) {
         for (size_t i = 0; i < g.gl_pathc; i++) {
             std::string p = g.gl_pathv[i];
             std::error_code ec;
@@ -121,14 +123,10 @@ std::vector<std::string> expand_glob(const std::string& pattern, const std::stri
         }
     }
     globfree(&g);
-    if (files.empty()) {
-        std::error_code ec;
-        std::string cwd = std::filesystem::current_path(ec).string();
-        SOF_FAIL(Config,
-                 "%s = '%s' matches no token shard file (paths are relative to the working "
-                 "directory %s); fix the path or glob, or use 'builtin' for the built-in corpus",
-                 key.c_str(), pattern.c_str(), cwd.c_str());
-    }
+    if (files.empty()) // a Megatron prefix: its .idx and .bin
+        for (const config::DataFile& f : inputs)
+            for (const std::string& p : config::data_file_paths(f))
+                files.push_back(p);
     std::sort(files.begin(), files.end());
     return files;
 }
@@ -153,9 +151,12 @@ ShardInfo read_shard_header(const std::string& path) {
     } else if (magic == kShardMagic32) {
         info.token_bytes = 4;
     } else {
+        const bool bin = path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0;
         const char* hint = magic == 20240326 ? " (that is an llm.c model checkpoint, not a "
                                                "token shard)"
-                                             : "";
+                           : bin ? " (if it is a Megatron-LM dataset's .bin, its .idx must be "
+                                   "beside it)"
+                                 : "";
         SOF_FAIL(Format,
                  "token shard %s: bad magic %d, expected %d (uint16 tokens) or %d (uint32 "
                  "tokens)%s: not an llm.c token shard; write shards with llm.c's data scripts "

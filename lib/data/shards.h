@@ -32,8 +32,10 @@ struct ShardTokens {
     }
 };
 
-// The files matching a glob pattern, sorted bytewise. `key` names the deck key for messages
-// ("data.train"). Throws Config when nothing matches (the message gives the working directory).
+// Every file a data value names, sorted bytewise (for fingerprints): the glob's matches that are
+// not directories (shards, loss masks, Megatron .bin/.idx), or a Megatron prefix's .idx and .bin.
+// `key` names the deck key for messages ("data.train"). Throws what config::find_data_files
+// throws (nothing matches: Config, with the working directory; a FIFO among them: Io).
 std::vector<std::string> expand_glob(const std::string& pattern, const std::string& key);
 
 // Validates the header (magic/version pair) and the file size; returns the token count and

@@ -13,9 +13,11 @@
 
 #include "config/config.h"
 #include "core/cuda_check.h"
+#include "core/cuda_sync.h"
 #include "core/error.h"
 #include "core/strfmt.h"
 #include "core/trace.h"
+#include "kernels/scratch.h"
 
 namespace sof::device {
 
@@ -61,6 +63,18 @@ class CudaEvent : public Event {
     cudaEvent_t ev_ = nullptr;
 };
 
+// With SOF_CUDA_SYNC=1: synchronizes the stream after an op and names it when its work failed.
+void sync_check(cudaStream_t s, const char* what, const std::string& name) {
+    if (!core::cuda_sync_mode()) return;
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (e == cudaSuccess) return;
+    (void)cudaGetLastError();
+    SOF_FAIL(Runtime,
+             "CUDA %s '%s' failed (SOF_CUDA_SYNC: the stream was synchronized after it): %s (%s)",
+             what, name.c_str(), cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
 struct Registry;
 
 class CudaStream : public Stream {
@@ -70,6 +84,10 @@ class CudaStream : public Stream {
     const std::string& name() const override { return name_; }
     void* native() const override { return static_cast<void*>(stream_); }
     cudaStream_t handle() const { return stream_; }
+    // Scratch of the ops launched on this stream through Device::launch (grad_prep with host
+    // bounds): plain cudaMalloc memory outside the device's accounting, like the cuBLASLt
+    // workspace, allocated on first use (none of the engine's or the model's ops use it).
+    kernels::Scratch* scratch() const { return scratch_.get(); }
     const std::shared_ptr<StreamState>& state() const { return state_; }
     int lane() const { return lane_; }
     // Rethrows (once) the first exception of a host task of this stream.
@@ -90,6 +108,7 @@ class CudaStream : public Stream {
     cudaStream_t stream_ = nullptr;
     std::shared_ptr<StreamState> state_ = std::make_shared<StreamState>();
     std::shared_ptr<Registry> reg_;
+    std::unique_ptr<kernels::Scratch> scratch_;
 };
 
 // Live streams of one device, for synchronize() (host-task errors are kept per stream).
@@ -103,6 +122,22 @@ CudaStream::CudaStream(std::string name, int ordinal, core::Trace* trace,
     : name_(std::move(name)), ordinal_(ordinal), reg_(std::move(reg)) {
     SOF_CHECK_CUDA(cudaSetDevice(ordinal_));
     SOF_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    const int ord = ordinal_;
+    const cudaStream_t st = stream_;
+    kernels::Scratch::Memory mem;
+    mem.alloc = [ord](size_t bytes) {
+        SOF_CHECK_CUDA(cudaSetDevice(ord));
+        void* p = nullptr;
+        SOF_CHECK_CUDA(cudaMalloc(&p, bytes));
+        return p;
+    };
+    mem.free = [ord](void* p) {
+        cudaSetDevice(ord);
+        cudaFree(p);
+    };
+    mem.drain = [st] { SOF_CHECK_CUDA(cudaStreamSynchronize(st)); };
+    scratch_ =
+        std::make_unique<kernels::Scratch>(std::move(mem), "kernel scratch (stream " + name_ + ")");
     if (trace) lane_ = trace->lane("stream " + name_);
     std::lock_guard<std::mutex> lk(reg_->mu);
     reg_->streams.push_back(this);
@@ -118,6 +153,7 @@ CudaStream::~CudaStream() {
             }
     }
     cudaSetDevice(ordinal_);
+    scratch_.reset();               // drains the stream, then frees
     cudaStreamSynchronize(stream_); // pending host tasks hold only shared state, but finish them
     cudaStreamDestroy(stream_);
 }
@@ -224,17 +260,19 @@ class CudaDevice : public Device {
         if (bytes == 0) return;
         set_device();
         SOF_CHECK_CUDA(cudaMemsetAsync(dst, value, bytes, cuda_stream(s).handle()));
+        sync_check(cuda_stream(s).handle(), "memset on stream", s.name());
     }
     void host_task(Stream& s, std::function<void()> fn, const std::string& name) override;
 
     void launch(Stream& s, const std::string& name,
                 std::function<void(const kernels::Exec&)> op) override {
-        (void)name;
         set_device();
         kernels::Exec ex;
         ex.backend = kernels::Backend::Cuda;
         ex.stream = s.native();
+        ex.scratch = cuda_stream(s).scratch();
         op(ex);
+        sync_check(cuda_stream(s).handle(), "op", name);
     }
 
   private:
@@ -259,15 +297,23 @@ CudaDevice::CudaDevice(int ordinal, double memory_gb, core::Trace* trace)
     cudaDeviceProp prop{};
     SOF_CHECK_CUDA(cudaGetDeviceProperties(&prop, ordinal_));
     sms_ = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+    // stream-ordered memory pools (cudaMallocAsync) are missing on some sandboxed machines: no op
+    // relies on them (kernels::Scratch), the log line says whether they are there
+    int pools = 0;
+    if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal_) != cudaSuccess) {
+        (void)cudaGetLastError();
+        pools = 0;
+    }
     capacity_ = prop.totalGlobalMem;
     if (memory_gb > 0.0) {
         auto limit = static_cast<size_t>(memory_gb * double(size_t(1) << 30));
         if (limit < capacity_) capacity_ = limit;
     }
-    describe_ = core::strfmt("cuda device %d: %s (sm_%d%d, %d SMs, %s; accounting limit %s)",
-                             ordinal_, prop.name, prop.major, prop.minor, sms_,
-                             format_bytes(static_cast<double>(prop.totalGlobalMem)).c_str(),
-                             format_bytes(static_cast<double>(capacity_)).c_str());
+    describe_ = core::strfmt(
+        "cuda device %d: %s (sm_%d%d, %d SMs, %s; accounting limit %s; memory pools %s)", ordinal_,
+        prop.name, prop.major, prop.minor, sms_,
+        format_bytes(static_cast<double>(prop.totalGlobalMem)).c_str(),
+        format_bytes(static_cast<double>(capacity_)).c_str(), pools ? "yes" : "no (not needed)");
 }
 
 CudaDevice::~CudaDevice() {
@@ -381,6 +427,7 @@ void CudaDevice::copy(void* dst, const void* src, size_t bytes, CopyKind, Stream
     if (bytes == 0) return;
     set_device();
     SOF_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda_stream(s).handle()));
+    sync_check(cuda_stream(s).handle(), "copy on stream", s.name());
 }
 
 void CudaDevice::host_task(Stream& s, std::function<void()> fn, const std::string& name) {

@@ -37,6 +37,15 @@ void Device::grad_prep(const float* grad, size_t n, std::vector<int64_t> bounds,
            });
 }
 
+void Device::grad_prep_pieces(const float* grad, const int64_t* bounds, int64_t npieces,
+                              int64_t base, float scale, GradStats* stats, uint16_t* bf16_out,
+                              Stream& s) {
+    SOF_CHECK(npieces >= 0, "grad_prep_pieces: npieces = %lld", static_cast<long long>(npieces));
+    launch(s, "grad prep (device bounds)", [=](const kernels::Exec& ex) {
+        kernels::grad_prep_pieces(ex, grad, bounds, npieces, base, scale, stats, bf16_out);
+    });
+}
+
 void Device::cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s) {
     launch(s, "cast fp32->bf16",
            [src, dst, n](const kernels::Exec& ex) { kernels::cast_f32_to_bf16(ex, src, dst, n); });
@@ -53,6 +62,26 @@ void Device::sum_chunks(const float* chunks, int nchunks, size_t n, float* out, 
     });
 }
 
+std::unique_ptr<kernels::Scratch> make_scratch(Device& d, Stream& s, const std::string& what) {
+    kernels::Scratch::Memory mem;
+    mem.alloc = [&d, what](size_t bytes) { return d.alloc(bytes, what); };
+    mem.free = [&d](void* p) { d.free(p); };
+    mem.drain = [&d, &s] { d.synchronize(s); };
+    return std::make_unique<kernels::Scratch>(std::move(mem), what);
+}
+
+std::string device_type_problem(const config::DeviceConfig& cfg) {
+#ifdef SOF_DEVICE_HAVE_CUDA_IMPL
+    (void)cfg;
+    return "";
+#else
+    return cfg.type == config::DeviceType::Cuda
+               ? "device.type: cuda, but this build has no CUDA support (configure with "
+                 "-DSOF_CUDA=ON on a machine with the CUDA toolkit, or set device.type: host)"
+               : "";
+#endif
+}
+
 std::unique_ptr<Device> make_device(const config::DeviceConfig& cfg, int local_rank,
                                     core::Trace* trace) {
     if (cfg.memory_gb < 0.0)
@@ -66,9 +95,7 @@ std::unique_ptr<Device> make_device(const config::DeviceConfig& cfg, int local_r
         return make_cuda_device(cfg, local_rank, trace);
 #else
         (void)local_rank;
-        SOF_FAIL(Config, "device.type: cuda, but this build has no CUDA support (configure with "
-                         "-DSOF_CUDA=ON on a machine with the CUDA toolkit, or set device.type: "
-                         "host)");
+        core::throw_error(core::ErrorKind::Config, device_type_problem(cfg));
 #endif
     case config::DeviceType::Auto:
 #ifdef SOF_DEVICE_HAVE_CUDA_IMPL

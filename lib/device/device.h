@@ -13,6 +13,7 @@
 
 #include "kernels/exec.h"
 #include "kernels/grad_stats.h"
+#include "kernels/scratch.h"
 
 namespace sof::config {
 struct DeviceConfig;
@@ -105,8 +106,9 @@ class Device {
     // Runs a kernel op on the stream: op gets the Exec of this device for s. Host device: op runs
     // on the stream's worker thread with the CPU Exec once the earlier work is done (a host task;
     // its exceptions surface at the next synchronize, as host_task's do). CUDA device: sets the
-    // device and calls op at once on the calling thread with Exec{Cuda, s.native()} (op enqueues
-    // its kernels on the stream; errors throw here). Exec::blas is null: matmul needs the
+    // device and calls op at once on the calling thread with Exec{Cuda, s.native(), scratch of s}
+    // (op enqueues its kernels on the stream; errors throw here; with SOF_CUDA_SYNC=1 the stream
+    // is synchronized after op and a failure names `name`). Exec::blas is null: matmul needs the
     // caller's kernels::cuda::Blas for the stream.
     virtual void launch(Stream& s, const std::string& name,
                         std::function<void(const kernels::Exec&)> op) = 0;
@@ -118,8 +120,16 @@ class Device {
     // of squares of g' and a non-finite flag, where g' = scale*g, rounded to bf16 when bf16_out
     // is non-null; g' is written to bf16_out (device, n) when given. Sums are fp64 in a fixed
     // order (kernels::piece_stats) so results do not depend on timing, threads or the device.
+    // On CUDA the host bounds go to the device through the stream's scratch on every call: the
+    // engine's hot path uses grad_prep_pieces with bounds uploaded once instead.
     void grad_prep(const float* grad, size_t n, std::vector<int64_t> bounds, float scale,
                    GradStats* stats, uint16_t* bf16_out, Stream& s);
+    // The same with the piece bounds in device memory (uploaded once, checked on the host before:
+    // kernels::check_piece_bounds): piece i covers grad[bounds[i] - base, bounds[i+1] - base) for
+    // i < npieces (bounds: npieces+1 ascending int64, device; base = bounds[0] when the pieces are
+    // a slice of a longer list, e.g. one fragment of a bucket of the whole model's bounds).
+    void grad_prep_pieces(const float* grad, const int64_t* bounds, int64_t npieces, int64_t base,
+                          float scale, GradStats* stats, uint16_t* bf16_out, Stream& s);
     // Round-to-nearest-even casts (NaN kept), device buffers of n elements.
     void cast_f32_to_bf16(const float* src, uint16_t* dst, size_t n, Stream& s);
     void cast_bf16_to_f32(const uint16_t* src, float* dst, size_t n, Stream& s);
@@ -135,12 +145,21 @@ class Device {
 std::unique_ptr<Device> make_device(const config::DeviceConfig& cfg, int local_rank,
                                     core::Trace* trace);
 
+// Why make_device would refuse cfg.type in this build before looking at any GPU ("" when it would
+// not): device.type cuda in a build without CUDA. `check` asks it too (app/deck_checks.h).
+std::string device_type_problem(const config::DeviceConfig& cfg);
+
 // The CUDA device lives in device/cuda_device.{h,cu} (CUDA builds only) and must declare, in
 // namespace sof::device:
 //   std::unique_ptr<Device> make_cuda_device(const config::DeviceConfig& cfg, int local_rank,
 //                                            core::Trace* trace);
 //   int cuda_device_count(); // 0 when no GPU is visible (never throws)
 // cuda_device.h must compile as plain C++ (no CUDA-only syntax); device.cpp includes it.
+
+// Device scratch for the kernel ops enqueued on s (kernels/scratch.h), in d's accounted memory
+// (`what` names it in allocation errors); nothing is allocated before reserve() or get(). d and s
+// must outlive it: their owner resets it before destroying them.
+std::unique_ptr<kernels::Scratch> make_scratch(Device& d, Stream& s, const std::string& what);
 
 // Capacity of the host device for a deck value (device.memory_gb; 0 = 8 GiB), in bytes.
 size_t host_capacity_bytes(double memory_gb);

@@ -12,12 +12,14 @@ void bias_grad(float* dbias, const float* dout, int N, int OC);
 } // namespace cpu
 
 namespace cuda {
-template <class T> void bias_grad(float* dbias, const T* dout, int N, int OC, void* stream);
+// scratch: the stream's (column-sum partials)
+template <class T>
+void bias_grad(float* dbias, const T* dout, int N, int OC, void* stream, Scratch* scratch);
 } // namespace cuda
 
 template <class T> void bias_grad(const Exec& ex, float* dbias, const T* dout, int N, int OC) {
     SOF_KERNEL_DISPATCH(ex, T, "bias_grad", (cpu::bias_grad(dbias, dout, N, OC)),
-                        (cuda::bias_grad(dbias, dout, N, OC, ex.stream)));
+                        (cuda::bias_grad(dbias, dout, N, OC, ex.stream, ex.scratch)));
 }
 
 } // namespace sof::kernels

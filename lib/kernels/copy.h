@@ -25,8 +25,10 @@ template <class T>
 void copy_rows(const Exec& ex, T* dst, size_t ldd, const T* src, size_t lds, size_t rows,
                size_t width) {
 #if defined(SOF_HAVE_CUDA)
-    if (ex.backend == Backend::Cuda)
-        return cuda::copy_rows(dst, ldd, src, lds, rows, width, sizeof(T), ex.stream);
+    if (ex.backend == Backend::Cuda) {
+        cuda::copy_rows(dst, ldd, src, lds, rows, width, sizeof(T), ex.stream);
+        return detail::cuda_op_done("copy_rows", ex.stream);
+    }
 #else
     if (ex.backend == Backend::Cuda) detail::no_cuda_build("copy_rows");
 #endif
@@ -35,7 +37,10 @@ void copy_rows(const Exec& ex, T* dst, size_t ldd, const T* src, size_t lds, siz
 
 inline void zero(const Exec& ex, void* dst, size_t bytes) {
 #if defined(SOF_HAVE_CUDA)
-    if (ex.backend == Backend::Cuda) return cuda::zero(dst, bytes, ex.stream);
+    if (ex.backend == Backend::Cuda) {
+        cuda::zero(dst, bytes, ex.stream);
+        return detail::cuda_op_done("zero", ex.stream);
+    }
 #else
     if (ex.backend == Backend::Cuda) detail::no_cuda_build("zero");
 #endif

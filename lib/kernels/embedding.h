@@ -20,11 +20,12 @@ template <class T>
 void embedding_forward(T* out, const int* tokens, const int* positions, const T* wte, const T* wpe,
                        int N, int C, void* stream);
 // host_tokens / host_positions: the same ids in host memory (the twin sorts them on the host to
-// sum each row's contributions in position order without atomics).
+// sum each row's contributions in position order without atomics; the plan goes to the device
+// through the stream's scratch: embedding_scratch_bytes).
 template <class T>
 void embedding_backward(float* dwte, float* dwpe, const T* dout, const int* tokens,
                         const int* positions, const int* host_tokens, const int* host_positions,
-                        int N, int C, void* stream);
+                        int N, int C, void* stream, Scratch* scratch);
 } // namespace cuda
 
 // tokens, positions: (N) ids in the Exec's memory; host_tokens, host_positions: the same in host
@@ -46,7 +47,7 @@ void embedding_backward(const Exec& ex, float* dwte, float* dwpe, const T* dout,
     SOF_KERNEL_DISPATCH(ex, T, "embedding_backward",
                         (cpu::embedding_backward(dwte, dwpe, dout, tokens, positions, N, C)),
                         (cuda::embedding_backward(dwte, dwpe, dout, tokens, positions, host_tokens,
-                                                  host_positions, N, C, ex.stream)));
+                                                  host_positions, N, C, ex.stream, ex.scratch)));
 }
 
 } // namespace sof::kernels

@@ -14,11 +14,15 @@ enum class Backend { Cpu, Cuda };
 namespace cuda {
 class Blas; // cuBLASLt handle, workspace and per-shape heuristics of one stream (cuda/blas.h)
 }
+class Scratch; // device scratch of one stream (scratch.h)
 
 struct Exec {
     Backend backend = Backend::Cpu;
     void* stream = nullptr;     // cudaStream_t (Cuda); the ops are asynchronous on it
     cuda::Blas* blas = nullptr; // Cuda: matmul's cuBLASLt context for this stream
+    // Cuda: the stream's scratch for the ops that need temporary device memory (column sums of
+    // the norm and bias backwards, the embedding backward, grad_prep with host bounds)
+    Scratch* scratch = nullptr;
 };
 
 inline Exec cpu_exec() {
@@ -39,6 +43,11 @@ using core::bf16;
 namespace detail {
 [[noreturn]] void no_cpu_dtype(const char* op);
 [[noreturn]] void no_cuda_build(const char* op);
+// After a CUDA twin has enqueued its work (every dispatch calls it): with SOF_CUDA_SYNC=1 in the
+// environment, synchronizes the stream and throws core::Error (Runtime) naming op when it or any
+// earlier work failed, so a kernel fault names its kernel instead of surfacing at a later
+// synchronization; without it, nothing (cuda_sync.cu; CUDA builds only).
+void cuda_op_done(const char* op, void* stream);
 } // namespace detail
 
 } // namespace sof::kernels
@@ -50,6 +59,7 @@ namespace detail {
     do {                                                                                           \
         if ((ex).backend == ::sof::kernels::Backend::Cuda) {                                       \
             CUDA_CALL;                                                                             \
+            ::sof::kernels::detail::cuda_op_done(name, (ex).stream);                               \
         } else if constexpr (std::is_same_v<T, float>) {                                           \
             CPU_CALL;                                                                              \
         } else {                                                                                   \

@@ -50,19 +50,28 @@ inline GradStats piece_stats(const float* g, size_t n, float scale, uint16_t* bf
 
 // grad (n fp32); bounds: npieces+1 ascending offsets from 0 to n; stats (npieces) and bf16_out
 // (n, may be null) in the Exec's memory. Piece i covers [bounds[i], bounds[i+1]).
+// grad_prep_pieces: the same with the bounds already in the Exec's memory (uploaded once, e.g.
+// the engine's piece bounds of the whole model): bounds (npieces+1) ascending, piece i covers
+// grad[bounds[i] - base, bounds[i+1] - base) (base = bounds[0] for a slice of a longer list).
+// Not checked by the op (device memory): check_piece_bounds them on the host before the upload.
 namespace cpu {
 void grad_prep(const float* grad, size_t n, const std::vector<int64_t>& bounds, float scale,
                GradStats* stats, uint16_t* bf16_out);
+void grad_prep_pieces(const float* grad, const int64_t* bounds, int64_t npieces, int64_t base,
+                      float scale, GradStats* stats, uint16_t* bf16_out);
 // out[i] = (((chunks[0][i] + chunks[1][i]) + chunks[2][i]) + ...) over nchunks chunks of n.
 // out may alias chunks (the first chunk).
 void sum_chunks(const float* chunks, int nchunks, size_t n, float* out);
 } // namespace cpu
 
 namespace cuda {
-// Same sums bitwise (explicit _rn intrinsics, the same lane order). The bounds are staged to the
-// device on the stream (on the current device: the caller has set it).
+// Same sums bitwise (explicit _rn intrinsics, the same lane order), on the current device (the
+// caller has set it). grad_prep copies the host bounds into the stream's scratch first
+// (bounds_scratch_bytes).
 void grad_prep(const float* grad, size_t n, const std::vector<int64_t>& bounds, float scale,
-               GradStats* stats, uint16_t* bf16_out, void* stream);
+               GradStats* stats, uint16_t* bf16_out, void* stream, Scratch* scratch);
+void grad_prep_pieces(const float* grad, const int64_t* bounds, int64_t npieces, int64_t base,
+                      float scale, GradStats* stats, uint16_t* bf16_out, void* stream);
 void sum_chunks(const float* chunks, int nchunks, size_t n, float* out, void* stream);
 } // namespace cuda
 
@@ -72,9 +81,18 @@ inline void grad_prep(const Exec& ex, const float* grad, size_t n,
                       const std::vector<int64_t>& bounds, float scale, GradStats* stats,
                       uint16_t* bf16_out) {
     check_piece_bounds(bounds, n);
-    SOF_KERNEL_DISPATCH(ex, float, "grad_prep",
-                        (cpu::grad_prep(grad, n, bounds, scale, stats, bf16_out)),
-                        (cuda::grad_prep(grad, n, bounds, scale, stats, bf16_out, ex.stream)));
+    SOF_KERNEL_DISPATCH(
+        ex, float, "grad_prep", (cpu::grad_prep(grad, n, bounds, scale, stats, bf16_out)),
+        (cuda::grad_prep(grad, n, bounds, scale, stats, bf16_out, ex.stream, ex.scratch)));
+}
+
+inline void grad_prep_pieces(const Exec& ex, const float* grad, const int64_t* bounds,
+                             int64_t npieces, int64_t base, float scale, GradStats* stats,
+                             uint16_t* bf16_out) {
+    SOF_KERNEL_DISPATCH(
+        ex, float, "grad_prep",
+        (cpu::grad_prep_pieces(grad, bounds, npieces, base, scale, stats, bf16_out)),
+        (cuda::grad_prep_pieces(grad, bounds, npieces, base, scale, stats, bf16_out, ex.stream)));
 }
 
 inline void sum_chunks(const Exec& ex, const float* chunks, int nchunks, size_t n, float* out) {

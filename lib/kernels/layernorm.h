@@ -21,7 +21,8 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* 
                        int N, int C, void* stream);
 template <class T>
 void layernorm_backward(T* dinp, float* dw, float* db, const T* dout, const T* inp, const T* w,
-                        const float* mean, const float* rstd, int N, int C, void* stream);
+                        const float* mean, const float* rstd, int N, int C, void* stream,
+                        Scratch* scratch);
 } // namespace cuda
 
 template <class T>
@@ -35,10 +36,10 @@ void layernorm_forward(const Exec& ex, T* out, float* mean, float* rstd, const T
 template <class T>
 void layernorm_backward(const Exec& ex, T* dinp, float* dw, float* db, const T* dout, const T* inp,
                         const T* w, const float* mean, const float* rstd, int N, int C) {
-    SOF_KERNEL_DISPATCH(
-        ex, T, "layernorm_backward",
-        (cpu::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C)),
-        (cuda::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, ex.stream)));
+    SOF_KERNEL_DISPATCH(ex, T, "layernorm_backward",
+                        (cpu::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C)),
+                        (cuda::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C,
+                                                  ex.stream, ex.scratch)));
 }
 
 } // namespace sof::kernels

@@ -26,7 +26,8 @@ void rmsnorm_forward(T* out, float* rstd, const T* x, const T* w, int N, int H, 
                      float eps, void* stream);
 template <class T>
 void rmsnorm_backward(T* dx, bool accumulate, float* dw, const T* dout, const T* x, const T* w,
-                      const float* rstd, int N, int H, int D, size_t ld, void* stream);
+                      const float* rstd, int N, int H, int D, size_t ld, void* stream,
+                      Scratch* scratch);
 } // namespace cuda
 
 template <class T>
@@ -40,10 +41,10 @@ void rmsnorm_forward(const Exec& ex, T* out, float* rstd, const T* x, const T* w
 template <class T>
 void rmsnorm_backward(const Exec& ex, T* dx, bool accumulate, float* dw, const T* dout, const T* x,
                       const T* w, const float* rstd, int N, int H, int D, size_t ld) {
-    SOF_KERNEL_DISPATCH(
-        ex, T, "rmsnorm_backward",
-        (cpu::rmsnorm_backward(dx, accumulate, dw, dout, x, w, rstd, N, H, D, ld)),
-        (cuda::rmsnorm_backward(dx, accumulate, dw, dout, x, w, rstd, N, H, D, ld, ex.stream)));
+    SOF_KERNEL_DISPATCH(ex, T, "rmsnorm_backward",
+                        (cpu::rmsnorm_backward(dx, accumulate, dw, dout, x, w, rstd, N, H, D, ld)),
+                        (cuda::rmsnorm_backward(dx, accumulate, dw, dout, x, w, rstd, N, H, D, ld,
+                                                ex.stream, ex.scratch)));
 }
 
 } // namespace sof::kernels

@@ -55,7 +55,8 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ModelOptions& opts, int max_B, 
     if (!host_mem_) {
         if (!stream_) SOF_FAIL(Internal, "%s: a CUDA device needs a compute stream", arch);
         blas_ = kernels::cuda::Blas::create(stream_->native());
-        ex_ = kernels::Exec{kernels::Backend::Cuda, stream_->native(), blas_.get()};
+        scratch_ = device::make_scratch(*dev_, *stream_, "kernel scratch (model)");
+        ex_ = kernels::Exec{kernels::Backend::Cuda, stream_->native(), blas_.get(), scratch_.get()};
     } else {
         kernels::cpu::use_single_threaded_blas(); // the CPU twins parallelize with OpenMP
         ex_ = kernels::cpu_exec();
@@ -111,8 +112,11 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ModelOptions& opts, int max_B, 
             pinned_ids_ = static_cast<int*>(
                 dev_->alloc_pinned((3 + static_cast<size_t>(P_)) * max_BT_ * 4, "token ids"));
             pinned_losses_ = static_cast<float*>(dev_->alloc_pinned(max_BT_ * 4, "losses"));
+            // the most any op asks for at up to max_BT_ rows: no op grows it on the hot path
+            scratch_->reserve(kernels::driver_scratch_bytes(static_cast<int>(max_BT_)));
         }
     } catch (const core::Error& e) {
+        scratch_.reset();
         for (void* p : allocs_)
             dev_->free(p);
         for (void* p : pinned_allocs_)
@@ -175,6 +179,7 @@ template <class T> template <class F> void DriverT<T>::rope_fill(size_t rows, F 
 
 template <class T> DriverT<T>::~DriverT() {
     if (!host_mem_ && stream_) dev_->synchronize(*stream_);
+    scratch_.reset(); // frees through dev_ while stream_ is alive
     if (d2h_) dev_->synchronize(*d2h_);
     if (h2d_) dev_->synchronize(*h2d_);
     for (void* p : allocs_)

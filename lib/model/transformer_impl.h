@@ -147,6 +147,8 @@ template <class T> class DriverT : public Transformer::Driver {
     device::Stream* stream_ = nullptr;
     bool host_mem_ = true; // the ops run on the CPU twins over host-accessible buffers
     std::unique_ptr<kernels::cuda::Blas> blas_;
+    // CUDA: the ops' scratch on stream_, reserved once for max_BT_ rows (never grown by an op)
+    std::unique_ptr<kernels::Scratch> scratch_;
     kernels::Exec ex_;
 
     std::array<std::vector<void*>, static_cast<size_t>(Act::kCount)> bufs_; // [id][set or 0]

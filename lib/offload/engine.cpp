@@ -194,6 +194,7 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     else
         dwork_ = static_cast<float*>(buf(Buf::DevWork));
     dstats_ = static_cast<device::GradStats*>(buf(Buf::DevStats));
+    dbounds_ = static_cast<int64_t*>(buf(Buf::DevBounds));
     dstage32_ = static_cast<float*>(buf(Buf::DevStage32));
     dstage16_ = static_cast<uint16_t*>(buf(Buf::DevStage16));
     dgstage16_ = static_cast<uint16_t*>(buf(Buf::DevGradStage16));
@@ -218,6 +219,10 @@ Engine::Engine(const config::Config& cfg, const model::ParamLayout& layout, cons
     for (size_t i = 0; i < plan_.buffers.size(); i++)
         if (plan_.buffers[i].side == MemSide::Device)
             dev_->memset(ptrs_[i], 0, plan_.buffers[i].bytes, *compute_);
+    // the piece bounds once (grad_prep reads them on the device for every bucket, per fragment)
+    if (pieces_.size() >= 2) kernels::check_piece_bounds(pieces_, layout.num_params);
+    dev_->copy(dbounds_, pieces_.data(), pieces_.size() * sizeof(int64_t),
+               device::CopyKind::HostToDevice, *compute_);
     dev_->synchronize(*compute_);
 
     worker_ = std::make_unique<Worker>("cpu optimizer");
@@ -438,14 +443,19 @@ void Engine::launch_bucket(Bucket& b) {
     const std::vector<Frag> frags = fragments(b);
     int piece = b.piece_begin;
     for (const Frag& f : frags) {
-        std::vector<int64_t> bounds;
-        int first = piece;
+        const int first = piece;
         while (piece < b.piece_end &&
                pieces_[static_cast<size_t>(piece)] < static_cast<int64_t>(f.hi))
-            bounds.push_back(pieces_[static_cast<size_t>(piece++)] - static_cast<int64_t>(f.lo));
-        bounds.push_back(static_cast<int64_t>(f.hi - f.lo));
-        dev_->grad_prep(dgrad(f.lo), f.hi - f.lo, std::move(bounds), 1.0f, dstats_ + first,
-                        bf16_grads_ ? dgstage16_ + (f.lo - b.begin) : nullptr, *d2h_);
+            piece++;
+        // the fragment is whole pieces (buckets cut at piece bounds, pieces never cross a unit):
+        // its bounds are pieces_[first..piece], read on the device from the copy made once
+        SOF_CHECK(pieces_[static_cast<size_t>(first)] == static_cast<int64_t>(f.lo) &&
+                      pieces_[static_cast<size_t>(piece)] == static_cast<int64_t>(f.hi),
+                  "engine: bucket %d fragment [%zu, %zu) is not whole statistic pieces", b.index,
+                  f.lo, f.hi);
+        dev_->grad_prep_pieces(dgrad(f.lo), dbounds_ + first, piece - first,
+                               static_cast<int64_t>(f.lo), 1.0f, dstats_ + first,
+                               bf16_grads_ ? dgstage16_ + (f.lo - b.begin) : nullptr, *d2h_);
     }
     dev_->copy(hstats_ + b.piece_begin, dstats_ + b.piece_begin,
                static_cast<size_t>(b.piece_end - b.piece_begin) * sizeof(device::GradStats),

@@ -58,6 +58,8 @@ class Engine : public Updater {
     // The CPU optimizer lane (tests delay it to check that deferred commits are waited for).
     Worker& worker() { return *worker_; }
     device::Device& device() { return *dev_; }
+    // The stream the model's kernels run on (tests drive a fake model on it).
+    device::Stream& compute_stream() { return *compute_; }
 
   private:
     Engine(const config::Config& cfg, const model::ParamLayout& layout, const core::Log& log,
@@ -192,6 +194,7 @@ class Engine : public Updater {
     float* dwork_ = nullptr;              // (num_params) fp32 working weights (stationary only)
     uint16_t* dwork16_ = nullptr;         // (num_params) bf16 working weights (instead, work16_)
     device::GradStats* dstats_ = nullptr; // (npieces)
+    int64_t* dbounds_ = nullptr;          // (npieces+1) pieces_ on the device (uploaded once)
     float* dstage32_ = nullptr;           // (max host bucket) H2D staging fp32 (device cast)
     uint16_t* dstage16_ = nullptr;        // (max host bucket) H2D staging bf16
     uint16_t* dtail16_ = nullptr;   // (max device/streamed bucket) bf16 copy from the device step

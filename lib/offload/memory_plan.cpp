@@ -128,6 +128,8 @@ MemoryPlan make_memory_plan(const MemoryPlanInputs& in) {
             work16 ? "bf16 working weights (stationary)" : "working weights (stationary)");
     add(Buf::DevStats, 0, MemSide::Device, MemKind::Staging, in.npieces * sizeof(device::GradStats),
         "grad statistics");
+    add(Buf::DevBounds, 0, MemSide::Device, MemKind::Staging, (in.npieces + 1) * sizeof(int64_t),
+        "grad statistic piece bounds");
     if (!in.flow && in.bf16 && max_host > 0) { // bf16 working weights: H2D straight into them
         if (!work16)
             add(Buf::DevStage16, 0, MemSide::Device, MemKind::Staging, max_host * 2,

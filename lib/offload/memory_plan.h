@@ -28,6 +28,7 @@ enum class Buf {
                     // device, one unit's fp32 grads while backward and the bucket D2H need them
     DevWork,        // (num_params) working weights (stationary): fp32, or bf16 (work_bf16)
     DevStats,       // (npieces) grad statistics
+    DevBounds,      // (npieces+1) int64 stat piece bounds, uploaded once (grad_prep reads them)
     DevStage32,     // (max host bucket) H2D staging fp32 (bf16, cast on the device)
     DevStage16,     // (max host bucket) H2D staging bf16
     DevGradStage16, // (max bucket) bf16 grads written by grad_prep (bf16, cast on the host)

@@ -104,11 +104,13 @@ PluginInfo describe(const std::string& path, const OpenedPlugin& op) {
     if (!op.table) {
         pi.description = op.error;
         pi.unusable = op.error;
+        pi.loadable = false;
         return pi;
     }
     if (!abi_ok(op.table)) {
         pi.description = abi_note(op.table);
         pi.unusable = pi.description;
+        pi.abi_ok = false;
         return pi;
     }
     const sof_optim_plugin* t = op.table;
@@ -212,8 +214,7 @@ sof_adam_slice make_slice(int64_t n, float* param, const void* grad, sof_dtype g
     return s;
 }
 
-std::unique_ptr<Optimizer> Optimizer::load(const std::string& dir, const std::string& name,
-                                           sof_target target, int num_threads, int device) {
+PluginInfo find_plugin(const std::string& dir, const std::string& name, sof_target target) {
     std::string d = plugin_dir(dir);
     std::error_code ec;
     if (!fs::is_directory(d, ec))
@@ -244,18 +245,14 @@ std::unique_ptr<Optimizer> Optimizer::load(const std::string& dir, const std::st
             SOF_FAIL(Config, "optimizer.plugin '%s' not found in %s; found: %s", want.c_str(),
                      d.c_str(), found_list(all).c_str());
     }
-
-    auto opt = std::unique_ptr<Optimizer>(new Optimizer());
-    OpenedPlugin op;
-    open_plugin(pick->path, op);
-    if (!op.table)
+    if (!pick->loadable)
         SOF_FAIL(Config, "optimizer plugin '%s' (%s) cannot be loaded: %s", want.c_str(),
-                 pick->path.c_str(), op.error.c_str());
-    if (!abi_ok(op.table))
+                 pick->path.c_str(), pick->unusable.c_str());
+    if (!pick->abi_ok)
         SOF_FAIL(Config,
                  "optimizer plugin '%s' (%s) %s: rebuild the plugin against this "
                  "superoffload's sof_optim_abi.h",
-                 want.c_str(), pick->path.c_str(), abi_note(op.table).c_str());
+                 want.c_str(), pick->path.c_str(), pick->description.c_str());
     if (pick->target != target)
         SOF_FAIL(Config,
                  "optimizer plugin '%s' computes on the %s target but the %s target is needed "
@@ -268,6 +265,25 @@ std::unique_ptr<Optimizer> Optimizer::load(const std::string& dir, const std::st
                  "another optimizer.plugin or 'auto'; found: %s",
                  want.c_str(), pick->path.c_str(), pick->description.empty() ? "" : ": ",
                  pick->description.c_str(), found_list(all).c_str());
+    return *pick;
+}
+
+std::unique_ptr<Optimizer> Optimizer::load(const std::string& dir, const std::string& name,
+                                           sof_target target, int num_threads, int device) {
+    const PluginInfo found = find_plugin(dir, name, target);
+    const PluginInfo* pick = &found;
+    const std::string want = name.empty() ? "auto" : name;
+    auto opt = std::unique_ptr<Optimizer>(new Optimizer());
+    OpenedPlugin op;
+    open_plugin(pick->path, op);
+    if (!op.table)
+        SOF_FAIL(Config, "optimizer plugin '%s' (%s) cannot be loaded: %s", want.c_str(),
+                 pick->path.c_str(), op.error.c_str());
+    if (!abi_ok(op.table)) // replaced since it was listed
+        SOF_FAIL(Config,
+                 "optimizer plugin '%s' (%s) %s: rebuild the plugin against this "
+                 "superoffload's sof_optim_abi.h",
+                 want.c_str(), pick->path.c_str(), abi_note(op.table).c_str());
 
     opt->info_ = *pick;
     opt->plugin_ = op.table;

@@ -18,6 +18,8 @@ struct PluginInfo {
     sof_target target = SOF_TARGET_HOST;
     std::string description;
     std::string unusable; // why it cannot be used here ("" = usable): dlopen error, ABI, score 0
+    bool loadable = true; // dlopen and the SOF_OPTIM_ENTRY symbol worked
+    bool abi_ok = true;   // built for this ABI version
 };
 
 // Directory searched for plugins: `dir` if non-empty, else $SOF_PLUGIN_DIR, else
@@ -28,6 +30,13 @@ std::string plugin_dir(const std::string& dir);
 // SOF_OPTIM_ENTRY symbol, another ABI version) are listed with score 0 and the reason in
 // `unusable`, so "no plugin can run" messages say why each one was passed over.
 std::vector<PluginInfo> list_plugins(const std::string& dir);
+
+// The plugin Optimizer::load would load: `name` ("" or "auto": the highest score among plugins of
+// `target`; else the name a plugin declares or its file's stem) in plugin_dir(dir), without
+// creating it. Throws core::Error (Config) when the directory is missing, no such plugin is there
+// (listing the ones found), it cannot be loaded, was built for another ABI version, computes on
+// another target or scores 0 here. `check` calls it too (app/deck_checks.h).
+PluginInfo find_plugin(const std::string& dir, const std::string& name, sof_target target);
 
 // AdamW/Adam hyperparameters for one slice (fills struct_size).
 sof_adam_hparams make_hparams(float lr, float beta1, float beta2, float eps, float weight_decay,

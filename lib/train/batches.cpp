@@ -2,7 +2,6 @@
 // config.json, and duration text for the step log.
 #include "train/batches.h"
 
-#include <glob.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include <filesystem>
 
 #include "ckpt/fileio.h"
+#include "config/data_files.h"
 #include "ckpt/json.h"
 #include "core/error.h"
 #include "core/strfmt.h"
@@ -40,16 +40,26 @@ int eos_in(const std::string& path) {
 int resolve_eos_id(const config::Config& cfg) {
     const config::DataConfig& d = cfg.data;
     if (!d.pack || d.eos_id >= 0) return d.eos_id;
-    std::vector<std::string> looked;
-    if (d.train != "builtin") {
-        glob_t g{};
-        if (glob(d.train.c_str(), 0, nullptr, &g) == 0 && g.gl_pathc > 0) {
-            const std::string first = g.gl_pathv[0];
-            const std::filesystem::path dir = std::filesystem::path(first).parent_path();
-            looked.push_back((dir / "prepare.json").string());
+    // a Megatron dataset's documents are in its index: only llm.c shards and the built-in corpus
+    // need the separator
+    bool need = false;
+    std::string first; // the first input of data.train
+    for (const std::string* v : {&d.train, &d.val}) {
+        if (*v == "builtin") {
+            need = true;
+            continue;
         }
-        globfree(&g);
+        config::DataFilesError err;
+        const std::vector<config::DataFile> files = config::find_data_files(*v, "data", &err);
+        if (files.empty()) need = true; // the loader reports the problem
+        for (const config::DataFile& f : files)
+            need = need || !f.megatron;
+        if (v == &d.train && !files.empty()) first = files[0].path;
     }
+    if (!need) return -1;
+    std::vector<std::string> looked;
+    if (!first.empty())
+        looked.push_back((std::filesystem::path(first).parent_path() / "prepare.json").string());
     if (!cfg.model.init_from.empty() && std::filesystem::is_directory(cfg.model.init_from))
         looked.push_back((std::filesystem::path(cfg.model.init_from) / "config.json").string());
     for (const std::string& p : looked) {

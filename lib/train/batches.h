@@ -10,8 +10,9 @@ namespace sof::train {
 
 // data.eos_id for packing: the deck's value when >= 0 (or when data.pack is off); -1 (auto): the
 // eos_token_id of prepare.json in the directory of data.train's first shard, else of
-// model.init_from's config.json (a Hugging Face directory; the first id of a list). Throws Config
-// naming the files looked at when none has one.
+// model.init_from's config.json (a Hugging Face directory; the first id of a list); -1 when every
+// input of data.train and data.val is a Megatron dataset (its index lists the documents). Throws
+// Config naming the files looked at when none has one.
 int resolve_eos_id(const config::Config& cfg);
 
 // "1h02m03s", "4m05s", "12.3s"

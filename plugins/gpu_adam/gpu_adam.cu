@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda_sync.h"
 #include "gpu_adam_kernels.cuh"
 #include "optim/adam_ref.h"
 #include "optim/sof_optim_abi.h"
@@ -20,11 +21,26 @@ namespace {
 static_assert(sizeof(ResultOut) == sizeof(sof_adam_result), "result layout");
 static_assert(offsetof(ResultOut, nonfinite) == offsetof(sof_adam_result, nonfinite), "layout");
 
+// Device scratch of one stream for the statistics (kMaxBlocks per-block partials, then the result
+// when it must be copied back): allocated on the first statistics launch on that stream, reused
+// in its order, never on the hot path again (no stream-ordered pools: some machines lack them).
+// `done` is recorded after each use and waited for before the next, so a stream handle reused
+// after cudaStreamDestroy still waits for the old stream's last use.
+struct StreamScratch {
+    cudaStream_t stream = nullptr;
+    void* mem = nullptr;
+    cudaEvent_t done = nullptr;
+};
+constexpr size_t kScratchBytes = kMaxBlocks * sizeof(Partial) + sizeof(ResultOut);
+
 struct Ctx {
     int device = 0;
     int grid = kMaxBlocks; // blocks per launch: one wave of resident blocks on this device
     std::mutex mu;
     std::string error; // last failure message
+    // one launch sequence at a time: a stream's scratch is reused in stream order
+    std::mutex launch_mu;
+    std::vector<StreamScratch> scratch; // (streams that ran statistics)
 };
 
 sof_status fail(Ctx* ctx, sof_status st, const std::string& msg) {
@@ -114,10 +130,42 @@ cudaError_t launch_group(Ctx* ctx, Op op, const std::vector<SliceDesc>& descs, s
     return cudaGetLastError();
 }
 
+// The scratch of `stream` (ctx->launch_mu held), allocated on first use; its index in *slot.
+sof_status stream_scratch(Ctx* ctx, cudaStream_t stream, size_t* slot) {
+    for (size_t i = 0; i < ctx->scratch.size(); i++)
+        if (ctx->scratch[i].stream == stream) {
+            *slot = i;
+            return SOF_OK;
+        }
+    StreamScratch s;
+    s.stream = stream;
+    cudaError_t e = cudaMalloc(&s.mem, kScratchBytes);
+    if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaMalloc(statistics scratch)");
+    e = cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+        cudaFree(s.mem);
+        return cuda_fail(ctx, e, "cudaEventCreateWithFlags(scratch)");
+    }
+    ctx->scratch.push_back(s);
+    *slot = ctx->scratch.size() - 1;
+    return SOF_OK;
+}
+
+// With SOF_CUDA_SYNC=1 (core/cuda_sync.h): the stream synchronized after a launch, a failure named.
+sof_status sync_check(Ctx* ctx, cudaStream_t stream, Op op) {
+    if (!core::cuda_sync_mode()) return SOF_OK;
+    const cudaError_t e = cudaStreamSynchronize(stream);
+    if (e == cudaSuccess) return SOF_OK;
+    const char* name = op == Op::Step ? "adam step" : (op == Op::Rollback ? "rollback" : "stats");
+    return cuda_fail(ctx, e,
+                     (std::string(name) + " kernels (SOF_CUDA_SYNC: stream synchronized)").c_str());
+}
+
 // Runs `op` over descriptors in groups of kMaxSlices (one launch each) on `stream`; the
 // statistics of all groups go to `result` (device-accessible) unless it is null.
 sof_status launch(Ctx* ctx, Op op, const std::vector<SliceDesc>& descs, sof_adam_result* result,
                   cudaStream_t stream) {
+    std::lock_guard<std::mutex> launch_lock(ctx->launch_mu);
     cudaError_t e = cudaSetDevice(ctx->device);
     if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaSetDevice");
     bool stats = op != Op::Rollback && result != nullptr;
@@ -133,10 +181,14 @@ sof_status launch(Ctx* ctx, Op op, const std::vector<SliceDesc>& descs, sof_adam
         copy_back = attr.type == cudaMemoryTypeUnregistered;
     }
     void* scratch = nullptr;
-    size_t scratch_bytes = kMaxBlocks * sizeof(Partial) + sizeof(ResultOut);
+    cudaEvent_t scratch_done = nullptr;
     if (stats) {
-        e = cudaMallocAsync(&scratch, scratch_bytes, stream);
-        if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaMallocAsync(partials)");
+        size_t slot = 0;
+        if (sof_status st = stream_scratch(ctx, stream, &slot); st != SOF_OK) return st;
+        scratch = ctx->scratch[slot].mem;
+        scratch_done = ctx->scratch[slot].done;
+        e = cudaStreamWaitEvent(stream, scratch_done, 0); // its last use (no-op on this stream)
+        if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaStreamWaitEvent(scratch)");
         if (copy_back)
             out = reinterpret_cast<ResultOut*>(static_cast<Partial*>(scratch) + kMaxBlocks);
     }
@@ -160,24 +212,20 @@ sof_status launch(Ctx* ctx, Op op, const std::vector<SliceDesc>& descs, sof_adam
             e = cudaGetLastError();
         }
     }
-    if (e != cudaSuccess) {
-        if (scratch) cudaFreeAsync(scratch, stream);
-        return cuda_fail(ctx, e, "kernel launch");
-    }
+    if (e != cudaSuccess) return cuda_fail(ctx, e, "kernel launch");
     if (copy_back) {
         e = cudaMemcpyAsync(result, out, sizeof(ResultOut), cudaMemcpyDeviceToHost, stream);
-        if (e != cudaSuccess) {
-            cudaFreeAsync(scratch, stream);
-            return cuda_fail(ctx, e, "cudaMemcpyAsync(result)");
-        }
+        if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaMemcpyAsync(result)");
+    }
+    if (scratch_done) {
+        e = cudaEventRecord(scratch_done, stream);
+        if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaEventRecord(scratch)");
+    }
+    if (copy_back) {
         e = cudaStreamSynchronize(stream);
         if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaStreamSynchronize");
     }
-    if (scratch) {
-        e = cudaFreeAsync(scratch, stream);
-        if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaFreeAsync(partials)");
-    }
-    return SOF_OK;
+    return sync_check(ctx, stream, op);
 }
 
 // ---- ABI entry points ----
@@ -253,7 +301,16 @@ sof_status create(const sof_optim_init* init, sof_optim_ctx** out) {
 }
 
 void destroy(sof_optim_ctx* c) {
-    delete reinterpret_cast<Ctx*>(c);
+    Ctx* ctx = reinterpret_cast<Ctx*>(c);
+    if (!ctx) return;
+    cudaSetDevice(ctx->device);
+    for (StreamScratch& s : ctx->scratch) {
+        cudaEventSynchronize(s.done); // its last use has run
+        cudaEventDestroy(s.done);
+        cudaFree(s.mem);
+    }
+    cudaGetLastError();
+    delete ctx;
 }
 
 const char* last_error(sof_optim_ctx* c) {

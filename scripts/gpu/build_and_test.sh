@@ -9,7 +9,7 @@
 # build; this script is its fallback (README.md).
 # Logs go to $OUT (the device tool's output folder) when it is set, else to build-gpu/logs.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 STAGES=("$@")
 [ ${#STAGES[@]} -eq 0 ] && STAGES=(all)
 has() { for s in "${STAGES[@]}"; do [ "$s" = "$1" ] || [ "$s" = all ] && return 0; done; return 1; }

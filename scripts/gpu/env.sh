@@ -60,7 +60,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 #   carry); no single-copy mechanism (CMA/process_vm_readv is refused under gVisor)
 # - no error lines for the components that cannot load here (ucx, ofi, psm, openib)
 # - the rest of Debian's /etc/openmpi/openmpi-mca-params.conf, which the prefix does not relocate
-export OMPI_MCA_plm=isolated OMPI_MCA_plm_rsh_agent= OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
+export OMPI_MCA_plm=isolated OMPI_MCA_plm_rsh_agent='' OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
 export OMPI_MCA_mtl=^ofi
 export OMPI_MCA_osc=^ucx,pt2pt OMPI_MCA_btl_base_warn_component_unused=0
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mca_base_component_show_load_errors=0

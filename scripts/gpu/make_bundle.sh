@@ -14,9 +14,15 @@ SRC=$(pwd -P)
 OUT=${1:-$SRC/.gpu-bundle}
 BUILD=${BUILD:-build}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-/work}
-export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
-export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
-export CMAKE_CUDA_COMPILER_LAUNCHER=${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}
+# ccache where it is installed, none where it is not (a launcher that is missing fails CMake's
+# compiler checks with a misleading "Could NOT find MPI" and stays in the cache): always given on
+# the command line, so a cache written on a machine with ccache is corrected too
+CCACHE=$(command -v ccache || true)
+LAUNCH=()
+for lang in C CXX CUDA; do
+  v=CMAKE_${lang}_COMPILER_LAUNCHER
+  LAUNCH+=("-D$v=${!v-$CCACHE}")
+done
 
 # Release with CUDA (sm_90 is the project's default architecture); the configure step also picks
 # up tests added since the last one
@@ -24,7 +30,8 @@ type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/nu
 [ "$type" = Release ] || [ ! -f "$BUILD/CMakeCache.txt" ] ||
   { echo "make_bundle: $BUILD is a '$type' build; use a Release one (BUILD=...)" >&2; exit 1; }
 mkdir -p "$BUILD"
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSOF_CUDA=ON >"$BUILD/make_bundle.configure.log" 2>&1 ||
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSOF_CUDA=ON "${LAUNCH[@]}" \
+  >"$BUILD/make_bundle.configure.log" 2>&1 ||
   { tail -20 "$BUILD/make_bundle.configure.log"; exit 1; }
 grep -q "superoffload: CUDA=ON" "$BUILD/make_bundle.configure.log" ||
   { echo "make_bundle: $BUILD is not a CUDA build" >&2; exit 1; }
@@ -48,7 +55,7 @@ echo "make_bundle: building ${TARGETS[*]}"
 cmake --build "$BUILD" -j "${JOBS:-2}" --target "${TARGETS[@]}" >"$BUILD/make_bundle.log" 2>&1 ||
   { grep -E "error|Error" "$BUILD/make_bundle.log" | head -20; exit 1; }
 
-rm -rf "$OUT/bin" "$OUT/plugins" "$OUT/tests.tsv" "$OUT/manifest.txt"
+rm -rf "${OUT:?}/bin" "$OUT/plugins" "$OUT/tests.tsv" "$OUT/manifest.txt"
 mkdir -p "$OUT/bin" "$OUT/plugins"
 for t in "${TARGETS[@]}"; do
   case $t in
@@ -58,25 +65,39 @@ for t in "${TARGETS[@]}"; do
 done
 strip --strip-unneeded "$OUT"/bin/* "$OUT"/plugins/*.so
 
-# tests.tsv: name, timeout (s), skip code, working directory, environment (space separated
-# KEY=VALUE, or - for none), command (shell words); paths as @BIN@ (this build folder), @SRC@ (this checkout),
-# @MPIEXEC@; python3 from PATH
+# tests.tsv: name, stage (scripts/gpu/tests.tsv: every GPU test must be listed there, in the
+# order the session runs them), timeout (s), skip code, working directory, environment (space
+# separated KEY=VALUE, or - for none), command (shell words); paths as @BIN@ (this build folder),
+# @SRC@ (this checkout), @MPIEXEC@; python3 from PATH
 python3 -c '
 import json, shlex, sys
-src, bindir, mpiexec = sys.argv[1:4]
+src, bindir, mpiexec, plan_file = sys.argv[1:5]
 d = json.loads(sys.stdin.read())
+plan = []  # (name, stage) in the session order
+for line in open(plan_file):
+    if line.strip() and not line.startswith("#"):
+        f = line.rstrip("\n").split("\t")
+        plan.append((f[0], f[1]))
+tests = {t["name"]: t for t in d["tests"]}
+missing = sorted(set(tests) - {n for n, _ in plan})
+stale = [n for n, _ in plan if n not in tests]
+if missing or stale:
+    sys.exit("make_bundle: scripts/gpu/tests.tsv is not the list of GPU tests: "
+             + ("missing " + " ".join(missing) + "; " if missing else "")
+             + ("no such GPU test " + " ".join(stale) if stale else ""))
 def sub(a):
     if a.endswith("/python3"): return "python3"
     if a == mpiexec: return "@MPIEXEC@"
     return a.replace(bindir, "@BIN@").replace(src, "@SRC@")
-for t in d["tests"]:
+for name, stage in plan:
+    t = tests[name]
     p = {x["name"]: x["value"] for x in t.get("properties", [])}
     env = " ".join(p.get("ENVIRONMENT", [])) or "-"  # never empty: bash read joins empty fields
     wd = sub(p.get("WORKING_DIRECTORY", bindir))
     cmd = shlex.join(sub(a) for a in t["command"])
-    print("\t".join([t["name"], str(int(p.get("TIMEOUT", 600))), str(p.get("SKIP_RETURN_CODE", 77)),
-                     wd, env, cmd]))
-' "$SRC" "$BIN" "$MPIEXEC" <<<"$json" >"$OUT/tests.tsv"
+    print("\t".join([name, stage, str(int(p.get("TIMEOUT", 600))),
+                     str(p.get("SKIP_RETURN_CODE", 77)), wd, env, cmd]))
+' "$SRC" "$BIN" "$MPIEXEC" scripts/gpu/tests.tsv <<<"$json" >"$OUT/tests.tsv"
 
 bash scripts/gpu/fetch_debs.sh "$OUT/debs" scripts/gpu/runtime-packages.txt >/dev/null
 

@@ -7,17 +7,22 @@
 # gpu-logs/). The one-step recipe (the exact device-tool call) is in scripts/gpu/README.md.
 # Usage: scripts/gpu/run_bundle.sh [STAGE...]   (default: env test)
 #   env    machine, GPU, library resolution of every bundled binary (ldd), MPI smoke test
-#   test   the GPU tests of ctest -L 'gpu|cuda' (tests.tsv), each under a time limit
+#   test   the GPU tests of ctest -L 'gpu|cuda' in the order of scripts/gpu/tests.tsv (its stage
+#          1, then 2, then 3), each under a time limit; test1 / test2 / test3: one stage only.
+#          Each test's output goes to tests/NAME.log; a test that fails (not a timeout) runs once
+#          more with SOF_CUDA_SYNC=1 CUDA_LAUNCH_BLOCKING=1 (every op synchronized and named) into
+#          tests/NAME.sync.log; the summary names both and the last case each reached.
 #   bench  bench_cuda_device (kernels + link curve), bench_gpu_adam, superoffload bench train on
 #          inputs/bench/*.yaml with the GPU's hardware profile
 #   peer   llm.c's train_gpt2cu beside superoffload on GPT-2 350M (scripts/bench/llmc_peer.sh)
 # Environment: BUNDLE (default .gpu-bundle), TESTS (regex of test names, default all),
-#   DECKS (space-separated deck names of inputs/bench, default all four), STEPS (bench steps,
-#   default 5), BUDGET (seconds for the whole run, default 540: every limit is cut to what is left,
-#   so the logs come back inside the device tool's 600 s), TEST_LIMIT (seconds per test, default
-#   240: a hung test costs that much, not the whole call).
+#   DECKS (space-separated deck names of inputs/bench, default all: the two that matter most
+#   first), STEPS (bench steps, default 5), BUDGET (seconds for the whole run, default 540: every
+#   limit is cut to what is left, so the logs come back inside the device tool's 600 s),
+#   TEST_LIMIT (seconds per test, default 240: a hung test costs that much, not the whole call),
+#   RERUN (1: rerun a failed test with SOF_CUDA_SYNC=1; 0: not).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 ROOT=$(pwd -P)
 T0=$(date +%s)
 BUDGET=${BUDGET:-540}
@@ -28,6 +33,16 @@ mkdir -p "$LOGS"
 STAGES=("$@")
 [ ${#STAGES[@]} -eq 0 ] && STAGES=(env test)
 has() { for s in "${STAGES[@]}"; do [ "$s" = "$1" ] || [ "$s" = all ] && return 0; done; return 1; }
+# the test stages asked for: test = 1 2 3
+TEST_STAGES=()
+for s in "${STAGES[@]}"; do
+  case $s in
+  test | all) TEST_STAGES+=(1 2 3) ;;
+  test[123]) TEST_STAGES+=("${s#test}") ;;
+  esac
+done
+# stage 1 first whatever the order asked for
+if [ ${#TEST_STAGES[@]} -gt 0 ]; then mapfile -t TEST_STAGES < <(printf '%s\n' "${TEST_STAGES[@]}" | sort -u); fi
 SUMMARY=$LOGS/summary.txt
 say() { echo "$*" | tee -a "$SUMMARY"; }
 left() { echo $((BUDGET - ($(date +%s) - T0))); }
@@ -91,34 +106,74 @@ if has env; then
   rm -f "$LOGS/.check_rc" "$LOGS/.mpirun_rc"
 fi
 
-if has test; then
+# run_test NAME LIMIT WD ENVS CMD LOG: rc of the test (its output appended to LOG)
+run_test() {
+  local name=$1 l=$2 wd=$3 envs=$4 cmd=$5 log=$6
+  echo "===== $name (limit ${l}s, $(date -u +%T)): ${envs:+$envs }$cmd" >>"$log"
+  # shellcheck disable=SC2086
+  # stdin from /dev/null: mpirun forwards stdin to rank 0 and would eat the rest of tests.tsv
+  (cd "$wd" && env $envs timeout -k 10 "$l" bash -c "$cmd") </dev/null >>"$log" 2>&1
+}
+# the verdict of rc for a test whose skip code is $2
+verdict() {
+  if [ "$1" -eq 0 ]; then echo passed
+  elif [ "$1" -eq "$2" ]; then echo skipped
+  elif [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; then echo TIMEOUT
+  else echo "FAILED rc=$1"; fi
+}
+# the last case a log reached (case_names.h prints "[case] NAME" before each, "[run]" per run)
+last_case() { grep -E '^\[(case|subcase|run)\] ' "$1" 2>/dev/null | tail -1 | cut -c1-160; }
+
+if [ ${#TEST_STAGES[@]} -gt 0 ]; then
   pass=0 fail=0 skip=0
-  while IFS=$'\t' read -r name tmo skipcode wd envs cmd; do
-    [[ $name =~ ${TESTS:-.} ]] || continue
-    cmd=${cmd//@MPIEXEC@/$MPIRUN}; cmd=${cmd//@BIN@/$BIN_REC}; cmd=${cmd//@SRC@/$SRC_REC}
-    wd=${wd//@BIN@/$BIN_REC}; wd=${wd//@SRC@/$SRC_REC}
-    [ "$envs" = - ] && envs=""
-    if [[ $cmd == python3* ]] && ! command -v python3 >/dev/null; then # a root without Python
-      say "test $name: skipped (no python3 here)"; skip=$((skip + 1)); continue
-    fi
-    mkdir -p "$wd"
-    [ "$tmo" -gt "${TEST_LIMIT:-240}" ] && tmo=${TEST_LIMIT:-240} # a hang costs this, not the call
-    l=$(limit "$tmo")
-    echo "===== $name (limit ${l}s): $cmd" >>"$LOGS/test.log"
-    t1=$(date +%s)
-    # shellcheck disable=SC2086
-    # stdin from /dev/null: mpirun forwards stdin to rank 0 and would eat the rest of tests.tsv
-    (cd "$wd" && env $envs timeout -k 10 "$l" bash -c "$cmd") </dev/null >>"$LOGS/test.log" 2>&1
-    rc=$?
-    dt=$(($(date +%s) - t1))
-    if [ $rc -eq 0 ]; then r=passed; pass=$((pass + 1));
-    elif [ $rc -eq "$skipcode" ]; then r=skipped; skip=$((skip + 1));
-    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then r="TIMEOUT after ${l}s"; fail=$((fail + 1));
-    else r="FAILED rc=$rc"; fail=$((fail + 1)); fi
-    echo "===== $name: $r (${dt}s)" >>"$LOGS/test.log"
-    say "test $name: $r (${dt}s)"
-  done <"$BUNDLE/tests.tsv"
-  say "tests: $pass passed, $fail failed, $skip skipped"
+  mkdir -p "$LOGS/tests"
+  for stage in "${TEST_STAGES[@]}"; do
+    while IFS=$'\t' read -r name tstage tmo skipcode wd envs cmd; do
+      [ "$tstage" = "$stage" ] || continue
+      [[ $name =~ ${TESTS:-.} ]] || continue
+      cmd=${cmd//@MPIEXEC@/$MPIRUN}; cmd=${cmd//@BIN@/$BIN_REC}; cmd=${cmd//@SRC@/$SRC_REC}
+      wd=${wd//@BIN@/$BIN_REC}; wd=${wd//@SRC@/$SRC_REC}
+      [ "$envs" = - ] && envs=""
+      if [[ $cmd == python3* ]] && ! command -v python3 >/dev/null; then # a root without Python
+        say "test $name [stage $stage]: skipped (no python3 here)"; skip=$((skip + 1)); continue
+      fi
+      mkdir -p "$wd"
+      [ "$tmo" -gt "${TEST_LIMIT:-240}" ] && tmo=${TEST_LIMIT:-240} # a hang costs this, not the call
+      [ $(($(left) - 10)) -lt 10 ] && { say "test $name [stage $stage]: not run (budget spent)"; continue; }
+      l=$(limit "$tmo")
+      log=$LOGS/tests/$name.log
+      : >"$log"
+      t1=$(date +%s)
+      run_test "$name" "$l" "$wd" "$envs" "$cmd" "$log"
+      rc=$?
+      r=$(verdict "$rc" "$skipcode")
+      [ "$r" = TIMEOUT ] && r="TIMEOUT after ${l}s"
+      line="test $name [stage $stage]: $r ($(($(date +%s) - t1))s)"
+      case $r in
+      passed) pass=$((pass + 1)) ;;
+      skipped) skip=$((skip + 1)) ;;
+      *) fail=$((fail + 1)); line="$line, last: $(last_case "$log")" ;;
+      esac
+      say "$line"
+      # a failure (not a hang): once more with every op synchronized and named
+      if [[ $r == FAILED* ]] && [ "${RERUN:-1}" = 1 ]; then
+        l=$(limit "$tmo")
+        if [ $(($(left) - 10)) -ge 10 ]; then
+          slog=$LOGS/tests/$name.sync.log
+          : >"$slog"
+          t1=$(date +%s)
+          run_test "$name" "$l" "$wd" "SOF_CUDA_SYNC=1 CUDA_LAUNCH_BLOCKING=1${envs:+ $envs}" "$cmd" "$slog"
+          rc2=$?
+          r2=$(verdict "$rc2" "$skipcode")
+          say "  rerun with SOF_CUDA_SYNC=1 CUDA_LAUNCH_BLOCKING=1: $r2 ($(($(date +%s) - t1))s), last: $(last_case "$slog")"
+          grep -v '^=====' "$slog" | grep -m3 -E "CUDA|failed|error|ERROR" | cut -c1-300 |
+            sed 's/^/    /' | tee -a "$SUMMARY" >/dev/null
+        fi
+      fi
+      cat "$log" >>"$LOGS/test.log"
+    done <"$BUNDLE/tests.tsv"
+  done
+  say "tests: $pass passed, $fail failed, $skip skipped (logs: tests/NAME.log, reruns tests/NAME.sync.log)"
 fi
 
 if has bench; then
@@ -127,7 +182,13 @@ if has bench; then
     echo "== bench_gpu_adam 268435456 10"; timeout "$(limit 60)" "$BIN_REC/bin/bench_gpu_adam" 268435456 10 2>&1
   } >"$LOGS/bench.log" 2>&1
   bash scripts/gpu/bench_data.sh >>"$LOGS/bench.log" 2>&1
-  for d in ${DECKS:-gpt2-350m llama3-1b gpt2-350m-offload-500k llama-5b-offload}; do
+  # every deck of inputs/bench, the two that matter most (issue 25) first
+  all_decks="gpt2-350m gpt2-350m-offload-500k"
+  for f in inputs/bench/*.yaml; do
+    d=$(basename "$f" .yaml)
+    [[ " $all_decks " == *" $d "* ]] || all_decks="$all_decks $d"
+  done
+  for d in ${DECKS:-$all_decks}; do
     # limits: model init, pinned host memory (87 GB for the 5B model) and 3 variants x STEPS steps
     extra=() dl=150
     case $d in

@@ -50,11 +50,22 @@ def run(cmd, **kw):
     return r.stdout
 
 
-def ours(args, d, *extra):
+# what only the tokenizer script's libraries print (transformers' import notice in the tools venv,
+# which has no torch): a user of `generate` must see only superoffload's output
+FOREIGN = ("[transformers]", "PyTorch was not found")
+
+
+def ours(args, d, *extra, noise=None):
     """Our generate on the CPU twins (--device host: the reference compares the CPU model; the
-    CUDA one is compared with it by tests/e2e/test_generate_cuda.cpp where a GPU is lent)."""
-    out = run([args.superoffload, "generate", "--hf", d, "--json", "--device", "host", *extra])
-    return json.loads(out.strip().splitlines()[-1])
+    CUDA one is compared with it by tests/e2e/test_generate_cuda.cpp where a GPU is lent).
+    noise: a list that gets each stderr line of a library's notice."""
+    cmd = [args.superoffload, "generate", "--hf", d, "--json", "--device", "host", *extra]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
+    if r.returncode != 0:
+        raise SystemExit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+    if noise is not None:
+        noise += [ln for ln in r.stderr.splitlines() if any(f in ln for f in FOREIGN)]
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def main():
@@ -121,7 +132,11 @@ runtime: {{out_dir: {work}/out, threads: 1, log_level: quiet}}
                 g = hf.generate(torch.tensor([ids]), max_new_tokens=NEW, do_sample=False,
                                 attention_mask=torch.ones(1, len(ids), dtype=torch.long))
             want = g[0, len(ids):].tolist()
-            got = ours(args, out, *opt, "--temperature", "0", "--max-tokens", str(NEW))
+            noise = []
+            got = ours(args, out, *opt, "--temperature", "0", "--max-tokens", str(NEW),
+                       noise=noise)
+            check(not noise, f"{name} {what}: generate's stderr has the tokenizer libraries' "
+                  f"notices: {noise}")
             check(got["prompt_ids"] == ids, f"{name} {what}: prompt ids {got['prompt_ids']} != "
                   f"transformers' {ids}")
             check(got["ids"] == want, f"{name} {what}: greedy ids {got['ids']} != transformers' "
@@ -161,6 +176,17 @@ runtime: {{out_dir: {work}/out, threads: 1, log_level: quiet}}
                            capture_output=True, text=True, env=ENV)
         check(r.returncode == 2 and "--device must be auto, host or cuda" in r.stderr,
               f"{name}: --device tpu: exit {r.returncode}, {r.stderr[-200:]!r}")
+    # the tokenizer script's real errors stay visible: a model directory without a tokenizer
+    notok = os.path.join(args.work, "no_tokenizer")
+    os.makedirs(notok)
+    shutil.copy(os.path.join(args.work, CASES[0][0], "export", "config.json"), notok)
+    r = subprocess.run([args.superoffload, "generate", "--hf",
+                        os.path.join(args.work, CASES[0][0], "export"), "--tokenizer", notok,
+                        "--prompt", prompt, "--device", "host"], capture_output=True, text=True,
+                       env=ENV)
+    check(r.returncode != 0 and "hf_tokenize.py: " in r.stderr and "tokenizer.json" in r.stderr,
+          f"generate with a tokenizer directory without tokenizer.json: exit {r.returncode}, "
+          f"{r.stderr[-300:]!r}")
     if fails:
         print("FAILED:\n  " + "\n  ".join(fails))
         return 1

@@ -5,11 +5,13 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <set>
 #include <sstream>
 
 #include "config/fields.h"
+#include "core/error.h"
 #include "deck_test_util.h"
 
 using namespace sof;
@@ -193,12 +195,25 @@ TEST_CASE("overrides apply in order after the file and may use dotted keys") {
     CHECK(f.data.builtin.seed == 7u);
 }
 
+TEST_CASE("tiny floats read the same on every CPU; overflow is refused") {
+    // 1.17549435e-38 rounds up to FLT_MIN; glibc's strtof calls it an underflow (ERANGE) on
+    // aarch64 (tininess before rounding) and not on x86-64: the aarch64 cross run found the
+    // effective deck's FLT_MIN refused there. A subnormal is an underflow on both.
+    Config c = load_deck_from_string("train.min_lr: 1.17549435e-38\n", "tiny.yaml", {});
+    CHECK(c.train.min_lr == std::numeric_limits<float>::min());
+    c = load_deck_from_string("train.min_lr: 1.0e-41\n", "sub.yaml", {});
+    CHECK(c.train.min_lr == 1.0e-41f);
+    CHECK(c.train.min_lr > 0.0f);
+    CHECK_THROWS_AS(load_deck_from_string("train.min_lr: 1.0e39\n", "big.yaml", {}), core::Error);
+}
+
 TEST_CASE("effective deck round trip is exact with every key changed") {
     std::string d = test::scratch("roundtrip");
     test::write_file(d + "/w1.bin", "x");
     test::write_file(d + "/init.bin", "x");
     test::write_file(d + "/hw.yaml", "x: 1\n");
     std::filesystem::create_directories(d + "/ck/step_00000004");
+    test::write_file(d + "/ck/step_00000004/manifest.json", "{}"); // a checkpoint to resume
     std::filesystem::create_directories(d + "/plug ins");
     std::string deck = R"(model:
   type: qwen3
@@ -276,7 +291,7 @@ train:
   metrics: "true"
   dtype: bf16
 optimizer:
-  plugin: "123"
+  plugin: "on"
   plugin_dir: "D/plug ins"
   type: adam
   beta1: 0.85
@@ -339,7 +354,7 @@ debug:
     CHECK(c2.runtime.out_dir == "tab\there");
     CHECK(c2.runtime.trace == "~");
     CHECK(c2.train.metrics == "true");
-    CHECK(c2.optimizer.plugin == "123");
+    CHECK(c2.optimizer.plugin == "on");
     CHECK(std::memcmp(&c1.train.min_lr, &c2.train.min_lr, 4) == 0);
     CHECK(std::memcmp(&c1.model.init_std, &c2.model.init_std, 4) == 0);
     CHECK(std::memcmp(&c1.device.memory_gb, &c2.device.memory_gb, 8) == 0);

@@ -1,10 +1,14 @@
-// Deck checks that touch the file system (data globs, init_from, resume, plugin_dir, hardware,
-// the deck file itself), docs/deck.md covering every key, and every deck in inputs/ validating.
+// Deck checks that touch the file system (data globs, what a non-regular data file is, init_from,
+// resume, plugin_dir, hardware, path lengths, the deck file itself), what train refuses refused
+// here first, docs/deck.md covering every key, and every deck in inputs/ validating.
 #include <doctest/doctest.h>
+
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "deck_test_util.h"
 
@@ -53,6 +57,12 @@ TEST_CASE("init_from, resume, plugin_dir and hardware must exist") {
                    "deck.yaml:2: offload.hardware: file '" + d + "/gh200.yaml' does not exist"));
     test::write_file(d + "/m.bin", "x");
     fs::create_directories(d + "/ck/step_00000002");
+    // a directory without a manifest is not a checkpoint: refused here, not when train loads it
+    CHECK(contains(deck_error("", {"train.resume=" + d + "/ck/step_00000002"}),
+                   "train.resume: '" + d +
+                       "/ck/step_00000002' is not a checkpoint (no "
+                       "manifest.json in it)"));
+    test::write_file(d + "/ck/step_00000002/manifest.json", "{}");
     fs::create_directories(d + "/plugins");
     test::write_file(d + "/gh200.yaml", "gpu: {}\n");
     // with init_from the checkpoint decides the architecture: deck shape checks are skipped
@@ -65,6 +75,96 @@ TEST_CASE("init_from, resume, plugin_dir and hardware must exist") {
     // resume: auto needs a checkpoint_dir, which need not exist yet
     CHECK_NOTHROW(load_deck_from_string(
         "", "a.yaml", {"train.resume=auto", "train.checkpoint_dir=" + d + "/not-yet"}));
+}
+
+namespace {
+
+// The error (kind and message) loading `yaml` throws, or kind Internal and "" when it loads.
+std::pair<core::ErrorKind, std::string> load_error(const std::string& yaml,
+                                                   const std::vector<std::string>& ov = {}) {
+    try {
+        load_deck_from_string(yaml, "deck.yaml", ov);
+    } catch (const core::Error& e) {
+        return {e.kind(), e.what()};
+    }
+    return {core::ErrorKind::Internal, ""};
+}
+
+} // namespace
+
+TEST_CASE("data.train that exists but is not a regular file says what it is") {
+    std::string d = test::scratch("special_data");
+    REQUIRE(::mkfifo((d + "/fifo.bin").c_str(), 0644) == 0);
+    fs::create_symlink("/dev/zero", d + "/zero.bin");
+    fs::create_symlink(d + "/nowhere.bin", d + "/broken.bin");
+    // before: "no file matches" (the glob matched, but only regular files were counted)
+    auto [k, m] = load_error("data:\n  train: " + d + "/fifo.bin\n");
+    CHECK(k == core::ErrorKind::Io);
+    CHECK(contains(m, "deck.yaml:2: data.train: '" + d +
+                          "/fifo.bin' is a FIFO, not a regular "
+                          "file"));
+    std::tie(k, m) = load_error("data:\n  val: " + d + "/zero.bin\n");
+    CHECK(k == core::ErrorKind::Io);
+    CHECK(contains(m, "deck.yaml:2: data.val: '" + d +
+                          "/zero.bin' is a symbolic link to "
+                          "'/dev/zero', a character device, not a regular file"));
+    std::tie(k, m) = load_error("data:\n  train: " + d + "/broken.bin\n");
+    CHECK(contains(m, "is a broken symbolic link to '" + d + "/nowhere.bin'"));
+    // among regular shards, matched by a glob: named, with the glob
+    test::write_file(d + "/a.bin", "x");
+    std::tie(k, m) = load_error("data:\n  train: " + d + "/*.bin\n");
+    CHECK(k == core::ErrorKind::Io);
+    CHECK(contains(m, "(matched by '" + d + "/*.bin')"));
+    // a Megatron-LM dataset by its prefix: both files must be there
+    test::write_file(d + "/m_text_document.bin", "x");
+    CHECK(contains(load_error("data:\n  train: " + d + "/m_text_document\n").second,
+                   "'" + d + "/m_text_document.bin' exists but '" + d +
+                       "/m_text_document.idx' does not"));
+    test::write_file(d + "/m_text_document.idx", "x");
+    CHECK(load_error("data:\n  train: " + d + "/m_text_document\n").second.empty());
+}
+
+TEST_CASE("what train refuses about a deck, load_deck (check) refuses first with file:line") {
+    std::string d = test::scratch("train_refuses");
+    // each of these passed `check` and failed only in `train`
+    const std::string long_dir = d + "/" + [] {
+        std::string s;
+        for (int i = 0; i < 3000; i++)
+            s += "d/";
+        return s;
+    }();
+    struct Case {
+        std::string yaml, says;
+    };
+    const std::vector<Case> cases = {
+        {"optimizer:\n  plugin: -1e-9\n",
+         "deck.yaml:2: optimizer.plugin = '-1e-9' is not a plugin name"},
+        {"train:\n  checkpoint_dir: " + long_dir + "\n",
+         "deck.yaml:2: train.checkpoint_dir: the path cannot be used: it has"},
+        {"runtime:\n  out_dir: " + d + "/" + std::string(300, 'x') + "/run\n",
+         "deck.yaml:2: runtime.out_dir: the path cannot be used: its component 'xxxx"},
+        {"train:\n  metrics: " + long_dir + "m.jsonl\n", "deck.yaml:2: train.metrics: the path"},
+        {"data:\n  pack: true\n", "deck.yaml:2: data.pack = true needs the token that ends a "
+                                  "document"},
+        {"model:\n  vocab_size: 64\ndata:\n  pack: true\n  eos_id: 64\n",
+         "deck.yaml:5: data.eos_id = 64 is not a token id of the vocabulary (0..63"},
+        {"train:\n  global_batch: 100000\n  seq_len: 64\n",
+         "deck.yaml:2: data.builtin.train_tokens = 2097152 is less than one step "
+         "(train.global_batch * train.seq_len + 1 = 6400001)"},
+        {"runtime:\n  trace: /dev/null\n",
+         "deck.yaml:2: runtime.trace: '/dev/null' is a character device, not a regular file"},
+    };
+    for (const Case& c : cases) {
+        INFO(c.yaml.substr(0, 200));
+        const auto [k, m] = load_error(c.yaml);
+        INFO(m.substr(0, 400));
+        CHECK(contains(m, c.says));
+    }
+    // what stays accepted: metrics to /dev/null, pack with an id in range, global_batch that fits
+    CHECK(load_error("train:\n  metrics: /dev/null\n").second.empty());
+    CHECK(load_error("data:\n  pack: true\n  eos_id: 3\n").second.empty());
+    CHECK(load_error("train:\n  global_batch: 16\n  seq_len: 64\n").second.empty());
+    CHECK(load_error("optimizer:\n  plugin: cpu_adam\n").second.empty());
 }
 
 TEST_CASE("load_deck: unreadable deck files are Io errors, the rest Config errors") {

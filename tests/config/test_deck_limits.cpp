@@ -120,7 +120,7 @@ TEST_CASE("unusable out_dir, checkpoint_dir and metrics paths are I/O errors at 
     REQUIRE(::mkfifo((d + "/m.fifo").c_str(), 0644) == 0);
     e = string_error("", {"train.metrics=" + d + "/m.fifo"}); // fopen would block forever
     CHECK(e.kind() == core::ErrorKind::Io);
-    CHECK(contains(e.what(), "is a FIFO or socket"));
+    CHECK(contains(e.what(), "is a FIFO, not a regular file"));
     // a directory that does not exist yet under a usable parent is fine
     Config c = load_deck_from_string("", "deck.yaml", {"runtime.out_dir=" + d + "/new/out"});
     CHECK(c.runtime.out_dir == d + "/new/out");

@@ -3,6 +3,8 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include "case_names.h" // each case named in the log before it runs
+
 #include <atomic>
 #include <cmath>
 #include <cstdio>

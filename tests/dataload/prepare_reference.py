@@ -4,10 +4,14 @@
 # Unigram with a Metaspace pre-tokenizer and a BOS post-processor (Llama-2 style). Checks the
 # shard ids (EOS after every document), the train/val split (whole documents, in order), the
 # uint16/uint32 formats, the loss mask of chat data (exactly the assistant turns) and that the
-# output does not depend on the worker count or the file pieces.
+# output does not depend on the worker count or the file pieces. Parquet files written by pyarrow
+# (text and chat columns, several row groups) give the ids and masks of the same records as JSONL.
+# The val split holds one evaluation batch (documents added when the seeded choice gives fewer, a
+# warning when the data cannot), a last shard smaller than a batch joins the one before, and the
+# deck keys the script prints train and evaluate (`superoffload train`, with --superoffload).
 #
-# Usage: prepare_reference.py --work DIR. Runs in the project's venv (scripts/python_env.sh
-# tools); exits 77 (skipped) when it is not installed.
+# Usage: prepare_reference.py --work DIR [--superoffload BIN]. Runs in the project's venv
+# (scripts/python_env.sh tools); exits 77 (skipped) when it is not installed.
 import argparse
 import json
 import os
@@ -19,8 +23,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from sof_pyenv import require  # noqa: E402  (tests/sof_pyenv.py)
 
-np, tokenizers, transformers = require("numpy", "tokenizers", "transformers",
-                                       venv="tools")
+np, tokenizers, transformers, pa, pq = require("numpy", "tokenizers", "transformers", "pyarrow",
+                                               "pyarrow.parquet", venv="tools")
 from tokenizers import decoders, models, pre_tokenizers, processors, trainers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -124,10 +128,12 @@ def split_docs(ids, eos):
     return out
 
 
-def prepare(out, hf, files, *extra, env=None):
+def prepare(out, hf, files, *extra, env=None, quiet=True, result=False):
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "prepare_data.py"), "--tokenizer", hf,
-           "--out", out, "--quiet", *extra, *files]
+           "--out", out, *(["--quiet"] if quiet else []), *extra, *files]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if result:
+        return r
     if r.returncode != 0:
         raise SystemExit(f"prepare_data.py failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}"
                          f"\n{r.stderr}")
@@ -231,9 +237,129 @@ def check_big_vocab(work, docs, check):
               info["vocab_size"] == size, f"vocab {size}: prepare.json says {info['dtype']}")
 
 
+def check_parquet(work, hf, docs, chats, env, check):
+    """Parquet as the Hugging Face Hub stores datasets, written by pyarrow: a text column and a
+    chat column (list<struct<role, content, name>>: a null field the template must not see), in
+    several row groups read by 2 workers in pieces: the same ids (and chat masks) as the same
+    records in JSONL. Bad columns and null records are errors naming file, row and column."""
+    jl, cj = os.path.join(work, "pq_ref.jsonl"), os.path.join(work, "pq_chat.jsonl")
+    with open(jl, "w") as f:
+        for d in docs:
+            f.write(json.dumps({"text": d}) + "\n")
+    tp, cp = os.path.join(work, "text.parquet"), os.path.join(work, "chat.parquet")
+    pq.write_table(pa.table({"id": list(range(len(docs))), "text": docs}), tp, row_group_size=7)
+    rows = [[dict(m, name=("bob" if i == 0 and m["role"] == "user" else None)) for m in c]
+            for i, c in enumerate(chats)]
+    for r in rows:  # a null field is dropped before the template: prepare the JSONL side so too
+        for m in r:
+            if m["name"] is None:
+                del m["name"]
+    with open(cj, "w") as f:
+        for r in rows:
+            f.write(json.dumps({"messages": r}) + "\n")
+    msg_type = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string()),
+                                   ("name", pa.string())]))
+    full = [[dict({"name": None}, **m) for m in r] for r in rows]
+    pq.write_table(pa.table({"messages": pa.array(full, type=msg_type)}), cp, row_group_size=4)
+    # a file named otherwise is found by its magic
+    bare = os.path.join(work, "chat_parquet_noext")
+    shutil.copy(cp, bare)
+    for name, pfile, ref in (("text", tp, jl), ("chat", cp, cj), ("chat by magic", bare, cj)):
+        a, b = os.path.join(work, f"pq_{name}"), os.path.join(work, f"pq_{name}_ref")
+        prepare(a, hf, [pfile], "--val-fraction", "0", "--workers", "2", env=env)
+        prepare(b, hf, [ref], "--val-fraction", "0", "--workers", "1")
+        ia, ma, _, _ = read_split(a, "train")
+        ib, mb, _, _ = read_split(b, "train")
+        check(len(ia) > 0 and np.array_equal(ia, ib),
+              f"parquet {name}: ids differ from the same records in JSONL")
+        check((ma is None) == (mb is None) and (ma is None or np.array_equal(ma, mb)),
+              f"parquet {name}: the loss mask differs from the JSONL one")
+    # errors: a null text, no such column, plain text format asked for
+    bad = os.path.join(work, "bad.parquet")
+    pq.write_table(pa.table({"text": ["a b", None, "c"]}), bad, row_group_size=2)
+    for extra, says in ((["--format", "auto"], f"{bad} (row 1, column 'text'): null"),
+                        (["--text-key", "body"], "has no a list column 'messages' (--chat-key) "
+                                                 "or a string column 'body' (--text-key); its "
+                                                 "columns: text (string)"),
+                        (["--format", "text"], "a Parquet file holds records")):
+        r = prepare(os.path.join(work, "bad_out"), hf, [bad], *extra, result=True)
+        check(r.returncode != 0 and says in r.stderr,
+              f"parquet error {extra}: exit {r.returncode}, {r.stderr[-300:]!r}")
+
+
+def check_val_sizing(work, hf, chats, superoffload, check):
+    """A small chat dataset and a small --val-fraction: the seeded choice gives the val split
+    less than one batch of --batch-size x --seq-len, so the first documents go to it as well and
+    the deck keys the script prints train and evaluate. Data too small for a batch: a warning.
+    A last shard smaller than a batch joins the one before."""
+    cj = os.path.join(work, "vs.jsonl")
+    with open(cj, "w") as f:
+        for m in chats:
+            f.write(json.dumps({"messages": m}) + "\n")
+    out = os.path.join(work, "vs")
+    r = prepare(out, hf, [cj], "--val-fraction", "0.02", "--seq-len", "32", "--batch-size", "4",
+                "--seed", "3", quiet=False, result=True)
+    info = json.load(open(os.path.join(out, "prepare.json")))
+    val, train = info["val"], info["train"]
+    check(r.returncode == 0 and val["tokens"] >= 4 * 32 + 1 and val["batches"] >= 1 and
+          val["documents_added_for_one_batch"] > 0 and "went to it as well" in r.stderr,
+          f"val sizing: val split {val} (stderr {r.stderr[-300:]!r})")
+    check(val["documents"] + train["documents"] == len(chats),
+          f"val sizing: {val['documents']} + {train['documents']} documents of {len(chats)}")
+    check(f"data: {{train: '{out}/train_*.bin', val: '{out}/val_*.bin'}}" in r.stdout and
+          "train: {seq_len: 32, batch_size: 4}" in r.stdout,
+          f"val sizing: no deck keys printed: {r.stdout!r}")
+    if superoffload:
+        at = transformers.AutoTokenizer.from_pretrained(hf)
+        deck = os.path.join(work, "vs.yaml")
+        with open(deck, "w") as f:
+            f.write(f"""model: {{num_layers: 1, num_heads: 2, channels: 16, max_seq_len: 64,
+  vocab_size: {len(at)}}}
+data: {{train: '{out}/train_*.bin', val: '{out}/val_*.bin'}}
+train: {{seq_len: 32, batch_size: 4, steps: 2, eval_every: 1, eval_batches: 2, log_every: 1,
+  checkpoint_dir: ''}}
+offload: {{enabled: false}}
+device: {{type: host}}
+runtime: {{out_dir: {work}/vs_run, threads: 1}}
+""")
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        t = subprocess.run([superoffload, "train", deck], capture_output=True, text=True, env=env)
+        check(t.returncode == 0 and "val loss" in (t.stdout + t.stderr),
+              f"the printed deck keys do not train and evaluate: exit {t.returncode}, "
+              f"{(t.stdout + t.stderr)[-500:]!r}")
+        # a deck with a larger batch than the data was prepared for: the clear message, at once
+        t = subprocess.run([superoffload, "train", deck, "--set", "train.batch_size=64"],
+                           capture_output=True, text=True, env=env)
+        check(t.returncode == 2 and "(data.val)" in t.stderr and "one batch needs" in t.stderr,
+              f"batch_size 64 on a small val split: exit {t.returncode}, {t.stderr[-300:]!r}")
+    # too little data for a batch in the val split: said clearly
+    tiny = os.path.join(work, "tiny.jsonl")
+    with open(tiny, "w") as f:
+        for m in chats[:2]:
+            f.write(json.dumps({"messages": m}) + "\n")
+    r = prepare(os.path.join(work, "tiny"), hf, [tiny], "--val-fraction", "0.5", "--seq-len",
+                "1024", result=True)
+    check(r.returncode == 0 and "WARNING: the val split has" in r.stderr and
+          "less than one batch (--batch-size 4 x --seq-len 1024 + 1 = 4097 tokens)" in r.stderr,
+          f"a val split too small for a batch: no warning: {r.stderr[-400:]!r}")
+    # --shard-tokens that leaves a last piece under one batch: it joins the shard before
+    one = os.path.join(work, "vs_one")
+    prepare(one, hf, [cj], "--val-fraction", "0", "--seq-len", "32", "--batch-size", "4")
+    ids, _, _, _ = read_split(one, "train")
+    cut = os.path.join(work, "vs_cut")
+    prepare(cut, hf, [cj], "--val-fraction", "0", "--seq-len", "32", "--batch-size", "4",
+            "--shard-tokens", str((len(ids) - 20) // 3))  # 3 shards and 20-odd tokens left
+    cids, cmask, _, files = read_split(cut, "train")
+    sizes = [len(read_shard(os.path.join(cut, f))[0]) for f in files]
+    check(len(files) == 3 and min(sizes) >= 129 and np.array_equal(cids, ids) and
+          cmask is not None and len(cmask) == len(cids),
+          f"a small last shard: shard sizes {sizes}, ids equal: {np.array_equal(cids, ids)}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
+    ap.add_argument("--superoffload", default="")
     args = ap.parse_args()
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(args.work)
@@ -329,6 +455,8 @@ def main():
     check(info["loss_mask"] and info["train"]["counted_targets"] == int(mask.sum()),
           "chat: prepare.json does not report the mask")
 
+    check_parquet(args.work, hf, text_docs + jsonl_docs, chats, small_pieces, check)
+    check_val_sizing(args.work, hf, chats, args.superoffload, check)
     check_worker_error(args.work, hf, small_pieces, check)
     check_chat_templates(args.work, rng, check, small_pieces)
     check_big_vocab(args.work, text_docs, check)
@@ -337,7 +465,8 @@ def main():
         print("FAILED:\n  " + "\n  ".join(fails))
         return 1
     print("prepare_data reference: OK (byte-level BPE and SentencePiece-style tokenizers, text, "
-          "JSONL, chat with loss masks, uint16/uint32, 1 and 2 workers)")
+          "JSONL, chat with loss masks, Parquet, uint16/uint32, 1 and 2 workers, a val split of "
+          "one batch)")
     return 0
 
 

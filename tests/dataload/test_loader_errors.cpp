@@ -95,7 +95,7 @@ TEST_CASE("an empty glob, a too-small shard, an unreadable file") {
     using K = core::ErrorKind;
     std::string d = scratch("errors2");
     expect(load_error(cfg_for(d + "/nothing_*.bin")), K::Config,
-           {"data.train", "nothing_*.bin", "matches no"});
+           {"data.train", "nothing_*.bin", "no file matches"});
 
     write_shard(d + "/small.bin", tokens_for(16, 64, 0)); // B*T+1 = 17 needed
     expect(load_error(cfg_for(d + "/small.bin")), K::Config, {"small.bin", "16 tokens", "17"});

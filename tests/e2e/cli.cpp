@@ -2,6 +2,8 @@
 // The environment allows Open MPI to run as root, as CI does.
 #include "e2e/cli.h"
 
+#include "launch.h"
+
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -12,7 +14,7 @@
 namespace sof::test {
 
 RunResult run_superoffload(const std::string& args, const std::string& cwd) {
-    return run_command("'" SOF_BINARY_DIR "/bin/superoffload' " + args, cwd);
+    return run_command(program() + " " + args, cwd);
 }
 
 RunResult run_command(const std::string& cmdline, const std::string& cwd) {

@@ -1,6 +1,8 @@
 // Spawned (see spawn.h): fork + execv with a pipe; poll(2) to read with a timeout.
 #include "e2e/spawn.h"
 
+#include "launch.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -16,9 +18,20 @@ namespace sof::test {
 Spawned::Spawned(const std::string& cwd, const std::vector<std::string>& args) {
     int p[2];
     if (::pipe(p) != 0) throw std::runtime_error("pipe failed");
-    const std::string exe = SOF_BINARY_DIR "/bin/superoffload";
+    std::string exe = SOF_BINARY_DIR "/bin/superoffload";
     std::vector<std::string> argv_s = {exe};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
+    if (emulated()) { // a cross build: the shell execs the emulator, which keeps this pid
+        std::string line = "exec " + program();
+        for (size_t i = 1; i < argv_s.size(); i++) {
+            std::string q = "'";
+            for (char c : argv_s[i])
+                q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+            line += " " + q + "'";
+        }
+        exe = "/bin/sh";
+        argv_s = {exe, "-c", line};
+    }
     std::vector<char*> argv;
     for (std::string& a : argv_s)
         argv.push_back(a.data());

@@ -7,6 +7,8 @@
 set -euo pipefail
 bin=$1 src=$2 dir=$3
 rm -rf "$dir" && mkdir -p "$dir/shards" && cd "$dir"
+source "$src/tests/e2e/launch.sh" # a cross build runs the program under its emulator
+bin=$(sof_launch_setup "$bin" "$dir")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 fail() { echo "FAIL: $*"; exit 1; }
 # expect_rc RC NEEDLE... -- CMD...: CMD exits with RC and its output contains every NEEDLE

@@ -3,6 +3,8 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -232,6 +234,74 @@ TEST_CASE("a named optimizer plugin that does not exist") {
     CHECK(r.exit_code != 0);
     CHECK(r.output.find("warp_adam") != std::string::npos);
     CHECK(r.output.find("cpu_adam") != std::string::npos); // lists what was found
+}
+
+TEST_CASE("what train refuses about a deck, check refuses first: same exit code, deck file:line") {
+    std::string d = scratch_dir("cli_check_first");
+    write_text(d + "/deck.yaml", kSmallDeck);
+    write_text(d + "/bad_hw.yaml", "cpu:\n  bogus: 1\n");
+    fs::create_directories(d + "/not_a_checkpoint");
+    REQUIRE(::mkfifo((d + "/fifo.bin").c_str(), 0644) == 0);
+    fs::create_symlink("/dev/zero", d + "/zero.bin");
+    std::string long_dir;
+    for (int i = 0; i < 3000; i++)
+        long_dir += "d/";
+    struct Case {
+        std::string set;   // --set overrides
+        int code;          // what both exit with
+        std::string where; // the deck line or --set the message names
+        std::string says;
+    };
+    // each of these passed `check`; train then refused it (rc 2 or 3), without the deck's line
+    const std::vector<Case> cases = {
+        {"optimizer.plugin=-1e-9", 2,
+         "--set optimizer.plugin=-1e-9: ", "optimizer.plugin = '-1e-9' is not a plugin name"},
+        {"optimizer.plugin=warp_adam", 2,
+         "--set optimizer.plugin=warp_adam: ", "optimizer.plugin 'warp_adam' not found in"},
+        {"optimizer.plugin_dir=.", 2, "--set optimizer.plugin_dir=.: ",
+         "optimizer.plugin 'auto': no host-target plugin in . can run"},
+        {"train.checkpoint_dir=" + long_dir, 2, "--set train.checkpoint_dir=d/d/",
+         "train.checkpoint_dir: the path cannot be used: it has 6000 characters"},
+        {"runtime.out_dir=" + std::string(300, 'o'), 2, "--set runtime.out_dir=ooo", "NAME_MAX"},
+        {"data.pack=true", 2,
+         "--set data.pack=true: ", "data.pack = true needs the token that ends a document"},
+        {"data.pack=true --set data.eos_id=64", 2,
+         "--set data.eos_id=64: ", "data.eos_id = 64 is not a token id"},
+        {"train.global_batch=1000", 2,
+         "deck.yaml:11: ", "data.builtin.train_tokens = 8192 is less than one step"},
+        {"train.resume=not_a_checkpoint", 2,
+         "--set train.resume=not_a_checkpoint: ", "is not a checkpoint (no manifest.json in it)"},
+        {"runtime.trace=/dev/null", 3, "--set runtime.trace=/dev/null: ",
+         "'/dev/null' is a character device, not a regular file"},
+        {"offload.enabled=true --set offload.hardware=bad_hw.yaml", 2,
+         "--set offload.hardware=bad_hw.yaml: ", "offload.hardware: bad_hw.yaml:1: missing key"},
+        {"data.train=fifo.bin", 3,
+         "--set data.train=fifo.bin: ", "'fifo.bin' is a FIFO, not a regular file"},
+        {"data.val=zero.bin", 3, "--set data.val=zero.bin: ",
+         "'zero.bin' is a symbolic link to '/dev/zero', a character device, not a regular file"},
+    };
+    for (const Case& c : cases) {
+        INFO(c.set.substr(0, 120));
+        for (const char* cmd : {"check", "train"}) {
+            const RunResult r = run_superoffload(std::string(cmd) + " deck.yaml --set " + c.set, d);
+            INFO(cmd << ": " << r.output.substr(0, 600));
+            expect_clean_failure(r, c.code, {c.where, c.says});
+        }
+    }
+    // in a deck file the message names its line
+    std::string deck = kSmallDeck;
+    deck += "optimizer:\n  plugin: warp_adam\n";
+    write_text(d + "/plugin.yaml", deck);
+    for (const char* cmd : {"check", "train"})
+        expect_clean_failure(run_superoffload(std::string(cmd) + " plugin.yaml", d), 2,
+                             {"plugin.yaml:22: optimizer.plugin 'warp_adam' not found in"});
+    // device.type cuda: in a build without CUDA both refuse it alike; with CUDA, train may
+    // still fail for want of a GPU (the machine, not the deck), so only the refusal is compared
+    const RunResult t = run_superoffload("train deck.yaml --set device.type=cuda", d);
+    if (t.output.find("this build has no CUDA support") != std::string::npos)
+        expect_clean_failure(run_superoffload("check deck.yaml --set device.type=cuda", d), 2,
+                             {"--set device.type=cuda: device.type: cuda, but this build has no "
+                              "CUDA support"});
 }
 
 TEST_CASE("a LLaMA-family model trains end to end; bench model runs and names bad options") {

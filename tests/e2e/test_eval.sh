@@ -9,7 +9,8 @@ bin=$1 src=$2 dir=$3
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 fail() { echo "FAIL: $*"; exit 1; }
-mpi() { mpirun -n 2 --oversubscribe "$@"; }
+source "$src/tests/e2e/launch.sh" # mpi N ...: the configured MPI launcher
+bin=$(sof_launch_setup "$bin" "$dir")
 # |a - b| <= tol
 close() { /usr/bin/python3 -c "import sys; a,b,t=map(float,sys.argv[1:]); sys.exit(abs(a-b)>t)" "$@"; }
 
@@ -31,7 +32,7 @@ grep -q "batch_size 4 x grad_accum 2" train.log || fail "global_batch 8 did not 
 "$bin" eval --checkpoint ckpt --batches 4 > eval1.log 2>&1 || { cat eval1.log; fail "eval"; }
 got1=$(grep -oP '^eval: loss \K[0-9.]+' eval1.log)
 close "$got1" "$want" 1e-4 || fail "eval at 1 rank: loss $got1, the trainer's $want"
-mpi "$bin" eval --checkpoint ckpt --batches 2 --set train.batch_size=2 > eval2.log 2>&1 ||
+mpi 2 "$bin" eval --checkpoint ckpt --batches 2 --set train.batch_size=2 > eval2.log 2>&1 ||
   { cat eval2.log; fail "eval at 2 ranks"; }
 got2=$(grep -oP '^eval: loss \K[0-9.]+' eval2.log)
 # 2 global batches of 2 ranks x 2 sequences: the same 8 sequences as 1 rank's 2 batches of 4
@@ -50,7 +51,7 @@ grep -q "no wrap-around" tclamp.log || { cat tclamp.log; fail "train did not say
 
 # global_batch across rank counts: 1 rank to step 2, resume at 2 ranks to step 4
 mkdir -p split && cp -r ckpt/step_00000002 split/ 2>/dev/null || fail "no step 2 checkpoint"
-mpi "$bin" train deck.yaml --set train.checkpoint_dir=split --set train.resume=auto \
+mpi 2 "$bin" train deck.yaml --set train.checkpoint_dir=split --set train.resume=auto \
   --set runtime.out_dir=out_split > resume.log 2>&1 || { cat resume.log; fail "resume at 2 ranks"; }
 grep -q "resume: .*step_00000002" resume.log || { cat resume.log; fail "did not resume step 2"; }
 # the same sequences per step: the training losses of steps 3 and 4 agree (the validation loss

@@ -5,6 +5,8 @@
 set -euo pipefail
 so=$1 src=$2 d=$3
 rm -rf "$d" && mkdir -p "$d" && cd "$d"
+source "$src/tests/e2e/launch.sh" # a cross build runs the program under its emulator
+so=$(sof_launch_setup "$so" "$d")
 out=$("$so" train "$src/inputs/llama-tiny.yaml" --set runtime.out_dir="$d/run" \
   --set train.checkpoint_dir="$d/ckpt" 2>&1)
 line=$(printf '%s\n' "$out" | grep '^done: ' || true)

@@ -6,6 +6,8 @@
 set -euo pipefail
 bin=$1 src=$2 dir=$3
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
+source "$src/tests/e2e/launch.sh" # a cross build runs the program under its emulator
+bin=$(sof_launch_setup "$bin" "$dir")
 cat > deck.yaml <<'YAML'
 model: {num_layers: 1, num_heads: 2, channels: 32, max_seq_len: 16, vocab_size: 64}
 data: {builtin: {train_tokens: 8192, val_tokens: 2048}}

@@ -19,6 +19,7 @@
 
 #include "e2e/cli.h"
 #include "e2e/spawn.h"
+#include "launch.h"
 
 using namespace sof::test;
 namespace fs = std::filesystem;
@@ -191,8 +192,7 @@ TEST_CASE("a failed save (a full disk) leaves no temporary directory behind: 1 a
     RunResult r;
     {
         FileSizeLimit limit(32 << 10);
-        r = run_command("PMIX_MCA_gds=hash '" SOF_BINARY_DIR
-                        "/bin/superoffload' train deck.yaml --set train.steps=2",
+        r = run_command("PMIX_MCA_gds=hash " + program() + " train deck.yaml --set train.steps=2",
                         d);
     }
     check_rc(r, 3, {"File too large"});
@@ -210,9 +210,9 @@ TEST_CASE("a failed save (a full disk) leaves no temporary directory behind: 1 a
     CHECK(tmp_dirs(d + "/small").empty());
     CHECK(step_dirs(d + "/small").empty());
     // two ranks (ZeRO-3: each writes its half): whichever rank fails, the directory goes
-    r = run_command("mpirun -n 2 --oversubscribe '" SOF_BINARY_DIR
-                    "/bin/superoffload' train deck.yaml --set train.steps=2 "
-                    "--set train.checkpoint_dir=small --set train.batch_size=1",
+    r = run_command(mpiexec(2) + program() +
+                        " train deck.yaml --set train.steps=2 "
+                        "--set train.checkpoint_dir=small --set train.batch_size=1",
                     d);
     INFO(r.output);
     CHECK(r.exit_code != 0);
@@ -273,8 +273,9 @@ TEST_CASE("a config.json with 2^31-1 layers or vocabulary is refused at once, na
         const size_t at = cfg.find(k) + k.size();
         cfg.replace(at, cfg.find(',', at) - at, "2147483647");
         write_text(dir + "/config.json", cfg);
-        RunResult r = run_command("ulimit -t 60; '" SOF_BINARY_DIR "/bin/superoffload' train "
-                                  "deck.yaml --set model.init_from=hf_" +
+        RunResult r = run_command("ulimit -t 60; " + program() +
+                                      " train "
+                                      "deck.yaml --set model.init_from=hf_" +
                                       std::string(c.key),
                                   d);
         check_rc(r, 2,

@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "device/device.h"
+#include "kernels/residual.h"
 #include "model/transformer.h"
 #include "offload/updater.h"
 #include "offload/updater_factory.h"
@@ -62,23 +63,44 @@ inline float noise(uint64_t a, uint64_t b, uint64_t i) {
            1.0f;
 }
 
+// How the fake model reaches an updater's buffers on a device the host cannot read (CUDA): as
+// the real model does, on the compute stream the engine orders its streams against, never by
+// synchronizing the whole device. delay (may be empty) enqueues a busy kernel of known length on
+// the compute stream ahead of each unit's grads, so an engine stream that reads them without
+// waiting for the compute stream's event reads stale grads (tests/cuda/spin.h).
+struct DeviceIo {
+    device::Device* dev = nullptr;
+    device::Stream* compute = nullptr;
+    std::function<void(device::Stream&)> delay;
+};
+
 // The fake model's access to what an Updater hands out: bf16 weights (bf16_weights()) widened;
-// on a device the host cannot read (dev non-null: CUDA), through copies on a stream of its own
-// after every stream of the device is idle (the engine's memsets and uploads included).
+// with a DeviceIo whose device the host cannot read, through pinned staging and copies and
+// kernels on the compute stream: the weights read once the compute stream has caught up (the
+// engine makes it wait for the uploads and fetches), the grads added by a kernel queued behind
+// the delay, with no host synchronization before the engine's unit_done.
 class FakeIo {
   public:
-    FakeIo(const offload::Updater& u, device::Device* dev)
-        : w16_(u.bf16_weights()), dev_(dev && !dev->host_accessible() ? dev : nullptr) {
-        if (dev_) st_ = dev_->create_stream("fake model");
+    FakeIo(const offload::Updater& u, const DeviceIo* io)
+        : w16_(u.bf16_weights()), io_(io && io->dev && !io->dev->host_accessible() ? io : nullptr) {
     }
+    ~FakeIo() {
+        if (!io_) return;
+        io_->dev->synchronize(*io_->compute); // the queued grads read the staging below
+        for (void* p : pinned_)
+            io_->dev->free_pinned(p);
+    }
+    FakeIo(const FakeIo&) = delete;
+    FakeIo& operator=(const FakeIo&) = delete;
     // dst (n) = the unit's weights as fp32
     void weights(float* dst, const float* src, size_t n) {
         const size_t bytes = n * (w16_ ? 2 : 4);
         const void* from = src;
-        if (dev_) {
-            tmp_.resize(bytes);
-            get(tmp_.data(), src, bytes);
-            from = tmp_.data();
+        if (io_) {
+            void* h = pinned(bytes);
+            io_->dev->copy(h, src, bytes, device::CopyKind::DeviceToHost, *io_->compute);
+            io_->dev->synchronize(*io_->compute);
+            from = h;
         }
         if (!w16_) {
             std::memcpy(dst, from, bytes);
@@ -88,40 +110,43 @@ class FakeIo {
         for (size_t i = 0; i < n; i++)
             dst[i] = core::bf16_to_f32(h[i]);
     }
-    // g (n) += add (n)
+    // g (n) += add (n); on a device: queued on the compute stream behind the delay
     void add_grads(float* g, const float* add, size_t n) {
-        if (!dev_) {
+        if (!io_) {
             for (size_t i = 0; i < n; i++)
                 g[i] += add[i];
             return;
         }
-        std::vector<float> h(n);
-        get(h.data(), g, n * 4);
-        for (size_t i = 0; i < n; i++)
-            h[i] += add[i];
-        dev_->copy(g, h.data(), n * 4, device::CopyKind::HostToDevice, *st_);
-        dev_->synchronize(*st_);
+        // pinned staging that lives until this FakeIo is gone (the kernel reads it after the
+        // delay; pinned memory is device-accessible under unified addressing) and is outside the
+        // device's accounting (the tests compare the device's peak with the engine's plan)
+        float* h = static_cast<float*>(pinned(n * 4));
+        std::memcpy(h, add, n * 4);
+        device::Stream& cs = *io_->compute;
+        if (io_->delay) io_->delay(cs);
+        io_->dev->launch(cs, "fake model grads", [g, h, n](const kernels::Exec& ex) {
+            kernels::add_inplace<float>(ex, g, h, static_cast<long>(n));
+        });
     }
 
   private:
-    void get(void* dst, const void* src, size_t bytes) {
-        dev_->synchronize();
-        dev_->copy(dst, src, bytes, device::CopyKind::DeviceToHost, *st_);
-        dev_->synchronize(*st_);
+    void* pinned(size_t bytes) {
+        pinned_.push_back(io_->dev->alloc_pinned(bytes, "fake model staging"));
+        return pinned_.back();
     }
     bool w16_;
-    device::Device* dev_;
-    std::unique_ptr<device::Stream> st_;
-    std::vector<char> tmp_;
+    const DeviceIo* io_;
+    std::vector<void*> pinned_;
 };
 
 // Drives one forward + backward of a fake model through an Updater's WeightSource/GradSink.
 // Grads of element i: 0.05 * w[i] + amp * noise(step, micro, i), where w is what the backward
 // acquire returned (so wrong working weights show up in the grads). `seen` gets the weights the
-// forward read (num_params), as fp32. dev: the device of the updater's buffers (FakeIo).
+// forward read (num_params), as fp32. dio: how to reach a device's buffers (FakeIo; null: host
+// memory).
 inline void fake_fwd_bwd(const model::ParamLayout& l, offload::Updater& u, int64_t step, int micro,
-                         float amp, std::vector<float>& seen, device::Device* dev = nullptr) {
-    FakeIo io(u, dev);
+                         float amp, std::vector<float>& seen, const DeviceIo* dio = nullptr) {
+    FakeIo io(u, dio);
     int L = l.cfg.num_layers;
     seen.assign(l.num_params, 0.0f);
     model::WeightSource& w = u.weights();
@@ -196,7 +221,7 @@ inline std::vector<offload::StepReport> run_compare(offload::Updater& ref, offlo
                                                     const model::ParamLayout& l,
                                                     const std::vector<StepPlan>& plan, int accum,
                                                     std::function<void()> before_eng_backward = {},
-                                                    device::Device* eng_dev = nullptr) {
+                                                    const DeviceIo* eng_dev = nullptr) {
     std::vector<offload::StepReport> reps;
     std::vector<float> seen_a, seen_b;
     for (size_t s = 0; s < plan.size(); s++) {

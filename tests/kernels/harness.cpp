@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 
+#include "case_names.h" // each case named in the log before it runs (the GPU cases above all)
 #include "config/config.h"
 
 #if defined(SOF_HAVE_CUDA)
@@ -170,6 +171,7 @@ template class DevBuf<core::bf16>;
 template class DevBuf<int>;
 template class DevBuf<uint16_t>;
 template class DevBuf<kernels::GradStats>;
+template class DevBuf<int64_t>;
 
 Gpu::Gpu() {
     config::DeviceConfig cfg;
@@ -178,10 +180,12 @@ Gpu::Gpu() {
     dev_ = device::make_device(cfg, 0, nullptr);
     stream_ = dev_->create_stream("test_kernels");
     blas_ = kernels::cuda::Blas::create(stream_->native());
+    scratch_ = device::make_scratch(*dev_, *stream_, "test_kernels scratch");
 }
 
 Gpu::~Gpu() {
     if (dev_) dev_->synchronize();
+    scratch_.reset();
     blas_.reset();
     stream_.reset();
     dev_.reset();
@@ -192,6 +196,7 @@ kernels::Exec Gpu::exec() const {
     ex.backend = kernels::Backend::Cuda;
     ex.stream = stream_->native();
     ex.blas = blas_.get();
+    ex.scratch = scratch_.get();
     return ex;
 }
 

@@ -117,7 +117,7 @@ template <class T> class DevBuf {
     size_t n_ = 0;
 };
 
-// The CUDA device 0 with one stream and its cuBLASLt context; created once, on first use.
+// The CUDA device 0 with one stream, its cuBLASLt context and scratch; created once, on first use.
 class Gpu {
   public:
     Gpu();
@@ -150,6 +150,7 @@ class Gpu {
     std::unique_ptr<device::Device> dev_;
     std::unique_ptr<device::Stream> stream_;
     std::unique_ptr<kernels::cuda::Blas> blas_;
+    std::unique_ptr<kernels::Scratch> scratch_; // the ops' scratch on stream_ (grows as needed)
 };
 
 // True when this build has the CUDA twins and a GPU is visible.

@@ -13,11 +13,12 @@ struct Shape {
     int N, OC;
 };
 
-// the CPU twin's channel blocks (64) and the CUDA twin's 32-column tiles, 64-row chunks and the
-// chunk size growing past 128 chunks (N > 8192)
+// the CPU twin's channel blocks (64) and the CUDA twin's 32-column tiles, 64-row chunks, the
+// chunk size growing past 128 chunks (N > 8192) and columns in more than one group of
+// kernels::kColGroup (4096: the scratch holds one group's partials)
 const Shape kShapes[] = {
     {"tiny", 1, 1},           {"odd", 5, 37},          {"chunk tails", 257, 130},
-    {"realistic", 1024, 768}, {"long rows", 9000, 40},
+    {"realistic", 1024, 768}, {"long rows", 9000, 40}, {"column groups", 70, 2 * 4096 + 45},
 };
 
 std::vector<float> run_cpu(const std::vector<float>& db0, const std::vector<float>& dout,

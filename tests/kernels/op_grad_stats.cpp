@@ -97,6 +97,24 @@ SOF_OP_CPU("grad_stats", "piece statistics and chunk sums against references") {
         CHECK(flags == std::vector<int>{1, 0, 0, 0, 1});
     }
     {
+        // grad_prep_pieces: a slice of absolute bounds (the engine's fragment of the whole
+        // model's list) over the fragment's own grads, the same bits as grad_prep on the slice
+        const int64_t base = bounds[1]; // pieces 1.. of the list, the grads from there on
+        const std::vector<int64_t> rel = {0, bounds[2] - base, bounds[3] - base, bounds[4] - base};
+        std::vector<kernels::GradStats> a(3), b(3);
+        std::vector<uint16_t> ha(size_t(rel.back())), hb(size_t(rel.back()));
+        kernels::grad_prep_pieces(kernels::cpu_exec(), grad.data() + base, bounds.data() + 1, 3,
+                                  base, 0.5f, a.data(), ha.data());
+        kernels::grad_prep(kernels::cpu_exec(), grad.data() + base, size_t(rel.back()), rel, 0.5f,
+                           b.data(), hb.data());
+        check_bitwise("grad_prep_pieces vs grad_prep", sumsq_of(a), sumsq_of(b));
+        CHECK(ha == hb);
+        // the mutation: base 0 (absolute bounds read as relative) differs
+        kernels::grad_prep_pieces(kernels::cpu_exec(), grad.data(), bounds.data() + 1, 3, 0, 0.5f,
+                                  a.data(), nullptr);
+        CHECK(sumsq_of(a) != sumsq_of(b));
+    }
+    {
         // bad bounds throw before anything runs
         std::vector<kernels::GradStats> st(1);
         CHECK_THROWS(kernels::grad_prep(kernels::cpu_exec(), grad.data(), 10, {0, 5}, 1.0f,
@@ -162,6 +180,28 @@ SOF_OP_GPU("grad_stats", "bitwise against the CPU twin") {
                 CHECK(diff == 0);
             }
         }
+    }
+    {
+        // grad_prep_pieces with device bounds: a slice of absolute bounds (the engine's fragment)
+        const size_t n = size_t(kernels::kStatPiece) * 3 + 999;
+        const auto grad = randn(n, 3, 1e-2f);
+        const std::vector<int64_t> abs = {0, kernels::kStatPiece, 2 * kernels::kStatPiece,
+                                          2 * kernels::kStatPiece + 500, int64_t(n)};
+        const int64_t base = abs[1];
+        const size_t fn = n - size_t(base);
+        std::vector<kernels::GradStats> want(3);
+        std::vector<uint16_t> hw(fn);
+        kernels::grad_prep_pieces(kernels::cpu_exec(), grad.data() + base, abs.data() + 1, 3, base,
+                                  0.25f, want.data(), hw.data());
+        auto dg = g->upload<float>(std::vector<float>(grad.begin() + base, grad.end()));
+        auto db = g->upload_raw(abs);
+        auto ds = g->upload_raw(std::vector<kernels::GradStats>(3));
+        auto dh = g->upload_raw(std::vector<uint16_t>(fn, 0));
+        kernels::grad_prep_pieces(g->exec(), dg.get(), db.get() + 1, 3, base, 0.25f, ds.get(),
+                                  dh.get());
+        check_bitwise("grad_prep_pieces stats", sumsq_of(g->download_raw(ds.get(), 3)),
+                      sumsq_of(want));
+        CHECK(g->download_raw(dh.get(), fn) == hw);
     }
     for (int nchunks : {1, 2, 7}) {
         const size_t m = (size_t(1) << 20) + 3;

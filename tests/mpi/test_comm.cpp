@@ -7,6 +7,7 @@
 
 #include "comm/group.h"
 #include "comm/lane.h"
+#include "comm/world.h"
 #include "config/config.h"
 #include "rank/device_comm.h"
 #include "rank/device_set.h"
@@ -31,6 +32,44 @@ bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 } // namespace
+
+TEST_CASE("the MPI library is named; its CUDA query is the one its mpi.h declares") {
+    const std::string lib = comm::mpi_library();
+    MESSAGE("MPI library: " << lib);
+    CHECK(lib.find('\n') == std::string::npos);
+    CHECK(lib.find("  ") == std::string::npos);
+#if defined(OPEN_MPI)
+    CHECK(lib.rfind("Open MPI v", 0) == 0);
+#elif defined(MPICH_VERSION)
+    CHECK(lib.find("MPICH") != std::string::npos);
+#endif
+    const comm::CudaAwareness own = comm::query_cuda_awareness(nullptr);
+    MESSAGE("CUDA-aware: " << own.supported << " (" << own.source << ")");
+#if defined(MPIX_GPU_SUPPORT_CUDA) // MPICH 4 (Debian's mpich, Cray MPICH on MPICH 4)
+    CHECK(own.source.rfind("MPIX_GPU_query_support(CUDA) = ", 0) == 0);
+#elif defined(OPEN_MPI)
+    CHECK((own.source.find("MPIX_Query_cuda_support") != std::string::npos ||
+           own.source.find("MPIX_CUDA_AWARE_SUPPORT") != std::string::npos));
+#endif
+    comm::CudaAwareness off = comm::query_cuda_awareness("0");
+    comm::CudaAwareness on = comm::query_cuda_awareness("1");
+#if defined(OPEN_MPI) // Cray MPICH's switch means nothing here
+    CHECK(off.supported == own.supported);
+    CHECK(on.supported == own.supported);
+    CHECK(on.source == own.source);
+#else
+    // the switch off: no device buffers to MPI, whatever the library could do
+    CHECK_FALSE(off.supported);
+    CHECK(off.source.rfind("MPICH_GPU_SUPPORT_ENABLED=0", 0) == 0);
+    CHECK(on.source.rfind("MPICH_GPU_SUPPORT_ENABLED=1", 0) == 0);
+#if defined(MPIX_GPU_SUPPORT_CUDA) // on: the library's own answer decides
+    CHECK(on.supported == own.supported);
+#else // a library without a query (older Cray MPICH) is taken at the switch's word
+    CHECK(on.supported);
+    CHECK_FALSE(own.supported);
+#endif
+#endif
+}
 
 TEST_CASE("host collectives: rank-order sums, bitwise, with byte counts") {
     comm::Group g(MPI_COMM_WORLD, 0, 0, "test");

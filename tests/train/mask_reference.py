@@ -4,11 +4,12 @@
 # of the whole global batch) + AdamW + clip_grad_norm_, at 1 rank (2 micro-batches), 2 ranks
 # (data parallel) and 2 ranks with parallel.sp = 2; step losses and grad norms must agree.
 #
-# Usage: mask_reference.py --superoffload BIN --mpirun MPIEXEC --work DIR. Exits 77 (skipped)
+# Usage: mask_reference.py --superoffload BIN --mpirun "MPIEXEC FLAGS" --work DIR. Exits 77 (skipped)
 # when torch or numpy is missing. The model math comes from tests/model/llama_reference.py.
 import argparse
 import json
 import os
+import shlex
 import shutil
 import sys
 
@@ -94,9 +95,9 @@ parallel: {{sp: {sp}}}
 device: {{type: host}}
 runtime: {{out_dir: {d}/out, threads: 1, log_level: quiet}}
 """)
-    cmd = [args.superoffload, "train", deck]
+    cmd = shlex.split(args.superoffload) + ["train", deck]
     if ranks > 1:
-        cmd = [args.mpirun, "-n", str(ranks), "--oversubscribe"] + cmd
+        cmd = shlex.split(args.mpirun) + ["-n", str(ranks)] + cmd
     ref.run(cmd, env=ref.ENV, cwd=d)
     lines = [json.loads(x) for x in open(os.path.join(d, "metrics.jsonl")) if x.strip()]
     return [x for x in lines if x.get("kind") == "step"]
@@ -104,6 +105,8 @@ runtime: {{out_dir: {d}/out, threads: 1, log_level: quiet}}
 
 def main():
     ap = argparse.ArgumentParser()
+    # shell words: the program (behind an emulator in a cross build), the MPI launcher with its
+    # flags (tests/CMakeLists: SOF_EXEC_PREFIX_SHELL, SOF_MPIEXEC_SHELL)
     ap.add_argument("--superoffload", required=True)
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--work", required=True)

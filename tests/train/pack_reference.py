@@ -5,12 +5,13 @@
 # (learned positions, llm.c checkpoint) and Llama (RoPE with llama3 scaling, GQA; HF directory), at
 # 1 rank (2 micro-batches), 2 data-parallel ranks and 2 ranks with parallel.sp = 2.
 #
-# Usage: pack_reference.py --superoffload BIN --mpirun MPIEXEC --work DIR. Exits 77 (skipped)
+# Usage: pack_reference.py --superoffload BIN --mpirun "MPIEXEC FLAGS" --work DIR. Exits 77 (skipped)
 # when torch or numpy is missing. The Llama math comes from tests/model/llama_reference.py.
 import argparse
 import json
 import math
 import os
+import shlex
 import shutil
 import sys
 
@@ -159,9 +160,9 @@ parallel: {{sp: {sp}}}
 device: {{type: host}}
 runtime: {{out_dir: {d}/out, threads: 1, log_level: quiet}}
 """)
-    cmd = [args.superoffload, "train", deck]
+    cmd = shlex.split(args.superoffload) + ["train", deck]
     if ranks > 1:
-        cmd = [args.mpirun, "-n", str(ranks), "--oversubscribe"] + cmd
+        cmd = shlex.split(args.mpirun) + ["-n", str(ranks)] + cmd
     ref.run(cmd, env=ref.ENV, cwd=d)
     lines = [json.loads(x) for x in open(os.path.join(d, "metrics.jsonl")) if x.strip()]
     return [x for x in lines if x.get("kind") == "step"]
@@ -190,6 +191,8 @@ GEOMETRIES = (("1rank_accum2", 1, 1), ("2ranks_dp", 2, 1), ("2ranks_sp2", 2, 2))
 
 def main():
     ap = argparse.ArgumentParser()
+    # shell words: the program (behind an emulator in a cross build), the MPI launcher with its
+    # flags (tests/CMakeLists: SOF_EXEC_PREFIX_SHELL, SOF_MPIEXEC_SHELL)
     ap.add_argument("--superoffload", required=True)
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--work", required=True)

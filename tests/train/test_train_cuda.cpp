@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 #include <mpi.h>
 
+#include "case_names.h" // each case named in the log before it runs
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -74,11 +76,60 @@ TEST_CASE("CUDA: 20 steps of a tiny GPT-2, Llama, Qwen2 and Qwen3 equal the CPU 
     if (world_size() != 1) return; // the 2-rank case below
     for (std::string arch : {"gpt2", "llama", "qwen2", "qwen3"}) {
         CAPTURE(arch);
+        std::printf("[run] %s: cpu fp32, cuda fp32, cuda bf16\n", arch.c_str());
+        std::fflush(stdout);
         RunOut cpu = run_trainer(MPI_COMM_SELF, deck(arch, "host", "fp32"));
         RunOut g32 = run_trainer(MPI_COMM_SELF, deck(arch, "cuda", "fp32"));
         check_close(g32, cpu, kFp32Rel, 0.0);
         RunOut g16 = run_trainer(MPI_COMM_SELF, deck(arch, "cuda", "bf16"));
         check_close(g16, cpu, kBf16Rel, kBf16Abs);
+    }
+}
+
+// The tensor-core attention in training: head_dim 64 (GPT-2, MHA) and 128 (Llama, GQA 2:1), bf16,
+// T = 128 (two key tiles, the causal diagonal in each). The tensor-core run requires the kernel
+// (debug.attention_kernel: tensor_cores refuses to fall back), the A/B run forces the CUDA-core
+// kernel; both against the CPU fp32 run and against each other, within the bf16 bounds above.
+// o with key=value (replacing an earlier override of key)
+void set_key(std::vector<std::string>& o, const std::string& key, const std::string& value) {
+    for (std::string& s : o)
+        if (s.rfind(key + "=", 0) == 0) {
+            s = key + "=" + value;
+            return;
+        }
+    o.push_back(key + "=" + value);
+}
+
+std::vector<std::string> tc_deck(const std::string& arch, int head_dim, const std::string& device,
+                                 const std::string& dtype, const std::string& kernel) {
+    std::vector<std::string> o = deck(arch, device, dtype);
+    const int heads = 2, C = heads * head_dim;
+    set_key(o, "model.channels", std::to_string(C));
+    set_key(o, "model.num_heads", std::to_string(heads));
+    set_key(o, "model.max_seq_len", "128");
+    set_key(o, "train.seq_len", "128");
+    set_key(o, "train.batch_size", "2");
+    if (arch != "gpt2") set_key(o, "model.intermediate_size", std::to_string(2 * C));
+    set_key(o, "debug.attention_kernel", kernel);
+    return o;
+}
+
+TEST_CASE("CUDA: bf16 training through the tensor-core attention (head_dim 64 and 128)") {
+    if (world_size() != 1) return;
+    for (auto [arch, hd] : {std::pair<std::string, int>{"gpt2", 64}, {"llama", 128}}) {
+        CAPTURE(arch);
+        CAPTURE(hd);
+        std::printf(
+            "[run] %s head_dim %d: cpu fp32, cuda bf16 tensor cores, cuda bf16 cuda cores\n",
+            arch.c_str(), hd);
+        std::fflush(stdout);
+        RunOut cpu = run_trainer(MPI_COMM_SELF, tc_deck(arch, hd, "host", "fp32", "auto"));
+        RunOut tc = run_trainer(MPI_COMM_SELF, tc_deck(arch, hd, "cuda", "bf16", "tensor_cores"));
+        RunOut cc = run_trainer(MPI_COMM_SELF, tc_deck(arch, hd, "cuda", "bf16", "cuda_cores"));
+        check_close(tc, cpu, kBf16Rel, kBf16Abs);
+        check_close(cc, cpu, kBf16Rel, kBf16Abs);
+        check_close(tc, cc, kBf16Rel, kBf16Abs); // A/B: the two kernels of one GPU
+        CHECK(std::isfinite(tc.losses.back()));
     }
 }
 

@@ -154,8 +154,9 @@ void scores(float* S, int nr, int nc, int hd, float scale, const float* q, size_
 // time: the same operations in each (no FMA contraction in ISO C++), so the same bits.
 // Arguments are <= 0 up to rounding (x - max, s - lse).
 // Not under TSan: the clones' resolver runs at load time, before the TSan runtime is up (a crash
-// in the dynamic loader); the TSan build runs the baseline version.
-#if defined(__SANITIZE_THREAD__)
+// in the dynamic loader); the TSan build runs the baseline version. x86-64 only (the clones name
+// x86 ISAs); other hosts (aarch64) compile the one baseline version.
+#if defined(__SANITIZE_THREAD__) || !defined(__x86_64__)
 #define SOF_EXP_ROW_CLONES
 #else
 #define SOF_EXP_ROW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))

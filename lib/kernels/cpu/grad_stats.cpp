@@ -4,13 +4,20 @@
 
 namespace sof::kernels::cpu {
 
+void grad_prep_pieces(const float* grad, const int64_t* bounds, int64_t npieces, int64_t base,
+                      float scale, GradStats* stats, uint16_t* bf16_out) {
+    for (int64_t i = 0; i < npieces; i++) {
+        const size_t a = static_cast<size_t>(bounds[i] - base);
+        const size_t b = static_cast<size_t>(bounds[i + 1] - base);
+        stats[i] = piece_stats(grad + a, b - a, scale, bf16_out ? bf16_out + a : nullptr);
+    }
+}
+
 void grad_prep(const float* grad, size_t n, const std::vector<int64_t>& bounds, float scale,
                GradStats* stats, uint16_t* bf16_out) {
     (void)n;
-    for (size_t i = 0; i + 1 < bounds.size(); i++) {
-        const size_t a = static_cast<size_t>(bounds[i]), b = static_cast<size_t>(bounds[i + 1]);
-        stats[i] = piece_stats(grad + a, b - a, scale, bf16_out ? bf16_out + a : nullptr);
-    }
+    grad_prep_pieces(grad, bounds.data(), static_cast<int64_t>(bounds.size()) - 1, 0, scale, stats,
+                     bf16_out);
 }
 
 void sum_chunks(const float* chunks, int nchunks, size_t n, float* out) {

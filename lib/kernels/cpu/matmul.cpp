@@ -4,35 +4,32 @@
 
 #include <cblas.h>
 
-#include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/gemm.h"
 #include "kernels/gelu.h"
 
 namespace sof::kernels::cpu {
 
 namespace {
 
-constexpr int kTileM = 64, kTileN = 256; // sgemm output tile (fixed: results must not depend on
-                                         // the thread count)
-
-// C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta * C, row-major, as independent sgemm calls on
-// fixed kTileM x kTileN tiles of C. K is never split.
+// C (M,N) = op(A) @ op(B) + beta * C on gemm.h's fixed tiles
 void gemm_tiled(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda,
                 const float* B, int ldb, float beta, float* C, int ldc) {
-    const int mt = (M + kTileM - 1) / kTileM, nt = (N + kTileN - 1) / kTileN;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int i = 0; i < mt; i++) {
-        for (int j = 0; j < nt; j++) {
-            const int r0 = i * kTileM, rows = std::min(M, r0 + kTileM) - r0;
-            const int c0 = j * kTileN, cols = std::min(N, c0 + kTileN) - c0;
-            const float* a = trans_a ? A + r0 : A + static_cast<size_t>(r0) * lda;
-            const float* b = trans_b ? B + static_cast<size_t>(c0) * ldb : B + c0;
-            cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                        trans_b ? CblasTrans : CblasNoTrans, rows, cols, K, 1.0f, a, lda, b, ldb,
-                        beta, C + static_cast<size_t>(r0) * ldc + c0, ldc);
-        }
-    }
+    Gemm g;
+    g.trans_a = trans_a;
+    g.trans_b = trans_b;
+    g.M = M;
+    g.N = N;
+    g.K = K;
+    g.A = A;
+    g.lda = lda;
+    g.B = B;
+    g.ldb = ldb;
+    g.beta = beta;
+    g.C = C;
+    g.ldc = ldc;
+    cpu::gemm_tiled(g);
 }
 
 } // namespace

@@ -18,12 +18,14 @@ template <class D> struct DoutElem {
 
 } // namespace
 
-template <class T> void bias_grad(float* dbias, const T* dout, int N, int OC, void* stream) {
+template <class T>
+void bias_grad(float* dbias, const T* dout, int N, int OC, void* stream, Scratch* scratch) {
     ColOut<1> out{{dbias}};
-    column_sums<1>(out, N, OC, DoutElem<dev_t<T>>{dev_ptr(dout), OC}, as_stream(stream));
+    column_sums<1>(out, N, OC, DoutElem<dev_t<T>>{dev_ptr(dout), OC}, as_stream(stream), scratch,
+                   "bias_grad");
 }
 
-template void bias_grad<float>(float*, const float*, int, int, void*);
-template void bias_grad<core::bf16>(float*, const core::bf16*, int, int, void*);
+template void bias_grad<float>(float*, const float*, int, int, void*, Scratch*);
+template void bias_grad<core::bf16>(float*, const core::bf16*, int, int, void*, Scratch*);
 
 } // namespace sof::kernels::cuda

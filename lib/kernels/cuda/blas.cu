@@ -49,7 +49,8 @@ void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttribute
     SOF_CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v)));
 }
 
-// Descriptors of the product and the heuristic's best algorithm (pl.ok = false when it has none).
+// Descriptors of the product and the heuristic's best kCandidates algorithms, best first
+// (pl.nalgos = 0 when it has none).
 // The bias and aux pointers are set before the heuristic (cublasLt.h: it reads their alignment;
 // matmul.cu fuses only 16-byte-aligned ones all the same).
 void make_plan(Blas::Impl& im, const GemmShape& g, const GemmPtrs& p, Blas::Impl::Plan& pl) {
@@ -77,7 +78,7 @@ void make_plan(Blas::Impl& im, const GemmShape& g, const GemmPtrs& p, Blas::Impl
 
     cublasLtMatmulPreference_t pref = nullptr;
     SOF_CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
-    cublasLtMatmulHeuristicResult_t res{};
+    cublasLtMatmulHeuristicResult_t res[Blas::Impl::kCandidates]{};
     int found = 0;
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     try {
@@ -96,21 +97,28 @@ void make_plan(Blas::Impl& im, const GemmShape& g, const GemmPtrs& p, Blas::Impl
         if (g.d_type != CUDA_R_32F)
             set_pref(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                      static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
-        st = cublasLtMatmulAlgoGetHeuristic(im.handle, pl.desc, pl.a, pl.b, pl.d, pl.d, pref, 1,
-                                            &res, &found);
+        st = cublasLtMatmulAlgoGetHeuristic(im.handle, pl.desc, pl.a, pl.b, pl.d, pl.d, pref,
+                                            Blas::Impl::kCandidates, res, &found);
     } catch (...) {
         cublasLtMatmulPreferenceDestroy(pref);
         throw;
     }
     cublasLtMatmulPreferenceDestroy(pref);
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED ||
-        (st == CUBLAS_STATUS_SUCCESS && (found == 0 || res.state != CUBLAS_STATUS_SUCCESS))) {
-        pl.ok = false;
+    pl.nalgos = 0;
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+        im.refused = "the heuristic supports no algorithm (CUBLAS_STATUS_NOT_SUPPORTED)";
         return;
     }
     SOF_CHECK_CUBLAS(st);
-    pl.algo = res.algo;
-    pl.ok = true;
+    for (int i = 0; i < found && i < Blas::Impl::kCandidates; i++)
+        if (res[i].state == CUBLAS_STATUS_SUCCESS) pl.algos[pl.nalgos++] = res[i].algo;
+    if (pl.nalgos == 0) im.refused = "the heuristic returned no algorithm";
+}
+
+// A launch status that refuses the algorithm (the next candidate may launch) rather than fails.
+bool refusal(cublasStatus_t st) {
+    return st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE ||
+           st == CUBLAS_STATUS_ARCH_MISMATCH;
 }
 
 } // namespace
@@ -147,27 +155,47 @@ bool Blas::Impl::gemm(const GemmShape& g, const GemmPtrs& p) {
         it = plans.emplace(key, pl).first;
     }
     Plan& pl = it->second;
-    if (!pl.ok) return false;
     if (has_bias(g.epilogue)) set_desc(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias);
     if (has_aux(g.epilogue)) set_desc(pl.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux);
     const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
     // every cuBLASLt reduction scheme (split-K included) is ordered, so one algorithm gives the
-    // same bits on every run: the plan is fixed once per key
-    const cublasStatus_t st =
-        cublasLtMatmul(handle, pl.desc, &alpha, p.a, pl.a, p.b, pl.b, &beta, p.d, pl.d, p.d, pl.d,
-                       &pl.algo, workspace, workspace_bytes, stream);
-    // an algorithm the heuristic offered can still be refused at launch for a fused epilogue
-    // (seen in PyTorch with mixed alignments): the caller falls back to the unfused product
-    if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT &&
-        (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE)) {
-        pl.ok = false;
-        return false;
+    // same bits on every run: the first candidate that launches is kept for the key. A candidate
+    // the heuristic offered can still be refused at launch (seen in PyTorch for fused epilogues
+    // with mixed alignments): it is dropped and the next one tried; with none left the caller
+    // falls back (the unfused product) or reports `refused`.
+    while (pl.ok()) {
+        const cublasStatus_t st =
+            cublasLtMatmul(handle, pl.desc, &alpha, p.a, pl.a, p.b, pl.b, &beta, p.d, pl.d, p.d,
+                           pl.d, &pl.algos[0], workspace, workspace_bytes, stream);
+        if (st == CUBLAS_STATUS_SUCCESS) {
+            pl.kept = true;
+            return true;
+        }
+        if (!refusal(st) || pl.kept) SOF_CHECK_CUBLAS(st); // a kept algorithm does not refuse
+        refused = std::string("every candidate algorithm was refused at launch, the last with ") +
+                  cublasLtGetStatusName(st);
+        for (int i = 1; i < pl.nalgos; i++)
+            pl.algos[i - 1] = pl.algos[i];
+        pl.nalgos--;
     }
-    SOF_CHECK_CUBLAS(st);
-    return true;
+    return false;
+}
+
+cublasHandle_t Blas::Impl::classic() {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!classic_handle) {
+        cublasHandle_t h = nullptr;
+        SOF_CHECK_CUBLAS(cublasCreate(&h));
+        const cublasStatus_t st = cublasSetStream(h, stream);
+        if (st != CUBLAS_STATUS_SUCCESS) cublasDestroy(h);
+        SOF_CHECK_CUBLAS(st);
+        classic_handle = h;
+    }
+    return classic_handle;
 }
 
 Blas::Impl::~Impl() {
+    if (classic_handle) cublasDestroy(classic_handle);
     for (auto& kv : plans)
         destroy(kv.second);
     // cudaFree waits for the products still using the workspace; the stream may already be

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cublasLt.h>
+#include <cublas_v2.h>
 
 #include <array>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "kernels/blas.h"
 #include "kernels/cuda/common.cuh"
@@ -42,18 +44,31 @@ struct Blas::Impl {
     void* workspace = nullptr; // workspace_bytes of device memory, used by one product at a time
     size_t workspace_bytes = 0;
 
+    // The classic cuBLAS handle on `stream` (grouped_matmul's cublasGemmGroupedBatchedEx and
+    // cublasGemmEx), created on first use; fp32 products stay fp32 (no TF32: default math mode).
+    cublasHandle_t classic();
+    cublasHandle_t classic_handle = nullptr;
+
     // Enqueues the product on `stream`. Returns false, enqueuing nothing, when cuBLASLt has no
-    // algorithm for it (an epilogue it lacks for this shape or alignment); throws on errors.
+    // algorithm for it that launches (an epilogue it lacks for this shape or alignment); the
+    // reason is in `refused`. Throws on other errors.
     bool gemm(const GemmShape& g, const GemmPtrs& p);
 
     ~Impl();
 
+    // Candidates asked of the heuristic per product, best first: a launch that refuses one
+    // (NOT_SUPPORTED, INVALID_VALUE: seen for fused epilogues with mixed alignments) tries the
+    // next; the first that launches is kept for the product from then on.
+    static constexpr int kCandidates = 8;
     struct Plan {
         cublasLtMatmulDesc_t desc = nullptr;
         cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-        cublasLtMatmulAlgo_t algo{};
-        bool ok = false; // the heuristic found an algorithm
+        cublasLtMatmulAlgo_t algos[kCandidates]{};
+        int nalgos = 0;    // candidates left (algos[0] first; refused ones are dropped)
+        bool kept = false; // algos[0] has launched: the product's algorithm from now on
+        bool ok() const { return nalgos > 0; }
     };
+    std::string refused; // why the last product without an algorithm had none
     using Key = std::array<int64_t, 18>;
     std::mutex mu;             // plans and the descriptors' per-call pointers
     std::map<Key, Plan> plans; // one per distinct product

@@ -9,7 +9,7 @@ void copy_rows(void* dst, size_t ldd, const void* src, size_t lds, size_t rows, 
                size_t elem, void* stream) {
     if (rows == 0 || width == 0) return;
     SOF_CHECK_CUDA(cudaMemcpy2DAsync(dst, ldd * elem, src, lds * elem, width * elem, rows,
-                                     cudaMemcpyDeviceToDevice, as_stream(stream)));
+                                     cudaMemcpyDefault, as_stream(stream)));
 }
 
 void zero(void* dst, size_t bytes, void* stream) {

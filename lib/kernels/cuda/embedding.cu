@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/scratch.h"
 
 namespace sof::kernels::cuda {
 
@@ -56,7 +57,7 @@ void CUDART_CB drop_plan(void* arg) {
 
 template <class T>
 void table_grad(float* table, const T* dout, const int* ids, int N, int C, cudaStream_t st,
-                const char* what) {
+                Scratch* scratch, const char* what) {
     auto* plan = new Plan;
     int nrows = 0;
     try {
@@ -81,26 +82,27 @@ void table_grad(float* table, const T* dout, const int* ids, int N, int C, cudaS
         delete plan;
         throw;
     }
-    const size_t bytes = plan->data.size() * sizeof(int);
+    const size_t bytes = plan->data.size() * sizeof(int); // embedding_scratch_bytes(N, nrows)
     int* dplan = nullptr;
-    cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&dplan), bytes, st);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(dplan, plan->data.data(), bytes, cudaMemcpyHostToDevice, st);
+    try {
+        dplan = static_cast<int*>(scratch_get(scratch, bytes, what));
+    } catch (...) {
+        delete plan;
+        throw;
+    }
+    cudaError_t e = cudaMemcpyAsync(dplan, plan->data.data(), bytes, cudaMemcpyHostToDevice, st);
     if (e == cudaSuccess) e = cudaLaunchHostFunc(st, drop_plan, plan);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         cudaStreamSynchronize(st); // the copy, if enqueued, must finish before the plan goes
         delete plan;
-        if (dplan) cudaFreeAsync(dplan, st);
-        SOF_CHECK_CUDA(e);
+        SOF_CHECK_CUDA_STATUS(e, "embedding_backward: plan upload");
     }
+    // one block row per distinct id (grid.x up to 2^31-1), the channels in grid.y tiles
     const dim3 grid(static_cast<unsigned>(nrows),
                     static_cast<unsigned>((C + kThreads - 1) / kThreads));
     embedding_grad_kernel<<<grid, kThreads, 0, st>>>(table, dev_ptr(dout), dplan, N, nrows, C);
-    e = cudaGetLastError();
-    const cudaError_t f = cudaFreeAsync(dplan, st);
-    SOF_CHECK_CUDA(e);
-    SOF_CHECK_CUDA(f);
+    SOF_CHECK_LAUNCH(what);
 }
 
 } // namespace
@@ -118,7 +120,7 @@ void embedding_forward(T* out, const int* tokens, const int* positions, const T*
 template <class T>
 void embedding_backward(float* dwte, float* dwpe, const T* dout, const int* tokens,
                         const int* positions, const int* host_tokens, const int* host_positions,
-                        int N, int C, void* stream) {
+                        int N, int C, void* stream, Scratch* scratch) {
     (void)tokens; // the device ids are not needed: the plan is built from the host copies
     (void)positions;
     if (N <= 0 || C <= 0) return;
@@ -126,8 +128,9 @@ void embedding_backward(float* dwte, float* dwpe, const T* dout, const int* toke
     SOF_CHECK(!dwpe || host_positions,
               "embedding_backward (CUDA): host_positions is required with dwpe");
     const cudaStream_t st = as_stream(stream);
-    table_grad(dwte, dout, host_tokens, N, C, st, "embedding_backward (tokens)");
-    if (dwpe) table_grad(dwpe, dout, host_positions, N, C, st, "embedding_backward (positions)");
+    table_grad(dwte, dout, host_tokens, N, C, st, scratch, "embedding_backward (tokens)");
+    if (dwpe)
+        table_grad(dwpe, dout, host_positions, N, C, st, scratch, "embedding_backward (positions)");
 }
 
 template void embedding_forward<float>(float*, const int*, const int*, const float*, const float*,
@@ -135,8 +138,9 @@ template void embedding_forward<float>(float*, const int*, const int*, const flo
 template void embedding_forward<core::bf16>(core::bf16*, const int*, const int*, const core::bf16*,
                                             const core::bf16*, int, int, void*);
 template void embedding_backward<float>(float*, float*, const float*, const int*, const int*,
-                                        const int*, const int*, int, int, void*);
+                                        const int*, const int*, int, int, void*, Scratch*);
 template void embedding_backward<core::bf16>(float*, float*, const core::bf16*, const int*,
-                                             const int*, const int*, const int*, int, int, void*);
+                                             const int*, const int*, const int*, int, int, void*,
+                                             Scratch*);
 
 } // namespace sof::kernels::cuda

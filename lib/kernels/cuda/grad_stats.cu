@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/scratch.h"
 
 namespace sof::kernels::cuda {
 
@@ -40,14 +41,15 @@ __device__ __forceinline__ void stage_in(const float* grad, int64_t a, int64_t b
 // rounding as piece_stats on the host (explicit _rn intrinsics: no FMA), so the sums are bitwise
 // equal to the CPU twin's. The lane sums are a serial chain: a piece of 65536 elements takes ~16K
 // dependent adds whatever the GPU (see docs/performance.md).
-__global__ void grad_prep_kernel(const float* grad, const int64_t* bounds, int64_t npieces,
-                                 float scale, GradStats* stats, uint16_t* bf16_out) {
+__global__ void grad_prep_kernel(const float* grad, const int64_t* bounds, int64_t base,
+                                 int64_t npieces, float scale, GradStats* stats,
+                                 uint16_t* bf16_out) {
     __shared__ double sq[2][kStage]; // (2, kStage) squares of two staged stages
     __shared__ double lanes[4];
     __shared__ int bad;
     const int tid = static_cast<int>(threadIdx.x);
     for (int64_t pc = blockIdx.x; pc < npieces; pc += gridDim.x) {
-        const int64_t a = bounds[pc], b = bounds[pc + 1];
+        const int64_t a = bounds[pc] - base, b = bounds[pc + 1] - base;
         const int64_t nst = (b - a + kStage - 1) / kStage;
         if (tid == 0) bad = 0;
         double acc = 0.0;
@@ -117,36 +119,39 @@ void CUDART_CB drop_keepalive(void* arg) {
 
 } // namespace
 
-void grad_prep(const float* grad, size_t n, const std::vector<int64_t>& bounds, float scale,
-               GradStats* stats, uint16_t* bf16_out, void* stream) {
-    (void)n; // the bounds (checked by the dispatch) cover it
-    const cudaStream_t st = as_stream(stream);
-    const int64_t npieces = static_cast<int64_t>(bounds.size()) - 1;
+void grad_prep_pieces(const float* grad, const int64_t* bounds, int64_t npieces, int64_t base,
+                      float scale, GradStats* stats, uint16_t* bf16_out, void* stream) {
     if (npieces <= 0) return;
-    const size_t bytes = bounds.size() * sizeof(int64_t);
-    auto* keep = new Keepalive{bounds};
-    int64_t* dbounds = nullptr;
-    cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&dbounds), bytes, st);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(dbounds, keep->bounds.data(), bytes, cudaMemcpyHostToDevice, st);
-    if (e == cudaSuccess) e = cudaLaunchHostFunc(st, drop_keepalive, keep);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        cudaStreamSynchronize(st); // the copy, if enqueued, must finish before keep goes
-        delete keep;
-        if (dbounds) cudaFreeAsync(dbounds, st);
-        SOF_CHECK_CUDA(e);
-    }
+    const cudaStream_t st = as_stream(stream);
     int dev = 0, sms = 1;
     SOF_CHECK_CUDA(cudaGetDevice(&dev));
     SOF_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     const int64_t cap = static_cast<int64_t>(sms > 0 ? sms : 1) * 16;
     const int grid = static_cast<int>(npieces < cap ? npieces : cap);
-    grad_prep_kernel<<<grid, kThreads, 0, st>>>(grad, dbounds, npieces, scale, stats, bf16_out);
-    e = cudaGetLastError();
-    const cudaError_t f = cudaFreeAsync(dbounds, st);
-    SOF_CHECK_CUDA(e);
-    SOF_CHECK_CUDA(f);
+    grad_prep_kernel<<<grid, kThreads, 0, st>>>(grad, bounds, base, npieces, scale, stats,
+                                                bf16_out);
+    SOF_CHECK_LAUNCH("grad_prep");
+}
+
+void grad_prep(const float* grad, size_t n, const std::vector<int64_t>& bounds, float scale,
+               GradStats* stats, uint16_t* bf16_out, void* stream, Scratch* scratch) {
+    (void)n; // the bounds (checked by the dispatch) cover it
+    const cudaStream_t st = as_stream(stream);
+    const int64_t npieces = static_cast<int64_t>(bounds.size()) - 1;
+    if (npieces <= 0) return;
+    const size_t bytes = bounds_scratch_bytes(static_cast<size_t>(npieces));
+    auto* dbounds = static_cast<int64_t*>(scratch_get(scratch, bytes, "grad_prep"));
+    auto* keep = new Keepalive{bounds};
+    cudaError_t e =
+        cudaMemcpyAsync(dbounds, keep->bounds.data(), bytes, cudaMemcpyHostToDevice, st);
+    if (e == cudaSuccess) e = cudaLaunchHostFunc(st, drop_keepalive, keep);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        cudaStreamSynchronize(st); // the copy, if enqueued, must finish before keep goes
+        delete keep;
+        SOF_CHECK_CUDA_STATUS(e, "grad_prep: bounds upload");
+    }
+    grad_prep_pieces(grad, dbounds, npieces, 0, scale, stats, bf16_out, stream);
 }
 
 void sum_chunks(const float* chunks, int nchunks, size_t n, float* out, void* stream) {

@@ -97,7 +97,8 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* 
 
 template <class T>
 void layernorm_backward(T* dinp, float* dw, float* db, const T* dout, const T* inp, const T* w,
-                        const float* mean, const float* rstd, int N, int C, void* stream) {
+                        const float* mean, const float* rstd, int N, int C, void* stream,
+                        Scratch* scratch) {
     if (N <= 0 || C <= 0) return;
     const cudaStream_t st = as_stream(stream);
     layernorm_backward_kernel<<<row_blocks(N), kThreads, 0, st>>>(
@@ -105,7 +106,7 @@ void layernorm_backward(T* dinp, float* dw, float* db, const T* dout, const T* i
     SOF_CHECK_LAUNCH("layernorm_backward");
     ColOut<2> grads{{dw, db}};
     column_sums<2>(grads, N, C, LnGradElem<dev_t<T>>{dev_ptr(dout), dev_ptr(inp), mean, rstd, C},
-                   st);
+                   st, scratch, "layernorm_backward");
 }
 
 template void layernorm_forward<float>(float*, float*, float*, const float*, const float*,
@@ -113,9 +114,10 @@ template void layernorm_forward<float>(float*, float*, float*, const float*, con
 template void layernorm_forward<core::bf16>(core::bf16*, float*, float*, const core::bf16*,
                                             const core::bf16*, const core::bf16*, int, int, void*);
 template void layernorm_backward<float>(float*, float*, float*, const float*, const float*,
-                                        const float*, const float*, const float*, int, int, void*);
+                                        const float*, const float*, const float*, int, int, void*,
+                                        Scratch*);
 template void layernorm_backward<core::bf16>(core::bf16*, float*, float*, const core::bf16*,
                                              const core::bf16*, const core::bf16*, const float*,
-                                             const float*, int, int, void*);
+                                             const float*, int, int, void*, Scratch*);
 
 } // namespace sof::kernels::cuda

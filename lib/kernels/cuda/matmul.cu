@@ -92,8 +92,8 @@ void matmul_forward(Blas& blas, T* out, T* pre_gelu, const T* inp, const T* w, c
     p.b = inp;
     p.d = prod;
     SOF_CHECK(blas.impl().gemm(g, p),
-              "matmul_forward: cuBLASLt has no algorithm for N=%d C=%d OC=%d (%s)", N, C, OC,
-              dtype_label<T>());
+              "matmul_forward: cuBLASLt has no algorithm for N=%d C=%d OC=%d (%s): %s", N, C, OC,
+              dtype_label<T>(), blas.impl().refused.c_str());
     if (!bias && !pre_gelu) return;
     const size_t total = static_cast<size_t>(N) * OC;
     bias_gelu_kernel<<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(
@@ -125,8 +125,8 @@ void matmul_backward(Blas& blas, T* dinp, float* dw, const T* dout, const T* inp
         p.b = dout;
         p.d = dinp;
         SOF_CHECK(blas.impl().gemm(g, p),
-                  "matmul_backward: cuBLASLt has no algorithm for dinp, N=%d C=%d OC=%d (%s)", N, C,
-                  OC, dt);
+                  "matmul_backward: cuBLASLt has no algorithm for dinp, N=%d C=%d OC=%d (%s): %s",
+                  N, C, OC, dt, blas.impl().refused.c_str());
     }
     GemmShape g;
     g.trans_b = true;
@@ -145,8 +145,8 @@ void matmul_backward(Blas& blas, T* dinp, float* dw, const T* dout, const T* inp
     p.d = dw;
     SOF_CHECK(blas.impl().gemm(g, p),
               "matmul_backward: cuBLASLt has no algorithm for dw, N=%d C=%d OC=%d (%s in, fp32 "
-              "out)",
-              N, C, OC, dt);
+              "out): %s",
+              N, C, OC, dt, blas.impl().refused.c_str());
 }
 
 template void matmul_forward<float>(Blas&, float*, float*, const float*, const float*, const float*,

@@ -2,9 +2,11 @@
 // (every lane ends with the same bits), and column sums over fixed row chunks (no float atomics).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/scratch.h"
 
 namespace sof::kernels::cuda {
 
@@ -46,33 +48,34 @@ __device__ __forceinline__ float block_max(float v, float* sh) {
 
 // ---- column sums -----------------------------------------------------------------------------
 // out_k[col] += sum over rows r of f(r, col)[k] (k < NOUT, fp32), for a (rows, cols) matrix whose
-// elements f reads. The rows are cut into chunks whose size depends on `rows` only; a block of
-// (32 columns x kColRowThreads) sums one chunk: thread y takes rows y, y + kColRowThreads, ... in
-// order, then a fixed tree over y; a second kernel adds the chunks in order. Bitwise the same on
-// every run and every GPU.
+// elements f reads. The rows are cut into chunks whose size depends on `rows` only
+// (kernels/scratch.h colsum_chunk_rows); a block of (32 columns x kColRowThreads) sums one chunk:
+// thread y takes rows y, y + kColRowThreads, ... in order, then a fixed tree over y; a second
+// kernel adds the chunks in order. Bitwise the same on every run and every GPU. The columns go in
+// groups of kColGroup through the stream's scratch (the partials of one group at a time).
 
-constexpr int kColTile = 32;       // columns per block (one warp along x: coalesced rows)
-constexpr int kColRowThreads = 8;  // row threads per block
-constexpr int kColMinChunk = 64;   // rows per chunk, at least
-constexpr int kColMaxChunks = 128; // chunks, at most (bounds the scratch: chunks x cols x NOUT)
+constexpr int kColTile = 32;      // columns per block (one warp along x: coalesced rows)
+constexpr int kColRowThreads = 8; // row threads per block
 
 template <int NOUT> struct ColOut { float* p[NOUT]; };
 
+// partial (NOUT, gridDim.y, ncols): the chunk sums of columns c0 .. c0+ncols-1
 template <int NOUT, class F>
-__global__ void colsum_partial_kernel(float* partial, int rows, int cols, int chunk_rows, F f) {
+__global__ void colsum_partial_kernel(float* partial, int rows, int c0, int ncols, int chunk_rows,
+                                      F f) {
     __shared__ float sh[NOUT][kColRowThreads][kColTile + 1];
     const int x = static_cast<int>(threadIdx.x), y = static_cast<int>(threadIdx.y);
-    const int col = static_cast<int>(blockIdx.x) * kColTile + x;
+    const int lc = static_cast<int>(blockIdx.x) * kColTile + x; // column within the group
     const int r0 = static_cast<int>(blockIdx.y) * chunk_rows;
     const int r1 = min(rows, r0 + chunk_rows);
     float acc[NOUT];
 #pragma unroll
     for (int k = 0; k < NOUT; k++)
         acc[k] = 0.0f;
-    if (col < cols) {
+    if (lc < ncols) {
         for (int r = r0 + y; r < r1; r += kColRowThreads) {
             float v[NOUT];
-            f(r, col, v);
+            f(r, c0 + lc, v);
 #pragma unroll
             for (int k = 0; k < NOUT; k++)
                 acc[k] += v[k];
@@ -90,51 +93,48 @@ __global__ void colsum_partial_kernel(float* partial, int rows, int cols, int ch
         }
         __syncthreads();
     }
-    if (y == 0 && col < cols) {
+    if (y == 0 && lc < ncols) {
 #pragma unroll
         for (int k = 0; k < NOUT; k++)
-            partial[(static_cast<size_t>(k) * gridDim.y + blockIdx.y) * cols + col] = sh[k][0][x];
+            partial[(static_cast<size_t>(k) * gridDim.y + blockIdx.y) * ncols + lc] = sh[k][0][x];
     }
 }
 
 template <int NOUT>
-__global__ void colsum_finish_kernel(ColOut<NOUT> out, const float* partial, int nchunks,
-                                     int cols) {
-    const int col = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    if (col >= cols) return;
+__global__ void colsum_finish_kernel(ColOut<NOUT> out, const float* partial, int nchunks, int c0,
+                                     int ncols) {
+    const int lc = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    if (lc >= ncols) return;
 #pragma unroll
     for (int k = 0; k < NOUT; k++) {
         float acc = 0.0f;
         for (int c = 0; c < nchunks; c++)
-            acc += partial[(static_cast<size_t>(k) * nchunks + c) * cols + col];
-        out.p[k][col] += acc;
+            acc += partial[(static_cast<size_t>(k) * nchunks + c) * ncols + lc];
+        out.p[k][c0 + lc] += acc;
     }
 }
 
 // Enqueues the column sums on st (f: a functor with __device__ void operator()(int row, int col,
-// float* v) const). The partial sums live in stream-ordered scratch (cudaMallocAsync).
+// float* v) const); the partials live in `scratch` (colsum_scratch_bytes; op names the caller).
 template <int NOUT, class F>
-void column_sums(ColOut<NOUT> out, int rows, int cols, F f, cudaStream_t st) {
+void column_sums(ColOut<NOUT> out, int rows, int cols, F f, cudaStream_t st, Scratch* scratch,
+                 const char* op) {
     if (rows <= 0 || cols <= 0) return;
-    int chunk_rows = (rows + kColMaxChunks - 1) / kColMaxChunks;
-    if (chunk_rows < kColMinChunk) chunk_rows = kColMinChunk;
-    const int nchunks = (rows + chunk_rows - 1) / chunk_rows;
-    float* partial = nullptr;
-    const size_t bytes = sizeof(float) * NOUT * static_cast<size_t>(nchunks) * cols;
-    SOF_CHECK_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&partial), bytes, st));
-    const dim3 grid(static_cast<unsigned>((cols + kColTile - 1) / kColTile),
-                    static_cast<unsigned>(nchunks));
-    colsum_partial_kernel<NOUT, F>
-        <<<grid, dim3(kColTile, kColRowThreads), 0, st>>>(partial, rows, cols, chunk_rows, f);
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess) {
-        const unsigned fin = static_cast<unsigned>((cols + kThreads - 1) / kThreads);
-        colsum_finish_kernel<NOUT><<<fin, kThreads, 0, st>>>(out, partial, nchunks, cols);
-        e = cudaGetLastError();
+    const int chunk_rows = colsum_chunk_rows(rows);
+    const int nchunks = colsum_chunks(rows);
+    float* partial =
+        static_cast<float*>(scratch_get(scratch, colsum_scratch_bytes(NOUT, rows, cols), op));
+    for (int c0 = 0; c0 < cols; c0 += kColGroup) {
+        const int nc = std::min(kColGroup, cols - c0);
+        const dim3 grid(static_cast<unsigned>((nc + kColTile - 1) / kColTile),
+                        static_cast<unsigned>(nchunks));
+        colsum_partial_kernel<NOUT, F>
+            <<<grid, dim3(kColTile, kColRowThreads), 0, st>>>(partial, rows, c0, nc, chunk_rows, f);
+        SOF_CHECK_LAUNCH(op);
+        const unsigned fin = static_cast<unsigned>((nc + kThreads - 1) / kThreads);
+        colsum_finish_kernel<NOUT><<<fin, kThreads, 0, st>>>(out, partial, nchunks, c0, nc);
+        SOF_CHECK_LAUNCH(op);
     }
-    const cudaError_t f_err = cudaFreeAsync(partial, st);
-    SOF_CHECK_CUDA(e);
-    SOF_CHECK_CUDA(f_err);
 }
 
 } // namespace sof::kernels::cuda

@@ -87,14 +87,15 @@ void rmsnorm_forward(T* out, float* rstd, const T* x, const T* w, int N, int H, 
 
 template <class T>
 void rmsnorm_backward(T* dx, bool accumulate, float* dw, const T* dout, const T* x, const T* w,
-                      const float* rstd, int N, int H, int D, size_t ld, void* stream) {
+                      const float* rstd, int N, int H, int D, size_t ld, void* stream,
+                      Scratch* scratch) {
     const int rows = N * H;
     if (rows <= 0 || D <= 0) return;
     const cudaStream_t st = as_stream(stream);
     // dw first: with accumulate = false, dx may alias dout, which the row kernel overwrites
     ColOut<1> grads{{dw}};
     column_sums<1>(grads, rows, D, RmsGradElem<dev_t<T>>{dev_ptr(dout), dev_ptr(x), rstd, H, D, ld},
-                   st);
+                   st, scratch, "rmsnorm_backward");
     rmsnorm_backward_kernel<<<row_blocks(rows), kThreads, 0, st>>>(
         dev_ptr(dx), accumulate, dev_ptr(dout), dev_ptr(x), dev_ptr(w), rstd, rows, H, D, ld);
     SOF_CHECK_LAUNCH("rmsnorm_backward");
@@ -105,9 +106,10 @@ template void rmsnorm_forward<float>(float*, float*, const float*, const float*,
 template void rmsnorm_forward<core::bf16>(core::bf16*, float*, const core::bf16*, const core::bf16*,
                                           int, int, int, size_t, float, void*);
 template void rmsnorm_backward<float>(float*, bool, float*, const float*, const float*,
-                                      const float*, const float*, int, int, int, size_t, void*);
+                                      const float*, const float*, int, int, int, size_t, void*,
+                                      Scratch*);
 template void rmsnorm_backward<core::bf16>(core::bf16*, bool, float*, const core::bf16*,
                                            const core::bf16*, const core::bf16*, const float*, int,
-                                           int, int, size_t, void*);
+                                           int, int, size_t, void*, Scratch*);
 
 } // namespace sof::kernels::cuda
