@@ -27,11 +27,13 @@
 # ours must clip the same steps as the oracle.
 #
 # Usage: hf_train_reference.py --superoffload BIN --work DIR --device cuda|cpu [--archs a,b]
+#   [--mpirun "MPIEXEC FLAGS"]
 # Runs in the project's test venv (scripts/python_env.sh test) or any python3 with torch and
 # transformers (the GPU machine's); exits 77 (skipped) when they are missing.
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -111,7 +113,7 @@ parallel: {{zero_stage: 3, sp: {sp}}}
 """)
     cmd = [args.superoffload, "train", "deck.yaml"]
     if ranks > 1:
-        cmd = ["mpirun", "--oversubscribe", "-n", str(ranks)] + cmd
+        cmd = shlex.split(args.mpirun) + ["-n", str(ranks)] + cmd
     run(cmd, cwd=d)
     cks = sorted(x for x in os.listdir(os.path.join(d, "ckpt")) if x.startswith("step_"))
     if not cks:
@@ -259,6 +261,9 @@ def main():
     ap.add_argument("--superoffload", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--device", choices=("cuda", "cpu"), required=True)
+    # the configured MPI launcher and its flags (tests/CMakeLists: SOF_MPIEXEC_SHELL); the GPU
+    # bundle's run keeps the default
+    ap.add_argument("--mpirun", default="mpirun --oversubscribe")
     ap.add_argument("--archs", default=",".join(ARCHS))
     args = ap.parse_args()
     args.superoffload = os.path.abspath(args.superoffload)
