@@ -94,6 +94,7 @@ int bench_attention_gpu(const GpuAttnOpts& o) {
                                     o.hd,
                                     nullptr,
                                     0};
+    a.window = o.window;
     core::bf16* g = dqkv.as<core::bf16>();
     const kernels::AttnGrads<core::bf16> d{g, g + o.NH * hd, g + (o.NH + o.NKV) * hd, W, W, W};
     auto fwd = [&] { kernels::attention_forward(ex, out.as<core::bf16>(), lse.as<float>(), a); };
@@ -116,12 +117,12 @@ int bench_attention_gpu(const GpuAttnOpts& o) {
     // causal work: Q K^T and P V over T (T + 1) / 2 pairs per head; the backward is 2.5 x (five
     // products instead of two: dV, dP, dK, dQ and the recomputed S; our dq pass recomputes S and
     // dP again, not counted)
-    const double fwd_flops = 4.0 * o.B * o.NH * hd * (static_cast<double>(o.T) * (o.T + 1) / 2);
+    const double fwd_flops = 4.0 * o.B * o.NH * hd * attention_pairs(o.T, o.window);
     const double bwd_flops = 2.5 * fwd_flops;
     std::printf("bench attention (GPU, %s): B=%d T=%d heads=%d kv_heads=%d hd=%d, bf16, causal, "
-                "median of %d; TFLOPS of the causal work (forward 4 B NH hd T(T+1)/2, backward "
-                "2.5x)\n",
-                dev->describe().c_str(), o.B, o.T, o.NH, o.NKV, o.hd, o.reps);
+                "window %d, median of %d; TFLOPS of the causal work (forward 4 B NH hd x pairs: "
+                "T(T+1)/2, with a window W(W+1)/2 + (T-W)W; backward 2.5x)\n",
+                dev->describe().c_str(), o.B, o.T, o.NH, o.NKV, o.hd, o.window, o.reps);
     std::printf("  %-22s %10s %12s %10s %12s\n", "kernel", "fwd ms", "fwd TFLOPS", "bwd ms",
                 "bwd TFLOPS");
     std::vector<core::bf16> outs[2], grads[2];

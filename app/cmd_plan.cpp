@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "config/batch.h"
 #include "config/deck.h"
+#include "ckpt/model_source.h"
 #include "core/error.h"
 #include "plan/comm_model.h"
 #include "model/model_config.h"
@@ -22,6 +23,10 @@ int cmd_plan(int argc, char** argv) {
     // planning needs shapes and policies, not the data shards, checkpoints or output directories
     config::Config cfg = config::load_deck(args.deck, args.overrides, config::DeckChecks::NoFiles);
     model::validate_deck(cfg);
+    // model.init_from: the architecture of its config.json (or llm.c header), as `train` reads it
+    std::string source;
+    const model::ArchConfig mcfg = ckpt::resolve_model(&cfg, &source);
+    ckpt::check_run_shape(cfg, mcfg);
     auto it = args.options.find("hardware");
     plan::HardwareProfile hw =
         it != args.options.end() ? plan::load_hardware(it->second) : plan::hardware_for(cfg);
@@ -43,16 +48,14 @@ int cmd_plan(int argc, char** argv) {
     // resolved before planning as `train` does (config/batch.h)
     const std::string batch_note = config::apply_batch_geometry(cfg, world);
     int shard_ranks = cfg.parallel.zero_stage == 3 ? world : 1;
-    plan::Plan p = plan::make_plan(cfg, model::config_for(cfg.model), hw, shard_ranks);
+    plan::Plan p = plan::make_plan(cfg, mcfg, hw, shard_ranks);
     if (rank == 0) {
         for (const std::string& w : config::deck_warnings(cfg))
             std::fprintf(stderr, "superoffload: warning: %s\n", w.c_str());
         std::fflush(stderr);
         if (!batch_note.empty()) std::printf("batch: %s\n", batch_note.c_str());
         std::printf("%s", plan::describe(p).c_str());
-        if (!cfg.model.init_from.empty())
-            std::printf("note: the model sizes come from the deck's model section, not from %s\n",
-                        cfg.model.init_from.c_str());
+        if (!source.empty()) std::printf("model: %s\n", source.c_str());
         config::Config resolved = cfg;
         plan::resolve_auto(resolved, p);
         std::printf(
@@ -66,7 +69,7 @@ int cmd_plan(int argc, char** argv) {
             resolved.offload.flow_grads == config::FlowGrads::Host ? "host" : "device",
             plan::state_dtype_name(resolved.optimizer.state_dtype),
             resolved.optimizer.master_dtype == config::MasterDtype::BF16 ? "bf16" : "fp32");
-        const model::ParamLayout layout = model::make_layout(model::config_for(cfg.model));
+        const model::ParamLayout layout = model::make_layout(mcfg);
         plan::CommVolume cv = plan::comm_per_step(
             layout, world, cfg.parallel.sp, cfg.parallel.zero_stage, cfg.train.batch_size,
             cfg.train.seq_len, cfg.train.grad_accum, cfg.model.recompute,

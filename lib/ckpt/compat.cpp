@@ -18,6 +18,7 @@
 #include "core/input_file.h"
 #include "core/strfmt.h"
 #include "data/shards.h"
+#include "model/block_spec.h"
 #include "model/model_config.h"
 
 namespace sof::ckpt {
@@ -36,7 +37,22 @@ config::Config arch_as_deck(const model::ArchConfig& a) {
         c.head_dim = c.hdim();
         c.intermediate_size = c.ffn_dim();
     }
-    if (c.rope_scaling.type == model::RopeScalingType::None) c.rope_scaling = model::RopeScaling{};
+    // only the fields of the scaling in use (YaRN's attention factor resolved)
+    model::RopeScaling& r = c.rope_scaling;
+    const model::RopeScaling plain;
+    if (r.type == model::RopeScalingType::None) r = plain;
+    if (r.type != model::RopeScalingType::Llama3) {
+        r.low_freq_factor = plain.low_freq_factor;
+        r.high_freq_factor = plain.high_freq_factor;
+    }
+    if (r.type != model::RopeScalingType::Yarn) {
+        r.beta_fast = plain.beta_fast;
+        r.beta_slow = plain.beta_slow;
+        r.truncate = plain.truncate;
+    }
+    r.attention_factor =
+        r.type == model::RopeScalingType::Yarn ? model::rope_attention_scale(c) : 0.0;
+    if (c.sliding_window == 0) c.layer_types.clear();
     config::Config d;
     model::set_deck_model(c, &d.model);
     return d;
@@ -81,12 +97,9 @@ std::string data_identity(const config::DataConfig& data) {
                         static_cast<unsigned long long>(total), checksum_hex(h).c_str());
 }
 
-std::vector<DeckChange> compare_runs(const Manifest& m, const config::Config& cfg,
-                                     const model::ArchConfig& mcfg, const std::string& data_id) {
+std::vector<DeckChange> arch_differences(const model::ArchConfig& x, const model::ArchConfig& y) {
     std::vector<DeckChange> out;
-    // the architecture: every key of the table with the Arch policy, compared between the
-    // manifest's model and the model this run builds (after model.init_from), both as deck keys
-    config::Config arch_saved = arch_as_deck(m.model), arch_now = arch_as_deck(mcfg);
+    config::Config arch_saved = arch_as_deck(x), arch_now = arch_as_deck(y);
     const std::vector<config::Field> as = config::bind_fields(arch_saved);
     const std::vector<config::Field> an = config::bind_fields(arch_now);
     for (size_t i = 0; i < an.size() && i < as.size(); i++) {
@@ -94,6 +107,15 @@ std::vector<DeckChange> compare_runs(const Manifest& m, const config::Config& cf
         const std::string a = config::format_value(as[i]), b = config::format_value(an[i]);
         if (a != b) out.push_back({an[i].key, a, b, false});
     }
+    return out;
+}
+
+std::vector<DeckChange> compare_runs(const Manifest& m, const config::Config& cfg,
+                                     const model::ArchConfig& mcfg, const std::string& data_id) {
+    std::vector<DeckChange> out;
+    // the architecture: every key of the table with the Arch policy, compared between the
+    // manifest's model and the model this run builds (after model.init_from), both as deck keys
+    out = arch_differences(m.model, mcfg);
     if (!m.data_identity.empty() && !data_id.empty() && m.data_identity != data_id)
         out.push_back({"data identity (training shards' names, sizes and contents)",
                        m.data_identity, data_id, false});

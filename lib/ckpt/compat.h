@@ -18,6 +18,11 @@ struct DeckChange {
     bool allowed = false;   // false: the resume is refused
 };
 
+// The architecture keys (deck keys with the Arch resume policy) on which two models differ, each
+// model spelled out (implied sizes explicit, scaling fields only when scaling is on): saved = a's
+// value, now = b's.
+std::vector<DeckChange> arch_differences(const model::ArchConfig& a, const model::ArchConfig& b);
+
 // Every difference between the checkpoint's run and this one. `mcfg` is the architecture this
 // run builds (after model.init_from). train.resume itself is never reported.
 std::vector<DeckChange> compare_runs(const Manifest& m, const config::Config& cfg,

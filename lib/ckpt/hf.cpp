@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -13,10 +14,12 @@
 #include <set>
 #include <vector>
 
+#include "ckpt/compat.h"
 #include "ckpt/fileio.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
 #include "core/strfmt.h"
+#include "model/block_spec.h"
 
 namespace sof::ckpt {
 
@@ -24,9 +27,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-const char* kSupported = "LlamaForCausalLM (llama), Qwen2ForCausalLM (qwen2), Qwen3ForCausalLM "
-                         "(qwen3)";
 
 json parse_json_file(const std::string& path, const char* what) {
     const std::string text = read_text(path, what);
@@ -58,14 +58,6 @@ bool bool_key(const json& j, const std::string& path, const char* key, bool fall
     if (!j[key].is_boolean())
         SOF_FAIL(Format, "'%s': key '%s' must be true or false", path.c_str(), key);
     return j[key].get<bool>();
-}
-
-// The rows the files hold: V for the embedding and LM head (our Vp rows are padding beyond).
-std::vector<int64_t> hf_shape(const model::TensorInfo& t, const model::ArchConfig& c) {
-    std::vector<int64_t> s(t.shape.begin(), t.shape.end());
-    if (t.kind == model::TensorKind::Wte || t.kind == model::TensorKind::LmHead)
-        s[0] = c.vocab_size;
-    return s;
 }
 
 std::string shape_str(const std::vector<int64_t>& s) {
@@ -121,41 +113,152 @@ bool is_hf_dir(const std::string& path) {
     return fs::is_directory(path, ec) && fs::is_regular_file(path + "/config.json", ec);
 }
 
-model::ArchConfig read_hf_config(const std::string& dir) {
-    const std::string path = dir + "/config.json";
-    json j = parse_json_file(path, "Hugging Face config");
+namespace {
+
+// A float key of the rope parameters that must be there (transformers' required keys).
+double required_num(const json& r, const std::string& path, const char* obj, const char* type,
+                    const char* key) {
+    if (!r.contains(key) || r[key].is_null())
+        SOF_FAIL(Config,
+                 "'%s': %s.%s is missing: rope_type %s needs it (transformers refuses such a "
+                 "config too); add it, or set %s to null for unscaled RoPE",
+                 path.c_str(), obj, key, type, obj);
+    return num_key(r, path, key, 0.0);
+}
+
+// The rope parameters: theta, and the scaling (none, llama3, yarn) or a refusal naming the key.
+void read_rope(const json& j, const std::string& path, const model::ArchInfo& a,
+               model::ArchConfig* c) {
+    // transformers >= 5 writes "rope_parameters" {rope_theta, rope_type, scaling fields};
+    // earlier versions a top-level rope_theta and an optional "rope_scaling" object
+    const bool v5 = j.contains("rope_parameters") && j["rope_parameters"].is_object();
+    const json& rp = v5 ? j["rope_parameters"] : j;
+    c->rope_theta = num_key(rp, path, "rope_theta", num_key(j, path, "rope_theta", 10000.0));
+    for (const json* o : {&j, &rp}) { // partial rotary: phi3 puts it in either place
+        const double f = num_key(*o, path, "partial_rotary_factor", 1.0);
+        if (f != 1.0)
+            SOF_FAIL(Config,
+                     "'%s': partial_rotary_factor = %g is not supported (this build rotates the "
+                     "whole head); a model with partial_rotary_factor < 1 cannot be trained here",
+                     path.c_str(), f);
+    }
+    const char* key = v5 ? "rope_parameters" : "rope_scaling";
+    if (!j.contains(key) || j[key].is_null()) return;
+    const json& r = j[key];
+    if (!r.is_object()) // e.g. "llama3": the factors are unknown, guessing them is wrong
+        SOF_FAIL(Config,
+                 "'%s': %s must be an object such as {\"rope_type\": \"llama3\", "
+                 "\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                 "\"original_max_position_embeddings\": 8192} or null, got %s",
+                 path.c_str(), key, r.dump().c_str());
+    std::string type;
+    for (const char* k : {"rope_type", "type"}) {
+        if (!r.contains(k)) continue;
+        if (!r[k].is_string())
+            SOF_FAIL(Config, "'%s': %s.%s must be a string, got %s", path.c_str(), key, k,
+                     r[k].dump().c_str());
+        type = r[k].get<std::string>();
+        break;
+    }
+    if (type.empty() && !v5)
+        SOF_FAIL(Config,
+                 "'%s': rope_scaling %s names no rope_type (llama3 and yarn are supported; use "
+                 "null for no scaling)",
+                 path.c_str(), r.dump().c_str());
+    if (type.empty() || type == "default") return;
+    if (!a.rope_scaling) // phi3: transformers reads any scaling type as its longrope
+        SOF_FAIL(Config,
+                 "'%s': %s.rope_type = \"%s\" is not supported for %s (transformers runs it as "
+                 "longrope, Phi-3's short/long factor RoPE, which this build lacks); only "
+                 "unscaled RoPE (null) is",
+                 path.c_str(), key, type.c_str(), model::arch_name(a.arch));
+    const int max_pos = c->max_seq_len; // transformers' default original length
+    model::RopeScaling& s = c->rope_scaling;
+    if (type == "llama3") {
+        s.type = model::RopeScalingType::Llama3;
+        s.factor = required_num(r, path, key, "llama3", "factor");
+        s.low_freq_factor = required_num(r, path, key, "llama3", "low_freq_factor");
+        s.high_freq_factor = required_num(r, path, key, "llama3", "high_freq_factor");
+        s.original_max_position =
+            int_key(r, path, "original_max_position_embeddings", max_pos, false);
+    } else if (type == "yarn") {
+        s.type = model::RopeScalingType::Yarn;
+        s.factor = required_num(r, path, key, "yarn", "factor");
+        s.original_max_position =
+            int_key(r, path, "original_max_position_embeddings", max_pos, false);
+        // null or absent: transformers' `or` defaults (32, 1)
+        s.beta_fast = num_key(r, path, "beta_fast", 32.0);
+        s.beta_slow = num_key(r, path, "beta_slow", 1.0);
+        if (s.beta_fast == 0.0) s.beta_fast = 32.0;
+        if (s.beta_slow == 0.0) s.beta_slow = 1.0;
+        s.truncate = bool_key(r, path, "truncate", true);
+        // the factor on cos and sin: given, or from mscale / mscale_all_dim, or 0.1 ln(factor)+1
+        s.attention_factor = num_key(r, path, "attention_factor", 0.0);
+        const double ms = num_key(r, path, "mscale", 0.0),
+                     msa = num_key(r, path, "mscale_all_dim", 0.0);
+        if (s.attention_factor == 0.0 && ms != 0.0 && msa != 0.0) {
+            auto mscale = [&](double m) {
+                return s.factor <= 1.0 ? 1.0 : 0.1 * m * std::log(s.factor) + 1.0;
+            };
+            s.attention_factor = mscale(ms) / mscale(msa);
+        }
+    } else {
+        SOF_FAIL(Config, "'%s': %s.rope_type = \"%s\" is not supported (default, llama3 or yarn)",
+                 path.c_str(), key, type.c_str());
+    }
+}
+
+// Which layers attend in a window (arch.h WindowKeys).
+void read_window(const json& j, const std::string& path, const model::ArchInfo& a,
+                 model::ArchConfig* c) {
+    switch (a.window) {
+    case model::WindowKeys::None:
+        return;
+    case model::WindowKeys::UseSliding:
+        if (bool_key(j, path, "use_sliding_window", false))
+            SOF_FAIL(Config,
+                     "'%s': use_sliding_window: true is not supported for %s (its windowed "
+                     "layers follow max_window_layers, which this build does not read); set it "
+                     "false if the model was trained without it",
+                     path.c_str(), model::arch_name(a.arch));
+        return;
+    case model::WindowKeys::AllLayers: {
+        const bool absent = !j.contains("sliding_window");
+        if (!absent && j["sliding_window"].is_null()) return;
+        const int w = int_key(j, path, "sliding_window", a.window_default, false);
+        if (w <= 0 && !absent)
+            SOF_FAIL(Config,
+                     "'%s': sliding_window = %d must be a positive number of keys, or null for "
+                     "none",
+                     path.c_str(), w);
+        c->sliding_window = w;
+        return;
+    }
+    }
+}
+
+// config.json (parsed) -> ArchConfig; errors name `path` and the key.
+model::ArchConfig arch_from_json(const json& j, const std::string& path) {
     std::string name;
     if (j.contains("architectures") && j["architectures"].is_array() &&
         !j["architectures"].empty() && j["architectures"][0].is_string())
         name = j["architectures"][0].get<std::string>();
     else if (j.contains("model_type") && j["model_type"].is_string())
         name = j["model_type"].get<std::string>();
-    model::ArchConfig c;
-    if (name == "LlamaForCausalLM" || name == "llama")
-        c.arch = model::Arch::Llama;
-    else if (name == "Qwen2ForCausalLM" || name == "qwen2")
-        c.arch = model::Arch::Qwen2;
-    else if (name == "Qwen3ForCausalLM" || name == "qwen3")
-        c.arch = model::Arch::Qwen3;
-    else
+    const model::ArchInfo* a = model::arch_by_hf(name);
+    if (!a)
         SOF_FAIL(Config, "'%s': architecture '%s' is not supported; supported: %s", path.c_str(),
-                 name.empty() ? "(none given)" : name.c_str(), kSupported);
-    if (j.contains("hidden_act") && j["hidden_act"] != "silu")
-        SOF_FAIL(Config, "'%s': hidden_act %s is not supported (SwiGLU needs silu)", path.c_str(),
-                 j["hidden_act"].dump().c_str());
-    // transformers' attention_bias (llama, qwen3) also puts a bias on o_proj; qwen2 has q/k/v
-    // biases whatever the key says
-    c.qkv_bias = bool_key(j, path, "attention_bias", false);
-    if (c.qkv_bias && c.arch != model::Arch::Qwen2)
-        SOF_FAIL(Config,
-                 "'%s': attention_bias: true gives %s q/k/v and o_proj biases; this build models "
-                 "q/k/v biases only (Qwen2ForCausalLM)",
-                 path.c_str(), name.c_str());
-    if (bool_key(j, path, "use_sliding_window", false))
-        SOF_FAIL(Config,
-                 "'%s': use_sliding_window: true is not supported (every layer attends to the "
-                 "whole sequence here); set it false if the model was trained without it",
-                 path.c_str());
+                 name.empty() ? "(none given)" : name.c_str(), model::supported_hf_archs().c_str());
+    model::ArchConfig c;
+    c.arch = a->arch;
+    if (j.contains("hidden_act") && j["hidden_act"] != a->hidden_act)
+        SOF_FAIL(Config, "'%s': hidden_act %s is not supported (SwiGLU needs %s)", path.c_str(),
+                 j["hidden_act"].dump().c_str(), a->hidden_act);
+    // the bias switches of this architecture (arch.h; keys it does not read are ignored, as
+    // transformers ignores them)
+    if (a->qkv_bias_key) c.qkv_bias = bool_key(j, path, a->qkv_bias_key, false);
+    if (a->o_bias_key) c.o_bias = bool_key(j, path, a->o_bias_key, false);
+    if (a->mlp_bias_key) c.mlp_bias = bool_key(j, path, a->mlp_bias_key, false);
     c.tie_embeddings = bool_key(j, path, "tie_word_embeddings", false);
     model::apply_arch_defaults(&c);
     c.channels = int_key(j, path, "hidden_size", 0, true);
@@ -165,52 +268,18 @@ model::ArchConfig read_hf_config(const std::string& dir) {
     c.vocab_size = int_key(j, path, "vocab_size", 0, true);
     c.padded_vocab_size = c.vocab_size;
     c.max_seq_len = int_key(j, path, "max_position_embeddings", 0, true);
-    // absent keys mean what transformers' configs default them to: LlamaConfig kv heads = heads,
-    // Qwen2Config/Qwen3Config 32 kv heads, Qwen3Config head_dim 128
-    const bool qwen = c.arch != model::Arch::Llama;
-    c.num_kv_heads = int_key(j, path, "num_key_value_heads", qwen ? 32 : c.num_heads, false);
-    c.head_dim = int_key(j, path, "head_dim", c.arch == model::Arch::Qwen3 ? 128 : 0, false);
-    c.norm_eps = static_cast<float>(num_key(j, path, "rms_norm_eps", 1e-6));
-    // transformers >= 5 writes "rope_parameters" {rope_theta, rope_type, scaling fields};
-    // earlier versions a top-level rope_theta and an optional "rope_scaling" object
-    const bool v5 = j.contains("rope_parameters") && j["rope_parameters"].is_object();
-    const json& rp = v5 ? j["rope_parameters"] : j;
-    c.rope_theta = num_key(rp, path, "rope_theta", num_key(j, path, "rope_theta", 10000.0));
-    const char* scaling_key = v5 ? "rope_parameters" : "rope_scaling";
-    if (j.contains(scaling_key) && !j[scaling_key].is_null()) {
-        const json& r = j[scaling_key];
-        if (!r.is_object()) // e.g. "llama3": the factors are unknown, guessing them is wrong
-            SOF_FAIL(Config,
-                     "'%s': %s must be an object such as {\"rope_type\": \"llama3\", "
-                     "\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
-                     "\"original_max_position_embeddings\": 8192} or null, got %s",
-                     path.c_str(), scaling_key, r.dump().c_str());
-        std::string type;
-        for (const char* k : {"rope_type", "type"}) {
-            if (!r.contains(k)) continue;
-            if (!r[k].is_string())
-                SOF_FAIL(Config, "'%s': rope_scaling.%s must be a string, got %s", path.c_str(), k,
-                         r[k].dump().c_str());
-            type = r[k].get<std::string>();
-            break;
-        }
-        if (type.empty())
-            SOF_FAIL(Config,
-                     "'%s': rope_scaling %s names no rope_type (llama3 is supported; use null for "
-                     "no scaling)",
-                     path.c_str(), r.dump().c_str());
-        if (type == "llama3") {
-            c.rope_scaling.type = model::RopeScalingType::Llama3;
-            c.rope_scaling.factor = num_key(r, path, "factor", 8.0);
-            c.rope_scaling.low_freq_factor = num_key(r, path, "low_freq_factor", 1.0);
-            c.rope_scaling.high_freq_factor = num_key(r, path, "high_freq_factor", 4.0);
-            c.rope_scaling.original_max_position =
-                int_key(r, path, "original_max_position_embeddings", 8192, false);
-        } else if (type != "default") {
-            SOF_FAIL(Config, "'%s': rope_scaling type '%s' is not supported (llama3 or none)",
-                     path.c_str(), type.c_str());
-        }
-    }
+    // absent keys mean what transformers' configs default them to (arch.h)
+    c.num_kv_heads = int_key(j, path, "num_key_value_heads",
+                             a->kv_heads_default > 0 ? a->kv_heads_default : c.num_heads, false);
+    c.head_dim = int_key(j, path, "head_dim", a->head_dim_default, false);
+    c.norm_eps = static_cast<float>(num_key(j, path, "rms_norm_eps", a->rms_eps_default));
+    read_rope(j, path, *a, &c);
+    read_window(j, path, *a, &c);
+    c.attn_dropout =
+        static_cast<float>(num_key(j, path, "attention_dropout", a->attn_dropout_default));
+    if (a->resid_dropout_key)
+        c.resid_dropout =
+            static_cast<float>(num_key(j, path, a->resid_dropout_key, a->resid_dropout_default));
     try {
         model::validate(c);
     } catch (const core::Error& e) {
@@ -223,7 +292,10 @@ model::ArchConfig read_hf_config(const std::string& dir) {
                                                 {"model.padded_vocab_size", "vocab_size"},
                                                 {"model.vocab_size", "vocab_size"},
                                                 {"model.max_seq_len", "max_position_embeddings"},
-                                                {"model.head_dim", "head_dim"}};
+                                                {"model.head_dim", "head_dim"},
+                                                {"model.attention_dropout", "attention_dropout"},
+                                                {"model.residual_dropout", "residual dropout"},
+                                                {"model.rope_scaling", "rope_scaling"}};
         const std::string msg = e.what();
         std::string note;
         size_t first = std::string::npos;
@@ -239,6 +311,13 @@ model::ArchConfig read_hf_config(const std::string& dir) {
     return c;
 }
 
+} // namespace
+
+model::ArchConfig read_hf_config(const std::string& dir) {
+    const std::string path = dir + "/config.json";
+    return arch_from_json(parse_json_file(path, "Hugging Face config"), path);
+}
+
 ImportStats import_hf(const std::string& dir, const model::ParamLayout& full,
                       const zero::ShardMap& map, float* out, const ReadOptions& opt) {
     const model::ArchConfig& c = full.cfg;
@@ -250,29 +329,31 @@ ImportStats import_hf(const std::string& dir, const model::ParamLayout& full,
         std::fill(out + lb + map.real_count(full, u),
                   out + map.local_begin[static_cast<size_t>(u) + 1], 0.0f);
     }
-    // check every tensor before reading any, then read each file in one pass in file order
+    // check every tensor before reading any, then read each file in one pass in file order; a
+    // fused tensor of the files (phi3's qkv_proj) fills its parts' flat range in one read
     std::set<std::string> used;
     std::map<std::string, std::vector<SafetensorsFile::F32Read>> reads; // by file path
-    for (const model::TensorInfo& t : full.tensors) {
+    for (const model::HfTensor& t : model::hf_tensors(full)) {
         auto w = wf.where.find(t.name);
         if (w == wf.where.end())
             SOF_FAIL(Format, "'%s': tensor '%s' is missing (the config asks for %s%s)", dir.c_str(),
                      t.name.c_str(), model::arch_name(c.arch),
-                     t.kind == model::TensorKind::LmHead ? " with an untied LM head" : "");
+                     full.tensors[t.first].kind == model::TensorKind::LmHead
+                         ? " with an untied LM head"
+                         : "");
         used.insert(t.name);
         SafetensorsFile& f = wf.file(w->second);
         const SafetensorsFile::Tensor* st = f.find(t.name);
         if (!st)
             SOF_FAIL(Format, "'%s': tensor '%s' is listed in the index but not in the file",
                      w->second.c_str(), t.name.c_str());
-        const std::vector<int64_t> want = hf_shape(t, c);
-        if (st->shape != want)
+        if (st->shape != t.shape)
             SOF_FAIL(Format, "'%s': tensor '%s' has shape %s, the config needs %s",
                      w->second.c_str(), t.name.c_str(), shape_str(st->shape).c_str(),
-                     shape_str(want).c_str());
+                     shape_str(t.shape).c_str());
         const int u = t.unit;
         const size_t a = map.global_first(full, u), b = map.global_last(full, u);
-        const size_t x = std::max(a, t.offset), y = std::min(b, t.offset + t.numel);
+        const size_t x = std::max(a, t.offset), y = std::min(b, t.offset + t.flat_numel);
         if (x >= y) continue; // not in this rank's slice
         const size_t first = x - t.offset, last = std::min(y - t.offset, st->numel);
         float* dst = out + map.local_begin[static_cast<size_t>(u)] + (x - a);
@@ -287,7 +368,7 @@ ImportStats import_hf(const std::string& dir, const model::ParamLayout& full,
         if (rotary || (c.tie_embeddings && name == "lm_head.weight")) continue; // derived copies
         SOF_FAIL(Format,
                  "'%s': unexpected tensor '%s' for a %s with this config (wrong config.json, or "
-                 "tie_word_embeddings / attention_bias set wrong?)",
+                 "tie_word_embeddings / a bias switch set wrong?)",
                  file.c_str(), name.c_str(), model::arch_name(c.arch));
     }
     ImportStats st;
@@ -321,11 +402,9 @@ double tidy(double v) {
 }
 
 json config_json(const model::ArchConfig& c, const std::string& dtype) {
-    const char* arch = c.arch == model::Arch::Qwen2   ? "Qwen2ForCausalLM"
-                       : c.arch == model::Arch::Qwen3 ? "Qwen3ForCausalLM"
-                                                      : "LlamaForCausalLM";
+    const model::ArchInfo& a = model::arch_info(c.arch);
     json j;
-    j["architectures"] = {arch};
+    j["architectures"] = {a.hf_class};
     j["model_type"] = model::arch_name(c.arch);
     j["hidden_size"] = c.channels;
     j["intermediate_size"] = c.ffn_dim();
@@ -335,21 +414,36 @@ json config_json(const model::ArchConfig& c, const std::string& dtype) {
     j["num_hidden_layers"] = c.num_layers;
     j["rms_norm_eps"] = tidy(c.norm_eps);
     j["rope_theta"] = c.rope_theta;
-    if (c.rope_scaling.type == model::RopeScalingType::Llama3)
+    const model::RopeScaling& r = c.rope_scaling;
+    if (r.type == model::RopeScalingType::Llama3)
+        j["rope_scaling"] = {{"rope_type", "llama3"},
+                             {"factor", r.factor},
+                             {"low_freq_factor", r.low_freq_factor},
+                             {"high_freq_factor", r.high_freq_factor},
+                             {"original_max_position_embeddings", r.original_max_position}};
+    else if (r.type == model::RopeScalingType::Yarn)
         j["rope_scaling"] = {
-            {"rope_type", "llama3"},
-            {"factor", c.rope_scaling.factor},
-            {"low_freq_factor", c.rope_scaling.low_freq_factor},
-            {"high_freq_factor", c.rope_scaling.high_freq_factor},
-            {"original_max_position_embeddings", c.rope_scaling.original_max_position}};
+            {"rope_type", "yarn"},
+            {"factor", r.factor},
+            {"original_max_position_embeddings", r.original_max_position},
+            {"beta_fast", r.beta_fast},
+            {"beta_slow", r.beta_slow},
+            {"truncate", r.truncate},
+            {"attention_factor", static_cast<double>(model::rope_attention_scale(c))}};
     else
         j["rope_scaling"] = nullptr;
     j["vocab_size"] = c.vocab_size;
     j["max_position_embeddings"] = c.max_seq_len;
     j["tie_word_embeddings"] = c.tie_embeddings;
-    j["attention_bias"] = c.qkv_bias;
-    j["attention_dropout"] = 0.0;
-    j["hidden_act"] = "silu";
+    if (a.qkv_bias_key) j[a.qkv_bias_key] = c.qkv_bias;
+    if (a.o_bias_key) j[a.o_bias_key] = c.o_bias;
+    if (a.mlp_bias_key) j[a.mlp_bias_key] = c.mlp_bias;
+    j["attention_dropout"] = tidy(c.attn_dropout);
+    if (a.resid_dropout_key) j[a.resid_dropout_key] = tidy(c.resid_dropout);
+    if (a.window == model::WindowKeys::AllLayers)
+        j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+    if (a.window == model::WindowKeys::UseSliding) j["use_sliding_window"] = false;
+    j["hidden_act"] = a.hidden_act;
     j["initializer_range"] = 0.02;
     j["use_cache"] = true;
     // the tokenizer's ids are not in the checkpoint: null, not LlamaConfig's defaults 1 and 2
@@ -359,6 +453,21 @@ json config_json(const model::ArchConfig& c, const std::string& dtype) {
     j["torch_dtype"] = dtype == "bf16" ? "bfloat16" : "float32";
     j["transformers_version"] = "4.51.0";
     return j;
+}
+
+// The config.json written for `c` must read back as `c` (the architecture's keys can say it):
+// otherwise name the first feature it cannot express.
+void check_expressible(const model::ArchConfig& c, const json& j) {
+    model::ArchConfig back = arch_from_json(j, "config.json");
+    back.padded_vocab_size = c.padded_vocab_size; // padding rows are not in the files
+    back.norm_eps = c.norm_eps;                   // written as its decimal (tidy)
+    const std::vector<DeckChange> d = arch_differences(c, back);
+    if (d.empty()) return;
+    SOF_FAIL(Usage,
+             "export --hf: this %s model has %s = %s, which a Hugging Face %s config.json cannot "
+             "express (it would read as %s); export a model type whose config has that feature",
+             model::arch_name(c.arch), d[0].key.c_str(), d[0].saved.c_str(),
+             model::arch_name(c.arch), d[0].now.c_str());
 }
 
 } // namespace
@@ -409,14 +518,11 @@ void export_hf(const std::string& out_dir, const model::ParamLayout& layout, con
                const HfExportOptions& o) {
     const model::ArchConfig& c = layout.cfg;
     if (!c.llama_family())
-        SOF_FAIL(Usage, "export --hf: a GPT-2 checkpoint is exported with --llmc (the Hugging "
-                        "Face export writes the LLaMA family: llama, qwen2, qwen3)");
-    if (c.qkv_bias && c.arch != model::Arch::Qwen2)
         SOF_FAIL(Usage,
-                 "export --hf: this %s has q/k/v biases, which transformers can only express as "
-                 "attention_bias: true, and that adds an o_proj bias too; export a qwen2 model "
-                 "for q/k/v biases",
-                 model::arch_name(c.arch));
+                 "export --hf: a GPT-2 checkpoint is exported with --llmc (the Hugging "
+                 "Face export writes the LLaMA family: %s)",
+                 model::supported_hf_archs().c_str());
+    check_expressible(c, config_json(c, o.dtype));
     if (o.dtype != "bf16" && o.dtype != "fp32")
         SOF_FAIL(Usage, "export --hf: --dtype '%s' must be bf16 or fp32", o.dtype.c_str());
     std::error_code ec;
@@ -429,8 +535,8 @@ void export_hf(const std::string& out_dir, const model::ParamLayout& layout, con
     std::vector<std::vector<SafetensorsOut>> files(1);
     size_t in_file = 0;
     uint64_t total = 0;
-    for (const model::TensorInfo& t : layout.tensors) {
-        SafetensorsOut s{t.name, hf_shape(t, c), params + t.offset};
+    for (const model::HfTensor& t : model::hf_tensors(layout)) {
+        SafetensorsOut s{t.name, t.shape, params + t.offset};
         size_t n = 1;
         for (int64_t d : s.shape)
             n *= static_cast<size_t>(d);

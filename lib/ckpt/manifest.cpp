@@ -88,8 +88,8 @@ int int_field(const Json& obj, const char* key, const std::string& path) {
 void read_arch_fields(const Json& mo, const std::string& path, model::ArchConfig* c) {
     const std::string arch = json_str(mo, "arch", path);
     if (!model::parse_arch(arch, &c->arch))
-        SOF_FAIL(Format, "%s: model.arch = \"%s\" is not gpt2, llama, qwen2 or qwen3", path.c_str(),
-                 arch.c_str());
+        SOF_FAIL(Format, "%s: model.arch = \"%s\" is not an architecture of this build (%s)",
+                 path.c_str(), arch.c_str(), model::arch_names().c_str());
     c->num_kv_heads = int_field(mo, "num_kv_heads", path);
     c->head_dim = int_field(mo, "head_dim", path);
     c->intermediate_size = int_field(mo, "intermediate_size", path);
@@ -106,8 +106,13 @@ void read_arch_fields(const Json& mo, const std::string& path, model::ArchConfig
     };
     c->norm_eps = static_cast<float>(number(mo, "norm_eps"));
     c->rope_theta = number(mo, "rope_theta");
-    c->rope_scaling.type = json_str(rs, "type", path) == "llama3" ? model::RopeScalingType::Llama3
-                                                                  : model::RopeScalingType::None;
+    const std::string type = json_str(rs, "type", path);
+    if (type != "none" && type != "llama3" && type != "yarn")
+        SOF_FAIL(Format, "%s: model.rope_scaling.type = \"%s\" is not none, llama3 or yarn",
+                 path.c_str(), type.c_str());
+    c->rope_scaling.type = type == "llama3" ? model::RopeScalingType::Llama3
+                           : type == "yarn" ? model::RopeScalingType::Yarn
+                                            : model::RopeScalingType::None;
     c->rope_scaling.factor = number(rs, "factor");
     c->rope_scaling.low_freq_factor = number(rs, "low_freq_factor");
     c->rope_scaling.high_freq_factor = number(rs, "high_freq_factor");
@@ -115,6 +120,26 @@ void read_arch_fields(const Json& mo, const std::string& path, model::ArchConfig
     c->tie_embeddings = flag("tie_embeddings");
     c->qkv_bias = flag("qkv_bias");
     c->qk_norm = flag("qk_norm");
+    // written since the block features of issue 26; absent in older manifests (their defaults)
+    auto has = [](const Json& o, const char* key) { return o.is_object() && o.contains(key); };
+    if (has(rs, "beta_fast")) {
+        c->rope_scaling.beta_fast = number(rs, "beta_fast");
+        c->rope_scaling.beta_slow = number(rs, "beta_slow");
+        c->rope_scaling.attention_factor = number(rs, "attention_factor");
+        const Json& t = json_get(rs, "truncate", path);
+        if (!t.is_boolean())
+            SOF_FAIL(Format, "%s: model.rope_scaling.truncate must be true/false", path.c_str());
+        c->rope_scaling.truncate = t.get<bool>();
+    }
+    if (has(mo, "o_bias")) {
+        c->o_bias = flag("o_bias");
+        c->mlp_bias = flag("mlp_bias");
+        c->attn_sinks = flag("attn_sinks");
+        c->sliding_window = int_field(mo, "sliding_window", path);
+        c->layer_types = json_str(mo, "layer_types", path);
+        c->attn_dropout = static_cast<float>(number(mo, "attn_dropout"));
+        c->resid_dropout = static_cast<float>(number(mo, "resid_dropout"));
+    }
 }
 
 } // namespace
@@ -188,14 +213,28 @@ std::string manifest_to_json(const Manifest& m, const FileEntry& deck,
     mo["norm_eps"] = m.model.norm_eps;
     mo["rope_theta"] = m.model.rope_theta;
     const model::RopeScaling& rs = m.model.rope_scaling;
-    mo["rope_scaling"] = {{"type", rs.type == model::RopeScalingType::Llama3 ? "llama3" : "none"},
+    const char* rtype = rs.type == model::RopeScalingType::Llama3 ? "llama3"
+                        : rs.type == model::RopeScalingType::Yarn ? "yarn"
+                                                                  : "none";
+    mo["rope_scaling"] = {{"type", rtype},
                           {"factor", rs.factor},
                           {"low_freq_factor", rs.low_freq_factor},
                           {"high_freq_factor", rs.high_freq_factor},
-                          {"original_max_position_embeddings", rs.original_max_position}};
+                          {"original_max_position_embeddings", rs.original_max_position},
+                          {"beta_fast", rs.beta_fast},
+                          {"beta_slow", rs.beta_slow},
+                          {"attention_factor", rs.attention_factor},
+                          {"truncate", rs.truncate}};
     mo["tie_embeddings"] = m.model.tie_embeddings;
     mo["qkv_bias"] = m.model.qkv_bias;
     mo["qk_norm"] = m.model.qk_norm;
+    mo["o_bias"] = m.model.o_bias;
+    mo["mlp_bias"] = m.model.mlp_bias;
+    mo["attn_sinks"] = m.model.attn_sinks;
+    mo["sliding_window"] = m.model.sliding_window;
+    mo["layer_types"] = m.model.layer_types;
+    mo["attn_dropout"] = m.model.attn_dropout;
+    mo["resid_dropout"] = m.model.resid_dropout;
     j["model"] = mo;
     j["train_data"] = m.train_data.to_string();
     j["data_identity"] = m.data_identity;

@@ -34,15 +34,24 @@ constexpr int kMaxIntermediate = 1 << 24;
 constexpr double kMaxParams = 4398046511104.0; // 2^42 (17.6 TB of fp32 weights)
 
 // The architectures (model.type); model::Arch is this enum.
+// The table of what each one is (block features, Hugging Face names and keys): model/arch.cpp.
 enum class ModelType {
-    Gpt2,  // LayerNorm, learned positions, GELU MLP, fused qkv with biases, tied LM head
-    Llama, // RMSNorm, RoPE, SwiGLU, GQA, no biases (attention_bias optional), tied or untied
-    Qwen2, // Llama + q/k/v biases
-    Qwen3, // Llama + per-head RMSNorm on q and k (qk-norm), explicit head_dim
+    Gpt2,    // LayerNorm, learned positions, GELU MLP, fused qkv with biases, tied LM head
+    Llama,   // RMSNorm, RoPE, SwiGLU, GQA, no biases (attention_bias optional), tied or untied
+    Qwen2,   // Llama + q/k/v biases
+    Qwen3,   // Llama + per-head RMSNorm on q and k (qk-norm), explicit head_dim
+    Phi3,    // Llama with fused qkv_proj / gate_up_proj tensors in its files (Phi-3, Phi-4)
+    Mistral, // Llama + a sliding attention window
+    SeedOss, // Llama + q/k/v biases, decoupled head_dim, attention and residual dropout
 };
+// model.type's spellings, indexed by ModelType (also the manifest's and Hugging Face's
+// model_type names).
+inline constexpr const char* kModelTypeNames[] = {"gpt2", "llama",   "qwen2",   "qwen3",
+                                                  "phi3", "mistral", "seed_oss"};
+inline constexpr int kNumModelTypes = static_cast<int>(sizeof(kModelTypeNames) / sizeof(char*));
 
 struct ModelConfig {
-    ModelType type = ModelType::Gpt2; // gpt2 | llama | qwen2 | qwen3
+    ModelType type = ModelType::Gpt2; // gpt2 | llama | qwen2 | qwen3 | phi3 | mistral | seed_oss
     int num_layers = 4;               // L
     int num_heads = 4;                // NH
     int channels = 128;               // C, divisible by num_heads
@@ -55,17 +64,31 @@ struct ModelConfig {
     int intermediate_size = 0;              // SwiGLU hidden size (required for the LLaMA family)
     float norm_eps = 1e-5f;                 // RMSNorm eps
     double rope_theta = 10000.0;            // RoPE base
-    std::string rope_scaling_type = "none"; // none | llama3
+    std::string rope_scaling_type = "none"; // none | llama3 | yarn
     double rope_scaling_factor = 8.0;
-    double rope_scaling_low_freq_factor = 1.0;
-    double rope_scaling_high_freq_factor = 4.0;
+    double rope_scaling_low_freq_factor = 1.0;  // llama3
+    double rope_scaling_high_freq_factor = 4.0; // llama3
     int rope_scaling_original_max_position = 8192;
-    bool tie_embeddings = true;  // LM head shares the embedding (gpt2: always)
-    bool attention_bias = false; // llama: q/k/v biases (qwen2: always; qwen3: never)
-    std::string init_from;       // llm.c GPT-2 fp32 checkpoint (version 3), a Hugging Face model
-                                 // directory (config.json + safetensors), or empty
-    float init_std = 0.02f;      // N(0, init_std) init; residual projections scaled by 1/sqrt(2L)
-    bool recompute = false;      // per-layer activation recomputation in backward
+    double rope_scaling_beta_fast = 32.0;       // yarn
+    double rope_scaling_beta_slow = 1.0;        // yarn
+    double rope_scaling_attention_factor = 0.0; // yarn: cos/sin scale; 0 = 0.1 ln(factor) + 1
+    bool rope_scaling_truncate = true;          // yarn: round the correction range outward
+    bool tie_embeddings = true;                 // LM head shares the embedding (gpt2: always)
+    bool attention_bias = false;                // q/k/v projection biases (qwen2: always)
+    bool attention_out_bias = false;            // attention output projection (o_proj) bias
+    bool mlp_bias = false;                      // SwiGLU gate/up/down biases
+    bool attention_sinks = false;    // one learned logit per head joins every softmax row
+    int sliding_window = 0;          // keys t-W+1..t seen by query t in windowed layers; 0 = none
+    std::string layer_types = "";    // windowed layers: "" = all (with sliding_window), else a
+                                     // comma list of sliding|full repeated over the layers
+    float attention_dropout = -1.0f; // attention-probability dropout; -1 = auto (the model's:
+                                     // config.json's with init_from, else 0)
+    float residual_dropout = -1.0f;  // dropout of each block branch before its residual add;
+                                     // -1 = auto (as attention_dropout)
+    std::string init_from;  // llm.c GPT-2 fp32 checkpoint (version 3), a Hugging Face model
+                            // directory (config.json + safetensors), or empty
+    float init_std = 0.02f; // N(0, init_std) init; residual projections scaled by 1/sqrt(2L)
+    bool recompute = false; // per-layer activation recomputation in backward
     // Long sequences (docs/model.md "Long sequences"): tokens per LM head + loss tile and per MLP
     // tile (-1 = auto, 0 = untiled), and the recompute checkpoints in pinned host memory
     int loss_tile = -1;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 
 #include "core/error.h"
 
@@ -69,6 +70,12 @@ Field with(Field f, Resume r) {
 }
 
 Field int_or_auto(const char* key, int* target, Range range) {
+    Field f = make(key, target, range);
+    f.auto_ok = true;
+    return f;
+}
+
+Field float_or_auto(const char* key, float* target, Range range) {
     Field f = make(key, target, range);
     f.auto_ok = true;
     return f;
@@ -224,7 +231,8 @@ std::vector<Field> bind_fields(Config& c) {
     RuntimeConfig& r = c.runtime;
     std::vector<Field> v;
 
-    v.push_back(with(choice("model.type", enum_ref(&m.type), {"gpt2", "llama", "qwen2", "qwen3"}),
+    v.push_back(with(choice("model.type", enum_ref(&m.type),
+                            {std::begin(kModelTypeNames), std::end(kModelTypeNames)}),
                      Resume::Arch));
     v.push_back(with(make("model.num_layers", &m.num_layers, closed(1, kMaxLayers)), Resume::Arch));
     v.push_back(with(make("model.num_heads", &m.num_heads, closed(1, kMaxHeads)), Resume::Arch));
@@ -242,8 +250,9 @@ std::vector<Field> bind_fields(Config& c) {
              Resume::Arch));
     v.push_back(with(make("model.norm_eps", &m.norm_eps, above(0)), Resume::Arch));
     v.push_back(with(make("model.rope_theta", &m.rope_theta, above(0)), Resume::Arch));
-    v.push_back(with(choice("model.rope_scaling.type", &m.rope_scaling_type, {"none", "llama3"}),
-                     Resume::Arch));
+    v.push_back(
+        with(choice("model.rope_scaling.type", &m.rope_scaling_type, {"none", "llama3", "yarn"}),
+             Resume::Arch));
     v.push_back(
         with(make("model.rope_scaling.factor", &m.rope_scaling_factor, above(0)), Resume::Arch));
     v.push_back(
@@ -255,8 +264,24 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(with(make("model.rope_scaling.original_max_position_embeddings",
                           &m.rope_scaling_original_max_position, at_least(1)),
                      Resume::Arch));
+    v.push_back(with(make("model.rope_scaling.beta_fast", &m.rope_scaling_beta_fast, above(0)),
+                     Resume::Arch));
+    v.push_back(with(make("model.rope_scaling.beta_slow", &m.rope_scaling_beta_slow, above(0)),
+                     Resume::Arch));
+    v.push_back(with(
+        make("model.rope_scaling.attention_factor", &m.rope_scaling_attention_factor, at_least(0)),
+        Resume::Arch));
+    v.push_back(with(make("model.rope_scaling.truncate", &m.rope_scaling_truncate), Resume::Arch));
     v.push_back(with(make("model.tie_embeddings", &m.tie_embeddings), Resume::Arch));
     v.push_back(with(make("model.attention_bias", &m.attention_bias), Resume::Arch));
+    v.push_back(with(make("model.attention_out_bias", &m.attention_out_bias), Resume::Arch));
+    v.push_back(with(make("model.mlp_bias", &m.mlp_bias), Resume::Arch));
+    v.push_back(with(make("model.attention_sinks", &m.attention_sinks), Resume::Arch));
+    v.push_back(
+        with(make("model.sliding_window", &m.sliding_window, closed(0, kMaxSeqLen)), Resume::Arch));
+    v.push_back(with(make("model.layer_types", &m.layer_types), Resume::Arch));
+    v.push_back(float_or_auto("model.attention_dropout", &m.attention_dropout, half_open(0, 1)));
+    v.push_back(float_or_auto("model.residual_dropout", &m.residual_dropout, half_open(0, 1)));
     v.push_back(make("model.init_from", &m.init_from));
     v.push_back(make("model.init_std", &m.init_std, at_least(0)));
     v.push_back(make("model.recompute", &m.recompute));
@@ -379,6 +404,10 @@ void set_scalar(const Field& f, const std::string& raw, bool is_null, const Orig
         if (is_null || !parse_ull(text, v)) type_error(f, text, is_null, at);
         **p = v;
     } else if (auto* p = std::get_if<float*>(&f.target)) {
+        if (f.auto_ok && lower(text) == "auto") {
+            **p = -1.0f;
+            return;
+        }
         float v = 0;
         if (is_null || !parse_float(text, v)) type_error(f, text, is_null, at);
         check_range(f, f.range, v, text, at);
@@ -437,7 +466,8 @@ std::string format_value(const Field& f) {
         return (f.auto_ok && **p == -1) ? std::string("auto") : std::to_string(**p);
     if (auto* p = std::get_if<int64_t*>(&f.target)) return std::to_string(**p);
     if (auto* p = std::get_if<uint64_t*>(&f.target)) return std::to_string(**p);
-    if (auto* p = std::get_if<float*>(&f.target)) return format_float(**p);
+    if (auto* p = std::get_if<float*>(&f.target))
+        return (f.auto_ok && **p == -1.0f) ? std::string("auto") : format_float(**p);
     if (auto* p = std::get_if<double*>(&f.target)) return format_double(**p);
     if (auto* p = std::get_if<bool*>(&f.target)) return **p ? "true" : "false";
     if (auto* p = std::get_if<std::string*>(&f.target)) return yaml_quote(**p);
@@ -464,7 +494,7 @@ std::string describe_type(const Field& f) {
     if (std::holds_alternative<int64_t*>(f.target)) return "an integer";
     if (std::holds_alternative<uint64_t*>(f.target)) return "a non-negative integer";
     if (std::holds_alternative<float*>(f.target) || std::holds_alternative<double*>(f.target))
-        return "a number";
+        return f.auto_ok ? "a number or 'auto'" : "a number";
     if (std::holds_alternative<bool*>(f.target)) return "true or false";
     if (std::holds_alternative<std::string*>(f.target)) return "a string";
     return "a list of integers";

@@ -5,10 +5,10 @@
 namespace sof::kernels {
 
 inline constexpr const char* kOps[] = {
-    "attention", "bias_grad",    "cast",           "copy",      "embedding",
-    "gelu",      "grad_stats",   "grouped_matmul", "layernorm", "matmul",
-    "moe_aux",   "moe_dispatch", "moe_router",     "residual",  "rmsnorm",
-    "rope",      "swiglu",       "swiglu_clamp",   "xent",
+    "attention", "bias_grad", "cast",         "copy",           "dropout",
+    "embedding", "gelu",      "grad_stats",   "grouped_matmul", "layernorm",
+    "matmul",    "moe_aux",   "moe_dispatch", "moe_router",     "residual",
+    "rmsnorm",   "rope",      "swiglu",       "swiglu_clamp",   "xent",
 };
 
 } // namespace sof::kernels

@@ -93,6 +93,7 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
         add(Act::FcAct, -1, "fc act tile", RM * I * act);
     }
     add(Act::Delta, -1, "attention delta", BT * NH * 4);
+    if (s.sinks && act != 4) add(Act::Sinks, -1, "sinks fp32", NH * 4);
     if (sp) { // q rows: the datty buffer; the rest as shared_buffer says
         add(Act::KvLoc, -1, "kv rows", BT * 2 * KV * act);
         add(Act::DAttyh, -1, "datty heads", BT * Q * act);

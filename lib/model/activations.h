@@ -39,6 +39,8 @@ enum class Act {
     DFc,       // (RM, fc_rows) act: grad of the up projection's output
     DAct,      // (RM, I) act: grad of the MLP activation
     Delta,     // (BT*NH) fp32: attention backward workspace
+    Sinks,     // (NH) fp32: a block's attention sinks widened from bf16 weights (sinks, 2-byte
+               // activations only; fp32 weights are read in place)
     QLoc,      // (BT, Q) act, Ulysses: q rows (forward) / dq rows (backward) in token layout;
                // not allocated: the DAtty buffer (DAtty is dead once exchanged to heads)
     KvLoc,     // (BT, 2*KV) act, Ulysses

@@ -1,23 +1,168 @@
-// BlockSpec and UnitOffsets from an ArchConfig and its layout: the only place that maps an
-// architecture's name to its block's parts. RoPE frequencies (Hugging Face's formulas) live here.
+// The block description (block_spec.h) from an ArchConfig and the architecture table: the only
+// place that turns features into tensors. Also its Hugging Face tensor map, RoPE frequencies
+// (Hugging Face's formulas) and the attention work of a window.
 #include "model/block_spec.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "core/error.h"
+#include "core/strfmt.h"
 
 namespace sof::model {
 
+namespace {
+
+// The tensor table of every unit, feature by feature, in flat-buffer order. The order of the
+// features that GPT-2, Llama, Qwen2 and Qwen3 have is theirs since the first layouts
+// (checkpoints and ZeRO-3 shard layouts depend on it); a new feature goes where it reads.
+void add_slots(const ArchInfo& a, BlockSpec* s) {
+    const bool gpt2 = a.gpt2;
+    const int C = s->C, Q = s->Q, KV = s->KV, I = s->I, hd = s->hd;
+    auto slot = [gpt2](std::vector<TensorSlot>& unit, TensorKind k, std::vector<int> shape,
+                       Init init, bool decay, const char* hf, const char* fused = nullptr) {
+        unit.push_back({k, std::move(shape), init, decay, gpt2 ? std::string() : std::string(hf),
+                        gpt2 || !fused ? std::string() : std::string(fused)});
+    };
+    auto& e = s->embed;
+    auto& b = s->block;
+    auto& h = s->head;
+    const Init Norm = Init::Normal, One = Init::One, Zero = Init::Zero;
+    slot(e, TensorKind::Wte, {s->Vp, C}, Init::Embedding, true, "model.embed_tokens.weight");
+    if (s->pos == PosKind::Learned) slot(e, TensorKind::Wpe, {s->max_T, C}, Norm, true, "");
+
+    const std::string L = "model.layers.%d.";
+    auto n = [&L](const char* rest) { return L + rest; }; // a block tensor's HF name
+    const std::string qkv_w = n("self_attn.qkv_proj.weight"), qkv_b = n("self_attn.qkv_proj.bias");
+    const char* fqw = a.fused_qkv ? qkv_w.c_str() : nullptr;
+    const char* fqb = a.fused_qkv ? qkv_b.c_str() : nullptr;
+    const std::string gu_w = n("mlp.gate_up_proj.weight"), gu_b = n("mlp.gate_up_proj.bias");
+    const char* fgw = a.fused_gate_up ? gu_w.c_str() : nullptr;
+    const char* fgb = a.fused_gate_up ? gu_b.c_str() : nullptr;
+    const bool ln = s->norm == NormKind::LayerNorm;
+
+    slot(b, TensorKind::Ln1w, {C}, One, false, n("input_layernorm.weight").c_str());
+    if (ln) slot(b, TensorKind::Ln1b, {C}, Zero, false, "");
+    if (gpt2) {
+        slot(b, TensorKind::Qkvw, {s->W, C}, Norm, true, "");
+        if (s->qkv_bias) slot(b, TensorKind::Qkvb, {s->W}, Zero, false, "");
+    } else {
+        slot(b, TensorKind::Wq, {Q, C}, Norm, true, n("self_attn.q_proj.weight").c_str(), fqw);
+        slot(b, TensorKind::Wk, {KV, C}, Norm, true, n("self_attn.k_proj.weight").c_str(), fqw);
+        slot(b, TensorKind::Wv, {KV, C}, Norm, true, n("self_attn.v_proj.weight").c_str(), fqw);
+        if (s->qkv_bias) {
+            slot(b, TensorKind::Bq, {Q}, Zero, false, n("self_attn.q_proj.bias").c_str(), fqb);
+            slot(b, TensorKind::Bk, {KV}, Zero, false, n("self_attn.k_proj.bias").c_str(), fqb);
+            slot(b, TensorKind::Bv, {KV}, Zero, false, n("self_attn.v_proj.bias").c_str(), fqb);
+        }
+    }
+    if (s->qk_norm) {
+        slot(b, TensorKind::QNorm, {hd}, One, false, n("self_attn.q_norm.weight").c_str());
+        slot(b, TensorKind::KNorm, {hd}, One, false, n("self_attn.k_norm.weight").c_str());
+    }
+    // transformers' Trainer decays the sinks (its rule spares only biases and norm weights)
+    if (s->sinks) slot(b, TensorKind::Sinks, {s->NH}, Norm, true, n("self_attn.sinks").c_str());
+    slot(b, TensorKind::Attprojw, {C, Q}, Init::Residual, true,
+         n("self_attn.o_proj.weight").c_str());
+    if (s->o_bias)
+        slot(b, TensorKind::Attprojb, {C}, Zero, false, n("self_attn.o_proj.bias").c_str());
+    slot(b, TensorKind::Ln2w, {C}, One, false, n("post_attention_layernorm.weight").c_str());
+    if (ln) slot(b, TensorKind::Ln2b, {C}, Zero, false, "");
+    if (s->mlp == MlpKind::Gelu) {
+        slot(b, TensorKind::Fcw, {I, C}, Norm, true, "");
+        if (s->mlp_bias) slot(b, TensorKind::Fcb, {I}, Zero, false, "");
+        slot(b, TensorKind::Fcprojw, {C, I}, Init::Residual, true, "");
+        if (s->mlp_bias) slot(b, TensorKind::Fcprojb, {C}, Zero, false, "");
+    } else {
+        slot(b, TensorKind::Wgate, {I, C}, Norm, true, n("mlp.gate_proj.weight").c_str(), fgw);
+        slot(b, TensorKind::Wup, {I, C}, Norm, true, n("mlp.up_proj.weight").c_str(), fgw);
+        if (s->mlp_bias) {
+            slot(b, TensorKind::Bgate, {I}, Zero, false, n("mlp.gate_proj.bias").c_str(), fgb);
+            slot(b, TensorKind::Bup, {I}, Zero, false, n("mlp.up_proj.bias").c_str(), fgb);
+        }
+        slot(b, TensorKind::Wdown, {C, I}, Init::Residual, true, n("mlp.down_proj.weight").c_str());
+        if (s->mlp_bias)
+            slot(b, TensorKind::Bdown, {C}, Zero, false, n("mlp.down_proj.bias").c_str());
+    }
+
+    slot(h, TensorKind::Lnfw, {C}, One, false, "model.norm.weight");
+    if (ln) slot(h, TensorKind::Lnfb, {C}, Zero, false, "");
+    if (!s->tied_head)
+        slot(h, TensorKind::LmHead, {s->Vp, C}, Init::Embedding, true, "lm_head.weight");
+}
+
+// Where a kind's offset goes in UnitOffsets (the first of adjacent fused kinds: q of q|k|v).
+size_t* offset_field(UnitOffsets& o, TensorKind k) {
+    switch (k) {
+    case TensorKind::Wte:
+        return &o.wte;
+    case TensorKind::Wpe:
+        return &o.wpe;
+    case TensorKind::Ln1w:
+        return &o.ln1w;
+    case TensorKind::Ln1b:
+        return &o.ln1b;
+    case TensorKind::Qkvw:
+    case TensorKind::Wq:
+        return &o.wqkv;
+    case TensorKind::Qkvb:
+    case TensorKind::Bq:
+        return &o.bqkv;
+    case TensorKind::QNorm:
+        return &o.qnorm;
+    case TensorKind::KNorm:
+        return &o.knorm;
+    case TensorKind::Sinks:
+        return &o.sinks;
+    case TensorKind::Attprojw:
+        return &o.wo;
+    case TensorKind::Attprojb:
+        return &o.bo;
+    case TensorKind::Ln2w:
+        return &o.ln2w;
+    case TensorKind::Ln2b:
+        return &o.ln2b;
+    case TensorKind::Fcw:
+    case TensorKind::Wgate:
+        return &o.wfc;
+    case TensorKind::Fcb:
+    case TensorKind::Bgate:
+        return &o.bfc;
+    case TensorKind::Fcprojw:
+    case TensorKind::Wdown:
+        return &o.wproj;
+    case TensorKind::Fcprojb:
+    case TensorKind::Bdown:
+        return &o.bproj;
+    case TensorKind::Lnfw:
+        return &o.lnfw;
+    case TensorKind::Lnfb:
+        return &o.lnfb;
+    case TensorKind::LmHead:
+        return &o.head;
+    default: // the rest follow the first of their fused group (k, v; up)
+        return nullptr;
+    }
+}
+
+} // namespace
+
 BlockSpec block_spec(const ArchConfig& cfg) {
+    const ArchInfo& a = arch_info(cfg.arch);
     BlockSpec s;
-    const bool gpt2 = cfg.arch == Arch::Gpt2;
+    const bool gpt2 = a.gpt2;
     s.norm = gpt2 ? NormKind::LayerNorm : NormKind::RmsNorm;
     s.pos = gpt2 ? PosKind::Learned : PosKind::Rope;
     s.mlp = gpt2 ? MlpKind::Gelu : MlpKind::SwiGlu;
     s.qkv_bias = gpt2 || cfg.qkv_bias;
-    s.proj_bias = gpt2;
-    s.mlp_bias = gpt2;
+    s.o_bias = gpt2 || cfg.o_bias;
+    s.mlp_bias = gpt2 || cfg.mlp_bias;
     s.qk_norm = !gpt2 && cfg.qk_norm;
+    s.sinks = !gpt2 && cfg.attn_sinks;
     s.tied_head = gpt2 || cfg.tie_embeddings;
     s.norm_eps = gpt2 ? 1e-5f : cfg.norm_eps;
+    s.attn_dropout = cfg.attn_dropout;
+    s.resid_dropout = cfg.resid_dropout;
     s.L = cfg.num_layers;
     s.C = cfg.channels;
     s.NH = cfg.num_heads;
@@ -30,55 +175,88 @@ BlockSpec block_spec(const ArchConfig& cfg) {
     s.V = cfg.vocab_size;
     s.Vp = cfg.padded_vocab_size;
     s.max_T = cfg.max_seq_len;
+    s.window.resize(static_cast<size_t>(std::max(0, s.L)));
+    for (int l = 0; l < s.L; l++)
+        s.window[static_cast<size_t>(l)] = gpt2 ? 0 : cfg.window(l);
+    add_slots(a, &s);
     return s;
 }
 
-UnitOffsets unit_offsets(const ParamLayout& layout) {
-    const ArchConfig& cfg = layout.cfg;
-    const int L = cfg.num_layers;
+UnitOffsets unit_offsets(const BlockSpec& s) {
     UnitOffsets o;
-    o.wte = layout.offset_of(TensorKind::Wte, -1);
-    const size_t u1 = layout.unit_begin[1];
-    const size_t uf = layout.unit_begin[static_cast<size_t>(L) + 1];
-    auto blk = [&](TensorKind k) { return layout.offset_of(k, 0) - u1; };
-    o.lnfw = layout.offset_of(TensorKind::Lnfw, -1) - uf;
-    o.ln1w = blk(TensorKind::Ln1w);
-    o.wo = blk(TensorKind::Attprojw);
-    o.ln2w = blk(TensorKind::Ln2w);
-    if (cfg.arch == Arch::Gpt2) {
-        o.wpe = layout.offset_of(TensorKind::Wpe, -1);
-        o.ln1b = blk(TensorKind::Ln1b);
-        o.wqkv = blk(TensorKind::Qkvw);
-        o.bqkv = blk(TensorKind::Qkvb);
-        o.bo = blk(TensorKind::Attprojb);
-        o.ln2b = blk(TensorKind::Ln2b);
-        o.wfc = blk(TensorKind::Fcw);
-        o.bfc = blk(TensorKind::Fcb);
-        o.wproj = blk(TensorKind::Fcprojw);
-        o.bproj = blk(TensorKind::Fcprojb);
-        o.lnfb = layout.offset_of(TensorKind::Lnfb, -1) - uf;
-        return o;
+    for (const std::vector<TensorSlot>* unit : {&s.embed, &s.block, &s.head}) {
+        size_t off = 0;
+        for (const TensorSlot& t : *unit) {
+            if (size_t* f = offset_field(o, t.kind)) *f = off;
+            size_t n = 1;
+            for (int d : t.shape)
+                n *= static_cast<size_t>(d);
+            off += n;
+        }
     }
-    o.wqkv = blk(TensorKind::Wq); // q, k, v adjacent: one (W, C) matrix
-    if (cfg.qkv_bias) o.bqkv = blk(TensorKind::Bq);
-    if (cfg.qk_norm) {
-        o.qnorm = blk(TensorKind::QNorm);
-        o.knorm = blk(TensorKind::KNorm);
-    }
-    o.wfc = blk(TensorKind::Wgate); // gate, up adjacent: one (2I, C) matrix
-    o.wproj = blk(TensorKind::Wdown);
-    if (!cfg.tie_embeddings) o.head = layout.offset_of(TensorKind::LmHead, -1) - uf;
     return o;
+}
+
+std::vector<HfTensor> hf_tensors(const ParamLayout& layout) {
+    std::vector<HfTensor> out;
+    const ArchConfig& c = layout.cfg;
+    for (size_t i = 0; i < layout.tensors.size(); i++) {
+        const TensorInfo& t = layout.tensors[i];
+        if (t.hf_name.empty())
+            SOF_FAIL(Internal, "hf_tensors: %s has no Hugging Face name (%s)", t.name.c_str(),
+                     arch_name(c.arch));
+        if (!out.empty() && out.back().name == t.hf_name && out.back().unit == t.unit) {
+            HfTensor& f = out.back(); // the next rows of a fused tensor
+            f.shape[0] += t.shape[0];
+            f.numel += t.numel;
+            f.flat_numel += t.numel;
+            f.count++;
+            continue;
+        }
+        HfTensor h;
+        h.name = t.hf_name;
+        h.shape.assign(t.shape.begin(), t.shape.end());
+        h.offset = t.offset;
+        h.flat_numel = t.numel;
+        h.numel = t.numel;
+        h.unit = t.unit;
+        h.first = i;
+        h.count = 1;
+        if (t.kind == TensorKind::Wte || t.kind == TensorKind::LmHead) { // rows V..Vp-1: padding
+            h.shape[0] = c.vocab_size;
+            h.numel = static_cast<size_t>(c.vocab_size) * static_cast<size_t>(t.shape[1]);
+        }
+        out.push_back(std::move(h));
+    }
+    return out;
 }
 
 std::vector<float> rope_inv_freq(const ArchConfig& cfg) {
     const int hd = cfg.hdim(), half = hd / 2;
     std::vector<float> f(static_cast<size_t>(half));
     const RopeScaling& r = cfg.rope_scaling;
+    const double pi = 3.14159265358979323846, base = cfg.rope_theta;
+    // YaRN's ramp over the frequency index: extrapolated (plain) frequencies below `low`,
+    // interpolated (divided by factor) above `high`, blended linearly between
+    double low = 0.0, high = 0.0;
+    if (r.type == RopeScalingType::Yarn) {
+        auto dim_of = [&](double rotations) { // the index that turns `rotations` times
+            return hd * std::log(r.original_max_position / (rotations * 2.0 * pi)) /
+                   (2.0 * std::log(base));
+        };
+        low = dim_of(r.beta_fast);
+        high = dim_of(r.beta_slow);
+        if (r.truncate) {
+            low = std::floor(low);
+            high = std::ceil(high);
+        }
+        low = std::max(low, 0.0);
+        high = std::min(high, static_cast<double>(hd - 1));
+        if (low == high) high += 0.001; // as transformers: no division by zero
+    }
     for (int i = 0; i < half; i++) {
-        double v = 1.0 / std::pow(cfg.rope_theta, (2.0 * i) / hd);
+        double v = 1.0 / std::pow(base, (2.0 * i) / hd);
         if (r.type == RopeScalingType::Llama3) {
-            const double pi = 3.14159265358979323846;
             const double wavelen = 2.0 * pi / v;
             const double low_wavelen = r.original_max_position / r.low_freq_factor;
             const double high_wavelen = r.original_max_position / r.high_freq_factor;
@@ -89,10 +267,31 @@ std::vector<float> rope_inv_freq(const ArchConfig& cfg) {
                                       (r.high_freq_factor - r.low_freq_factor);
                 v = (1.0 - smooth) * v / r.factor + smooth * v;
             }
+        } else if (r.type == RopeScalingType::Yarn) {
+            const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+            const double extrapolation = 1.0 - ramp; // weight of the plain frequency
+            v = (v / r.factor) * (1.0 - extrapolation) + v * extrapolation;
         }
         f[static_cast<size_t>(i)] = static_cast<float>(v);
     }
     return f;
+}
+
+float rope_attention_scale(const ArchConfig& cfg) {
+    const RopeScaling& r = cfg.rope_scaling;
+    if (r.type != RopeScalingType::Yarn) return 1.0f;
+    if (r.attention_factor > 0.0) return static_cast<float>(r.attention_factor);
+    return r.factor <= 1.0 ? 1.0f : static_cast<float>(0.1 * std::log(r.factor) + 1.0);
+}
+
+double attention_pairs(double T, int w) {
+    if (w <= 0 || w >= T) return T * (T + 1) / 2;
+    const double W = w;
+    return W * (W + 1) / 2 + (T - W) * W; // the first W queries see all before them
+}
+
+double attention_keys(double T, int w) {
+    return w <= 0 ? T : std::min(T, static_cast<double>(w));
 }
 
 } // namespace sof::model

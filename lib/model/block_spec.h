@@ -1,10 +1,14 @@
-// The transformer block as data: which norm, position encoding, MLP, biases, qk-norm and head a
-// model has, its sizes, and where each tensor of a unit sits. GPT-2, Llama, Qwen2 and Qwen3 are
-// configurations of it (block_spec(ArchConfig)); the one driver (transformer.h) reads only this.
+// The transformer block described once: its features, sizes, per-layer attention window and the
+// table of its tensors (shape, init, weight decay, Hugging Face name). The parameter layout
+// (make_layout), initialization (init_params), the Hugging Face map (hf_tensors), the activation
+// list (activations.h), the FLOPs (below; the planner's) and the driver's op sequence
+// (transformer_block.cpp) read this and nothing per architecture (docs/models.md).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "model/layout.h"
@@ -13,24 +17,42 @@ namespace sof::model {
 
 enum class NormKind { LayerNorm, RmsNorm }; // LayerNorm: weight + bias, eps 1e-5 (GPT-2)
 enum class PosKind { Learned, Rope };       // Learned: wpe added to the token embedding
-enum class MlpKind { Gelu, SwiGlu };        // Gelu: fc (I) -> GELU -> proj; SwiGlu: [gate|up]
+// Gelu: fc (I) -> GELU -> proj; SwiGlu: [gate|up] -> silu(gate)*up -> down. A block whose MLP is
+// a set of experts (MoE) would be a third kind with its router and expert slots in the table.
+enum class MlpKind { Gelu, SwiGlu };
 
 constexpr size_t kNoTensor = std::numeric_limits<size_t>::max();
+
+// One tensor of a unit, in flat-buffer order.
+struct TensorSlot {
+    TensorKind kind;
+    std::vector<int> shape; // row-major
+    Init init;
+    bool decay;           // weight decay (transformers' Trainer: not biases, not norm weights)
+    std::string hf;       // its Hugging Face name ("%d" = the layer); "" for GPT-2 (llm.c names)
+    std::string hf_fused; // the fused Hugging Face tensor holding its rows, or "" (its own)
+};
 
 struct BlockSpec {
     NormKind norm = NormKind::LayerNorm;
     PosKind pos = PosKind::Learned;
     MlpKind mlp = MlpKind::Gelu;
-    bool qkv_bias = false;  // q|k|v projection bias
-    bool proj_bias = false; // attention output projection bias (GPT-2)
-    bool mlp_bias = false;  // fc and proj biases (GPT-2)
-    bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE (qwen3)
-    bool tied_head = true;  // LM head = token embedding
+    bool qkv_bias = false; // q|k|v projection bias
+    bool o_bias = false;   // attention output projection bias
+    bool mlp_bias = false; // up (fc or gate|up) and down projection biases
+    bool qk_norm = false;  // per-head RMSNorm of q and k before RoPE (qwen3)
+    bool sinks = false;    // per-head attention sink logits (GPT-OSS)
+    bool tied_head = true; // LM head = token embedding
     float norm_eps = 1e-5f;
-    int L = 0, C = 0, NH = 0, NKV = 0, hd = 0; // layers, channels, heads, kv heads, head dim
-    int Q = 0, KV = 0, W = 0;                  // NH*hd, NKV*hd, Q + 2*KV (the fused q|k|v row)
-    int I = 0;                                 // MLP hidden size
-    int V = 0, Vp = 0, max_T = 0;              // vocabulary, padded vocabulary, longest sequence
+    float attn_dropout = 0.0f, resid_dropout = 0.0f; // the model's rates (config.json)
+    int L = 0, C = 0, NH = 0, NKV = 0, hd = 0;       // layers, channels, heads, kv heads, head dim
+    int Q = 0, KV = 0, W = 0;     // NH*hd, NKV*hd, Q + 2*KV (the fused q|k|v row)
+    int I = 0;                    // MLP hidden size
+    int V = 0, Vp = 0, max_T = 0; // vocabulary, padded vocabulary, longest sequence
+    std::vector<int> window; // (L) keys a query of block l sees: 0 = all before it, else the last W
+    // the tensors of unit 0 (embeddings), of every block (units 1..L) and of unit L+1 (final norm,
+    // untied LM head), in flat-buffer order
+    std::vector<TensorSlot> embed, block, head;
 
     int fc_rows() const { return mlp == MlpKind::Gelu ? I : 2 * I; } // up projection outputs
 };
@@ -42,6 +64,7 @@ struct UnitOffsets {
     size_t ln1w = kNoTensor, ln1b = kNoTensor;                   // block
     size_t wqkv = kNoTensor, bqkv = kNoTensor;                   // (W, C), (W)
     size_t qnorm = kNoTensor, knorm = kNoTensor;                 // (hd) each
+    size_t sinks = kNoTensor;                                    // (NH)
     size_t wo = kNoTensor, bo = kNoTensor;                       // (C, Q), (C)
     size_t ln2w = kNoTensor, ln2b = kNoTensor;                   // (C)
     size_t wfc = kNoTensor, bfc = kNoTensor;                     // (fc_rows, C), (fc_rows)
@@ -50,10 +73,28 @@ struct UnitOffsets {
 };
 
 BlockSpec block_spec(const ArchConfig& cfg);
-UnitOffsets unit_offsets(const ParamLayout& layout);
+UnitOffsets unit_offsets(const BlockSpec& s);
 
-// RoPE inverse frequencies (hd/2) with Llama-3 scaling when configured, as Hugging Face computes
-// them (double, then fp32).
+// A tensor of the model's Hugging Face files: one of ours, or several adjacent ones whose rows
+// it concatenates (phi3's qkv_proj = q|k|v). Its elements are flat[offset, offset + numel) in
+// order; the embedding's and LM head's padding rows V..Vp-1 (up to flat_numel) are not in it.
+struct HfTensor {
+    std::string name;
+    std::vector<int64_t> shape;
+    size_t offset = 0, numel = 0, flat_numel = 0;
+    int unit = 0;
+    size_t first = 0, count = 0; // layout.tensors[first .. first+count)
+};
+std::vector<HfTensor> hf_tensors(const ParamLayout& layout);
+
+// RoPE inverse frequencies (hd/2) with Llama-3 or YaRN scaling when configured, as Hugging Face
+// computes them (double, then fp32), and the factor YaRN scales cos and sin by (1 otherwise).
 std::vector<float> rope_inv_freq(const ArchConfig& cfg);
+float rope_attention_scale(const ArchConfig& cfg);
+
+// Causal query-key pairs of one T-token sequence in a layer whose window is w (0: all before).
+double attention_pairs(double T, int w);
+// Keys one query attends to, counted over the full square as PaLM's MFU does: T, or min(T, w).
+double attention_keys(double T, int w);
 
 } // namespace sof::model

@@ -1,10 +1,12 @@
-// Parameter initialisation of every architecture (seeded, no global state) and the FLOPs model.
+// Parameter initialisation of every architecture (the block description's rules, seeded, no global
+// state) and the FLOPs model.
 // Each tensor draws from its own mt19937_64 stream seeded by splitmix64(seed, tensor index).
 #include <cmath>
 #include <cstdint>
 #include <random>
 
 #include "core/error.h"
+#include "model/block_spec.h"
 #include "model/model.h"
 
 namespace sof::model {
@@ -47,50 +49,26 @@ void init_params(const ParamLayout& layout, float* params, float std, unsigned l
         const TensorInfo& t = layout.tensors[static_cast<size_t>(i)];
         float* p = params + t.offset;
         const uint64_t s = splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(i));
-        switch (t.kind) {
-        case TensorKind::Ln1w:
-        case TensorKind::Ln2w:
-        case TensorKind::Lnfw:
-        case TensorKind::QNorm:
-        case TensorKind::KNorm:
+        switch (t.init) { // the block description's rule for the tensor (block_spec.h)
+        case Init::One:
             for (size_t j = 0; j < t.numel; j++)
                 p[j] = 1.0f;
             break;
-        case TensorKind::Ln1b:
-        case TensorKind::Ln2b:
-        case TensorKind::Lnfb:
-        case TensorKind::Qkvb:
-        case TensorKind::Attprojb:
-        case TensorKind::Fcb:
-        case TensorKind::Fcprojb:
-        case TensorKind::Bq:
-        case TensorKind::Bk:
-        case TensorKind::Bv:
-        case TensorKind::Pad:
+        case Init::Zero:
             for (size_t j = 0; j < t.numel; j++)
                 p[j] = 0.0f;
             break;
-        case TensorKind::Wte: // padded rows V..Vp-1 stay zero (as in llm.c checkpoints)
-        case TensorKind::LmHead: {
+        case Init::Embedding: { // padded rows V..Vp-1 stay zero (as in llm.c checkpoints)
             const size_t real = static_cast<size_t>(cfg.vocab_size) * cfg.channels;
             fill_normal(p, real, std, s);
             for (size_t j = real; j < t.numel; j++)
                 p[j] = 0.0f;
             break;
         }
-        case TensorKind::Attprojw:
-        case TensorKind::Fcprojw:
-        case TensorKind::Wdown:
+        case Init::Residual:
             fill_normal(p, t.numel, resid_std, s);
             break;
-        case TensorKind::Wpe:
-        case TensorKind::Qkvw:
-        case TensorKind::Fcw:
-        case TensorKind::Wq:
-        case TensorKind::Wk:
-        case TensorKind::Wv:
-        case TensorKind::Wgate:
-        case TensorKind::Wup:
+        case Init::Normal:
             fill_normal(p, t.numel, std, s);
             break;
         }
@@ -99,17 +77,22 @@ void init_params(const ParamLayout& layout, float* params, float std, unsigned l
 
 double flops_per_token(const ArchConfig& cfg, int T) {
     const ParamLayout lay = make_layout(cfg);
+    const BlockSpec spec = block_spec(cfg);
     // every parameter but the position table takes part in a matmul (wte twice: lookup is free,
     // the LM head is a matmul): 2 FLOPs forward + 4 backward per weight and token
-    // (LLaMA: the embedding lookup is free; the LM head is wte when tied, lm_head otherwise)
+    // (LLaMA: the embedding lookup is free; the LM head is wte when tied, lm_head otherwise);
+    // vectors (biases, norms, sinks) are counted too, as nanoGPT's 6N does
     double n = static_cast<double>(lay.num_params);
     if (!cfg.llama_family())
         n -= static_cast<double>(cfg.max_seq_len) * cfg.channels;
     else if (!cfg.tie_embeddings)
         n -= static_cast<double>(cfg.padded_vocab_size) * cfg.channels;
-    // attention scores and the weighted sum of values: 2 matmuls of 2*T*(NH*hd) per token and
-    // layer in forward, twice that in backward (over the full T x T square, as PaLM's MFU does)
-    const double attn = 12.0 * cfg.num_layers * static_cast<double>(T) * cfg.q_dim();
+    // attention scores and the weighted sum of values: 2 matmuls of 2*keys*(NH*hd) per token and
+    // layer in forward, twice that in backward, over the keys a query attends to counted as the
+    // full square (PaLM's MFU): T, or the window
+    double attn = 0.0;
+    for (int l = 0; l < spec.L; l++)
+        attn += 12.0 * attention_keys(T, spec.window[static_cast<size_t>(l)]) * cfg.q_dim();
     return 6.0 * n + attn;
 }
 

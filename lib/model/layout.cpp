@@ -4,52 +4,55 @@
 #include "model/layout.h"
 
 #include "core/error.h"
+#include "model/block_spec.h"
 #include "core/strfmt.h"
 
 namespace sof::model {
 
-const char* arch_name(Arch a) {
-    switch (a) {
-    case Arch::Gpt2:
-        return "gpt2";
-    case Arch::Llama:
-        return "llama";
-    case Arch::Qwen2:
-        return "qwen2";
-    case Arch::Qwen3:
-        return "qwen3";
-    }
-    return "?";
-}
-
-bool parse_arch(const std::string& name, Arch* out) {
-    for (Arch a : {Arch::Gpt2, Arch::Llama, Arch::Qwen2, Arch::Qwen3}) {
-        if (name == arch_name(a)) {
-            *out = a;
-            return true;
-        }
-    }
-    return false;
-}
-
 void apply_arch_defaults(ArchConfig* cfg) {
-    switch (cfg->arch) {
-    case Arch::Gpt2:
+    const ArchInfo& a = arch_info(cfg->arch);
+    if (a.gpt2) { // every bias, tied: llm.c's GPT-2
         cfg->tie_embeddings = true;
-        cfg->qkv_bias = true;
-        cfg->qk_norm = false;
-        break;
-    case Arch::Llama:
-        cfg->qk_norm = false;
-        break;
-    case Arch::Qwen2:
-        cfg->qkv_bias = true;
-        cfg->qk_norm = false;
-        break;
-    case Arch::Qwen3:
-        cfg->qk_norm = true;
-        break;
+        cfg->qkv_bias = cfg->o_bias = cfg->mlp_bias = true;
     }
+    if (a.qkv_bias_always) cfg->qkv_bias = true;
+    cfg->qk_norm = a.qk_norm;
+}
+
+namespace {
+
+// "sliding,full" -> per entry true when windowed; false when an entry is neither word
+bool parse_layer_types(const std::string& text, std::vector<bool>* out) {
+    out->clear();
+    size_t at = 0;
+    while (at <= text.size()) {
+        size_t end = text.find(',', at);
+        if (end == std::string::npos) end = text.size();
+        size_t b = at, e = end;
+        while (b < e && text[b] == ' ')
+            b++;
+        while (e > b && text[e - 1] == ' ')
+            e--;
+        const std::string w = text.substr(b, e - b);
+        if (w == "sliding" || w == "sliding_attention")
+            out->push_back(true);
+        else if (w == "full" || w == "full_attention")
+            out->push_back(false);
+        else
+            return false;
+        at = end + 1;
+    }
+    return !out->empty();
+}
+
+} // namespace
+
+int ArchConfig::window(int layer) const {
+    if (sliding_window <= 0) return 0;
+    if (layer_types.empty()) return sliding_window;
+    std::vector<bool> t;
+    if (!parse_layer_types(layer_types, &t)) return sliding_window; // validate refuses it
+    return t[static_cast<size_t>(layer) % t.size()] ? sliding_window : 0;
 }
 
 const char* tensor_kind_name(TensorKind k) {
@@ -112,78 +115,23 @@ const char* tensor_kind_name(TensorKind k) {
         return "lm_head";
     case TensorKind::Pad:
         return "pad";
+    case TensorKind::Sinks:
+        return "sinks";
+    case TensorKind::Bgate:
+        return "b_gate";
+    case TensorKind::Bup:
+        return "b_up";
+    case TensorKind::Bdown:
+        return "b_down";
     }
     return "?";
 }
 
 namespace {
 
-struct TensorSpec {
-    TensorKind kind;
-    std::vector<int> shape;
-    const char* hf; // Hugging Face name (LLaMA family; "%d" = layer), null for GPT-2
-};
-
-std::vector<TensorSpec> gpt2_block_specs(const ArchConfig& cfg) {
-    const int C = cfg.channels;
-    return {
-        {TensorKind::Ln1w, {C}, nullptr},           {TensorKind::Ln1b, {C}, nullptr},
-        {TensorKind::Qkvw, {3 * C, C}, nullptr},    {TensorKind::Qkvb, {3 * C}, nullptr},
-        {TensorKind::Attprojw, {C, C}, nullptr},    {TensorKind::Attprojb, {C}, nullptr},
-        {TensorKind::Ln2w, {C}, nullptr},           {TensorKind::Ln2b, {C}, nullptr},
-        {TensorKind::Fcw, {4 * C, C}, nullptr},     {TensorKind::Fcb, {4 * C}, nullptr},
-        {TensorKind::Fcprojw, {C, 4 * C}, nullptr}, {TensorKind::Fcprojb, {C}, nullptr},
-    };
-}
-
-// q, k, v weights adjacent (one fused matrix), then their biases adjacent, gate and up adjacent.
-std::vector<TensorSpec> llama_block_specs(const ArchConfig& cfg) {
-    const int C = cfg.channels, Q = cfg.q_dim(), KV = cfg.kv_dim(), I = cfg.ffn_dim();
-    std::vector<TensorSpec> v = {
-        {TensorKind::Ln1w, {C}, "model.layers.%d.input_layernorm.weight"},
-        {TensorKind::Wq, {Q, C}, "model.layers.%d.self_attn.q_proj.weight"},
-        {TensorKind::Wk, {KV, C}, "model.layers.%d.self_attn.k_proj.weight"},
-        {TensorKind::Wv, {KV, C}, "model.layers.%d.self_attn.v_proj.weight"},
-    };
-    if (cfg.qkv_bias) {
-        v.push_back({TensorKind::Bq, {Q}, "model.layers.%d.self_attn.q_proj.bias"});
-        v.push_back({TensorKind::Bk, {KV}, "model.layers.%d.self_attn.k_proj.bias"});
-        v.push_back({TensorKind::Bv, {KV}, "model.layers.%d.self_attn.v_proj.bias"});
-    }
-    if (cfg.qk_norm) {
-        v.push_back({TensorKind::QNorm, {cfg.hdim()}, "model.layers.%d.self_attn.q_norm.weight"});
-        v.push_back({TensorKind::KNorm, {cfg.hdim()}, "model.layers.%d.self_attn.k_norm.weight"});
-    }
-    v.push_back({TensorKind::Attprojw, {C, Q}, "model.layers.%d.self_attn.o_proj.weight"});
-    v.push_back({TensorKind::Ln2w, {C}, "model.layers.%d.post_attention_layernorm.weight"});
-    v.push_back({TensorKind::Wgate, {I, C}, "model.layers.%d.mlp.gate_proj.weight"});
-    v.push_back({TensorKind::Wup, {I, C}, "model.layers.%d.mlp.up_proj.weight"});
-    v.push_back({TensorKind::Wdown, {C, I}, "model.layers.%d.mlp.down_proj.weight"});
-    return v;
-}
-
-// Unit 0 (embeddings) and the last unit (final norm, the untied LM head).
-std::vector<TensorSpec> first_unit_specs(const ArchConfig& cfg) {
-    const int C = cfg.channels;
-    if (cfg.llama_family())
-        return {{TensorKind::Wte, {cfg.padded_vocab_size, C}, "model.embed_tokens.weight"}};
-    return {{TensorKind::Wte, {cfg.padded_vocab_size, C}, nullptr},
-            {TensorKind::Wpe, {cfg.max_seq_len, C}, nullptr}};
-}
-
-std::vector<TensorSpec> last_unit_specs(const ArchConfig& cfg) {
-    const int C = cfg.channels;
-    if (!cfg.llama_family())
-        return {{TensorKind::Lnfw, {C}, nullptr}, {TensorKind::Lnfb, {C}, nullptr}};
-    std::vector<TensorSpec> v = {{TensorKind::Lnfw, {C}, "model.norm.weight"}};
-    if (!cfg.tie_embeddings)
-        v.push_back({TensorKind::LmHead, {cfg.padded_vocab_size, C}, "lm_head.weight"});
-    return v;
-}
-
-double spec_numel(const std::vector<TensorSpec>& specs) {
+double slots_numel(const std::vector<TensorSlot>& slots) {
     double n = 0;
-    for (const TensorSpec& s : specs) {
+    for (const TensorSlot& s : slots) {
         double k = 1;
         for (int d : s.shape)
             k *= d;
@@ -195,10 +143,8 @@ double spec_numel(const std::vector<TensorSpec>& specs) {
 } // namespace
 
 double param_count(const ArchConfig& cfg) {
-    const std::vector<TensorSpec> blk =
-        cfg.llama_family() ? llama_block_specs(cfg) : gpt2_block_specs(cfg);
-    return spec_numel(first_unit_specs(cfg)) + cfg.num_layers * spec_numel(blk) +
-           spec_numel(last_unit_specs(cfg));
+    const BlockSpec s = block_spec(cfg);
+    return slots_numel(s.embed) + cfg.num_layers * slots_numel(s.block) + slots_numel(s.head);
 }
 
 void check_sequence_split(int seq_len, int sp) {
@@ -278,6 +224,28 @@ void validate(const ArchConfig& cfg, int sp, int seq_len) {
                      "%g, original_max_position_embeddings = %d; need factor > 0, "
                      "0 < low_freq_factor < high_freq_factor and a positive original length",
                      r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_position);
+        if (r.type == RopeScalingType::Yarn &&
+            (!(r.factor > 0.0) || !(r.beta_fast > 0.0) || !(r.beta_slow > 0.0) ||
+             r.original_max_position <= 0 || !(r.attention_factor >= 0.0)))
+            SOF_FAIL(Config,
+                     "model.rope_scaling (yarn): factor = %g, beta_fast = %g, beta_slow = %g, "
+                     "original_max_position_embeddings = %d, attention_factor = %g; need "
+                     "positive factor, betas and original length, attention_factor >= 0",
+                     r.factor, r.beta_fast, r.beta_slow, r.original_max_position,
+                     r.attention_factor);
+        if (cfg.sliding_window < 0)
+            SOF_FAIL(Config, "model.sliding_window = %d must be >= 0 (0 = no window)",
+                     cfg.sliding_window);
+        std::vector<bool> types;
+        if (!cfg.layer_types.empty() && !parse_layer_types(cfg.layer_types, &types))
+            SOF_FAIL(Config,
+                     "model.layer_types = \"%s\": expected a comma list of sliding and full (one "
+                     "per layer, repeated over the layers), e.g. \"sliding,full\"",
+                     cfg.layer_types.c_str());
+        for (const float* p : {&cfg.attn_dropout, &cfg.resid_dropout})
+            if (!(*p >= 0.0f && *p < 1.0f))
+                SOF_FAIL(Config, "model.%s = %g must be in [0, 1)",
+                         p == &cfg.attn_dropout ? "attention_dropout" : "residual_dropout", *p);
     }
     if (sp > 1) { // Ulysses: every sequence-parallel rank gets whole heads
         if (cfg.num_heads % sp != 0)
@@ -324,16 +292,15 @@ void validate(const ArchConfig& cfg, int sp, int seq_len) {
 
 ParamLayout make_layout(const ArchConfig& cfg) {
     validate(cfg);
+    const BlockSpec spec = block_spec(cfg);
     ParamLayout lay;
     lay.cfg = cfg;
     const int L = cfg.num_layers;
-    const std::vector<TensorSpec> blk =
-        cfg.llama_family() ? llama_block_specs(cfg) : gpt2_block_specs(cfg);
-    lay.tensors.reserve(blk.size() * static_cast<size_t>(L) + 4);
+    lay.tensors.reserve(spec.block.size() * static_cast<size_t>(L) + 4);
     lay.unit_begin.reserve(static_cast<size_t>(L) + 3);
     lay.unit_first_tensor.reserve(static_cast<size_t>(L) + 3);
     size_t off = 0;
-    auto add = [&](const TensorSpec& s, int layer, int unit) {
+    auto add = [&](const TensorSlot& s, int layer, int unit) {
         TensorInfo t;
         t.kind = s.kind;
         t.layer = layer;
@@ -343,12 +310,18 @@ ParamLayout make_layout(const ArchConfig& cfg) {
         for (int d : s.shape)
             t.numel *= static_cast<size_t>(d);
         t.shape = s.shape;
-        t.decay = s.shape.size() == 2; // matrices and embeddings
-        if (s.hf)
-            t.name = layer >= 0 ? core::strfmt(s.hf, layer) : std::string(s.hf);
-        else
+        t.decay = s.decay;
+        t.init = s.init;
+        auto named = [layer](const std::string& pattern) {
+            return layer >= 0 ? core::strfmt(pattern.c_str(), layer) : pattern;
+        };
+        if (!s.hf.empty()) {
+            t.name = named(s.hf);
+            t.hf_name = s.hf_fused.empty() ? t.name : named(s.hf_fused);
+        } else {
             t.name = layer >= 0 ? core::strfmt("h%d.%s", layer, tensor_kind_name(s.kind))
                                 : std::string(tensor_kind_name(s.kind));
+        }
         off += t.numel;
         lay.tensors.push_back(std::move(t));
     };
@@ -357,15 +330,15 @@ ParamLayout make_layout(const ArchConfig& cfg) {
         lay.unit_first_tensor.push_back(lay.tensors.size());
     };
     begin_unit();
-    for (const TensorSpec& s : first_unit_specs(cfg))
+    for (const TensorSlot& s : spec.embed)
         add(s, -1, 0);
     for (int l = 0; l < L; l++) {
         begin_unit();
-        for (const TensorSpec& s : blk)
+        for (const TensorSlot& s : spec.block)
             add(s, l, 1 + l);
     }
     begin_unit();
-    for (const TensorSpec& s : last_unit_specs(cfg))
+    for (const TensorSlot& s : spec.head)
         add(s, -1, L + 1);
     begin_unit();
     lay.num_params = off;

@@ -1,6 +1,6 @@
-// Model architectures (GPT-2 and the LLaMA family: llama, qwen2, qwen3) as one config, and their
-// parameter layout: the tensor table over one flat fp32 buffer, unit-major so backward order =
-// reverse offsets. The engine sees only units and offsets, never the architecture.
+// Model architectures (GPT-2 and the LLaMA family) as one config, and their parameter layout: the
+// tensor table over one flat fp32 buffer (made from the block description, block_spec.h),
+// unit-major so backward order = reverse offsets. The engine sees only units and offsets.
 #pragma once
 
 #include <cstddef>
@@ -8,30 +8,32 @@
 #include <vector>
 
 #include "config/config.h"
+#include "model/arch.h"
 
 namespace sof::model {
-
-// The architectures: the deck's model.type enum (config/config.h), one definition.
-using Arch = config::ModelType;
-const char* arch_name(Arch a); // "gpt2", "llama", "qwen2", "qwen3"
-// false when `name` is not one of arch_name's strings
-bool parse_arch(const std::string& name, Arch* out);
 
 enum class RopeScalingType {
     None,   // plain RoPE: inv_freq[i] = theta^(-2i/hd)
     Llama3, // Llama-3.1 frequency-dependent scaling of inv_freq (HF rope_type "llama3")
+    Yarn,   // YaRN (HF rope_type "yarn"): interpolated/extrapolated frequencies blended over a
+            // ramp, cos and sin scaled by an attention factor (GPT-OSS)
 };
 
 struct RopeScaling {
     RopeScalingType type = RopeScalingType::None;
     double factor = 8.0;
-    double low_freq_factor = 1.0;
-    double high_freq_factor = 4.0;
-    int original_max_position = 8192; // original_max_position_embeddings
+    double low_freq_factor = 1.0;     // llama3
+    double high_freq_factor = 4.0;    // llama3
+    int original_max_position = 8192; // original_max_position_embeddings (llama3, yarn)
+    double beta_fast = 32.0;          // yarn: the ramp's bounds in rotations
+    double beta_slow = 1.0;           // yarn
+    double attention_factor = 0.0;    // yarn: cos/sin scale; 0 = 0.1 ln(factor) + 1 (factor > 1)
+    bool truncate = true;             // yarn: the correction range rounded outward to integers
 };
 
 // Everything that fixes the parameter layout and the math. GPT-2 uses the first six fields; the
-// LLaMA family uses all (0 in the optional sizes = the derived default below).
+// LLaMA family uses all (0 in the optional sizes = the derived default below). The block's
+// features here are what BlockSpec (block_spec.h, the one description of a block) is made from.
 struct ArchConfig {
     Arch arch = Arch::Gpt2;
     int max_seq_len = 1024;        // maxT (GPT-2: rows of wpe; LLaMA: longest sequence)
@@ -45,10 +47,18 @@ struct ArchConfig {
     int intermediate_size = 0;     // I (SwiGLU hidden size); 0 = 4C for GPT-2, required for LLaMA
     float norm_eps = 1e-5f;        // RMSNorm eps (LLaMA family); GPT-2's LayerNorm uses 1e-5
     double rope_theta = 10000.0;   // RoPE base
-    RopeScaling rope_scaling;      // Llama-3 style scaling of the rotary frequencies
+    RopeScaling rope_scaling;      // Llama-3 / YaRN scaling of the rotary frequencies
     bool tie_embeddings = true;    // LM head = embedding (GPT-2: always)
     bool qkv_bias = false;         // q/k/v projection biases (qwen2: always; llama: attention_bias)
+    bool o_bias = false;           // attention output projection bias (GPT-2: always)
+    bool mlp_bias = false;         // MLP biases (GPT-2: always; SwiGLU: gate, up, down)
     bool qk_norm = false;          // per-head RMSNorm of q and k before RoPE (qwen3: always)
+    bool attn_sinks = false;       // one learned logit per query head joins each softmax row
+    int sliding_window = 0;        // W: query t sees keys t-W+1..t in windowed layers; 0 = none
+    std::string layer_types;       // which layers are windowed: "" = all (when W > 0), else a
+                                   // comma list of "sliding"/"full" repeated over the layers
+    float attn_dropout = 0.0f;     // the model's attention-probability dropout (config.json)
+    float resid_dropout = 0.0f;    // the model's dropout of each branch before its residual add
 
     bool llama_family() const { return arch != Arch::Gpt2; }
     int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
@@ -56,10 +66,13 @@ struct ArchConfig {
     int q_dim() const { return num_heads * hdim(); }   // NH*hd
     int kv_dim() const { return kv_heads() * hdim(); } // NKV*hd
     int ffn_dim() const { return intermediate_size > 0 ? intermediate_size : 4 * channels; }
+    // keys a query of `layer` sees: W when the layer is windowed, 0 (all before it) otherwise
+    int window(int layer) const;
 };
 
-// The architecture's defaults for the flags it fixes: qwen2 -> qkv_bias, qwen3 -> qk_norm, GPT-2
-// -> tied, biases. Call after setting `arch` and before applying user overrides of the free flags.
+// The architecture's defaults for the flags it fixes (arch.h's table: qwen2 -> qkv_bias, qwen3
+// -> qk_norm, GPT-2 -> tied, biases). Call after setting `arch` and before applying user
+// overrides of the free flags.
 void apply_arch_defaults(ArchConfig* cfg);
 
 enum class TensorKind {
@@ -71,7 +84,7 @@ enum class TensorKind {
     Qkvw,     // (3C, C)
     Qkvb,     // (3C)
     Attprojw, // (C, C) GPT-2; LLaMA o_proj (C, NH*hd)
-    Attprojb, // (C)
+    Attprojb, // (C) GPT-2; LLaMA o_proj bias (o_bias only)
     Ln2w,     // (C) GPT-2 ln_2 weight; LLaMA post_attention_layernorm
     Ln2b,     // (C)
     Fcw,      // (4C, C)
@@ -94,20 +107,33 @@ enum class TensorKind {
     Wdown,  // (C, I)
     LmHead, // (Vp, C) untied only
     Pad,    // (n) ZeRO-3 shard padding (shard layouts only; not a model tensor)
+    Sinks,  // (NH) attention sink logits (attn_sinks only)
+    Bgate,  // (I) mlp_bias only (gate, up adjacent: one (2I) bias)
+    Bup,    // (I) mlp_bias only
+    Bdown,  // (C) mlp_bias only
 };
 constexpr int kNumGpt2TensorKinds = 16;     // Wte..Lnfb: the kinds of an llm.c GPT-2 file
 const char* tensor_kind_name(TensorKind k); // llm.c names for GPT-2 kinds ("wte", "qkvw", ...)
 
+// How init_params fills a tensor (model.h): ones (norm weights), zeros (biases), N(0, std)
+// (matrices, positions, sinks), N(0, std / sqrt(2L)) (the residual projections: attention out,
+// MLP down), N(0, std) with the padding rows V..Vp-1 zero (embedding, LM head).
+enum class Init { One, Zero, Normal, Residual, Embedding };
+
 struct TensorInfo {
-    std::string name; // GPT-2: "wte", "h3.qkvw", "lnfw"; LLaMA: the Hugging Face name
-                      // ("model.layers.3.self_attn.q_proj.weight")
+    std::string name;    // GPT-2: "wte", "h3.qkvw", "lnfw"; LLaMA: the Hugging Face name of the
+                         // tensor alone ("model.layers.3.self_attn.q_proj.weight")
+    std::string hf_name; // the Hugging Face tensor holding it: name, or the fused tensor whose
+                         // rows it is ("...self_attn.qkv_proj.weight" for phi3); "" for GPT-2
     TensorKind kind;
     int layer;     // block index, -1 for embeddings / final norm / LM head
     int unit;      // 0 = embeddings, 1+layer = block, L+1 = final norm (+ untied LM head)
     size_t offset; // into the flat buffer, in elements
     size_t numel;
     std::vector<int> shape; // row-major
-    bool decay;             // weight decay applies (matrices, embeddings), not biases/norms
+    bool decay;             // weight decay applies (transformers' Trainer groups: not biases,
+                            // not norm weights)
+    Init init;
 };
 
 struct ParamLayout {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -103,6 +104,22 @@ struct ModelOptions {
     int device_checkpoints = 0; // with offload_checkpoints: the first N block inputs stay here
     // The CUDA attention kernel (debug.attention_kernel; the CPU twins have one kernel)
     kernels::AttnKernel attention_kernel = kernels::AttnKernel::Auto;
+    // Training dropout rates (model.attention_dropout / residual_dropout resolved: the deck's or
+    // the model's); applied only by forwards after a set_dropout with a step, never in decode
+    float attn_dropout = 0.0f;  // attention probabilities
+    float resid_dropout = 0.0f; // each block branch before its residual add
+};
+
+// The key of the training dropout masks of the next forwards and their backward (and recompute):
+// the run's seed, the optimizer step and the global batch row of this rank's row 0 within the
+// step's global batch (every micro-step of a step numbers its rows there, so the bits do not
+// depend on the rank count, the accumulation split or Ulysses, and a resumed step draws the
+// same). The layer, the purpose and the element's global position complete the key
+// (kernels/dropout.h).
+struct DropoutStep {
+    uint64_t seed = 0;
+    uint32_t step = 0;
+    uint64_t batch0 = 0;
 };
 
 // One architecture's forward/backward state for micro-batches up to (max_B, max_T). Activations
@@ -139,6 +156,10 @@ class Model {
     // with recompute or Ulysses (Config error). A forward in between drops the cache (pos0 must
     // be 0 again).
     virtual void decode(WeightSource& w, const int* tokens, int n, int pos0) = 0;
+
+    // Dropout of the forwards from now on (ModelOptions' rates): `s` (copied) keys the masks;
+    // null turns it off (evaluation; also the state of a new model).
+    virtual void set_dropout(const DropoutStep* s) = 0;
 
     // After forward with targets. Every position's dloss is `dloss` (1/(B*T) for a mean loss,
     // divided by the accumulation count when accumulating). Adds into sink's grads.

@@ -1,6 +1,7 @@
 // Deck model section <-> ArchConfig, and deck-level validation with the key's location.
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,20 @@
 #include "core/error.h"
 
 namespace sof::model {
+
+namespace {
+
+RopeScalingType rope_type_of(const std::string& t) {
+    return t == "llama3" ? RopeScalingType::Llama3
+           : t == "yarn" ? RopeScalingType::Yarn
+                         : RopeScalingType::None;
+}
+
+const char* rope_type_name(RopeScalingType t) {
+    return t == RopeScalingType::Llama3 ? "llama3" : t == RopeScalingType::Yarn ? "yarn" : "none";
+}
+
+} // namespace
 
 ArchConfig config_for(const config::ModelConfig& m) {
     ArchConfig g;
@@ -24,6 +39,10 @@ ArchConfig config_for(const config::ModelConfig& m) {
     g.channels = m.channels;
     g.qkv_bias = m.attention_bias;
     g.tie_embeddings = m.tie_embeddings;
+    if (g.llama_family()) {
+        g.o_bias = m.attention_out_bias;
+        g.mlp_bias = m.mlp_bias;
+    }
     apply_arch_defaults(&g);
     if (g.llama_family()) {
         g.num_kv_heads = m.num_kv_heads;
@@ -31,12 +50,22 @@ ArchConfig config_for(const config::ModelConfig& m) {
         g.intermediate_size = m.intermediate_size;
         g.norm_eps = m.norm_eps;
         g.rope_theta = m.rope_theta;
-        g.rope_scaling.type =
-            m.rope_scaling_type == "llama3" ? RopeScalingType::Llama3 : RopeScalingType::None;
-        g.rope_scaling.factor = m.rope_scaling_factor;
-        g.rope_scaling.low_freq_factor = m.rope_scaling_low_freq_factor;
-        g.rope_scaling.high_freq_factor = m.rope_scaling_high_freq_factor;
-        g.rope_scaling.original_max_position = m.rope_scaling_original_max_position;
+        RopeScaling& r = g.rope_scaling;
+        r.type = rope_type_of(m.rope_scaling_type);
+        r.factor = m.rope_scaling_factor;
+        r.low_freq_factor = m.rope_scaling_low_freq_factor;
+        r.high_freq_factor = m.rope_scaling_high_freq_factor;
+        r.original_max_position = m.rope_scaling_original_max_position;
+        r.beta_fast = m.rope_scaling_beta_fast;
+        r.beta_slow = m.rope_scaling_beta_slow;
+        r.attention_factor = m.rope_scaling_attention_factor;
+        r.truncate = m.rope_scaling_truncate;
+        g.attn_sinks = m.attention_sinks;
+        g.sliding_window = m.sliding_window;
+        g.layer_types = m.layer_types;
+        // the deck's rates are the model's when it has no other source (auto: 0)
+        g.attn_dropout = std::max(0.0f, m.attention_dropout);
+        g.resid_dropout = std::max(0.0f, m.residual_dropout);
     }
     return g;
 }
@@ -52,16 +81,28 @@ void set_deck_model(const ArchConfig& a, config::ModelConfig* m) {
     m->tie_embeddings = a.tie_embeddings;
     m->attention_bias = a.qkv_bias;
     if (!a.llama_family()) return; // GPT-2 reads none of the LLaMA-family keys
+    m->attention_out_bias = a.o_bias;
+    m->mlp_bias = a.mlp_bias;
     m->num_kv_heads = a.num_kv_heads;
     m->head_dim = a.head_dim;
     m->intermediate_size = a.intermediate_size;
     m->norm_eps = a.norm_eps;
     m->rope_theta = a.rope_theta;
-    m->rope_scaling_type = a.rope_scaling.type == RopeScalingType::Llama3 ? "llama3" : "none";
-    m->rope_scaling_factor = a.rope_scaling.factor;
-    m->rope_scaling_low_freq_factor = a.rope_scaling.low_freq_factor;
-    m->rope_scaling_high_freq_factor = a.rope_scaling.high_freq_factor;
-    m->rope_scaling_original_max_position = a.rope_scaling.original_max_position;
+    const RopeScaling& r = a.rope_scaling;
+    m->rope_scaling_type = rope_type_name(r.type);
+    m->rope_scaling_factor = r.factor;
+    m->rope_scaling_low_freq_factor = r.low_freq_factor;
+    m->rope_scaling_high_freq_factor = r.high_freq_factor;
+    m->rope_scaling_original_max_position = r.original_max_position;
+    m->rope_scaling_beta_fast = r.beta_fast;
+    m->rope_scaling_beta_slow = r.beta_slow;
+    m->rope_scaling_attention_factor = r.attention_factor;
+    m->rope_scaling_truncate = r.truncate;
+    m->attention_sinks = a.attn_sinks;
+    m->sliding_window = a.sliding_window;
+    m->layer_types = a.layer_types;
+    // model.attention_dropout / residual_dropout are the run's choice (auto: the model's rates),
+    // not the model's description: left as they are
 }
 
 namespace {

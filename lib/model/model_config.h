@@ -8,13 +8,15 @@
 namespace sof::model {
 
 // The deck's model as an ArchConfig: padded_vocab_size 0 = vocab_size rounded up to a multiple of
-// 128; the LLaMA-family keys only for llama/qwen2/qwen3; the architecture's fixed flags
-// (apply_arch_defaults). Not validated (validate / validate_deck).
+// 128; the LLaMA-family keys only for the LLaMA family; the architecture's fixed flags
+// (apply_arch_defaults); the dropout keys' auto (-1) as 0. Not validated (validate /
+// validate_deck).
 ArchConfig config_for(const config::ModelConfig& m);
 
 // The reverse: the architecture keys of `m` set to describe `a` (a model whose architecture came
 // from a file: model.init_from), so that the effective deck names the model that is trained.
-// config_for(*m) == a afterwards. Other keys of `m` (init_from, init_std, recompute) are kept.
+// config_for(*m) == a afterwards but for the dropout rates: model.attention_dropout and
+// model.residual_dropout are the run's (auto: the model's), kept like init_from, init_std, ...
 void set_deck_model(const ArchConfig& a, config::ModelConfig* m);
 
 // validate(config_for(cfg.model), cfg.parallel.sp, cfg.train.seq_len) for a deck whose model

@@ -29,11 +29,11 @@ constexpr size_t kOwnDeviceBytes = size_t{1} << 46;
 } // namespace
 
 template <class T>
-DriverT<T>::DriverT(const ArchConfig& cfg, const ParamLayout& layout, const ModelOptions& opts,
-                    int max_B, int max_T)
-    : s_(block_spec(cfg)), off_(unit_offsets(layout)), recompute_(opts.recompute),
+DriverT<T>::DriverT(const ArchConfig& cfg, const ModelOptions& opts, int max_B, int max_T)
+    : s_(block_spec(cfg)), off_(unit_offsets(s_)), recompute_(opts.recompute),
       attn_kernel_(opts.attention_kernel), max_B_(max_B), max_T_(max_T),
-      max_BT_(static_cast<size_t>(max_B) * max_T) {
+      max_BT_(static_cast<size_t>(max_B) * max_T), attn_p_(opts.attn_dropout),
+      resid_p_(opts.resid_dropout) {
     const char* arch = arch_name(cfg.arch);
     if (opts.seq && opts.seq->degree() > 1) {
         seq_ = opts.seq;
@@ -62,6 +62,9 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ParamLayout& layout, const Mode
         ex_ = kernels::cpu_exec();
     }
 
+    for (float r : {opts.attn_dropout, opts.resid_dropout})
+        if (!(r >= 0.0f && r < 1.0f))
+            SOF_FAIL(Config, "%s: a dropout rate of %g is outside [0, 1)", arch, r);
     if (opts.offload_checkpoints && !recompute_)
         SOF_FAIL(Config,
                  "%s: model.offload_checkpoints keeps the block inputs saved for "
@@ -138,6 +141,7 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ParamLayout& layout, const Mode
     }
     if (s_.pos == PosKind::Rope) {
         rope_inv_ = rope_inv_freq(cfg);
+        rope_scale_ = rope_attention_scale(cfg);
         rope_tables(sp_index_ * max_T);
     }
 }
@@ -161,8 +165,11 @@ template <class T> template <class F> void DriverT<T>::rope_fill(size_t rows, F 
         const float pos = static_cast<float>(position_of(j));
         for (size_t i = 0; i < half; i++) {
             const float angle = pos * rope_inv_[i]; // fp32, as HF computes it
-            c[j * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
-            sn[j * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+            // YaRN scales cos and sin (so q and k) by its attention factor, in fp32 as HF does
+            c[j * half + i] =
+                static_cast<float>(std::cos(static_cast<double>(angle))) * rope_scale_;
+            sn[j * half + i] =
+                static_cast<float>(std::sin(static_cast<double>(angle))) * rope_scale_;
         }
     }
     upload(f32(Act::RopeCos), c.data(), c.size() * 4);
@@ -279,7 +286,7 @@ float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets
     save_checkpoint(0);
     detail::forward_blocks(w, L, [this](int l, const float* p) {
         slot_free(l + 1);
-        block_forward(reinterpret_cast<const T*>(p), set_of(l), res_at(l), res_at(l + 1), true);
+        block_forward(reinterpret_cast<const T*>(p), l, set_of(l), res_at(l), res_at(l + 1), true);
         save_checkpoint(l + 1);
     });
     scratch_layer_ = recompute_ ? L - 1 : -1;
@@ -306,6 +313,12 @@ float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets
 // attention computes only the new query rows (q_begin) against keys 0..pos0+n-1.
 template <class T> void DriverT<T>::decode(WeightSource& w, const int* tokens, int n, int pos0) {
     const char* arch = s_.pos == PosKind::Learned ? "gpt2" : "llama family";
+    struct NoDropout { // decoding never drops; training's setting is back afterwards
+        bool& on;
+        const bool was;
+        ~NoDropout() { on = was; }
+    } no_dropout{drop_on_, drop_on_};
+    drop_on_ = false;
     if (P_ > 1 || recompute_)
         SOF_FAIL(Config,
                  "%s: decoding with a KV cache runs on one rank without recompute (parallel.sp = "
@@ -341,7 +354,7 @@ template <class T> void DriverT<T>::decode(WeightSource& w, const int* tokens, i
     r0_ = r0;
     try {
         detail::forward_blocks(w, L, [this, r0, C](int l, const float* p) {
-            block_forward(reinterpret_cast<const T*>(p), l, res_at(l) + r0 * C,
+            block_forward(reinterpret_cast<const T*>(p), l, l, res_at(l) + r0 * C,
                           res_at(l + 1) + r0 * C, true);
         });
     } catch (...) {
@@ -360,6 +373,11 @@ template <class T> void DriverT<T>::decode(WeightSource& w, const int* tokens, i
     w.release(L + 1, Pass::Forward);
     if (tied) w.release(0, Pass::Forward);
     sync();
+}
+
+template <class T> void DriverT<T>::set_dropout(const DropoutStep* s) {
+    drop_on_ = s != nullptr;
+    if (s) drop_ = *s;
 }
 
 template <class T> void DriverT<T>::backward(WeightSource& w, GradSink& sink, float dloss) {
@@ -384,12 +402,12 @@ template <class T> void DriverT<T>::backward(WeightSource& w, GradSink& sink, fl
         w, sink, L, [this](int l) { return recompute_ && scratch_layer_ != l; },
         [this](int l, const float* p) {
             checkpoint_ready(l);
-            block_forward(reinterpret_cast<const T*>(p), 0, res_at(l), nullptr, false);
+            block_forward(reinterpret_cast<const T*>(p), l, 0, res_at(l), nullptr, false);
             scratch_layer_ = l;
         },
         [this](int l, const float* p, float* g) {
             checkpoint_ready(l);
-            block_backward(reinterpret_cast<const T*>(p), g, set_of(l), res_at(l));
+            block_backward(reinterpret_cast<const T*>(p), g, l, set_of(l), res_at(l));
         });
 
     // the embedding backward reads only token ids: untied, unit 0's weights are not needed
@@ -534,9 +552,9 @@ Transformer::Transformer(const ArchConfig& cfg, const ModelOptions& opts, int ma
                  cfg.max_seq_len);
     const bool cuda = opts.device && !opts.device->host_accessible();
     if (cuda && opts.bf16)
-        impl_ = std::make_unique<DriverT<core::bf16>>(cfg, layout_, opts, max_B, max_T);
+        impl_ = std::make_unique<DriverT<core::bf16>>(cfg, opts, max_B, max_T);
     else
-        impl_ = std::make_unique<DriverT<float>>(cfg, layout_, opts, max_B, max_T);
+        impl_ = std::make_unique<DriverT<float>>(cfg, opts, max_B, max_T);
 }
 
 Transformer::~Transformer() = default;
@@ -547,6 +565,9 @@ float Transformer::forward(WeightSource& w, const int* inputs, const int* target
 }
 void Transformer::decode(WeightSource& w, const int* tokens, int n, int pos0) {
     impl_->decode(w, tokens, n, pos0);
+}
+void Transformer::set_dropout(const DropoutStep* s) {
+    impl_->set_dropout(s);
 }
 void Transformer::backward(WeightSource& w, GradSink& sink, float dloss) {
     impl_->backward(w, sink, dloss);

@@ -1,5 +1,5 @@
-// The one transformer driver: GPT-2 and the LLaMA family (llama, qwen2, qwen3) are block specs
-// (block_spec.h) run by the same forward/backward through the kernel seam (lib/kernels).
+// The one transformer driver: GPT-2 and the LLaMA family are the block description (block_spec.h)
+// run by the same forward/backward through the kernel seam (lib/kernels).
 #pragma once
 
 #include <memory>
@@ -24,6 +24,7 @@ class Transformer : public Model {
     float forward(WeightSource& w, const int* inputs, const int* targets, const int* segments,
                   int B, int T) override;
     void decode(WeightSource& w, const int* tokens, int n, int pos0) override;
+    void set_dropout(const DropoutStep* s) override;
     void backward(WeightSource& w, GradSink& sink, float dloss) override;
     std::vector<float> logits() const override;
     size_t activation_bytes() const override;

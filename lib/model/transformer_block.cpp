@@ -2,12 +2,15 @@
 // attention with the Ulysses exchange, output projection, norm, MLP) through the kernel seam.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "core/error.h"
 #include "device/device.h"
 #include "kernels/attention.h"
 #include "kernels/bias_grad.h"
+#include "kernels/cast.h"
 #include "kernels/copy.h"
+#include "kernels/dropout.h"
 #include "kernels/gelu.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
@@ -52,22 +55,81 @@ template <class T> void DriverT<T>::to_tokens(const T* in, T* out, int K, int X)
     seq_->to_tokens(in, out, ptr(Act::XRecv, -1), sizeof(T), B_, T_, K, X);
 }
 
+// Block l's sinks as fp32 logits: the parameter itself (fp32 weights), or its bf16 working copy
+// widened into Act::Sinks (NH floats; the op reads fp32).
+template <class T> const float* DriverT<T>::sinks_f32(const T* p) {
+    if (off_.sinks == kNoTensor) return nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+        return p + off_.sinks;
+    } else {
+        float* s = f32(Act::Sinks);
+        kernels::cast_bf16_to_f32(ex_, reinterpret_cast<const uint16_t*>(p + off_.sinks), s,
+                                  static_cast<size_t>(s_.NH));
+        return s;
+    }
+}
+
+// The attention of block l over `heads` query heads starting at global head `head0` (Ulysses:
+// this rank's heads), its window, sinks and dropout (the key numbers probabilities by global
+// batch row, head and position: the same bits at any rank count and sp).
+template <class T>
+kernels::AttnArgs<T> DriverT<T>::attn_args(int l, const T* q, const T* k, const T* v, size_t ldq,
+                                           size_t ldkv, size_t ldo, int T_, int heads, int kv_heads,
+                                           int head0, int q_begin) {
+    kernels::AttnArgs<T> a{q,  k,     v,        ldq,   ldkv,       ldkv,    ldo,         B_,
+                           T_, heads, kv_heads, s_.hd, segments(), q_begin, attn_kernel_};
+    a.window = s_.window[static_cast<size_t>(l)];
+    if (drop_on_ && attn_p_ > 0.0f) {
+        a.dropout = attn_p_;
+        kernels::DropoutKey& key = a.dropout_key;
+        key.seed = drop_.seed;
+        key.step = drop_.step;
+        key.layer = static_cast<uint32_t>(l);
+        key.tag = kernels::DropoutTag::AttnProbs;
+        key.batch0 = drop_.batch0;
+        key.head0 = head0;
+        key.heads = s_.NH;
+    }
+    return a;
+}
+
+// Residual dropout of rows [r0, r0+n) of this rank's B*T rows, split at sequence boundaries:
+// each piece is (1, len, C) at global batch row batch0 + b and global position token0 + t.
+template <class T>
+void DriverT<T>::resid_dropout(T* out, const T* x, int l, kernels::DropoutTag tag, int r0, int n) {
+    const int Tl = T_, C = s_.C;
+    for (int r = r0; r < r0 + n;) {
+        const int b = r / Tl, t = r % Tl, len = std::min(Tl - t, r0 + n - r);
+        kernels::DropoutArgs d{1, len, C, resid_p_, {}};
+        d.key.seed = drop_.seed;
+        d.key.step = drop_.step;
+        d.key.layer = static_cast<uint32_t>(l);
+        d.key.tag = tag;
+        d.key.batch0 = drop_.batch0 + static_cast<uint64_t>(b);
+        d.key.token0 = sp_index_ * Tl + t;
+        d.key.tokens = P_ * Tl;
+        const size_t off = static_cast<size_t>(r - r0) * C;
+        kernels::dropout_forward<T>(ex_, out + off, x + off, d);
+        r += len;
+    }
+}
+
 // Causal attention of one block over qkv (B,T,W): on the local tokens (P = 1) or, with Ulysses,
 // all-to-all to [P*T tokens, NH/P heads], attention there, and back to [T tokens, all heads].
-template <class T> void DriverT<T>::attention_forward(int set) {
+template <class T> void DriverT<T>::attention_forward(const T* p, int l, int set) {
     const int Q = s_.Q, KV = s_.KV, W = s_.W, N = B_ * T_;
     const T* qkv = act(Act::Qkv, set);
+    const float* sinks = sinks_f32(p);
     if (P_ == 1) { // decode: the new rows r0_.. against every key before them (the cache)
         const size_t w = static_cast<size_t>(W);
         const int r0 = static_cast<int>(r0_);
-        const kernels::AttnArgs<T> a{
-            qkv,         qkv + Q, qkv + Q + KV, w,      w,     w,          static_cast<size_t>(Q),
-            B_,          r0 + T_, s_.NH,        s_.NKV, s_.hd, segments(), r0,
-            attn_kernel_};
+        kernels::AttnArgs<T> a = attn_args(l, qkv, qkv + Q, qkv + Q + KV, w, w,
+                                           static_cast<size_t>(Q), r0 + T_, s_.NH, s_.NKV, 0, r0);
+        a.sinks = sinks;
         kernels::attention_forward<T>(ex_, act(Act::Atty, set), f32(Act::Lse, set), a);
         return;
     }
-    const int Xq = Q / P_, Xkv = KV / P_;
+    const int Xq = Q / P_, Xkv = KV / P_, NHl = s_.NH / P_;
     T* qloc = act(Act::QLoc);
     T* kvloc = act(Act::KvLoc);
     kernels::copy_rows<T>(ex_, qloc, Q, qkv, W, N, Q);
@@ -77,29 +139,32 @@ template <class T> void DriverT<T>::attention_forward(int set) {
     to_heads(qloc, qh, 1, Xq);
     to_heads(kvloc, kvh, 2, Xkv);
     const size_t xq = static_cast<size_t>(Xq), xkv2 = static_cast<size_t>(2 * Xkv);
-    const kernels::AttnArgs<T> a{qh,          kvh,   kvh + Xkv,  xq,      xkv2,
-                                 xkv2,        xq,    B_,         P_ * T_, s_.NH / P_,
-                                 s_.NKV / P_, s_.hd, segments(), 0,       attn_kernel_};
+    kernels::AttnArgs<T> a = attn_args(l, qh, kvh, kvh + Xkv, xq, xkv2, xq, P_ * T_, NHl,
+                                       s_.NKV / P_, sp_index_ * NHl, 0);
+    a.sinks = sinks ? sinks + sp_index_ * NHl : nullptr; // this rank's heads
     kernels::attention_forward<T>(ex_, act(Act::Attyh, set), f32(Act::Lse, set), a);
     to_tokens(act(Act::Attyh, set), act(Act::Atty, set), 1, Xq);
 }
 
-// DAtty -> DQkv (grads of the post-RoPE q, k and of v).
-template <class T> void DriverT<T>::attention_backward(int set) {
+// DAtty -> DQkv (grads of the post-RoPE q, k and of v); the sinks' grads added into g.
+template <class T> void DriverT<T>::attention_backward(const T* p, float* g, int l, int set) {
     const int Q = s_.Q, KV = s_.KV, W = s_.W, N = B_ * T_;
     const T* qkv = act(Act::Qkv, set);
     T* dqkv = act(Act::DQkv);
+    const float* sinks = sinks_f32(p);
+    float* dsinks = off_.sinks == kNoTensor ? nullptr : g + off_.sinks;
     if (P_ == 1) {
         const size_t w = static_cast<size_t>(W);
-        const kernels::AttnArgs<T> a{
-            qkv,    qkv + Q, qkv + Q + KV, w, w,           w, static_cast<size_t>(Q), B_, T_, s_.NH,
-            s_.NKV, s_.hd,   segments(),   0, attn_kernel_};
-        const kernels::AttnGrads<T> d{dqkv, dqkv + Q, dqkv + Q + KV, w, w, w};
+        kernels::AttnArgs<T> a = attn_args(l, qkv, qkv + Q, qkv + Q + KV, w, w,
+                                           static_cast<size_t>(Q), T_, s_.NH, s_.NKV, 0, 0);
+        a.sinks = sinks;
+        kernels::AttnGrads<T> d{dqkv, dqkv + Q, dqkv + Q + KV, w, w, w};
+        d.dsinks = dsinks;
         kernels::attention_backward<T>(ex_, d, act(Act::DAtty), act(Act::Atty, set),
                                        f32(Act::Lse, set), f32(Act::Delta), a);
         return;
     }
-    const int Xq = Q / P_, Xkv = KV / P_;
+    const int Xq = Q / P_, Xkv = KV / P_, NHl = s_.NH / P_;
     T* dattyh = act(Act::DAttyh);
     T* dqh = act(Act::DQh);
     T* dkvh = act(Act::DKvh);
@@ -107,10 +172,11 @@ template <class T> void DriverT<T>::attention_backward(int set) {
     const T* qh = act(Act::Qh, set);
     const T* kvh = act(Act::Kvh, set);
     const size_t xq = static_cast<size_t>(Xq), xkv2 = static_cast<size_t>(2 * Xkv);
-    const kernels::AttnArgs<T> a{qh,          kvh,   kvh + Xkv,  xq,      xkv2,
-                                 xkv2,        xq,    B_,         P_ * T_, s_.NH / P_,
-                                 s_.NKV / P_, s_.hd, segments(), 0,       attn_kernel_};
-    const kernels::AttnGrads<T> d{dqh, dkvh, dkvh + Xkv, xq, xkv2, xkv2};
+    kernels::AttnArgs<T> a = attn_args(l, qh, kvh, kvh + Xkv, xq, xkv2, xq, P_ * T_, NHl,
+                                       s_.NKV / P_, sp_index_ * NHl, 0);
+    a.sinks = sinks ? sinks + sp_index_ * NHl : nullptr;
+    kernels::AttnGrads<T> d{dqh, dkvh, dkvh + Xkv, xq, xkv2, xkv2};
+    d.dsinks = dsinks ? dsinks + sp_index_ * NHl : nullptr; // the other heads' ranks add theirs
     kernels::attention_backward<T>(ex_, d, dattyh, act(Act::Attyh, set), f32(Act::Lse, set),
                                    f32(Act::Delta), a);
     T* qloc = act(Act::QLoc);
@@ -122,7 +188,7 @@ template <class T> void DriverT<T>::attention_backward(int set) {
 }
 
 template <class T>
-void DriverT<T>::block_forward(const T* p, int set, const T* in, T* out, bool output) {
+void DriverT<T>::block_forward(const T* p, int l, int set, const T* in, T* out, bool output) {
     const int N = B_ * T_, C = s_.C, Q = s_.Q, KV = s_.KV, W = s_.W;
     const long NC = static_cast<long>(N) * C;
     const bool ln = s_.norm == NormKind::LayerNorm;
@@ -154,26 +220,27 @@ void DriverT<T>::block_forward(const T* p, int set, const T* in, T* out, bool ou
         kernels::rope_forward<T>(ex_, qkv, cs, sn, pos, N, s_.NH, s_.hd, w);
         kernels::rope_forward<T>(ex_, qkv + Q, cs, sn, pos, N, s_.NKV, s_.hd, w);
     }
-    attention_forward(set);
+    attention_forward(p, l, set);
     T* res2 = rows(Act::Res2, C);
     kernels::matmul_forward<T>(ex_, res2, nullptr, rows(Act::Atty, Q), p + off_.wo, opt(off_.bo), N,
                                Q, C);
+    if (resid_drop()) resid_dropout(res2, res2, l, kernels::DropoutTag::ResidualAttn, 0, N);
     kernels::residual_forward<T>(ex_, res2, in, res2, NC);
     T* ln2 = rows(Act::Ln2, C);
     norm_forward(ln2, ln ? rows32(Act::Ln2Mean, 1) : nullptr, rows32(Act::Ln2Rstd, 1), res2,
                  p + off_.ln2w, opt(off_.ln2b));
     if (!mlp_tiled_) {
-        mlp_forward(p, set, 0, N, output ? out : nullptr);
+        mlp_forward(p, l, set, 0, N, output ? out : nullptr);
         return;
     }
     // TiledMLP: one tile's up projection at a time; the recompute needs none of it here (the
     // backward recomputes each tile right before its gradient)
     if (!output) return;
     for (int r0 = 0; r0 < N; r0 += mlp_rows_)
-        mlp_forward(p, set, r0, std::min(mlp_rows_, N - r0), out);
+        mlp_forward(p, l, set, r0, std::min(mlp_rows_, N - r0), out);
 }
 
-template <class T> void DriverT<T>::mlp_forward(const T* p, int set, int r0, int n, T* out) {
+template <class T> void DriverT<T>::mlp_forward(const T* p, int l, int set, int r0, int n, T* out) {
     const int C = s_.C, I = s_.I;
     const size_t r = static_cast<size_t>(r0) + r0_; // decode: the block buffers' rows r0_..
     auto opt = [p](size_t o) { return o == kNoTensor ? nullptr : p + o; };
@@ -184,17 +251,23 @@ template <class T> void DriverT<T>::mlp_forward(const T* p, int set, int r0, int
     if (s_.mlp == MlpKind::Gelu) {
         kernels::matmul_forward<T>(ex_, fca, pre, ln2, p + off_.wfc, opt(off_.bfc), n, C, I);
     } else {
-        kernels::matmul_forward<T>(ex_, pre, nullptr, ln2, p + off_.wfc, nullptr, n, C, 2 * I);
+        kernels::matmul_forward<T>(ex_, pre, nullptr, ln2, p + off_.wfc, opt(off_.bfc), n, C,
+                                   2 * I);
         kernels::swiglu_forward<T>(ex_, fca, pre, n, I);
     }
     if (!out) return;                         // recompute: the block output is already in res
     T* o = out + static_cast<size_t>(r0) * C; // out starts at the call's first row
     kernels::matmul_forward<T>(ex_, o, nullptr, fca, p + off_.wproj, opt(off_.bproj), n, I, C);
+    if (resid_drop()) resid_dropout(o, o, l, kernels::DropoutTag::ResidualMlp, r0, n);
     kernels::residual_forward<T>(ex_, o, act(Act::Res2, set) + r * C, o, static_cast<long>(n) * C);
 }
 
-// DRes holds d(block output) on entry and d(block input) on exit. Grads are added into g.
-template <class T> void DriverT<T>::block_backward(const T* p, float* g, int set, const T* in) {
+// DRes holds d(block output) on entry and d(block input) on exit. Grads are added into g. With
+// residual dropout each branch's output grad is the masked DRes, formed in DLn (free while the
+// branch's output projection reads it: the MLP's rows before the fc backward writes them, the
+// attention's between the ln2 and the qkv backward).
+template <class T>
+void DriverT<T>::block_backward(const T* p, float* g, int l, int set, const T* in) {
     const int N = B_ * T_, C = s_.C, Q = s_.Q, W = s_.W, I = s_.I, F = s_.fc_rows();
     const bool ln = s_.norm == NormKind::LayerNorm;
     const size_t w = static_cast<size_t>(W);
@@ -207,8 +280,12 @@ template <class T> void DriverT<T>::block_backward(const T* p, float* g, int set
     for (int r0 = 0; r0 < N; r0 += mlp_rows_) {
         const int n = std::min(mlp_rows_, N - r0);
         const size_t r = static_cast<size_t>(r0);
-        if (mlp_tiled_) mlp_forward(p, set, r0, n, nullptr);
+        if (mlp_tiled_) mlp_forward(p, l, set, r0, n, nullptr);
         const T* dr = d + r * C;
+        if (resid_drop()) { // d(MLP output) = masked d(block output)
+            resid_dropout(dln + r * C, dr, l, kernels::DropoutTag::ResidualMlp, r0, n);
+            dr = dln + r * C;
+        }
         const T* pre = act(Act::FcPre, fs);
         kernels::matmul_backward<T>(ex_, dact, g + off_.wproj, dr, act(Act::FcAct, fs),
                                     p + off_.wproj, n, I, C);
@@ -225,10 +302,15 @@ template <class T> void DriverT<T>::block_backward(const T* p, float* g, int set
                   act(Act::Res2, set), p + off_.ln2w, ln ? f32(Act::Ln2Mean, set) : nullptr,
                   f32(Act::Ln2Rstd, set));
     // attention
-    kernels::matmul_backward<T>(ex_, act(Act::DAtty), g + off_.wo, d, act(Act::Atty, set),
+    const T* dattn = d; // d(attention branch output)
+    if (resid_drop()) {
+        resid_dropout(dln, d, l, kernels::DropoutTag::ResidualAttn, 0, N);
+        dattn = dln;
+    }
+    kernels::matmul_backward<T>(ex_, act(Act::DAtty), g + off_.wo, dattn, act(Act::Atty, set),
                                 p + off_.wo, N, Q, C);
-    if (off_.bo != kNoTensor) kernels::bias_grad<T>(ex_, g + off_.bo, d, N, C);
-    attention_backward(set);
+    if (off_.bo != kNoTensor) kernels::bias_grad<T>(ex_, g + off_.bo, dattn, N, C);
+    attention_backward(p, g, l, set);
     T* dqkv = act(Act::DQkv);
     if (s_.pos == PosKind::Rope) {
         const float* cs = f32(Act::RopeCos);

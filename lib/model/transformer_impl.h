@@ -24,6 +24,7 @@ class Transformer::Driver {
     virtual float forward(WeightSource& w, const int* inputs, const int* targets,
                           const int* segments, int B, int T) = 0;
     virtual void decode(WeightSource& w, const int* tokens, int n, int pos0) = 0;
+    virtual void set_dropout(const DropoutStep* s) = 0;
     virtual void backward(WeightSource& w, GradSink& sink, float dloss) = 0;
     virtual std::vector<float> logits() const = 0;
     virtual size_t activation_bytes() const = 0;
@@ -31,23 +32,33 @@ class Transformer::Driver {
 
 template <class T> class DriverT : public Transformer::Driver {
   public:
-    DriverT(const ArchConfig& cfg, const ParamLayout& layout, const ModelOptions& opts, int max_B,
-            int max_T);
+    DriverT(const ArchConfig& cfg, const ModelOptions& opts, int max_B, int max_T);
     ~DriverT() override;
     float forward(WeightSource& w, const int* inputs, const int* targets, const int* segments,
                   int B, int Tl) override;
     void decode(WeightSource& w, const int* tokens, int n, int pos0) override;
+    void set_dropout(const DropoutStep* s) override;
     void backward(WeightSource& w, GradSink& sink, float dloss) override;
     std::vector<float> logits() const override;
     size_t activation_bytes() const override { return act_bytes_; }
 
   private:
     // block l's parameters / grads start at the unit's start; `set`: the activation set of l
-    void block_forward(const T* p, int set, const T* in, T* out, bool output);
-    void block_backward(const T* p, float* g, int set, const T* in);
+    void block_forward(const T* p, int l, int set, const T* in, T* out, bool output);
+    void block_backward(const T* p, float* g, int l, int set, const T* in);
     // the MLP over rows [r0, r0+n) of ln2: up projection and activation into FcPre/FcAct (the
-    // tile buffers when tiled: row 0 = r0), then with `out` the down projection + residual
-    void mlp_forward(const T* p, int set, int r0, int n, T* out);
+    // tile buffers when tiled: row 0 = r0), then with `out` the down projection, its residual
+    // dropout (block l) and the residual
+    void mlp_forward(const T* p, int l, int set, int r0, int n, T* out);
+    // residual dropout of rows [r0, r0+n) of the B*T rows (x: row r0), block l, one branch:
+    // out = x * keep / (1 - p) with the step's key (forward and backward: the same mask)
+    bool resid_drop() const { return drop_on_ && resid_p_ > 0.0f; }
+    void resid_dropout(T* out, const T* x, int l, kernels::DropoutTag tag, int r0, int n);
+    // the attention arguments of block l over the local (P = 1) or head-exchanged layout
+    kernels::AttnArgs<T> attn_args(int l, const T* q, const T* k, const T* v, size_t ldq,
+                                   size_t ldkv, size_t ldo, int T_, int heads, int kv_heads,
+                                   int head0, int q_begin);
+    const float* sinks_f32(const T* p); // block p's sinks as fp32 (a cast into Act::Sinks: bf16)
     // the LM head + loss: forward of every tile (losses, stats), backward of every tile (dlnf
     // rows into DLn, head grads added into ghead)
     void head_forward(const T* pf, const T* head, const int* targets);
@@ -64,8 +75,8 @@ template <class T> class DriverT : public Transformer::Driver {
     void checkpoint_ready(int l);
     void after_compute(device::Stream& s); // s waits for the compute work enqueued so far
     void compute_waits(device::Event& e);  // the compute work after this waits for e
-    void attention_forward(int set);
-    void attention_backward(int set);
+    void attention_forward(const T* p, int l, int set);
+    void attention_backward(const T* p, float* g, int l, int set);
     // n rows (-1: all B*T)
     void norm_forward(T* out, float* mean, float* rstd, const T* in, const T* w, const T* b,
                       int n = -1);
@@ -110,8 +121,12 @@ template <class T> class DriverT : public Transformer::Driver {
     size_t r0_ = 0;
     int cached_ = 0;
     int scratch_layer_ = -1; // recompute: the block whose activations are in set 0 now
-    int loss_rows_ = 0;      // rows per LM head + loss tile (max_BT_: untiled)
-    int mlp_rows_ = 0;       // rows per MLP tile (max_BT_: untiled)
+    // training dropout (set_dropout): on, the step's key, the rates (ModelOptions)
+    bool drop_on_ = false;
+    DropoutStep drop_;
+    float attn_p_ = 0.0f, resid_p_ = 0.0f;
+    int loss_rows_ = 0; // rows per LM head + loss tile (max_BT_: untiled)
+    int mlp_rows_ = 0;  // rows per MLP tile (max_BT_: untiled)
     bool mlp_tiled_ = false;
 
     // offloaded checkpoints: res[K..L-2] go to host memory on d2h_ during forward and come back
@@ -124,6 +139,7 @@ template <class T> class DriverT : public Transformer::Driver {
     std::unique_ptr<device::Event> compute_ev_;
     int ready_layer_ = -1;        // backward: the block whose input checkpoint_ready() last secured
     std::vector<float> rope_inv_; // (hd/2) RoPE inverse frequencies
+    float rope_scale_ = 1.0f;     // YaRN's attention factor on cos and sin (1 otherwise)
     int rope_base_ = -1;          // the position of the RoPE tables' first row
 
     std::unique_ptr<device::Device> owned_dev_; // when ModelOptions::device is null

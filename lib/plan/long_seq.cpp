@@ -73,7 +73,10 @@ LongSeqCost long_seq_cost(const model::ArchConfig& m, const model::ActShape& a,
     // FlashAttention's backward computes the scores again: five T x T products against the
     // forward's two, half a forward more than the 2x-forward rule of the other matrices
     const double T = static_cast<double>(a.T) * a.P;
-    c.extra_bwd_flops += 0.5 * 4.0 * s.L * a.B * (T * (T + 1) / 2) * s.Q / a.P;
+    double pairs = 0.0; // over the layers, each with its window (block_spec.h)
+    for (int w : s.window)
+        pairs += model::attention_pairs(T, w);
+    c.extra_bwd_flops += 0.5 * 4.0 * a.B * pairs * s.Q / a.P;
     return c;
 }
 
@@ -98,10 +101,12 @@ std::string long_seq_note(const CostInputs& c, const config::Config& cfg,
 double forward_flops(const model::ArchConfig& m, double layer_params, double batch, double seq_len,
                      double sp) {
     const double L = m.num_layers, tokens = batch * seq_len / sp;
-    const double pairs = seq_len * (seq_len + 1) / 2; // causal query-key pairs of a sequence
+    double pairs = 0.0; // causal query-key pairs of a sequence, over the layers' windows
+    for (int w : model::block_spec(m).window)
+        pairs += model::attention_pairs(seq_len, w);
     return 2.0 * tokens *
                (L * layer_params + static_cast<double>(m.padded_vocab_size) * m.channels) +
-           4.0 * L * batch * pairs * m.q_dim() / sp;
+           4.0 * batch * pairs * m.q_dim() / sp;
 }
 
 } // namespace sof::plan

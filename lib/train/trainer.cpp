@@ -16,6 +16,7 @@
 #include "ckpt/compat.h"
 #include "ckpt/fileio.h"
 #include "ckpt/hf.h"
+#include "ckpt/model_source.h"
 #include "ckpt/llmc.h"
 #include "config/batch.h"
 #include "config/deck.h"
@@ -76,19 +77,10 @@ void Trainer::Impl::setup() {
     // Model: from the deck, or from an llm.c checkpoint (its header decides the architecture).
     std::vector<float> params;
     const bool hf_init = !cfg.model.init_from.empty() && ckpt::is_hf_dir(cfg.model.init_from);
-    if (hf_init) {
-        mcfg = ckpt::read_hf_config(cfg.model.init_from);
-        model::set_deck_model(mcfg, &cfg.model); // the effective deck names the model trained
-        log.info("model: architecture taken from %s/config.json (deck model keys ignored)",
-                 cfg.model.init_from.c_str());
-    } else if (!cfg.model.init_from.empty()) {
-        mcfg = ckpt::read_llmc_header(cfg.model.init_from);
-        model::set_deck_model(mcfg, &cfg.model);
-        log.info("model: architecture taken from %s", cfg.model.init_from.c_str());
-    } else {
-        mcfg = model::config_for(cfg.model); // padded_vocab_size 0 -> V rounded to 128
-        cfg.model.padded_vocab_size = mcfg.padded_vocab_size;
-    }
+    std::string source; // the effective deck names the model trained
+    mcfg = ckpt::resolve_model(&cfg, &source);
+    if (!source.empty())
+        log.info("model: architecture taken from %s (deck model keys ignored)", source.c_str());
     // the model (sizes, heads, and the heads and seq_len over parallel.sp), then the ranks
     sp::check_degrees(mcfg, cfg.train.seq_len, world.size(), cfg.parallel.sp);
     if (cfg.train.seq_len > mcfg.max_seq_len)
@@ -138,6 +130,9 @@ void Trainer::Impl::setup() {
     mopts.mlp_tile = cfg.model.mlp_tile;
     mopts.offload_checkpoints = cfg.model.offload_checkpoints;
     mopts.device_checkpoints = cfg.model.device_checkpoints;
+    // resolved by resolve_model (auto: the model's rates); masks keyed per micro-step below
+    mopts.attn_dropout = std::max(0.0f, cfg.model.attention_dropout);
+    mopts.resid_dropout = std::max(0.0f, cfg.model.residual_dropout);
     mopts.attention_kernel =
         cfg.debug.attention_kernel == "cuda_cores"
             ? kernels::AttnKernel::CudaCores
@@ -290,6 +285,7 @@ float Trainer::Impl::evaluate() {
 EvalResult Trainer::Impl::eval_pass(int n) {
     const core::Timer timer;
     val_data->reset();
+    model->set_dropout(nullptr); // evaluation: no dropout (training sets its key per micro-step)
     double sum = 0.0, counted = 0.0;
     n = std::max(1, n);
     const int Tl = cfg.train.seq_len / ctx->grid().sp;
@@ -515,6 +511,12 @@ RunSummary Trainer::run() {
             } else {
                 s.next_batch(*s.train_data);
             }
+            // dropout masks of this micro-batch: its rows are rows (micro * DP + dp_rank) * B ..
+            // of the step's global batch (the loader's order), the same at any rank count and sp
+            const model::DropoutStep drop{s.cfg.train.seed, static_cast<uint32_t>(s.step),
+                                          (static_cast<uint64_t>(micro) * grid.dp + grid.dp_rank) *
+                                              static_cast<uint64_t>(B)};
+            s.model->set_dropout(&drop);
             dev.record(*marks[static_cast<size_t>(3 * micro)], compute);
             const float l = s.model->forward(s.updater->weights(), s.linputs.data(),
                                              s.ltargets.data(), s.seg_ptr(), B, Tl);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-# `superoffload generate` against transformers' generate: a tiny Llama and Qwen3 made by
-# transformers (random init, a BPE tokenizer with a ChatML template trained here) -> init_from ->
+# `superoffload generate` against transformers' generate: a tiny Llama, Qwen3, Phi-3, Mistral
+# (sliding window) and Seed-OSS made by transformers (random init, a BPE tokenizer with a ChatML template trained here) -> init_from ->
 # 2 training steps -> `export --hf` -> greedy decoding of a text prompt and of chat messages by
 # both: the prompt ids, every new token and the decoded text must be equal. Also sampling: the
 # same seed gives the same tokens, top_k=1 is greedy, and the tokens are not all the greedy ones.
@@ -30,7 +30,15 @@ COMMON = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden
 CASES = [("llama", "LlamaConfig", dict(rms_norm_eps=1e-5, rope_theta=10000.0,
                                        tie_word_embeddings=False)),
          ("qwen3", "Qwen3Config", dict(rms_norm_eps=1e-6, rope_theta=1e6, head_dim=24,
-                                       tie_word_embeddings=True))]
+                                       tie_word_embeddings=True)),
+         # issue 26: fused phi3 tensors; a window of 8 keys, shorter than prompt + new tokens
+         # (the KV cache's rows beyond it must not be attended); Seed-OSS's biases and head_dim
+         ("phi3", "Phi3Config", dict(rms_norm_eps=1e-5, rope_theta=10000.0,
+                                     tie_word_embeddings=False)),
+         ("mistral", "MistralConfig", dict(rms_norm_eps=1e-6, rope_theta=10000.0, sliding_window=8,
+                                           tie_word_embeddings=False)),
+         ("seed_oss", "SeedOssConfig", dict(rms_norm_eps=1e-6, rope_theta=10000.0, head_dim=24,
+                                            attention_bias=True, tie_word_embeddings=False))]
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMP_NUM_THREADS="1")
 

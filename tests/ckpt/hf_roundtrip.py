@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-# The Hugging Face round trip against transformers itself: tiny Llama / Qwen2 / Qwen3 models made
-# by transformers (random init, save_pretrained in bf16 and fp32, sharded and not: each
+# The Hugging Face round trip against transformers itself: tiny Llama / Qwen2 / Qwen3 / Phi-3 /
+# Mistral / Seed-OSS models made by transformers (random init, save_pretrained in bf16 and fp32, sharded and not: each
 # architecture in both dtypes and both layouts, not every combination; with a tokenizer and
 # generation_config.json) -> model.init_from -> `superoffload train` (3 steps) -> `export --hf`
 # -> AutoModelForCausalLM.from_pretrained: no missing/unexpected/mismatched weight and no loading
@@ -63,6 +63,19 @@ CASES = [
     ("qwen3_fp32_single", "Qwen3Config",
      dict(rms_norm_eps=1e-6, rope_theta=1e6, head_dim=24, tie_word_embeddings=True),
      torch.float32, None, BOTH),
+    # issue 26: fused qkv_proj / gate_up_proj; a window (6) shorter than the sequence (16);
+    # q/k/v biases without an o_proj bias, head_dim 24 != 64/4, the config's dropout 0.1 (the 3
+    # training steps drop, inference does not)
+    ("phi3_bf16_sharded", "Phi3Config",
+     dict(rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False), torch.bfloat16,
+     "40KB", ("fp32",)),
+    ("mistral_bf16_sharded", "MistralConfig",
+     dict(rms_norm_eps=1e-6, rope_theta=10000.0, sliding_window=6, tie_word_embeddings=False),
+     torch.bfloat16, "40KB", ("fp32",)),
+    ("seed_oss_bf16_sharded", "SeedOssConfig",
+     dict(rms_norm_eps=1e-6, rope_theta=10000.0, head_dim=24, attention_bias=True,
+          attention_dropout=0.1, residual_dropout=0.1, tie_word_embeddings=False),
+     torch.bfloat16, "40KB", ("fp32",)),
 ]
 BAD_WORDS = ("missing", "unexpected", "newly initialized", "not initialized", "not used",
              "mismatch")
@@ -186,7 +199,12 @@ def main():
         os.makedirs(work)
         torch.manual_seed(11)
         cfg = getattr(transformers, cls)(**COMMON, **extra)
-        model = transformers.AutoModelForCausalLM.from_config(cfg).to(dtype)
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+        with torch.no_grad():  # biases away from their zero init, so their import counts
+            for n, p in model.named_parameters():
+                if n.endswith(".bias"):
+                    p.normal_(0.0, 0.05)
+        model = model.to(dtype)
         kw = {"max_shard_size": shard_size} if shard_size else {}
         model.save_pretrained(src, **kw)
         for f in ("tokenizer.json", "tokenizer_config.json"):

@@ -232,11 +232,29 @@ TEST_CASE("resume compatibility: every architecture key of the field table is co
                              "  num_kv_heads: 2\n  channels: 32\n  intermediate_size: 64\n"
                              "  max_seq_len: 64\n  vocab_size: 100\n  tie_embeddings: false\n"
                              "  rope_scaling:\n    type: llama3\n";
+    // the YaRN keys are compared on a YaRN model, the window layers on a windowed one (a field
+    // of a scaling not in use, or layer_types without a window, does not change the model)
+    const std::string yarn = "model:\n  type: llama\n  num_layers: 2\n  num_heads: 4\n"
+                             "  num_kv_heads: 2\n  channels: 32\n  intermediate_size: 64\n"
+                             "  max_seq_len: 64\n  vocab_size: 100\n  tie_embeddings: false\n"
+                             "  rope_scaling:\n    type: yarn\n  sliding_window: 8\n";
+    auto base_of = [&](const std::string& key) {
+        return key.find("beta_") != std::string::npos ||
+                       key.find("attention_factor") != std::string::npos ||
+                       key.find("truncate") != std::string::npos || key == "model.layer_types"
+                   ? yarn
+                   : base;
+    };
     const config::Config a = config::parse_deck_text(base, "a.yaml");
     ckpt::Manifest m;
     m.model = model::config_for(a.model);
     m.deck_yaml = config::effective_yaml(a);
     CHECK(ckpt::compare_runs(m, a, model::config_for(a.model), "").empty());
+    const config::Config ay = config::parse_deck_text(yarn, "ay.yaml");
+    ckpt::Manifest my;
+    my.model = model::config_for(ay.model);
+    my.deck_yaml = config::effective_yaml(ay);
+    CHECK(ckpt::compare_runs(my, ay, model::config_for(ay.model), "").empty());
     const std::map<std::string, std::string> change = {
         {"model.type", "qwen2"},
         {"model.num_layers", "3"},
@@ -255,8 +273,17 @@ TEST_CASE("resume compatibility: every architecture key of the field table is co
         {"model.rope_scaling.low_freq_factor", "2"},
         {"model.rope_scaling.high_freq_factor", "3"},
         {"model.rope_scaling.original_max_position_embeddings", "4096"},
+        {"model.rope_scaling.beta_fast", "16"},
+        {"model.rope_scaling.beta_slow", "2"},
+        {"model.rope_scaling.attention_factor", "1.5"},
+        {"model.rope_scaling.truncate", "false"},
         {"model.tie_embeddings", "true"},
         {"model.attention_bias", "true"},
+        {"model.attention_out_bias", "true"},
+        {"model.mlp_bias", "true"},
+        {"model.attention_sinks", "true"},
+        {"model.sliding_window", "16"},
+        {"model.layer_types", "sliding,full"},
     };
     config::Config probe = a;
     int arch_keys = 0;
@@ -266,16 +293,19 @@ TEST_CASE("resume compatibility: every architecture key of the field table is co
         CAPTURE(f.key);
         auto it = change.find(f.key);
         REQUIRE_MESSAGE(it != change.end(), "no change listed for architecture key " << f.key);
+        const bool y = base_of(f.key) == yarn;
+        const ckpt::Manifest& mm = y ? my : m;
         const config::Config b =
-            config::load_deck_from_string(base, "b.yaml", {f.key + "=" + it->second});
-        std::vector<ckpt::DeckChange> ch = ckpt::compare_runs(m, b, model::config_for(b.model), "");
+            config::load_deck_from_string(base_of(f.key), "b.yaml", {f.key + "=" + it->second});
+        std::vector<ckpt::DeckChange> ch =
+            ckpt::compare_runs(mm, b, model::config_for(b.model), "");
         bool named = false;
         for (const ckpt::DeckChange& c : ch) {
             named |= c.key == f.key;
             CHECK_FALSE(c.allowed);
         }
         CHECK_MESSAGE(named, "a change of " << f.key << " was not reported");
-        expect_error([&] { ckpt::check_resume("ck", m, b, model::config_for(b.model), ""); },
+        expect_error([&] { ckpt::check_resume("ck", mm, b, model::config_for(b.model), ""); },
                      core::ErrorKind::Config, {f.key + ": checkpoint "});
     }
     CHECK(arch_keys == static_cast<int>(change.size()));

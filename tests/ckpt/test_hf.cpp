@@ -12,6 +12,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/compat.h"
 #include "ckpt/hf.h"
+#include "ckpt/manifest.h"
 #include "ckpt/safetensors.h"
 #include "ckpt_test_util.h"
 #include "config/deck.h"
@@ -41,6 +42,13 @@ model::ArchConfig hf_model(model::Arch arch) {
         c.rope_scaling.type = model::RopeScalingType::Llama3;
         c.rope_scaling.factor = 8;
         c.rope_theta = 500000;
+    }
+    if (arch == model::Arch::Mistral) c.sliding_window = 7;
+    if (arch == model::Arch::SeedOss) { // q/k/v biases, head_dim decoupled, dropout
+        c.qkv_bias = true;
+        c.head_dim = 12;
+        c.attn_dropout = 0.1f;
+        c.resid_dropout = 0.1f;
     }
     return c;
 }
@@ -181,7 +189,8 @@ TEST_CASE("HF import refuses a non-finite weight, naming the tensor and its firs
 }
 
 TEST_CASE("HF directories: config round trip, sharded export, slice import, errors") {
-    for (model::Arch arch : {model::Arch::Llama, model::Arch::Qwen2, model::Arch::Qwen3}) {
+    for (model::Arch arch : {model::Arch::Llama, model::Arch::Qwen2, model::Arch::Qwen3,
+                             model::Arch::Phi3, model::Arch::Mistral, model::Arch::SeedOss}) {
         CAPTURE(model::arch_name(arch));
         const model::ArchConfig c = hf_model(arch);
         const model::ParamLayout l = model::make_layout(c);
@@ -202,6 +211,17 @@ TEST_CASE("HF directories: config round trip, sharded export, slice import, erro
         CHECK(r.qkv_bias == c.qkv_bias);
         CHECK(r.qk_norm == c.qk_norm);
         CHECK(r.rope_scaling.type == c.rope_scaling.type);
+        CHECK(r.o_bias == c.o_bias);
+        CHECK(r.sliding_window == c.sliding_window);
+        CHECK(r.attn_dropout == c.attn_dropout);
+        CHECK(r.resid_dropout == c.resid_dropout);
+        CHECK(ckpt::arch_differences(c,
+                                     [&] {
+                                         model::ArchConfig x = r;
+                                         x.padded_vocab_size = c.padded_vocab_size;
+                                         return x;
+                                     }())
+                  .empty());
         CHECK(r.vocab_size == 50);
         CHECK(r.padded_vocab_size == 50); // HF files have no padding rows
         // buffers start as NaN: every element must be written (values or zero padding)
@@ -254,10 +274,10 @@ TEST_CASE("HF directories: config round trip, sharded export, slice import, erro
                  {"model.safetensors", "gate_proj", "[48, 32]", "[64, 32]"});
     // an architecture we do not build
     nlohmann::json j = nlohmann::json::parse(slurp(d + "/m/config.json"));
-    j["architectures"] = {"MistralForCausalLM"};
+    j["architectures"] = {"GptOssForCausalLM"};
     spit(d + "/m/config.json", j.dump());
     expect_error([&] { ckpt::read_hf_config(d + "/m"); }, core::ErrorKind::Config,
-                 {"config.json", "MistralForCausalLM", "Qwen3ForCausalLM"});
+                 {"config.json", "GptOssForCausalLM", "Qwen3ForCausalLM", "SeedOssForCausalLM"});
     j.erase("architectures");
     j["model_type"] = "qwen3";
     j.erase("hidden_size");
@@ -289,11 +309,12 @@ TEST_CASE("config.json as transformers reads it: defaults, refused keys, exact d
     const model::ArchConfig ll = ckpt::read_hf_config(write_config("LlamaForCausalLM", ""));
     CHECK(ll.kv_heads() == 64);
     CHECK(ll.hdim() == 4);
-    // transformers' attention_bias on llama/qwen3 adds an o_proj bias: refused; sliding window
-    // attention: refused
-    const std::string lb = write_config("LlamaForCausalLM", ", \"attention_bias\": true");
-    expect_error([&] { ckpt::read_hf_config(lb); }, core::ErrorKind::Config,
-                 {"config.json", "attention_bias", "o_proj"});
+    // transformers' attention_bias on llama/qwen3 switches q/k/v and o_proj biases, mlp_bias the
+    // MLP's; qwen2's window layers (max_window_layers) are not read: refused
+    const model::ArchConfig lb =
+        ckpt::read_hf_config(write_config("LlamaForCausalLM", ", \"attention_bias\": true, "
+                                                              "\"mlp_bias\": true"));
+    CHECK((lb.qkv_bias && lb.o_bias && lb.mlp_bias));
     const std::string sw = write_config("Qwen2ForCausalLM", ", \"use_sliding_window\": true");
     expect_error([&] { ckpt::read_hf_config(sw); }, core::ErrorKind::Config,
                  {"config.json", "use_sliding_window"});
@@ -301,8 +322,53 @@ TEST_CASE("config.json as transformers reads it: defaults, refused keys, exact d
     const std::string rs = write_config("LlamaForCausalLM", ", \"rope_scaling\": \"llama3\"");
     expect_error([&] { ckpt::read_hf_config(rs); }, core::ErrorKind::Config,
                  {"config.json", "rope_scaling must be an object", "got \"llama3\""});
+    // issue 29: llama3 scaling without its factor trained unscaled before; transformers refuses
+    // it, and so does the import, naming the key
+    expect_error(
+        [&] {
+            ckpt::read_hf_config(write_config("LlamaForCausalLM",
+                                              ", \"rope_scaling\": {\"rope_type\": \"llama3\"}"));
+        },
+        core::ErrorKind::Config, {"config.json", "rope_scaling.factor is missing", "llama3"});
+    // phi3: partial rotary and longrope refused naming the key; mistral's window: absent = its
+    // class default 4096, null = none; seed_oss: transformers' defaults (head_dim 128, 8 kv
+    // heads, dropout 0.1, q/k/v biases without an o_proj bias)
+    expect_error(
+        [&] {
+            ckpt::read_hf_config(
+                write_config("Phi3ForCausalLM", ", \"partial_rotary_factor\": 0.75"));
+        },
+        core::ErrorKind::Config, {"config.json", "partial_rotary_factor = 0.75"});
+    expect_error(
+        [&] {
+            ckpt::read_hf_config(
+                write_config("Phi3ForCausalLM",
+                             ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1], "
+                             "\"long_factor\": [1]}"));
+        },
+        core::ErrorKind::Config, {"config.json", "rope_type = \"longrope\"", "phi3"});
+    CHECK(ckpt::read_hf_config(write_config("MistralForCausalLM", "")).sliding_window == 4096);
+    CHECK(ckpt::read_hf_config(write_config("MistralForCausalLM", ", \"sliding_window\": null"))
+              .sliding_window == 0);
+    const model::ArchConfig seed =
+        ckpt::read_hf_config(write_config("SeedOssForCausalLM", ", \"attention_bias\": true"));
+    CHECK(seed.hdim() == 128);
+    CHECK(seed.kv_heads() == 8);
+    CHECK((seed.qkv_bias && !seed.o_bias && !seed.mlp_bias));
+    CHECK(seed.attn_dropout == 0.1f);
+    CHECK(seed.resid_dropout == 0.1f);
+    // yarn as GPT-OSS writes it (truncate false), and the attention factor from mscale
+    const model::ArchConfig y = ckpt::read_hf_config(write_config(
+        "LlamaForCausalLM", ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 32.0, "
+                            "\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"truncate\": false, "
+                            "\"original_max_position_embeddings\": 4096, \"mscale\": 2.0, "
+                            "\"mscale_all_dim\": 1.0}"));
+    CHECK(y.rope_scaling.type == model::RopeScalingType::Yarn);
+    CHECK_FALSE(y.rope_scaling.truncate);
+    CHECK(y.rope_scaling.attention_factor ==
+          doctest::Approx((0.2 * std::log(32.0) + 1) / (0.1 * std::log(32.0) + 1)));
     // export: eps as written (1e-05, not the float's 9.999999747378752e-06), no made-up token
-    // ids, and a llama with q/k/v biases refused
+    // ids, and features the architecture's config.json cannot express refused
     model::ArchConfig c = hf_model(model::Arch::Llama);
     c.norm_eps = 1e-5f;
     model::ParamLayout l = model::make_layout(c);
@@ -313,12 +379,25 @@ TEST_CASE("config.json as transformers reads it: defaults, refused keys, exact d
     CHECK(j["rms_norm_eps"].get<double>() == 1e-5);
     CHECK(j["bos_token_id"].is_null());
     CHECK(j["eos_token_id"].is_null());
-    c.qkv_bias = true;
+    c.qkv_bias = true; // llama's attention_bias switches the o_proj bias with them: refused
     l = model::make_layout(c);
     p.assign(l.num_params, 0.0f);
     expect_error([&] { ckpt::export_hf(d + "/bias", l, p.data(), ckpt::HfExportOptions{}); },
-                 core::ErrorKind::Usage, {"q/k/v biases", "qwen2"});
+                 core::ErrorKind::Usage,
+                 {"model.attention_bias = true", "llama config.json cannot express"});
     CHECK_FALSE(fs::exists(d + "/bias"));
+    model::ArchConfig m = hf_model(model::Arch::Mistral); // mistral has no biases at all
+    m.mlp_bias = true;
+    l = model::make_layout(m);
+    p.assign(l.num_params, 0.0f);
+    expect_error([&] { ckpt::export_hf(d + "/mb", l, p.data(), ckpt::HfExportOptions{}); },
+                 core::ErrorKind::Usage, {"model.mlp_bias = true", "mistral"});
+    m = hf_model(model::Arch::Mistral); // nor a window on some layers only
+    m.layer_types = "sliding,full";
+    l = model::make_layout(m);
+    p.assign(l.num_params, 0.0f);
+    expect_error([&] { ckpt::export_hf(d + "/lt", l, p.data(), ckpt::HfExportOptions{}); },
+                 core::ErrorKind::Usage, {"model.layer_types"});
     // transformers >= 5: rope_theta and the llama3 scaling inside "rope_parameters"
     const model::ArchConfig v5 = ckpt::read_hf_config(
         write_config("LlamaForCausalLM",
@@ -388,4 +467,60 @@ TEST_CASE("manifests carry the LLaMA-family fields; a resume names a changed kv-
     REQUIRE(ch.size() == 1);
     CHECK(ch[0].key == "model.num_kv_heads");
     CHECK_FALSE(ch[0].allowed);
+
+    // issue 26's block features round trip; a manifest written before them (without their keys)
+    // reads with their defaults
+    ckpt::Manifest f = m;
+    f.model = hf_model(model::Arch::SeedOss);
+    f.model.o_bias = f.model.mlp_bias = f.model.attn_sinks = true;
+    f.model.sliding_window = 5;
+    f.model.layer_types = "sliding,full";
+    f.model.rope_scaling.type = model::RopeScalingType::Yarn;
+    f.model.rope_scaling.beta_fast = 16;
+    f.model.rope_scaling.truncate = false;
+    f.model.rope_scaling.attention_factor = 1.25;
+    f.num_params = static_cast<int64_t>(model::make_layout(f.model).num_params);
+    const uint64_t nb = 4ull * static_cast<uint64_t>(f.num_params);
+    const std::vector<ckpt::ShardRecord> one = {{0,
+                                                 1,
+                                                 3,
+                                                 f.num_params,
+                                                 {"params.bin", nb, 1},
+                                                 {"exp_avg.bin", nb, 2},
+                                                 {"exp_avg_sq.bin", nb, 3}}};
+    const std::string text = ckpt::manifest_to_json(f, {"deck.yaml", 1, 1}, one);
+    ckpt::Manifest back;
+    ckpt::FileEntry deck_entry;
+    std::vector<ckpt::ShardRecord> shards;
+    ckpt::manifest_from_json(text, "m.json", &back, &deck_entry, &shards);
+    CHECK(ckpt::arch_differences(back.model, f.model).empty());
+    CHECK(back.model.attn_dropout == f.model.attn_dropout);
+    // an older manifest: a model without these features, written without their keys
+    ckpt::Manifest q = m;
+    q.model.rope_scaling.type = model::RopeScalingType::Llama3;
+    const uint64_t qb = 4ull * static_cast<uint64_t>(q.num_params);
+    nlohmann::json j = nlohmann::json::parse(ckpt::manifest_to_json(q, {"deck.yaml", 1, 1},
+                                                                    {{0,
+                                                                      1,
+                                                                      3,
+                                                                      q.num_params,
+                                                                      {"params.bin", qb, 1},
+                                                                      {"exp_avg.bin", qb, 2},
+                                                                      {"exp_avg_sq.bin", qb, 3}}}));
+    for (const char* k : {"o_bias", "mlp_bias", "attn_sinks", "sliding_window", "layer_types",
+                          "attn_dropout", "resid_dropout"})
+        j["model"].erase(k);
+    for (const char* k : {"beta_fast", "beta_slow", "attention_factor", "truncate"})
+        j["model"]["rope_scaling"].erase(k);
+    j["model"]["rope_scaling"]["type"] = "llama3";
+    j.erase("manifest_checksum");
+    std::string old = j.dump(2);
+    old = ckpt::seal_manifest(old.substr(0, old.size() - 2) + ",\n");
+    ckpt::manifest_from_json(old, "old.json", &back, &deck_entry, &shards);
+    CHECK(back.model.arch == model::Arch::Qwen3);
+    CHECK(back.model.rope_scaling.type == model::RopeScalingType::Llama3);
+    CHECK_FALSE((back.model.o_bias || back.model.mlp_bias || back.model.attn_sinks));
+    CHECK(back.model.sliding_window == 0);
+    CHECK(back.model.rope_scaling.beta_fast == 32.0);
+    CHECK(back.model.rope_scaling.truncate);
 }

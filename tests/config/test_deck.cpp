@@ -234,8 +234,19 @@ TEST_CASE("effective deck round trip is exact with every key changed") {
     low_freq_factor: 1.25
     high_freq_factor: 3.5
     original_max_position_embeddings: 4096
+    beta_fast: 24.5
+    beta_slow: 1.5
+    attention_factor: 1.125
+    truncate: false
   tie_embeddings: false
   attention_bias: true
+  attention_out_bias: true
+  mlp_bias: true
+  attention_sinks: true
+  sliding_window: 128
+  layer_types: "sliding,full"
+  attention_dropout: 0.125
+  residual_dropout: 0.0625
   init_from: "D/init.bin"
   init_std: 0.0123456789
   recompute: true

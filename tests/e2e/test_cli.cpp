@@ -304,6 +304,31 @@ TEST_CASE("what train refuses about a deck, check refuses first: same exit code,
                               "CUDA support"});
 }
 
+TEST_CASE("check reads model.init_from's config.json as train does (issue 26)") {
+    // no weights needed: inputs/hf/qwen3-14b holds config.json only. The deck's own model (1
+    // layer, 16 positions) must not be what check validates against.
+    const std::string d = scratch_dir("cli_check_init_from");
+    write_text(d + "/deck.yaml", kSmallDeck);
+    const std::string hf = std::string(SOF_SOURCE_DIR) + "/inputs/hf/qwen3-14b";
+    RunResult r = run_superoffload(
+        "check deck.yaml --set model.init_from=" + hf + " --set train.seq_len=32", d);
+    INFO(r.output.substr(0, 800));
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.find("# model: " + hf + "/config.json") != std::string::npos);
+    CHECK(r.output.find("num_layers: 40") != std::string::npos);
+    // the config's max_position_embeddings (40960), not the deck's max_seq_len, bounds seq_len
+    r = run_superoffload("check deck.yaml --set model.init_from=" + hf +
+                             " --set train.seq_len=65536 --set train.batch_size=1"
+                             " --set data.builtin.train_tokens=1000000"
+                             " --set data.builtin.val_tokens=1000000",
+                         d);
+    expect_clean_failure(r, 2, {"train.seq_len = 65536 exceeds the model's max_seq_len = 40960"});
+    // the deck alone: its own model
+    r = run_superoffload("check deck.yaml", d);
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.find("num_layers: 1\n") != std::string::npos);
+}
+
 TEST_CASE("a LLaMA-family model trains end to end; bench model runs and names bad options") {
     std::string d = scratch_dir("cli_llama");
     write_text(d + "/deck.yaml", kSmallDeck);

@@ -1,7 +1,8 @@
 // The tensor-core attention's tile code (lib/kernels/cuda/flash_fwd.cuh, flash_bwd.cuh), the very
 // code the GPU kernels run, executed on the host by the warp emulator (warp_emu.h: mma.sync,
 // ldmatrix, cp.async and shuffles from the PTX ISA's layouts) and compared with the CPU twin on
-// the same bf16 values: T not a multiple of the tiles, causal, GQA, segments, both load paths.
+// the same bf16 values: T not a multiple of the tiles, causal, GQA, segments, both load paths,
+// sliding window, sinks and dropout.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -45,8 +46,14 @@ std::string name(const AttnShape& s, bool vec) {
     return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
            " NH=" + std::to_string(s.NH) + " NKV=" + std::to_string(s.NKV) +
            " hd=" + std::to_string(s.hd) + (s.segments ? " segments" : "") +
+           (s.window ? " window=" + std::to_string(s.window) : "") + (s.sinks ? " sinks" : "") +
+           (s.dropout > 0 ? " dropout=" + std::to_string(s.dropout) : "") +
            (vec ? " 16-byte rows" : " element rows");
 }
+
+// Deliberate defects of the tile code's parameters (the comparison with the CPU twin must catch
+// each): a band one key wider, the sinks left out, another dropout step.
+enum class Feature { Ok, WindowPlusOne, NoSinks, OtherDropoutStep };
 
 void add_stats(emu::Stats& a, const emu::Stats& b) {
     a.syncs += b.syncs;
@@ -59,8 +66,9 @@ void add_stats(emu::Stats& a, const emu::Stats& b) {
 
 // The forward, delta and backward of the tile code over the whole grid, on p's values rounded to
 // bf16. vec: rows padded to multiples of 8 elements (the 16-byte cp.async path), else p's own
-// strides (element loads and stores).
-template <int D> Result run_emu(const AttnProblem& p, bool vec, const emu::Options& o) {
+// strides (element loads and stores). kDrop: the dropout instantiation (p's dropout > 0).
+template <int D, bool kDrop>
+Result run_emu(const AttnProblem& p, bool vec, const emu::Options& o, Feature f) {
     const AttnShape& s = p.s;
     const size_t rows = static_cast<size_t>(s.B) * s.T;
     const size_t W = vec ? round8(p.W) : p.W, ldo = vec ? round8(p.ldo) : p.ldo;
@@ -99,9 +107,17 @@ template <int D> Result run_emu(const AttnProblem& p, bool vec, const emu::Optio
     prm.dk = dqkv.data() + p.koff();
     prm.dv = dqkv.data() + p.voff();
     prm.lddq = prm.lddk = prm.lddv = W;
+    kernels::DropoutKey key = p.key;
+    if (f == Feature::OtherDropoutStep) key.step++;
+    prm.window = s.window + (f == Feature::WindowPlusOne ? 1 : 0);
+    prm.sinks = p.sinks.empty() || f == Feature::NoSinks ? nullptr : p.sinks.data();
+    prm.drop = kernels::detail::check_attention_features(prm.window, s.dropout, key, s.B, s.T, s.NH,
+                                                         "emulated attention");
+    REQUIRE(prm.drop.mask.active() == kDrop);
     auto inputs = [&](emu::Block& blk) {
         blk.add_global(qkv.data(), qkv.size() * 2, false);
         if (!p.seg.empty()) blk.add_global(p.seg.data(), p.seg.size() * 4, false);
+        if (!p.sinks.empty()) blk.add_global(p.sinks.data(), p.sinks.size() * 4, false);
     };
 
     Result res;
@@ -114,7 +130,7 @@ template <int D> Result run_emu(const AttnProblem& p, bool vec, const emu::Optio
         for (int b = 0; b < s.B; b++)
             for (int h = 0; h < s.NH; h++)
                 for (int bx = 0; bx < nqt; bx++)
-                    blk.run([&](emu::Thread& t) { fl::fwd_block<D>(t, prm, bx, h, b); });
+                    blk.run([&](emu::Thread& t) { fl::fwd_block<D, kDrop>(t, prm, bx, h, b); });
         add_stats(res.stats, blk.stats());
     }
     // delta = rowsum(dout * out) (attention.cu's delta pass; here in double)
@@ -142,11 +158,11 @@ template <int D> Result run_emu(const AttnProblem& p, bool vec, const emu::Optio
         for (int b = 0; b < s.B; b++)
             for (int kh = 0; kh < s.NKV; kh++)
                 for (int kt = 0; kt < fl::ceil_div(s.T, C::kBc); kt++)
-                    kv.run([&](emu::Thread& t) { fl::dkdv_block<D>(t, prm, kt, kh, b); });
+                    kv.run([&](emu::Thread& t) { fl::dkdv_block<D, kDrop>(t, prm, kt, kh, b); });
         for (int b = 0; b < s.B; b++)
             for (int h = 0; h < s.NH; h++)
                 for (int bx = 0; bx < fl::ceil_div(s.T, C::kBrQ); bx++)
-                    q.run([&](emu::Thread& t) { fl::dq_block<D>(t, prm, bx, h, b); });
+                    q.run([&](emu::Thread& t) { fl::dq_block<D, kDrop>(t, prm, bx, h, b); });
         add_stats(res.stats, kv.stats());
         add_stats(res.stats, q.stats());
     }
@@ -175,8 +191,12 @@ template <int D> Result run_emu(const AttnProblem& p, bool vec, const emu::Optio
     return res;
 }
 
-Result run_emu_any(const AttnProblem& p, bool vec, const emu::Options& o = {}) {
-    return p.s.hd == 64 ? run_emu<64>(p, vec, o) : run_emu<128>(p, vec, o);
+Result run_emu_any(const AttnProblem& p, bool vec, const emu::Options& o = {},
+                   Feature f = Feature::Ok) {
+    const bool drop = p.s.dropout > 0.0f;
+    if (p.s.hd == 64)
+        return drop ? run_emu<64, true>(p, vec, o, f) : run_emu<64, false>(p, vec, o, f);
+    return drop ? run_emu<128, true>(p, vec, o, f) : run_emu<128, false>(p, vec, o, f);
 }
 
 // The CPU twin (fp32) on p's values; its backward gets the tile code's (bf16) out, as the op
@@ -264,7 +284,8 @@ TEST_CASE("flash emulated: the same bits whatever the thread order and copy timi
     // A missing barrier or cp.async wait shows as a different result when the threads run in
     // another order or the copies land at another time (both are legal on a GPU).
     for (const AttnShape& s :
-         {AttnShape{1, 150, 2, 1, 64, true, 111}, AttnShape{1, 90, 2, 2, 128, false, 112}}) {
+         {AttnShape{1, 150, 2, 1, 64, true, 111}, AttnShape{1, 90, 2, 2, 128, false, 112},
+          AttnShape{1, 130, 2, 1, 64, true, 113, 50, true, 0.2f}}) {
         for (bool vec : {s.hd == 64}) { // one layout each
             CAPTURE(name(s, vec));
             const AttnProblem p = rounded(s);
@@ -317,6 +338,7 @@ TEST_CASE("flash emulated: document starts and ends of the block scans" *
         blk.add_global(seg.data(), seg.size() * 4, false);
         for (int k = 0; k < 8; k++) {
             const int t = static_cast<int>(gen() % T), floor = k % 2 ? t / 2 : 0;
+            const int window = k % 3 == 2 ? 50 : 0; // rows clamped to t - 50 + 1 too
             const int nr = std::min(64, T - t);
             std::vector<int> got_start(fl::kThreads), got_end(fl::kThreads), rs(64);
             blk.run([&](emu::Thread& th) {
@@ -325,7 +347,7 @@ TEST_CASE("flash emulated: document starts and ends of the block scans" *
                 got_start[th.tid()] = fl::block_run_start(th, seg.data(), t, floor, scratch);
                 got_end[th.tid()] = fl::block_run_end(th, seg.data(), t, T, scratch);
                 fl::row_starts<64>(th, rsm, scratch + 2, seg.data(), t, nr,
-                                   std::max(start[t], floor));
+                                   std::max(start[t], floor), window);
                 if (th.tid() < 64) rs[th.tid()] = rsm[th.tid()];
             });
             CAPTURE(t);
@@ -334,8 +356,60 @@ TEST_CASE("flash emulated: document starts and ends of the block scans" *
                 REQUIRE(got_start[i] == std::max(start[t], floor));
                 REQUIRE(got_end[i] == end[t]);
             }
-            for (int i = 0; i < 64; i++)
-                CHECK(rs[i] == (i < nr ? std::max(start[t + i], floor) : fl::kNoRow));
+            for (int i = 0; i < 64; i++) {
+                const int want = std::max(start[t + i], floor);
+                CHECK(rs[i] == (i >= nr  ? fl::kNoRow
+                                : window ? std::max(want, t + i - window + 1)
+                                         : want));
+            }
         }
     }
+}
+
+// Sliding window (inside a tile, a tile wide, one key), sinks and dropout, alone and together with
+// GQA and segments, both head dims and load paths; the grads include the dk/dv pass's early end
+// at the window's reach.
+TEST_CASE("flash emulated: window, sinks and dropout equal the CPU twin" *
+          doctest::test_suite("cpu")) {
+    kernels::cpu::use_single_threaded_blas();
+    const AttnShape shapes[] = {
+        {1, 200, 2, 1, 64, true, 141, 37},
+        {2, 130, 4, 2, 128, false, 142, 64, true},
+        {1, 150, 2, 2, 64, false, 143, 0, false, 0.2f},
+        {1, 300, 4, 2, 64, true, 144, 100, true, 0.1f},
+        {1, 77, 2, 1, 128, true, 145, 1, true, 0.5f},
+    };
+    int k = 0;
+    for (const AttnShape& s : shapes) {
+        const bool vec = k++ % 2 == 0;
+        CAPTURE(name(s, vec));
+        const AttnProblem p = rounded(s);
+        const Result g = run_emu_any(p, vec);
+        const Errors e = errors(p, g);
+        MESSAGE(name(s, vec) << ": out " << e.out << " lse " << e.lse << " grads " << e.grad);
+        CHECK(e.out < kTolOut);
+        CHECK(e.lse < kTolLse);
+        CHECK(e.grad < kTolGrad);
+        CHECK(g.all_written);
+        CHECK(g.spares_kept);
+        CHECK(g.stats.ldsm_conflicts == 0);
+    }
+}
+
+TEST_CASE("flash emulated: a wider band, a missing sink or another mask fails the thresholds" *
+          doctest::test_suite("cpu")) {
+    kernels::cpu::use_single_threaded_blas();
+    const AttnProblem p = rounded({1, 140, 2, 1, 64, false, 151, 10, true, 0.3f});
+    const Errors ok = errors(p, run_emu_any(p, true));
+    CHECK(ok.out < kTolOut);
+    CHECK(ok.grad < kTolGrad);
+    const Errors w = errors(p, run_emu_any(p, true, {}, Feature::WindowPlusOne));
+    CHECK(w.out > 5 * kTolOut);
+    CHECK(w.grad > 5 * kTolGrad);
+    const Errors z = errors(p, run_emu_any(p, true, {}, Feature::NoSinks));
+    CHECK(z.out > 5 * kTolOut);
+    CHECK(z.lse > 100 * kTolLse);
+    const Errors d = errors(p, run_emu_any(p, true, {}, Feature::OtherDropoutStep));
+    CHECK(d.out > 5 * kTolOut);
+    CHECK(d.grad > 5 * kTolGrad);
 }

@@ -1,6 +1,14 @@
-// Test helper (not a test) for tests/model/llama_reference.py: imports a Hugging Face directory,
-// runs forward (with targets) and backward of the LLaMA-family CPU model, writes loss/logits/grads.
-// Usage: llama_ref_driver --hf DIR --tokens FILE --out FILE [--recompute]
+// Test helper (not a test) for tests/model/llama_reference.py, gptoss_reference.py and
+// dropout_reference.py: imports a Hugging Face directory (or a deck's model with its tensors by
+// name), runs forward (with targets) and backward of the LLaMA-family CPU model (optionally with
+// training dropout keyed as the trainer keys it), writes loss/logits/grads.
+// Usage: llama_ref_driver (--hf DIR | --deck FILE --params FILE) --tokens FILE --out FILE
+//                         [--recompute] [--dropout SEED:STEP:BATCH0]
+//   --deck: a deck whose model section is the model (any block features); --params: a
+//   safetensors file of its tensors by their Hugging Face names (as hf_tensors names them)
+//   --dropout: the model's attention and residual dropout rates on (config.json's, or the deck's
+//   model.attention_dropout / model.residual_dropout), masks keyed by SEED, STEP and the global
+//   batch row BATCH0 of row 0
 //   --tokens: int32 little-endian B, T, then B*T+1 tokens (inputs = first B*T, targets shifted by
 //   1)
 //   --out: a safetensors file (F32): "logits" (B, T, V), "grad:<tensor name>" for every tensor in
@@ -16,9 +24,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ckpt/fileio.h"
 #include "ckpt/hf.h"
+#include "ckpt/safetensors.h"
+#include "config/deck.h"
 #include "core/error.h"
+#include "model/block_spec.h"
 #include "model/model.h"
+#include "model/model_config.h"
 #include "zero/shard.h"
 
 using namespace sof;
@@ -73,8 +86,20 @@ void write_safetensors(const std::string& path, const std::vector<OutTensor>& ts
     if (!f) SOF_FAIL(Io, "writing %s failed", path.c_str());
 }
 
+// Every tensor of `layout` from a safetensors file by its Hugging Face name (padding rows zero).
+void read_params(const std::string& path, const model::ParamLayout& layout, float* out) {
+    ckpt::SafetensorsFile f(path);
+    for (const model::HfTensor& t : model::hf_tensors(layout)) {
+        const ckpt::SafetensorsFile::Tensor* st = f.find(t.name);
+        if (!st) SOF_FAIL(Format, "%s: tensor '%s' is missing", path.c_str(), t.name.c_str());
+        if (st->shape != t.shape)
+            SOF_FAIL(Format, "%s: tensor '%s' has the wrong shape", path.c_str(), t.name.c_str());
+        f.read_f32(*st, 0, t.numel, out + t.offset);
+    }
+}
+
 int run(int argc, char** argv) {
-    std::string hf, tokens_path, out;
+    std::string hf, deck, params_path, tokens_path, out, dropout;
     bool recompute = false;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -84,6 +109,12 @@ int run(int argc, char** argv) {
         };
         if (a == "--hf")
             hf = next();
+        else if (a == "--deck")
+            deck = next();
+        else if (a == "--params")
+            params_path = next();
+        else if (a == "--dropout")
+            dropout = next();
         else if (a == "--tokens")
             tokens_path = next();
         else if (a == "--out")
@@ -96,20 +127,43 @@ int run(int argc, char** argv) {
                      "[--recompute])",
                      a.c_str());
     }
-    if (hf.empty() || tokens_path.empty() || out.empty())
-        SOF_FAIL(Config, "usage: llama_ref_driver --hf DIR --tokens FILE --out FILE [--recompute]");
+    if ((hf.empty() == deck.empty()) || (!deck.empty() && params_path.empty()) ||
+        tokens_path.empty() || out.empty())
+        SOF_FAIL(Config, "usage: llama_ref_driver (--hf DIR | --deck FILE --params FILE) --tokens "
+                         "FILE --out FILE [--recompute] [--dropout SEED:STEP:BATCH0]");
 
-    model::ArchConfig cfg = ckpt::read_hf_config(hf);
+    model::ArchConfig cfg;
+    config::Config dcfg;
+    if (!hf.empty()) {
+        cfg = ckpt::read_hf_config(hf);
+    } else {
+        dcfg = config::parse_deck_text(ckpt::read_text(deck, "deck"), deck);
+        cfg = model::config_for(dcfg.model);
+        model::validate(cfg);
+    }
     const model::ParamLayout layout = model::make_layout(cfg);
-    std::vector<float> params(layout.num_params);
-    ckpt::import_hf(hf, layout, zero::make_shard_map(layout, 1, 0), params.data());
+    std::vector<float> params(layout.num_params, 0.0f);
+    if (!hf.empty())
+        ckpt::import_hf(hf, layout, zero::make_shard_map(layout, 1, 0), params.data());
+    else
+        read_params(params_path, layout, params.data());
 
     int B = 0, T = 0;
     std::vector<int32_t> toks = read_tokens(tokens_path, &B, &T);
     std::vector<int> inputs(toks.begin(), toks.end() - 1), targets(toks.begin() + 1, toks.end());
     model::ModelOptions opts;
     opts.recompute = recompute;
+    model::DropoutStep drop;
+    if (!dropout.empty()) {
+        unsigned long long seed = 0, step = 0, batch0 = 0;
+        if (std::sscanf(dropout.c_str(), "%llu:%llu:%llu", &seed, &step, &batch0) != 3)
+            SOF_FAIL(Config, "--dropout '%s' is not SEED:STEP:BATCH0", dropout.c_str());
+        drop = {seed, static_cast<uint32_t>(step), batch0};
+        opts.attn_dropout = cfg.attn_dropout;
+        opts.resid_dropout = cfg.resid_dropout;
+    }
     auto m = model::make_model(cfg, opts, B, T);
+    if (!dropout.empty()) m->set_dropout(&drop);
     model::FlatWeights w(layout, params.data());
     const float loss = m->forward(w, inputs.data(), targets.data(), B, T);
     // the first V logits, copied before backward (which may reuse the buffer)

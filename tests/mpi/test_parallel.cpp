@@ -345,6 +345,51 @@ TEST_CASE("LLaMA family: ZeRO-3 engine with weight flow, and Ulysses, equal the 
                            2);
 }
 
+// Dropout (issue 26): every mask is keyed by the run's seed, the step and each element's GLOBAL
+// batch row, head and position, so W ranks (ZeRO-3) and Ulysses draw the 1-rank run's masks and
+// stay within the fp32 tolerances of the runs without dropout; the same run with another seed,
+// or without dropout, moves the losses far outside them (dropout is on and matters). A seed_oss
+// block: q/k/v biases, head_dim != C/NH, attention and residual dropout 0.1.
+TEST_CASE("dropout: the 1-rank run's masks at any rank count and sp; resume bitwise") {
+    const std::vector<std::string> seed_oss = {
+        "model.type=seed_oss",        "model.num_heads=4",           "model.num_kv_heads=2",
+        "model.head_dim=12",          "model.intermediate_size=48",  "model.attention_bias=true",
+        "model.tie_embeddings=false", "model.attention_dropout=0.1", "model.residual_dropout=0.1"};
+    const std::vector<std::string> o = with(with(kEngine, seed_oss), {"train.grad_clip=0.05"});
+    check_against_one_rank("seed_oss dropout zero3", o);
+    if (world_size() % 2 == 0) check_against_one_rank("seed_oss dropout ulysses", o, 2);
+    if (world_rank() == 0) {
+        const std::vector<std::string> one = with(o, {"train.batch_size=" + std::to_string(kB)});
+        RunOut a = run_trainer(MPI_COMM_SELF, one);
+        RunOut b = run_trainer(MPI_COMM_SELF, with(one, {"train.seed=43"}));
+        RunOut off = run_trainer(
+            MPI_COMM_SELF, with(one, {"model.attention_dropout=0", "model.residual_dropout=0"}));
+        MESSAGE("dropout: another seed moves the losses by " << max_rel_diff(a.losses, b.losses)
+                                                             << ", no dropout by "
+                                                             << max_rel_diff(a.losses, off.losses));
+        // measured 1.1e-2 and 8.4e-4 (the tiny init's branches are small): 28x the tolerance
+        // and more
+        CHECK(max_rel_diff(a.losses, b.losses) > 10 * kLossRel);
+        CHECK(max_rel_diff(a.losses, off.losses) > 10 * kLossRel);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    // resume with dropout at this rank count: bitwise (the step's key is the same)
+    const std::string base =
+        std::string(SOF_BINARY_DIR) + "/test-scratch/mpi_dropout_" + std::to_string(world_size());
+    if (world_rank() == 0) fs::remove_all(base);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const std::vector<std::string> r =
+        with(o, {"train.batch_size=2", "train.checkpoint_every=3", "train.checkpoint_dir=" + base});
+    RunOut full = run_trainer(MPI_COMM_WORLD, with(r, {"train.checkpoint_dir=" + base + "/full"}));
+    run_trainer(MPI_COMM_WORLD,
+                with(r, {"train.checkpoint_dir=" + base + "/split", "train.stop_after=3"}));
+    RunOut rest = run_trainer(
+        MPI_COMM_WORLD, with(r, {"train.checkpoint_dir=" + base + "/split", "train.resume=auto"}));
+    CHECK(count_bit_diffs(full.params, rest.params) == 0);
+    std::vector<float> tail(full.losses.begin() + 3, full.losses.end());
+    CHECK(count_bit_diffs(tail, rest.losses) == 0);
+}
+
 TEST_CASE("a multi-rank run repeated is bitwise identical") {
     std::vector<std::string> o =
         with(kEngine, {"train.batch_size=2", "train.grad_clip=0.05",

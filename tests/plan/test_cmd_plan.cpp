@@ -114,3 +114,16 @@ TEST_CASE("plan command: train.global_batch is resolved for --ranks before plann
     five.insert(five.end(), {"--ranks", "5"});
     CHECK_THROWS_WITH_AS(run_plan(five), doctest::Contains("multiple of 5"), sof::core::Error);
 }
+
+TEST_CASE("plan command: model.init_from's config.json decides the model (issue 26)") {
+    // the bug: `plan` with --set model.init_from=<a Qwen3-14B directory> priced the deck's own
+    // 0.001B model and said it fits. The directory holds config.json only (no weights needed).
+    const std::string src = SOF_SOURCE_DIR;
+    const std::string own = run_plan({src + "/inputs/tiny.yaml"});
+    CHECK(own.find("model 0.001 B params") != std::string::npos);
+    const std::string hf = src + "/inputs/hf/qwen3-14b";
+    const std::string out = run_plan({src + "/inputs/tiny.yaml", "--set", "model.init_from=" + hf});
+    CHECK(out.find("model 14.768 B params") != std::string::npos);
+    CHECK(out.find("model 0.001 B params") == std::string::npos);
+    CHECK(out.find("model: " + hf + "/config.json") != std::string::npos);
+}

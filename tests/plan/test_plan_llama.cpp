@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "ckpt/model_source.h"
 #include "config/deck.h"
 #include "model/layout.h"
 #include "plan/comm_model.h"
@@ -165,6 +166,46 @@ TEST_CASE("decks on one GH200: parameter counts, fits and placement (docs/planne
         CHECK(p.weights == k.weights);
         CHECK(p.mem.total <= p.capacity_bytes);
         CHECK(p.mem.host_total <= p.host_capacity_bytes);
+    }
+}
+
+// Issue 26: the release's models from their published config.json alone (inputs/hf/, no
+// weights), at its setting (T 4096, batch 4), as `plan` reads model.init_from: Phi-4 and
+// Qwen3-14B on one GH200, Seed-OSS-36B on two (ZeRO-3); each fits, with an MFU the plan states.
+TEST_CASE("the release's models from config.json: Phi-4, Qwen3-14B one GH200, Seed-OSS-36B two") {
+    HardwareProfile hw = gh200();
+    struct Case {
+        const char* deck;
+        const char* init_from;
+        double published; // parameters, Hugging Face model cards / safetensors index
+        int ranks;
+        model::Arch arch;
+    };
+    for (const Case& k :
+         {Case{"phi4-gh200.yaml", "hf/phi-4", 14.66e9, 1, model::Arch::Phi3},
+          Case{"qwen3-14b-gh200.yaml", "hf/qwen3-14b", 14.8e9, 1, model::Arch::Qwen3},
+          Case{"seed-oss-36b-gh200x2.yaml", "hf/seed-oss-36b", 36.151104512e9, 2,
+               model::Arch::SeedOss}}) {
+        INFO(k.deck);
+        config::Config c = deck(k.deck);
+        c.model.init_from = kSrc + "/inputs/" + k.init_from;
+        c.model.num_layers = 1; // the deck's own model keys must not matter
+        c.train.batch_size = 4;
+        c.train.seq_len = 4096;
+        const model::ArchConfig m = ckpt::resolve_model(&c);
+        CHECK(m.arch == k.arch);
+        CHECK(c.model.num_layers == m.num_layers); // the effective deck names the model
+        ckpt::check_run_shape(c, m);
+        const double n = static_cast<double>(model::make_layout(m).num_params);
+        CHECK(std::abs(n / k.published - 1) < 0.005);
+        Plan p = make_plan(c, m, hw, k.ranks);
+        CHECK(p.num_params == n);
+        CHECK(p.fits);
+        CHECK(p.mem.device_fits);
+        CHECK(p.mem.host_fits);
+        MESSAGE(k.deck << ": predicted MFU " << 100.0 * p.mfu << "%");
+        CHECK(p.mfu > 0.3); // the compute-bound setting (docs/planner.md: 54-55%)
+        CHECK(p.mfu < 0.75);
     }
 }
 

@@ -1,10 +1,16 @@
 #!/usr/bin/env python3
-# Issue 17 section 5: a model written by transformers itself (random init, save_pretrained) ->
-# model.init_from -> 10 training steps of ours -> export --hf -> the trained weights and the
-# logits of the export against transformers + torch.optim.AdamW run on the same device, same
-# batches, same hyperparameters. --device cuda: ours on the CUDA device in fp32 and in bf16 (label
-# gpu; exits 77 where torch sees no GPU); --device cpu: ours on the host device in fp32 against
-# torch on the CPU (the same script, run here: label reference).
+# Issues 17 and 26: a model written by transformers itself (random init, save_pretrained) ->
+# model.init_from -> 10 clipped AdamW steps of ours -> export --hf -> loaded by transformers (no
+# missing or unexpected key) -> the trained weights and the logits of the export against
+# transformers + torch.optim.AdamW on the same batches with the same hyperparameters and
+# transformers' Trainer parameter groups (no weight decay on biases and norm weights). One
+# transformers process per run of the script: Llama (fp32, one file), Phi-3 (fused qkv_proj and
+# gate_up_proj), Mistral (a sliding window shorter than the sequence) and Seed-OSS (q/k/v biases,
+# head_dim decoupled from hidden_size; its config's dropout 0.1 overridden to 0 by the deck keys),
+# the last three saved in bf16 and sharded; ours at 1 rank, 2 ranks (ZeRO-3) and sp = 2.
+# --device cuda: ours on the CUDA device in fp32 and in bf16 at 1 rank (label gpu; exits 77 where
+# torch sees no GPU); --device cpu: the host device in fp32 against torch on the CPU (label
+# reference).
 #
 # Tolerances come from the run itself. The oracle is torch in float64; torch's own run at the
 # precision under test (fp32, or bf16 autocast with fp32 master weights and AdamW) against it is
@@ -16,13 +22,18 @@
 #            a max-element measure would be dominated by those elements)
 #   logits   max|ours - ref64| / max|ref64| of the exported model on a held-out batch
 #   losses   |loss_ours - loss64| / loss64 for each of the 10 steps
+# The clip threshold lies between the 5th and 6th largest gradient norm of an unclipped float64
+# run, so about half the steps clip (Adam is nearly invariant to a scale common to all steps);
+# ours must clip the same steps as the oracle.
 #
-# Usage: hf_train_reference.py --superoffload BIN --work DIR --device cuda|cpu
+# Usage: hf_train_reference.py --superoffload BIN --work DIR --device cuda|cpu [--archs a,b]
+#   [--mpirun "MPIEXEC FLAGS"]
 # Runs in the project's test venv (scripts/python_env.sh test) or any python3 with torch and
 # transformers (the GPU machine's); exits 77 (skipped) when they are missing.
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -37,23 +48,37 @@ VOCAB = 512
 # eps 1e-5 (tests/model/llama_reference.py says why: smaller eps turns rounding noise in tiny
 # gradient elements into full +-lr steps)
 LR, WD, BETA1, BETA2, EPS = 2e-3, 0.1, 0.9, 0.95, 1e-5
-# head_dim 64 (128 / 2 heads): a head size every CUDA attention path supports; GQA 2:1, untied
-CONFIG = dict(vocab_size=VOCAB, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-              num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
-              rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
-              bos_token_id=1, eos_token_id=0)
+# head_dim 64 (a head size every CUDA attention path supports) over hidden 128: q and o are
+# 256 wide (decoupled, as Seed-OSS); GQA 2:1 with 2 kv heads (sp = 2 splits them); untied
+COMMON = dict(vocab_size=VOCAB, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+              max_position_embeddings=256, rope_theta=10000.0, tie_word_embeddings=False,
+              bos_token_id=1, eos_token_id=0, pad_token_id=None)
+ARCHS = {  # config class, extra keys, saved dtype, max_shard_size, transformers' dropout overrides
+    "llama": ("LlamaConfig", dict(rms_norm_eps=1e-5), torch.float32, None, {}),
+    "phi3": ("Phi3Config", dict(rms_norm_eps=1e-5), torch.bfloat16, "150KB", {}),
+    "mistral": ("MistralConfig", dict(rms_norm_eps=1e-6, sliding_window=24), torch.bfloat16,
+                "150KB", {}),
+    "seed_oss": ("SeedOssConfig",
+                 dict(rms_norm_eps=1e-6, attention_bias=True, attention_out_bias=False,
+                      attention_dropout=0.1, residual_dropout=0.1),
+                 torch.bfloat16, "150KB", dict(attention_dropout=0.0, residual_dropout=0.0)),
+}
+# ours: name -> (ranks, train.batch_size, parallel.sp); every layout reads the same global batch
+# of B sequences per step (ZeRO-3 shards the state over both ranks)
+LAYOUTS = {"1rank": (1, B, 1), "zero3": (2, B // 2, 1), "sp2": (2, B, 2)}
 K = {"fp32": 4.0, "bf16": 8.0}
 FLOOR = {  # absolute floors per precision: weights (update-relative), logits, losses; fp32 on the
     # CPU measured 1.3e-5, 2.4e-6, 3.5e-8 (torch fp32 itself: 1.3e-5, 2.8e-6, 6.9e-8)
     "fp32": (2e-4, 2e-5, 1e-5),
     "bf16": (5e-2, 2e-2, 1e-2),
 }
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
 
 
 def run(cmd, cwd):
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=ENV)
     if r.returncode != 0:
         raise SystemExit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
     return r.stdout
@@ -67,24 +92,29 @@ def write_shard(path, toks):
         f.write(np.asarray(toks, dtype="<u2").tobytes())
 
 
-def ours(args, work, src, shard, dtype, device):
+def ours(args, work, src, shard, clip, dtype, device, layout):
     """superoffload train (10 steps from the HF dir) + export --hf; the export's directory and the
-    per-step losses of the run."""
-    d = os.path.join(work, f"ours_{dtype}")
+    per-step (loss, clipped) of the run (rank 0's metrics)."""
+    ranks, batch, sp = LAYOUTS[layout]
+    d = os.path.join(work, f"ours_{dtype}_{layout}")
     os.makedirs(d)
     with open(os.path.join(d, "deck.yaml"), "w") as f:
-        f.write(f"""model: {{init_from: {src}}}
+        f.write(f"""model: {{init_from: {src}, attention_dropout: 0, residual_dropout: 0}}
 data: {{train: {shard}, val: {shard}, shuffle: false}}
-train: {{batch_size: {B}, seq_len: {T}, steps: {STEPS}, lr: {LR}, warmup_steps: 0,
-  schedule: constant, grad_clip: 0, eval_batches: 1, log_every: 0, dtype: {dtype},
+train: {{batch_size: {batch}, seq_len: {T}, steps: {STEPS}, lr: {LR}, warmup_steps: 0,
+  schedule: constant, grad_clip: {clip!r}, eval_batches: 1, log_every: 0, dtype: {dtype},
   checkpoint_dir: {d}/ckpt, metrics: {d}/metrics.jsonl}}
 optimizer: {{type: adamw, weight_decay: {WD}, beta1: {BETA1}, beta2: {BETA2}, eps: {EPS},
   bias_correction: true}}
 offload: {{enabled: true, stv: true, bucket_mb: 0.05, gpu_tail_buckets: 1}}
 device: {{type: {"cuda" if device == "cuda" else "host"}}}
-runtime: {{out_dir: {d}/out, threads: 2, log_level: quiet}}
+runtime: {{out_dir: {d}/out, threads: 1, log_level: quiet}}
+parallel: {{zero_stage: 3, sp: {sp}}}
 """)
-    run([args.superoffload, "train", "deck.yaml"], cwd=d)
+    cmd = [args.superoffload, "train", "deck.yaml"]
+    if ranks > 1:
+        cmd = shlex.split(args.mpirun) + ["-n", str(ranks)] + cmd
+    run(cmd, cwd=d)
     cks = sorted(x for x in os.listdir(os.path.join(d, "ckpt")) if x.startswith("step_"))
     if not cks:
         raise SystemExit(f"superoffload train wrote no checkpoint in {d}/ckpt")
@@ -92,26 +122,36 @@ runtime: {{out_dir: {d}/out, threads: 2, log_level: quiet}}
     run([args.superoffload, "export", "--hf", out, os.path.join(d, "ckpt", cks[-1]), "--dtype",
          "fp32"], cwd=d)
     lines = [json.loads(x) for x in open(os.path.join(d, "metrics.jsonl")) if x.strip()]
-    losses = [x["loss"] for x in lines if x.get("kind") == "step"]
-    return out, losses
+    steps = [x for x in lines if x.get("kind") == "step"]
+    return out, [x["loss"] for x in steps], [bool(x["clipped"]) for x in steps]
 
 
-def load(d, dev, dtype=torch.float32):
-    m = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=dtype,
-                                                          attn_implementation="eager")
+def load(d, dev, dtype=torch.float32, info=False, **over):
+    m = transformers.AutoModelForCausalLM.from_pretrained(
+        d, dtype=dtype, attn_implementation="eager", output_loading_info=info, **over)
+    if info:
+        m, li = m
+        return m.to(dev), li
     return m.to(dev)
 
 
-def torch_train(src, toks, dev, mode):
-    """10 steps of transformers + torch.optim.AdamW (decay on 2-D tensors, as ours) on the batches
-    our loader gives with shuffle false: step s reads tokens [s*B*T, s*B*T + B*T + 1).
-    mode: fp64 (the oracle), fp32, bf16 (autocast, fp32 master weights and optimizer)."""
-    model = load(src, dev, torch.float64 if mode == "fp64" else torch.float32).train()
+def trainer_groups(model):
+    """transformers' Trainer parameter groups: its own decay rule (no decay on biases and norm
+    weights)."""
+    decay = set(transformers.Trainer.get_decay_parameter_names(None, model))
     params = dict(model.named_parameters())
-    groups = [{"params": [p for p in params.values() if p.dim() == 2], "weight_decay": WD},
-              {"params": [p for p in params.values() if p.dim() != 2], "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=LR, betas=(BETA1, BETA2), eps=EPS)
-    losses = []
+    return [{"params": [p for n, p in params.items() if n in decay], "weight_decay": WD},
+            {"params": [p for n, p in params.items() if n not in decay], "weight_decay": 0.0}]
+
+
+def torch_train(src, toks, dev, mode, over, clip):
+    """10 steps of transformers + torch.optim.AdamW (Trainer's groups) with clip_grad_norm_ (clip
+    None: unclipped) on the batches our loader gives with shuffle false: step s reads tokens
+    [s*B*T, s*B*T + B*T + 1). mode: fp64 (the oracle), fp32, bf16 (autocast, fp32 master weights
+    and optimizer). Returns the model, the losses and the pre-clip gradient norms."""
+    model = load(src, dev, torch.float64 if mode == "fp64" else torch.float32, **over).train()
+    opt = torch.optim.AdamW(trainer_groups(model), lr=LR, betas=(BETA1, BETA2), eps=EPS)
+    losses, norms = [], []
     for s in range(STEPS):
         chunk = torch.tensor(toks[s * B * T: s * B * T + B * T + 1].astype(np.int64), device=dev)
         idx, tgt = chunk[:-1].view(B, T), chunk[1:].view(B, T)
@@ -124,9 +164,11 @@ def torch_train(src, toks, dev, mode):
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, VOCAB) if mode != "fp64"
                                                  else logits.reshape(-1, VOCAB), tgt.reshape(-1))
         loss.backward()
+        norms.append(float(torch.nn.utils.clip_grad_norm_(
+            model.parameters(), clip if clip is not None else float("inf"))))
         opt.step()
         losses.append(loss.item())
-    return model.eval(), losses
+    return model.eval(), losses, norms
 
 
 def state(model):
@@ -148,11 +190,81 @@ def errors(w, logits, losses, ref, init):
     return we, le, se
 
 
+def make_source(work, name):
+    cls, extra, dtype, shard, _ = ARCHS[name]
+    torch.manual_seed(17)
+    cfg = getattr(transformers, cls)(**COMMON, **extra)
+    model = transformers.AutoModelForCausalLM.from_config(cfg).to(torch.float32)
+    with torch.no_grad():  # biases away from their zero init, so their import counts
+        for n, p in model.named_parameters():
+            if n.endswith(".bias"):
+                p.normal_(0.0, 0.05)
+    src = os.path.join(work, "src")
+    model.to(dtype).save_pretrained(src, **({"max_shard_size": shard} if shard else {}))
+    if shard and not os.path.exists(os.path.join(src, "model.safetensors.index.json")):
+        raise SystemExit(f"{name}: save_pretrained wrote one file, not shards")
+    return src
+
+
+def check_arch(args, name, dev, toks, held_out, shard, fails):
+    work = os.path.join(args.work, name)
+    os.makedirs(work)
+    src = make_source(work, name)
+    over = ARCHS[name][4]
+    init = state(load(src, "cpu", **over))
+    # the clip threshold from an unclipped float64 run, then the clipped oracle
+    _, _, n64 = torch_train(src, toks, dev, "fp64", over, None)
+    top = sorted(n64, reverse=True)
+    clip = float((top[4] + top[5]) / 2)
+    m64, l64, c64 = torch_train(src, toks, dev, "fp64", over, clip)
+    clipped64 = [n > clip for n in c64]
+    ref = (state(m64), logits_of(m64, held_out), l64)
+    moved = min((ref[0][k] - init[k]).norm().item() for k in init)
+    if not (moved > 0 and 2 <= sum(clipped64) <= STEPS - 2):  # (random tokens: no loss trend)
+        fails.append(f"{name}: the reference did not train as intended (smallest update {moved}, "
+                     f"clipped {clipped64})")
+    modes = ("fp32", "bf16") if args.device == "cuda" else ("fp32",)
+    # the 2-rank layouts for the architectures of issue 26 (llama's ZeRO-3 and Ulysses runs are
+    # tests/mpi's); on the GPU one rank
+    layouts = ("1rank",) if args.device == "cuda" or name == "llama" else tuple(LAYOUTS)
+    for mode in modes:
+        mt, lt, _ = torch_train(src, toks, dev, mode, over, clip)
+        floor = errors(state(mt), logits_of(mt, held_out), lt, ref, init)
+        for lay in layouts:
+            out, lo, cl = ours(args, work, src, shard, clip, mode, args.device, lay)
+            tag = f"{name} {mode} {lay}"
+            if len(lo) != STEPS:
+                fails.append(f"{tag}: {len(lo)} step losses in metrics.jsonl, expected {STEPS}")
+                continue
+            if cl != clipped64:
+                fails.append(f"{tag}: clipped steps {cl}, the oracle's {clipped64}")
+            exp, info = load(out, "cpu", info=True, **over)
+            for k in ("missing_keys", "unexpected_keys", "mismatched_keys"):
+                if info.get(k):
+                    fails.append(f"{tag}: from_pretrained {k}: {info.get(k)}")
+            got = errors(state(exp), logits_of(exp, held_out), lo, ref, init)
+            for i, what in enumerate(("weights", "logits", "step losses")):
+                g, f = got[i], floor[i]
+                gv, fv = (g[0], f[0]) if i == 0 else (g, f)
+                tol = max(FLOOR[mode][i], K[mode] * fv)
+                where = f" (worst: {g[1]})" if i == 0 else ""
+                print(f"  {tag} {what}: ours {gv:.3e}{where}, torch {mode} {fv:.3e} against "
+                      f"fp64, tolerance {tol:.3e}")
+                if not gv <= tol:
+                    fails.append(f"{tag} {what}: ours {gv:.3e} > tolerance {tol:.3e}{where}")
+    print(f"  {name}: clip {clip:.4f} ({sum(clipped64)} of {STEPS} steps clipped), losses torch "
+          f"fp64 {l64[0]:.5f} -> {l64[-1]:.5f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--superoffload", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--device", choices=("cuda", "cpu"), required=True)
+    # the configured MPI launcher and its flags (tests/CMakeLists: SOF_MPIEXEC_SHELL); the GPU
+    # bundle's run keeps the default
+    ap.add_argument("--mpirun", default="mpirun --oversubscribe")
+    ap.add_argument("--archs", default=",".join(ARCHS))
     args = ap.parse_args()
     args.superoffload = os.path.abspath(args.superoffload)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -164,51 +276,23 @@ def main():
     torch.set_num_threads(2)
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(args.work)
-
-    torch.manual_seed(17)
-    src = os.path.join(args.work, "src")
-    transformers.AutoModelForCausalLM.from_config(
-        transformers.LlamaConfig(**CONFIG)).to(torch.float32).save_pretrained(src)
     rng = np.random.default_rng(17)
     toks = rng.integers(0, VOCAB, STEPS * B * T + 1)
     held_out = torch.tensor(rng.integers(0, VOCAB, B * T).reshape(B, T))
     shard = os.path.join(args.work, "train_000.bin")
     write_shard(shard, toks)
-
-    init = state(load(src, "cpu"))
-    m64, l64 = torch_train(src, toks, dev, "fp64")
-    ref = (state(m64), logits_of(m64, held_out), l64)
-    moved = min((ref[0][k] - init[k]).norm().item() for k in init)
-    fails = []
-    if not (moved > 0 and l64[-1] < l64[0]):
-        fails.append(f"the reference did not train (smallest update {moved}, losses {l64})")
-    modes = ("fp32", "bf16") if args.device == "cuda" else ("fp32",)
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, device {dev}"
           + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else ""))
-    for mode in modes:
-        mt, lt = torch_train(src, toks, dev, mode)
-        floor = errors(state(mt), logits_of(mt, held_out), lt, ref, init)
-        out, lo = ours(args, args.work, src, shard, mode, args.device)
-        if len(lo) != STEPS:
-            fails.append(f"{mode}: {len(lo)} step losses in metrics.jsonl, expected {STEPS}")
-            continue
-        exp = load(out, "cpu")
-        got = errors(state(exp), logits_of(exp, held_out), lo, ref, init)
-        for i, what in enumerate(("weights", "logits", "step losses")):
-            g, f = got[i], floor[i]
-            gv, fv = (g[0], f[0]) if i == 0 else (g, f)
-            tol = max(FLOOR[mode][i], K[mode] * fv)
-            where = f" (worst: {g[1]})" if i == 0 else ""
-            print(f"  {mode} {what}: ours {gv:.3e}{where}, torch {mode} {fv:.3e} against fp64, "
-                  f"tolerance {tol:.3e}")
-            if not gv <= tol:
-                fails.append(f"{mode} {what}: ours {gv:.3e} > tolerance {tol:.3e}{where}")
-        print(f"  {mode} losses: ours {lo[0]:.5f} -> {lo[-1]:.5f}, torch fp64 {l64[0]:.5f} -> "
-              f"{l64[-1]:.5f}")
+    fails = []
+    names = [a for a in args.archs.split(",") if a]
+    for name in names:
+        if name not in ARCHS:
+            raise SystemExit(f"--archs: unknown architecture {name!r} (known: {', '.join(ARCHS)})")
+        check_arch(args, name, dev, toks, held_out, shard, fails)
     if fails:
         print("FAILED:\n  " + "\n  ".join(fails))
         return 1
-    print(f"hf train reference ({args.device}, {', '.join(modes)}): OK")
+    print(f"hf train reference ({args.device}, {', '.join(names)}): OK")
     return 0
 
 

@@ -36,6 +36,34 @@ void check_attention_layout(size_t ldq, size_t ldk, size_t ldv, size_t ldo, int 
     if (q_begin < 0 || q_begin > T)
         SOF_FAIL(Internal, "%s: q_begin = %d outside 0..T = %d", op, q_begin, T);
 }
+
+AttnDropout check_attention_features(int window, float dropout, const DropoutKey& key, int B, int T,
+                                     int NH, const char* op) {
+    if (window < 0)
+        SOF_FAIL(Config, "%s: sliding window = %d is negative (0: full causal attention)", op,
+                 window);
+    AttnDropout d;
+    d.mask = dropout_mask(dropout, key, op);
+    if (!d.mask.active()) return d;
+    const int heads = key.heads > 0 ? key.heads : NH;
+    if (key.head0 < 0 || static_cast<long>(key.head0) + NH > heads)
+        SOF_FAIL(Config,
+                 "%s: the dropout key's heads %d..%d (head0 = %d, num_heads = %d) are outside the "
+                 "%d global heads (DropoutKey::heads)",
+                 op, key.head0, key.head0 + NH - 1, key.head0, NH, heads);
+    const uint64_t tt = static_cast<uint64_t>(T) * static_cast<uint64_t>(T);
+    if (!detail::global_index_fits(0, static_cast<uint64_t>(heads), tt) ||
+        !detail::global_index_fits(key.batch0, static_cast<uint64_t>(B), tt * heads))
+        SOF_FAIL(Config,
+                 "%s: attention dropout indices (batch0 = %llu, B = %d, heads = %d, T = %d) "
+                 "overflow 64 bits",
+                 op, static_cast<unsigned long long>(key.batch0), B, heads, T);
+    d.batch0 = key.batch0;
+    d.head0 = static_cast<uint32_t>(key.head0);
+    d.heads = static_cast<uint32_t>(heads);
+    d.T = static_cast<uint32_t>(T);
+    return d;
+}
 } // namespace detail
 
 namespace cpu {
@@ -50,8 +78,9 @@ constexpr int kBc = 256;
 // What every pass needs of the arguments, with the strides widened to size_t arithmetic.
 struct Geo {
     const AttnArgs<float>& a;
-    int group;   // query heads per kv head
-    float scale; // 1/sqrt(hd)
+    int group;                // query heads per kv head
+    float scale;              // 1/sqrt(hd)
+    detail::AttnDropout drop; // the probability dropout (inactive when p = 0)
     size_t row(int b, int t) const { return static_cast<size_t>(b) * a.T + t; }
     const float* q(int b, int t, int h) const {
         return a.q + row(b, t) * a.ldq + static_cast<size_t>(h) * a.head_dim;
@@ -68,27 +97,30 @@ struct Geo {
     const int* seg(int b) const { return a.segments + static_cast<size_t>(b) * a.T; }
 };
 
-Geo make_geo(const AttnArgs<float>& a) {
-    return Geo{a, a.num_heads / a.num_kv_heads, 1.0f / std::sqrt(static_cast<float>(a.head_dim))};
+Geo make_geo(const AttnArgs<float>& a, const char* op) {
+    return Geo{a, a.num_heads / a.num_kv_heads, 1.0f / std::sqrt(static_cast<float>(a.head_dim)),
+               detail::check_attention_features(a.window, a.dropout, a.dropout_key, a.B, a.T,
+                                                a.num_heads, op)};
 }
 
 // start[i] = max(floor, first key row t0+i sees) for the rows t0 .. t0+n-1: the first key is its
-// document's first position (0 without segments); query t sees key t2 iff start(t) <= t2 <= t.
-// The scan back from t0 stops at floor and costs no more steps than the keys the caller then
-// visits (t0 - floor), so it never dominates.
+// document's first position (0 without segments), with a window W not below t0+i-W+1; query t
+// sees key t2 iff start(t) <= t2 <= t. The scan back from t0 stops at floor (and at the window's
+// edge) and costs no more steps than the keys the caller then visits, so it never dominates.
 void row_starts(const Geo& g, int b, int t0, int n, int floor, int* start) {
-    if (!g.a.segments) {
-        std::fill(start, start + n, floor);
-        return;
+    const int W = g.a.window;
+    if (W > 0) floor = std::max(floor, t0 - W + 1);
+    int s = floor;
+    const int* seg = g.a.segments ? g.seg(b) : nullptr;
+    if (seg) {
+        s = t0;
+        while (s > floor && seg[s - 1] == seg[t0])
+            s--;
     }
-    const int* seg = g.seg(b);
-    int s = t0;
-    while (s > floor && seg[s - 1] == seg[t0])
-        s--;
     for (int i = 0; i < n; i++) {
         const int t = t0 + i;
-        if (i > 0 && seg[t] != seg[t - 1]) s = t;
-        start[i] = s;
+        if (seg && i > 0 && seg[t] != seg[t - 1]) s = t;
+        start[i] = W > 0 ? std::max(s, t - W + 1) : s;
     }
 }
 
@@ -159,14 +191,59 @@ void probs_from_lse(float* S, int nr, int nc, const float* lse) {
         exp_row(S + static_cast<size_t>(i) * kBc, nc, lse[i]);
 }
 
-// dS = P * (dP - delta_row) * scale, in place in dP.
-void dscores(float* dP, const float* P, int nr, int nc, const float* delta, float scale) {
+// s[j] *= the dropout factor of element e0 + j (m.scale kept, 0 dropped), j < n: one Philox draw
+// per four consecutive global indices.
+void apply_dropout(float* s, int n, const DropoutMask& m, uint64_t e0) {
+    core::Philox4 w{};
+    uint64_t group = ~uint64_t{0};
+    for (int j = 0; j < n; j++) {
+        const uint64_t e = e0 + static_cast<uint64_t>(j);
+        if ((e >> 2) != group) {
+            group = e >> 2;
+            w = m.draw(e);
+        }
+        s[j] = m.keep_word(w.v[e & 3u]) ? s[j] * m.scale : 0.0f;
+    }
+}
+
+// dS = P * (dP - delta_row) * scale, in place in dP. With dropout (row i's probabilities are the
+// elements e0 + c0 + j, e0 = g.drop.row(b, h, t0 + i)): dS = P * (dP Z - delta_row) * scale with
+// Z the dropout factor, and P becomes P Z (the weights of dV), in place.
+void dscores(float* dP, float* P, int nr, int nc, const float* delta, float scale, const Geo& g,
+             int b, int h, int t0, int c0) {
     for (int i = 0; i < nr; i++) {
         float* dp = dP + static_cast<size_t>(i) * kBc;
-        const float* p = P + static_cast<size_t>(i) * kBc;
+        float* p = P + static_cast<size_t>(i) * kBc;
         const float D = delta[i];
+        if (g.drop.mask.active()) {
+            const uint64_t e0 = g.drop.row(b, h, t0 + i) + static_cast<uint64_t>(c0);
+            apply_dropout(dp, nc, g.drop.mask, e0); // dP Z
+            for (int j = 0; j < nc; j++) {
+                dp[j] = p[j] * (dp[j] - D) * scale;
+            }
+            apply_dropout(p, nc, g.drop.mask, e0); // P Z
+            continue;
+        }
         for (int j = 0; j < nc; j++)
             dp[j] = p[j] * (dp[j] - D) * scale;
+    }
+}
+
+// sinks: d sink_h = -sum over rows of exp(sink_h - lse) * delta (the sink's probability times
+// the row's sum of P D dP), added into d.dsinks[h]; a task per head, rows in order (double sums).
+void sink_grads(const AttnGrads<float>& d, const float* lse, const float* delta,
+                const AttnArgs<float>& a) {
+    if (!a.sinks || !d.dsinks) return;
+    const size_t T = static_cast<size_t>(a.T);
+#pragma omp parallel for schedule(static)
+    for (int h = 0; h < a.num_heads; h++) {
+        double acc = 0.0;
+        for (int b = 0; b < a.B; b++) {
+            const size_t r0 = (static_cast<size_t>(b) * a.num_heads + h) * T;
+            for (size_t t = 0; t < T; t++)
+                acc += static_cast<double>(std::exp(a.sinks[h] - lse[r0 + t])) * delta[r0 + t];
+        }
+        d.dsinks[h] += static_cast<float>(-acc);
     }
 }
 
@@ -182,7 +259,7 @@ void check_args(const AttnArgs<float>& a, const char* op) {
 // kBc tiles; running max m, sum l and the unnormalized output acc per row (online softmax).
 void attention_forward(float* out, float* lse, const AttnArgs<float>& a) {
     check_args(a, "attention_forward");
-    const Geo g = make_geo(a);
+    const Geo g = make_geo(a, "attention_forward");
     const int T = a.T, hd = a.head_dim, q0 = a.q_begin, nqt = (T - q0 + kBr - 1) / kBr;
     const long tasks = static_cast<long>(a.B) * a.num_heads * nqt;
 #pragma omp parallel
@@ -227,19 +304,30 @@ void attention_forward(float* out, float* lse, const AttnArgs<float>& a) {
                         for (int d = 0; d < hd; d++)
                             o[d] *= alpha;
                     }
+                    // dropout: l sums the kept and the dropped, P V the kept (scaled) only
+                    if (g.drop.mask.active())
+                        apply_dropout(s, nc, g.drop.mask,
+                                      g.drop.row(b, h, t0 + i) + static_cast<uint64_t>(c0));
                 }
                 // acc (nr x hd) += P (nr x nc) @ V (nc x hd)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, hd, nc, 1.0f, S.data(),
                             kBc, g.v(b, c0, kh), static_cast<int>(a.ldv), 1.0f, acc.data(), hd);
             }
             for (int i = 0; i < nr; i++) {
-                // every row sees at least itself, so l >= 1
-                const float inv = 1.0f / l[i];
+                // every row sees at least itself, so l >= 1; a sink joins the denominator
+                float mf = m[i], lf = l[i], f = 1.0f;
+                if (a.sinks) {
+                    const float z = a.sinks[h], m2 = std::max(mf, z);
+                    f = std::exp(mf - m2);
+                    lf = lf * f + std::exp(z - m2);
+                    mf = m2;
+                }
+                const float inv = f / lf;
                 const float* o = acc.data() + static_cast<size_t>(i) * hd;
                 float* dst = out + g.row(b, t0 + i) * a.ldo + static_cast<size_t>(h) * hd;
                 for (int d = 0; d < hd; d++)
                     dst[d] = o[d] * inv;
-                lse[g.stat(b, h, t0 + i)] = m[i] + std::log(l[i]);
+                lse[g.stat(b, h, t0 + i)] = mf + std::log(lf);
             }
         }
     }
@@ -255,7 +343,7 @@ void attention_backward(const AttnGrads<float>& d, const float* dout, const floa
     if (a.q_begin != 0)
         SOF_FAIL(Internal, "attention_backward: q_begin = %d (the backward runs every row)",
                  a.q_begin);
-    const Geo g = make_geo(a);
+    const Geo g = make_geo(a, "attention_backward");
     const int B = a.B, T = a.T, NH = a.num_heads, NKV = a.num_kv_heads, hd = a.head_dim;
     auto dout_row = [&](int b, int t, int h) {
         return dout + g.row(b, t) * a.ldo + static_cast<size_t>(h) * hd;
@@ -276,8 +364,11 @@ void attention_backward(const AttnGrads<float>& d, const float* dout, const floa
         }
     }
 
+    sink_grads(d, lse, delta, a);
+
     // dk, dv: keys c0 .. c0+nc-1 of kv head kh; query rows from c0 on, in kBr tiles, while they
-    // still see the tile's last key (start(t) <= c0+nc-1; past a document end no row does).
+    // still see the tile's last key (start(t) <= c0+nc-1; past a document end or the window's
+    // reach no row does).
     const int nkt = (T + kBc - 1) / kBc;
     const long kv_tasks = static_cast<long>(B) * NKV * nkt;
 #pragma omp parallel
@@ -308,15 +399,15 @@ void attention_backward(const AttnGrads<float>& d, const float* dout, const floa
                            a.ldk);
                     mask_tile(S.data(), nr, nc, t0, c0, start);
                     probs_from_lse(S.data(), nr, nc, L);
-                    // dv (nc x hd) += P^T (nc x nr) @ dout (nr x hd)
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, hd, nr, 1.0f, S.data(),
-                                kBc, dout_row(b, t0, h), static_cast<int>(a.ldo), 1.0f, dv.data(),
-                                hd);
                     // dP (nr x nc) = dout @ V^T
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, hd, 1.0f,
                                 dout_row(b, t0, h), static_cast<int>(a.ldo), g.v(b, c0, kh),
                                 static_cast<int>(a.ldv), 0.0f, dP.data(), kBc);
-                    dscores(dP.data(), S.data(), nr, nc, D, g.scale);
+                    dscores(dP.data(), S.data(), nr, nc, D, g.scale, g, b, h, t0, c0);
+                    // dv (nc x hd) += (P Z)^T (nc x nr) @ dout (nr x hd)
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, hd, nr, 1.0f, S.data(),
+                                kBc, dout_row(b, t0, h), static_cast<int>(a.ldo), 1.0f, dv.data(),
+                                hd);
                     // dk (nc x hd) += dS^T @ Q
                     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, hd, nr, 1.0f,
                                 dP.data(), kBc, g.q(b, t0, h), static_cast<int>(a.ldq), 1.0f,
@@ -363,7 +454,7 @@ void attention_backward(const AttnGrads<float>& d, const float* dout, const floa
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, hd, 1.0f,
                             dout_row(b, t0, h), static_cast<int>(a.ldo), g.v(b, c0, kh),
                             static_cast<int>(a.ldv), 0.0f, dP.data(), kBc);
-                dscores(dP.data(), S.data(), nr, nc, D, g.scale);
+                dscores(dP.data(), S.data(), nr, nc, D, g.scale, g, b, h, t0, c0);
                 // dq (nr x hd) += dS (nr x nc) @ K (nc x hd)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, hd, nc, 1.0f, dP.data(),
                             kBc, g.k(b, c0, kh), static_cast<int>(a.ldk), 1.0f, dq.data(), hd);

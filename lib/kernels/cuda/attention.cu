@@ -55,7 +55,10 @@ struct Dims {
              // row j hits bank j)
     float scale;
     size_t ldq, ldk, ldv, ldo;
-    int q_begin; // forward: first query row computed
+    int q_begin;              // forward: first query row computed
+    int window;               // sliding window W (0: none)
+    const float* sinks;       // (NH) sink logits or null
+    detail::AttnDropout drop; // probability dropout (inactive: p = 0)
 };
 
 __device__ __forceinline__ size_t row_of(const Dims& g, int b, int t) {
@@ -77,33 +80,48 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-// First position of the run of equal ids that holds t0 (its document's start); called by every
-// thread of the block, returns the same value to all. Reads kBlock ids per step back from t0, so
-// its steps are as many as the keys of t0's document before t0 / kBlock: never the bottleneck.
-__device__ int run_start(const int* seg, int t0, int* scratch) {
+// First position of the run of equal ids that holds t0 (its document's start), not below floor;
+// called by every thread of the block, returns the same value to all. Reads kBlock ids per step
+// back from t0, so its steps are as many as the keys it then visits / kBlock: never the
+// bottleneck.
+__device__ int run_start(const int* seg, int t0, int floor, int* scratch) {
     const int id = seg[t0];
     int hi = t0; // [hi, t0] is known to be in the run
-    while (true) {
+    while (hi > floor) {
         if (threadIdx.x == 0) *scratch = -1;
         __syncthreads();
         const int p = hi - 1 - static_cast<int>(threadIdx.x);
-        if (p >= 0 && seg[p] != id) atomicMax(scratch, p);
+        if (p >= floor && seg[p] != id) atomicMax(scratch, p);
         __syncthreads();
         const int found = *scratch;
         __syncthreads(); // all have read it before thread 0 resets it
         if (found >= 0) return found + 1;
         hi -= kBlock;
-        if (hi <= 0) return 0;
     }
+    return floor;
 }
 
-// rs[i] = first key row t0+i sees, for i < nr, given s = that of row t0 (thread 0 only).
-__device__ void fill_row_starts(int* rs, const int* seg, int t0, int nr, int s) {
+// The first key of row t0 (not below floor): its document's start, with a window W not below
+// t0 - W + 1. Every thread calls it.
+__device__ int first_key(const Dims& g, const int* seg, int t0, int floor, int* scratch) {
+    if (g.window > 0) floor = max(floor, t0 - g.window + 1);
+    return seg ? run_start(seg, t0, floor, scratch) : floor;
+}
+
+// rs[i] = first key row t0+i sees, for i < nr, given s = that of row t0 (thread 0 only): the
+// document start (s carried, or the row where the id changes), with a window W not below
+// t0+i-W+1.
+__device__ void fill_row_starts(int* rs, const int* seg, int t0, int nr, int s, int window) {
     for (int i = 0; i < nr; i++) {
         const int t = t0 + i;
         if (seg && i > 0 && seg[t] != seg[t - 1]) s = t;
-        rs[i] = s;
+        rs[i] = window > 0 ? max(s, t - window + 1) : s;
     }
+}
+
+// The dropout factor of probability (b, h, t, key c): the mask's scale or 0 (1 when inactive).
+__device__ __forceinline__ float drop_factor(const Dims& g, int b, int h, int t, int c) {
+    return g.drop.mask.factor(g.drop.row(b, h, t) + static_cast<uint64_t>(c));
 }
 
 // Rows [t0, t0+nr) of head h's dims of a strided (rows, ld) tensor into shared floats (row stride
@@ -179,8 +197,8 @@ __global__ void __launch_bounds__(kBlock) fwd_kernel(D* out, float* lse, const D
     const int* seg = segments ? segments + static_cast<size_t>(b) * g.T : nullptr;
 
     load_rows(qs, hd, q, g.ldq, g, b, t0, nr, h);
-    const int start0 = seg ? run_start(seg, t0, scratch) : 0;
-    if (threadIdx.x == 0) fill_row_starts(rs, seg, t0, nr, start0);
+    const int start0 = first_key(g, seg, t0, 0, scratch);
+    if (threadIdx.x == 0) fill_row_starts(rs, seg, t0, nr, start0, g.window);
 
     float o[C::kRowsPerWarp][P], m[C::kRowsPerWarp], l[C::kRowsPerWarp];
 #pragma unroll
@@ -214,8 +232,10 @@ __global__ void __launch_bounds__(kBlock) fwd_kernel(D* out, float* lse, const D
 #pragma unroll
             for (int e = 0; e < P; e++)
                 o[rr][e] *= alpha;
+            // dropout: l sums every probability, P V the kept ones (scaled)
+            const float pz = g.drop.mask.active() && p != 0.0f ? p * drop_factor(g, b, h, t, c) : p;
             for (int j = 0; j < nc; j++) {
-                const float pj = __shfl_sync(kFull, p, j);
+                const float pj = __shfl_sync(kFull, pz, j);
 #pragma unroll
                 for (int e = 0; e < P; e++)
                     if (lane + 32 * e < hd) o[rr][e] += pj * vs[j * g.kld + lane + 32 * e];
@@ -226,13 +246,20 @@ __global__ void __launch_bounds__(kBlock) fwd_kernel(D* out, float* lse, const D
     for (int rr = 0; rr < C::kRowsPerWarp; rr++) {
         const int i = warp * C::kRowsPerWarp + rr;
         if (i >= nr) continue;
-        // every row sees at least itself: l >= 1
-        const float inv = 1.0f / l[rr];
+        // every row sees at least itself: l >= 1; a sink joins the denominator
+        float mf = m[rr], lf = l[rr], f = 1.0f;
+        if (g.sinks) {
+            const float z = g.sinks[h], m2 = fmaxf(mf, z);
+            f = expf(mf - m2);
+            lf = lf * f + expf(z - m2);
+            mf = m2;
+        }
+        const float inv = f / lf;
         D* dst = out + row_of(g, b, t0 + i) * g.ldo + static_cast<size_t>(h) * hd;
 #pragma unroll
         for (int e = 0; e < P; e++)
             if (lane + 32 * e < hd) dst[lane + 32 * e] = from_float<D>(o[rr][e] * inv);
-        if (lane == 0) lse[stat_of(g, b, h, t0 + i)] = m[rr] + logf(l[rr]);
+        if (lane == 0) lse[stat_of(g, b, h, t0 + i)] = mf + logf(lf);
     }
 }
 
@@ -257,6 +284,32 @@ __global__ void __launch_bounds__(kBlock)
         s = warp_sum(s);
         const int b = static_cast<int>(bt / g.T), t = static_cast<int>(bt % g.T);
         if (lane == 0) delta[stat_of(g, b, h, t)] = s;
+    }
+}
+
+// dsinks[h] += -sum over (b, t) of exp(sinks[h] - lse) * delta: a block per head, thread j
+// summing rows j, j + kBlock, ... in order, then the warps' butterflies and the warps in order
+// (a fixed order: the same bits on every run).
+__global__ void __launch_bounds__(kBlock)
+    dsinks_kernel(float* dsinks, const float* sinks, const float* lse, const float* delta, Dims g) {
+    __shared__ float part[kWarps];
+    const int h = blockIdx.x;
+    const size_t n = static_cast<size_t>(g.B) * g.T;
+    const float z = sinks[h];
+    float acc = 0.0f;
+    for (size_t i = threadIdx.x; i < n; i += kBlock) {
+        const size_t b = i / g.T, t = i % g.T;
+        const size_t j = (b * g.NH + h) * g.T + t;
+        acc += expf(z - lse[j]) * delta[j];
+    }
+    acc = warp_sum(acc);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0.0f;
+        for (int w = 0; w < kWarps; w++)
+            s += part[w];
+        dsinks[h] -= s;
     }
 }
 
@@ -306,18 +359,21 @@ __global__ void __launch_bounds__(kBlock)
             if (threadIdx.x == 0) {
                 int s = s_prev;
                 if (t0 > c0 && seg && seg[t0] != seg[t0 - 1]) s = t0;
-                fill_row_starts(rs, seg, t0, nr, s);
+                fill_row_starts(rs, seg, t0, nr, s, g.window);
                 s_prev = rs[nr - 1];
             }
             __syncthreads();
-            if (rs[0] > clast) break; // this and later rows are in later documents (uniform)
-            // P and dS of the (nr x 32) tile: warps split the rows, lane j is key c0+j
+            // this and later rows are in later documents or past the window's reach (uniform)
+            if (rs[0] > clast) break;
+            // P Z and dS of the (nr x 32) tile: warps split the rows, lane j is key c0+j
             for (int i = warp; i < nr; i += kWarps) {
                 const int t = t0 + i, c = c0 + lane;
                 float p = 0.0f, ds = 0.0f;
                 if (lane < nc && c <= t && c >= rs[i]) {
+                    const float z = drop_factor(g, b, h, t, c);
                     p = expf(dot(qs + i * hd, ks + lane * g.kld, hd) * g.scale - Ls[i]);
-                    ds = p * (dot(dos + i * hd, vs + lane * g.kld, hd) - Ds[i]) * g.scale;
+                    ds = p * (dot(dos + i * hd, vs + lane * g.kld, hd) * z - Ds[i]) * g.scale;
+                    p *= z;
                 }
                 ps[i * kBc + lane] = p;
                 dss[i * kBc + lane] = ds;
@@ -377,8 +433,8 @@ __global__ void __launch_bounds__(kBlock)
         Ls[i] = lse[stat_of(g, b, h, t0 + i)];
         Ds[i] = delta[stat_of(g, b, h, t0 + i)];
     }
-    const int start0 = seg ? run_start(seg, t0, scratch) : 0;
-    if (threadIdx.x == 0) fill_row_starts(rs, seg, t0, nr, start0);
+    const int start0 = first_key(g, seg, t0, 0, scratch);
+    if (threadIdx.x == 0) fill_row_starts(rs, seg, t0, nr, start0, g.window);
 
     float dq[C::kRowsPerWarp][P];
 #pragma unroll
@@ -399,8 +455,9 @@ __global__ void __launch_bounds__(kBlock)
             const int t = t0 + i, c = c0 + lane;
             float ds = 0.0f;
             if (lane < nc && c <= t && c >= rs[i]) {
+                const float z = drop_factor(g, b, h, t, c);
                 const float p = expf(dot(qs + i * hd, ks + lane * g.kld, hd) * g.scale - Ls[i]);
-                ds = p * (dot(dos + i * hd, vs + lane * g.kld, hd) - Ds[i]) * g.scale;
+                ds = p * (dot(dos + i * hd, vs + lane * g.kld, hd) * z - Ds[i]) * g.scale;
             }
             for (int j = 0; j < nc; j++) {
                 const float dsj = __shfl_sync(kFull, ds, j);
@@ -427,6 +484,8 @@ template <class T> Dims dims_of(const AttnArgs<T>& a, const char* op) {
     detail::check_attention_args(a.B, a.T, a.num_heads, a.num_kv_heads, a.head_dim, op);
     detail::check_attention_layout(a.ldq, a.ldk, a.ldv, a.ldo, a.num_heads, a.num_kv_heads,
                                    a.head_dim, a.q_begin, a.T, op);
+    const detail::AttnDropout drop = detail::check_attention_features(
+        a.window, a.dropout, a.dropout_key, a.B, a.T, a.num_heads, op);
     if (a.B > 65535 || a.num_heads > 65535)
         SOF_FAIL(Config, "%s (CUDA): B=%d and num_heads=%d must be at most 65535 (grid limits)", op,
                  a.B, a.num_heads);
@@ -447,7 +506,10 @@ template <class T> Dims dims_of(const AttnArgs<T>& a, const char* op) {
                 a.ldk,
                 a.ldv,
                 a.ldo,
-                a.q_begin};
+                a.q_begin,
+                a.window,
+                a.sinks,
+                drop};
 }
 
 unsigned int ceil_div(int n, int d) {
@@ -481,6 +543,13 @@ void launch_delta(float* delta, const T* dout, const T* out, const AttnArgs<T>& 
     const size_t want = (rows + kWarps - 1) / kWarps; // a warp per row, grid-stride past the cap
     const unsigned int dblocks = static_cast<unsigned int>(want < 65535u * 8u ? want : 65535u * 8u);
     delta_kernel<<<dblocks, kBlock, 0, s>>>(delta, dev_ptr(dout), dev_ptr(out), g);
+    SOF_CHECK_CUDA(cudaGetLastError());
+}
+
+// dsinks from lse and delta (after the delta pass on the stream); both kernels' backward.
+void launch_dsinks(float* dsinks, const float* sinks, const float* lse, const float* delta,
+                   const Dims& g, cudaStream_t s) {
+    dsinks_kernel<<<static_cast<unsigned int>(g.NH), kBlock, 0, s>>>(dsinks, sinks, lse, delta, g);
     SOF_CHECK_CUDA(cudaGetLastError());
 }
 
@@ -571,6 +640,7 @@ void attention_backward(const AttnGrads<T>& d, const T* dout, const T* out, cons
     if (a.B == 0 || a.T == 0) return;
     const cudaStream_t s = as_stream(stream);
     launch_delta(delta, dout, out, a, g, s);
+    if (a.sinks && d.dsinks) launch_dsinks(d.dsinks, a.sinks, lse, delta, g, s);
     if constexpr (std::is_same_v<T, core::bf16>) {
         if (tc) {
             attention_tc_backward(d, dout, lse, delta, a, s);

@@ -26,36 +26,39 @@ namespace {
 using flash::DeviceMachine;
 using flash::Params;
 
-template <int D> __global__ void __launch_bounds__(flash::kThreads) tc_fwd_kernel(Params p) {
+template <int D, bool kDrop>
+__global__ void __launch_bounds__(flash::kThreads) tc_fwd_kernel(Params p) {
 #if SOF_TC_ARCH_OK
     extern __shared__ __align__(128) unsigned char smem[];
     DeviceMachine m{smem};
-    flash::fwd_block<D>(m, p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
-                        static_cast<int>(blockIdx.z));
+    flash::fwd_block<D, kDrop>(m, p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                               static_cast<int>(blockIdx.z));
 #else
     (void)p;
     __trap(); // refused on the host (attention_tc_refusal)
 #endif
 }
 
-template <int D> __global__ void __launch_bounds__(flash::kThreads) tc_dkdv_kernel(Params p) {
+template <int D, bool kDrop>
+__global__ void __launch_bounds__(flash::kThreads) tc_dkdv_kernel(Params p) {
 #if SOF_TC_ARCH_OK
     extern __shared__ __align__(128) unsigned char smem[];
     DeviceMachine m{smem};
-    flash::dkdv_block<D>(m, p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
-                         static_cast<int>(blockIdx.z));
+    flash::dkdv_block<D, kDrop>(m, p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                                static_cast<int>(blockIdx.z));
 #else
     (void)p;
     __trap(); // refused on the host (attention_tc_refusal)
 #endif
 }
 
-template <int D> __global__ void __launch_bounds__(flash::kThreads) tc_dq_kernel(Params p) {
+template <int D, bool kDrop>
+__global__ void __launch_bounds__(flash::kThreads) tc_dq_kernel(Params p) {
 #if SOF_TC_ARCH_OK
     extern __shared__ __align__(128) unsigned char smem[];
     DeviceMachine m{smem};
-    flash::dq_block<D>(m, p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
-                       static_cast<int>(blockIdx.z));
+    flash::dq_block<D, kDrop>(m, p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                              static_cast<int>(blockIdx.z));
 #else
     (void)p;
     __trap(); // refused on the host (attention_tc_refusal)
@@ -73,7 +76,7 @@ uint16_t* bits(core::bf16* p) {
     return reinterpret_cast<uint16_t*>(p);
 }
 
-Params params_of(const AttnArgs<core::bf16>& a) {
+Params params_of(const AttnArgs<core::bf16>& a, const char* op) {
     Params p{};
     p.q = bits(a.q);
     p.k = bits(a.k);
@@ -91,6 +94,10 @@ Params params_of(const AttnArgs<core::bf16>& a) {
     p.scale_log2 = p.scale * flash::kLog2e;
     p.vec = aligned16(a.q) && aligned16(a.k) && aligned16(a.v) && a.ldq % 8 == 0 &&
             a.ldk % 8 == 0 && a.ldv % 8 == 0 && a.ldo % 8 == 0;
+    p.window = a.window;
+    p.sinks = a.sinks;
+    p.drop = detail::check_attention_features(a.window, a.dropout, a.dropout_key, a.B, a.T,
+                                              a.num_heads, op);
     return p;
 }
 
@@ -102,18 +109,34 @@ template <class K> void launch(K kernel, dim3 grid, int smem, const Params& p, c
     SOF_CHECK_CUDA(cudaGetLastError());
 }
 
-template <int D> void forward(const Params& p, int NH, int B, cudaStream_t s) {
+// kDrop: the instantiations with probability dropout (p.drop active).
+template <int D, bool kDrop> void forward(const Params& p, int NH, int B, cudaStream_t s) {
     using C = flash::FwdCfg<D>;
     const dim3 grid(static_cast<unsigned>(flash::ceil_div(p.T, C::kBr)), NH, B);
-    launch(tc_fwd_kernel<D>, grid, C::kSmem, p, s);
+    launch(tc_fwd_kernel<D, kDrop>, grid, C::kSmem, p, s);
 }
 
-template <int D> void backward(const Params& p, int NH, int NKV, int B, cudaStream_t s) {
+template <int D, bool kDrop>
+void backward(const Params& p, int NH, int NKV, int B, cudaStream_t s) {
     using C = flash::BwdCfg<D>;
     const dim3 kv_grid(static_cast<unsigned>(flash::ceil_div(p.T, C::kBc)), NKV, B);
-    launch(tc_dkdv_kernel<D>, kv_grid, C::kSmemKV, p, s);
+    launch(tc_dkdv_kernel<D, kDrop>, kv_grid, C::kSmemKV, p, s);
     const dim3 q_grid(static_cast<unsigned>(flash::ceil_div(p.T, C::kBrQ)), NH, B);
-    launch(tc_dq_kernel<D>, q_grid, C::kSmemQ, p, s);
+    launch(tc_dq_kernel<D, kDrop>, q_grid, C::kSmemQ, p, s);
+}
+
+template <int D> void forward_any(const Params& p, int NH, int B, cudaStream_t s) {
+    if (p.drop.mask.active())
+        forward<D, true>(p, NH, B, s);
+    else
+        forward<D, false>(p, NH, B, s);
+}
+
+template <int D> void backward_any(const Params& p, int NH, int NKV, int B, cudaStream_t s) {
+    if (p.drop.mask.active())
+        backward<D, true>(p, NH, NKV, B, s);
+    else
+        backward<D, false>(p, NH, NKV, B, s);
 }
 
 } // namespace
@@ -131,19 +154,19 @@ const char* attention_tc_refusal(const AttnArgs<core::bf16>& a) {
 
 void attention_tc_forward(core::bf16* out, float* lse, const AttnArgs<core::bf16>& a,
                           cudaStream_t s) {
-    Params p = params_of(a);
+    Params p = params_of(a, "attention_forward");
     p.out = bits(out);
     p.lse_out = lse;
     p.vec = p.vec && aligned16(out);
     if (a.head_dim == 64)
-        forward<64>(p, a.num_heads, a.B, s);
+        forward_any<64>(p, a.num_heads, a.B, s);
     else
-        forward<128>(p, a.num_heads, a.B, s);
+        forward_any<128>(p, a.num_heads, a.B, s);
 }
 
 void attention_tc_backward(const AttnGrads<core::bf16>& d, const core::bf16* dout, const float* lse,
                            const float* delta, const AttnArgs<core::bf16>& a, cudaStream_t s) {
-    Params p = params_of(a);
+    Params p = params_of(a, "attention_backward");
     p.dout = bits(dout);
     p.lse = lse;
     p.delta = delta;
@@ -156,9 +179,9 @@ void attention_tc_backward(const AttnGrads<core::bf16>& d, const core::bf16* dou
     p.vec = p.vec && aligned16(dout) && aligned16(d.q) && aligned16(d.k) && aligned16(d.v) &&
             d.ldq % 8 == 0 && d.ldk % 8 == 0 && d.ldv % 8 == 0;
     if (a.head_dim == 64)
-        backward<64>(p, a.num_heads, a.num_kv_heads, a.B, s);
+        backward_any<64>(p, a.num_heads, a.num_kv_heads, a.B, s);
     else
-        backward<128>(p, a.num_heads, a.num_kv_heads, a.B, s);
+        backward_any<128>(p, a.num_heads, a.num_kv_heads, a.B, s);
 }
 
 } // namespace sof::kernels::cuda

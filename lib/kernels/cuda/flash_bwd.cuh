@@ -36,9 +36,11 @@ template <int D> struct BwdCfg {
 };
 
 // dk, dv of keys [c0, c0 + kBc) of kv head kh (grid: (ceil(T / kBc), NKV, B), block x = key
-// tile x). Query rows from c0 to the end of the document holding the tile's last key see it;
-// for each query head of the group, steps of kBrKV rows, double-buffered.
-template <int D, class M>
+// tile x). Query rows from c0 to the end of the document holding the tile's last key (with a
+// window W, to row clast + W - 1 at most) see it; for each query head of the group, steps of
+// kBrKV rows, double-buffered. kDrop: with probability dropout (dV += (P Z)^T dO, dS = P (dP Z -
+// delta)).
+template <int D, bool kDrop, class M>
 SOF_FLASH_FN void dkdv_block(M& m, const Params& p, int kt, int kh, int b) {
     using C = BwdCfg<D>;
     constexpr int kBc = C::kBc, kBr = C::kBrKV;
@@ -46,6 +48,9 @@ SOF_FLASH_FN void dkdv_block(M& m, const Params& p, int kt, int kh, int b) {
     constexpr int kKq = kBr / 16; // k-steps over query rows (dV, dK)
     constexpr int kKd = D / 16;   // k-steps over dims (S^T, dP^T)
     constexpr int kDt = D / 8;    // n-tiles over dims (dK, dV)
+    // K, V fragments kept in registers (BwdCfg); not with dropout, whose Philox draws need the
+    // registers (at D = 64 they would spill)
+    constexpr bool kKeepKV = C::kKeepKV && !kDrop;
     unsigned char* sm = m.smem();
     const unsigned char* ks = sm;
     const unsigned char* vs = sm + C::kTileKVk;
@@ -57,7 +62,8 @@ SOF_FLASH_FN void dkdv_block(M& m, const Params& p, int kt, int kh, int b) {
     const int c0 = kt * kBc, clast = imin(c0 + kBc, p.T) - 1;
     const int* seg = p.seg ? p.seg + row_index(p, b, 0) : nullptr;
     const size_t kvcol = static_cast<size_t>(kh) * D;
-    const int t_end = seg ? block_run_end(m, seg, clast, p.T, scratch) : p.T;
+    int t_end = seg ? block_run_end(m, seg, clast, p.T, scratch) : p.T;
+    if (p.window > 0) t_end = imin(t_end, clast + p.window); // rows past it are outside the band
     const int nqt = ceil_div(t_end - c0, kBr), items = p.group * nqt;
 
     // item i: query head kh * group + i / nqt, rows c0 + (i % nqt) * kBr ..
@@ -78,7 +84,7 @@ SOF_FLASH_FN void dkdv_block(M& m, const Params& p, int kt, int kh, int b) {
     float dk[kDt][4], dv[kDt][4];
     zero(dk);
     zero(dv);
-    uint32_t kf[C::kKeepKV ? kKd : 1][4], vf[C::kKeepKV ? kKd : 1][4];
+    uint32_t kf[kKeepKV ? kKd : 1][4], vf[kKeepKV ? kKd : 1][4];
     const int key0 = warp * 16 + frag_c(lane, 0).row; // this lane's keys: c0 + key0, + 8
     int carry = c0; // start (clamped to c0) of the last row of the previous step
 
@@ -87,7 +93,7 @@ SOF_FLASH_FN void dkdv_block(M& m, const Params& p, int kt, int kh, int b) {
         const int nr = imin(kBr, p.T - t0);
         m.cp_wait_all();
         m.sync(); // this step's tiles landed; every warp is done with the previous step
-        if constexpr (C::kKeepKV) {
+        if constexpr (kKeepKV) {
             if (item == 0) {
                 load_a<D>(m, kf, ks, warp * 16, lane);
                 load_a<D>(m, vf, vs, warp * 16, lane);
@@ -96,7 +102,7 @@ SOF_FLASH_FN void dkdv_block(M& m, const Params& p, int kt, int kh, int b) {
         // starts clamped to c0 (keys below c0 do not matter here)
         int s_in = c0;
         if (qi > 0) s_in = seg && m.ld(seg + t0) != m.ld(seg + t0 - 1) ? t0 : carry;
-        row_starts<kBr>(m, rs, wmax, seg, t0, nr, s_in); // ends with a barrier
+        row_starts<kBr>(m, rs, wmax, seg, t0, nr, s_in, p.window); // ends with a barrier
         carry = rs[kBr - 1];
         const bool full = tile_unmasked(t0, nr, kBr, c0, kBc, rs[nr - 1]);
         if (item + 1 < items) {
@@ -112,7 +118,7 @@ SOF_FLASH_FN void dkdv_block(M& m, const Params& p, int kt, int kh, int b) {
         float st[kNq][4], dpt[kNq][4];
         zero(st);
         zero(dpt);
-        if constexpr (C::kKeepKV) {
+        if constexpr (kKeepKV) {
             mma_tile<D, kNq, kKd, true>(m, st, kf, qs, lane);
             mma_tile<D, kNq, kKd, true>(m, dpt, vf, dos, lane);
         } else {
@@ -146,8 +152,15 @@ SOF_FLASH_FN void dkdv_block(M& m, const Params& p, int kt, int kh, int b) {
                 const int key = c0 + key0 + 8 * (e >> 1);
                 float pv = m.exp2(st[nt][e] * p.scale_log2 - ls[col] * kLog2e);
                 if (!full && !visible(t0 + col, key, rs[col])) pv = 0.0f;
-                st[nt][e] = pv;
-                dpt[nt][e] = pv * (dpt[nt][e] - ds[col]);
+                if constexpr (kDrop) {
+                    const int h = kh * p.group + item / nqt;
+                    const float z = drop_factor(p, b, h, t0 + col, key);
+                    st[nt][e] = pv * z;
+                    dpt[nt][e] = pv * (dpt[nt][e] * z - ds[col]);
+                } else {
+                    st[nt][e] = pv;
+                    dpt[nt][e] = pv * (dpt[nt][e] - ds[col]);
+                }
             }
         }
         // dV += P^T dout, dK += dS^T Q (k = query rows)
@@ -169,8 +182,9 @@ SOF_FLASH_FN void dkdv_block(M& m, const Params& p, int kt, int kh, int b) {
 }
 
 // dq of a query tile (grid: (ceil(T / kBrQ), NH, B), block x -> q_tile_of_block), over its key
-// tiles as the forward: dQ = scale * sum dS K.
-template <int D, class M> SOF_FLASH_FN void dq_block(M& m, const Params& p, int bx, int h, int b) {
+// tiles as the forward: dQ = scale * sum dS K (kDrop: dS = P (dP Z - delta)).
+template <int D, bool kDrop, class M>
+SOF_FLASH_FN void dq_block(M& m, const Params& p, int bx, int h, int b) {
     using C = BwdCfg<D>;
     constexpr int kBr = C::kBrQ, kBc = C::kBcQ;
     constexpr int kNt = kBc / 8;  // n-tiles over keys (S, dP)
@@ -237,6 +251,16 @@ template <int D, class M> SOF_FLASH_FN void dq_block(M& m, const Params& p, int 
         const bool full = tile_unmasked(t0, nr, kBr, c0, kBc, start_last);
         SOF_UNROLL
         for (int nt = 0; nt < kNt; nt++) {
+            if constexpr (kDrop) {
+                SOF_UNROLL
+                for (int i = 0; i < 2; i++) {
+                    float z0, z1;
+                    drop_pair(p, b, h, t0 + row0 + 8 * i, c0 + nt * 8 + frag_c(lane, 2 * i).col, z0,
+                              z1);
+                    dp[nt][2 * i] *= z0;
+                    dp[nt][2 * i + 1] *= z1;
+                }
+            }
             SOF_UNROLL
             for (int e = 0; e < 4; e++) {
                 const int i = e >> 1;

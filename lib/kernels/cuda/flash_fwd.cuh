@@ -1,5 +1,6 @@
 // Forward of the tensor-core attention (bf16 in and out, fp32 accumulation): one block per
-// (query tile of 64 rows, head, batch row), FlashAttention-2's online softmax over key tiles.
+// (query tile of 64 rows, head, batch row), FlashAttention-2's online softmax over key tiles
+// (from the band's first key with a sliding window), sinks merged at the end, dropout (kDrop).
 #pragma once
 
 #include "kernels/cuda/flash_tile.cuh"
@@ -19,8 +20,10 @@ template <int D> struct FwdCfg {
     static constexpr int kSmem = kOffRs + (kBr + kWarps + 4) * 4;
 };
 
-// Grid: (ceil(T / kBr), NH, B); q_tile_of_block maps x to the query tile.
-template <int D, class M> SOF_FLASH_FN void fwd_block(M& m, const Params& p, int bx, int h, int b) {
+// Grid: (ceil(T / kBr), NH, B); q_tile_of_block maps x to the query tile. kDrop: the kernel
+// with probability dropout (p.drop; a separate instantiation keeps the other's registers).
+template <int D, bool kDrop, class M>
+SOF_FLASH_FN void fwd_block(M& m, const Params& p, int bx, int h, int b) {
     using C = FwdCfg<D>;
     constexpr int kBr = C::kBr, kBc = C::kBc;
     constexpr int kNt = kBc / 8;  // score n-tiles
@@ -109,6 +112,16 @@ template <int D, class M> SOF_FLASH_FN void fwd_block(M& m, const Params& p, int
                 s[nt][e] = pv;
                 lrow[e >> 1] += pv; // this lane's columns; the quad sums at the end
             }
+            if constexpr (kDrop) { // l sums every probability, P V the kept ones (scaled)
+                SOF_UNROLL
+                for (int i = 0; i < 2; i++) {
+                    float z0, z1;
+                    drop_pair(p, b, h, t0 + row0 + 8 * i, c0 + nt * 8 + frag_c(lane, 2 * i).col, z0,
+                              z1);
+                    s[nt][2 * i] *= z0;
+                    s[nt][2 * i + 1] *= z1;
+                }
+            }
         }
         // O += P V
         uint32_t pa[kKp][4];
@@ -123,11 +136,18 @@ template <int D, class M> SOF_FLASH_FN void fwd_block(M& m, const Params& p, int
         const int r = row0 + 8 * i;
         if (r >= nr) continue;
         const int t = t0 + r;
+        // a sink joins the denominator (in the exp2 domain: z log2 e)
+        float mf = mrow[i], lf = lrow[i], f = 1.0f;
+        if (p.sinks) {
+            const float z = m.ld(p.sinks + h) * kLog2e, m2 = fmax_(mf, z);
+            f = m.exp2(mf - m2);
+            lf = lf * f + m.exp2(z - m2);
+            mf = m2;
+        }
         // every row sees itself: l >= 1 (the guard keeps a broken input finite-free of 1/0)
-        const float inv = lrow[i] > 0.0f ? 1.0f / lrow[i] : 0.0f;
+        const float inv = lf > 0.0f ? f / lf : 0.0f;
         store_row<kDt>(m, p.out + row_index(p, b, t) * p.ldo + qcol, o, i, inv, lane, p.vec);
-        if ((lane & 3) == 0)
-            m.st(p.lse_out + stat_index(p, b, h, t), (mrow[i] + m.log2(lrow[i])) * kLn2);
+        if ((lane & 3) == 0) m.st(p.lse_out + stat_index(p, b, h, t), (mf + m.log2(lf)) * kLn2);
     }
 }
 

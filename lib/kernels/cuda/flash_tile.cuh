@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/attention.h" // detail::AttnDropout
 #include "kernels/cuda/flash_layout.cuh"
 
 // The tile code is compiled twice: by nvcc for the GPU (flash_device.cuh's DeviceMachine) and by
@@ -65,6 +66,11 @@ struct Params {
     uint16_t* dk;
     uint16_t* dv;
     size_t lddq, lddk, lddv;
+    // features (attention.h): sliding window W (0: none), sink logits (NH, natural-log units) or
+    // null, probability dropout (read by the kernels instantiated with kDrop only)
+    int window;
+    const float* sinks;
+    detail::AttnDropout drop;
 };
 
 SOF_HD int imin(int a, int b) {
@@ -125,6 +131,27 @@ SOF_FLASH_FN void load_stats(M& m, float* dst, const float* x, const Params& p, 
     }
 }
 
+// The dropout factor (scale or 0) of probability (b, h, row t, key c).
+SOF_HD float drop_factor(const Params& p, int b, int h, int t, int c) {
+    const DropoutMask& dm = p.drop.mask;
+    return dm.keep(p.drop.row(b, h, t) + static_cast<uint64_t>(c)) ? dm.scale : 0.0f;
+}
+// The factors of keys c and c + 1 of row t: one Philox draw when both are in one group of four.
+SOF_HD void drop_pair(const Params& p, int b, int h, int t, int c, float& z0, float& z1) {
+    const DropoutMask& dm = p.drop.mask;
+    const uint64_t e = p.drop.row(b, h, t) + static_cast<uint64_t>(c);
+    const uint32_t i = static_cast<uint32_t>(e & 3u);
+    const core::Philox4 w = dm.draw(e);
+    z0 = dm.keep_word(DropoutMask::word(w, i)) ? dm.scale : 0.0f;
+    const uint32_t w1 = i < 3u ? DropoutMask::word(w, i + 1u) : dm.draw(e + 1u).v[0];
+    z1 = dm.keep_word(w1) ? dm.scale : 0.0f;
+}
+
+// The first key of row t0, not below floor, for a window W > 0 not below t0 - W + 1.
+SOF_HD int window_floor(int floor, int t0, int window) {
+    return window > 0 ? imax(floor, t0 - window + 1) : floor;
+}
+
 // First position of the run of equal ids that holds t (its document's start), not below floor.
 // Every thread calls it and gets the same value; 4 * kThreads ids per step back from t.
 template <class M>
@@ -168,14 +195,16 @@ SOF_FLASH_FN int block_run_end(M& m, const int* seg, int c, int T, int* scratch)
 
 // rs[i] = the first key query row t0+i sees, for i < nr (kNoRow for nr <= i < R), given s_in,
 // that of row t0: a row where the id changes starts a document, the others keep the start of
-// the row before. An inclusive prefix max over the change positions (a shuffle scan per warp,
-// then the warps before). Every thread calls it; it ends with a barrier.
+// the row before; with a window W > 0, not below t0+i-W+1. An inclusive prefix max over the
+// change positions (a shuffle scan per warp, then the warps before). Every thread calls it; it
+// ends with a barrier.
 template <int R, class M>
-SOF_FLASH_FN void row_starts(M& m, int* rs, int* wmax, const int* seg, int t0, int nr, int s_in) {
+SOF_FLASH_FN void row_starts(M& m, int* rs, int* wmax, const int* seg, int t0, int nr, int s_in,
+                             int window = 0) {
     static_assert(R % 32 == 0 && R <= kThreads, "rows: whole warps");
     const int i = m.tid(), lane = i & 31, warp = i >> 5;
     if (!seg) {
-        if (i < R) rs[i] = i < nr ? s_in : kNoRow;
+        if (i < R) rs[i] = i < nr ? window_floor(s_in, t0 + i, window) : kNoRow;
         m.sync();
         return;
     }
@@ -192,7 +221,7 @@ SOF_FLASH_FN void row_starts(M& m, int* rs, int* wmax, const int* seg, int t0, i
     if (i < R) {
         for (int w = 0; w < warp; w++)
             v = imax(v, wmax[w]);
-        rs[i] = i >= nr ? kNoRow : (v >= 0 ? t0 + v : s_in);
+        rs[i] = i >= nr ? kNoRow : window_floor(v >= 0 ? t0 + v : s_in, t0 + i, window);
     }
     m.sync();
 }
@@ -217,8 +246,9 @@ SOF_FLASH_FN QTile q_tile(M& m, const Params& p, int bx, int h, int b, int* rs, 
     q.seg = p.seg ? p.seg + row_index(p, b, 0) : nullptr;
     q.qcol = static_cast<size_t>(h) * D;
     q.kvcol = static_cast<size_t>(q.kh) * D;
-    q.start0 = q.seg ? block_run_start(m, q.seg, q.t0, 0, scratch) : 0;
-    row_starts<kBr>(m, rs, wmax, q.seg, q.t0, q.nr, q.start0);
+    const int floor = window_floor(0, q.t0, p.window);
+    q.start0 = q.seg ? block_run_start(m, q.seg, q.t0, floor, scratch) : floor;
+    row_starts<kBr>(m, rs, wmax, q.seg, q.t0, q.nr, q.start0, p.window);
     q.nkv = kv_tile_count(q.start0, q.last, kBc);
     q.start_last = rs[q.nr - 1];
     return q;

@@ -1,0 +1,109 @@
+// The architecture table (arch.h): one row per model.type. The rows' values are transformers'
+// own (its configuration_<model>.py defaults and the modules' bias switches).
+#include "model/arch.h"
+
+#include "core/error.h"
+
+namespace sof::model {
+
+namespace {
+
+using W = WindowKeys;
+
+// clang-format off
+const ArchInfo kArchs[] = {
+    // arch, hf_class,
+    //   gpt2, qkv_bias_always, qk_norm, fused_qkv, fused_gate_up,
+    //   kv_heads_default, head_dim_default, rms_eps_default, qkv_bias_key, o_bias_key,
+    //   mlp_bias_key,
+    //   attn_dropout_default, resid_dropout_key, resid_dropout_default,
+    //   window, window_default, rope_scaling, hidden_act
+    {Arch::Gpt2, nullptr,
+        true, true, false, false, false,
+        0, 0, 1e-5, nullptr, nullptr, nullptr,
+        0.0f, nullptr, 0.0f,
+        W::None, 0, false, nullptr},
+    {Arch::Llama, "LlamaForCausalLM",
+        false, false, false, false, false,
+        0, 0, 1e-6, "attention_bias", "attention_bias", "mlp_bias",
+        0.0f, nullptr, 0.0f,
+        W::None, 0, true, "silu"},
+    {Arch::Qwen2, "Qwen2ForCausalLM",
+        false, true, false, false, false,
+        32, 0, 1e-6, nullptr, nullptr, nullptr,
+        0.0f, nullptr, 0.0f,
+        W::UseSliding, 0, true, "silu"},
+    {Arch::Qwen3, "Qwen3ForCausalLM",
+        false, false, true, false, false,
+        32, 128, 1e-6, "attention_bias", "attention_bias", nullptr,
+        0.0f, nullptr, 0.0f,
+        W::UseSliding, 0, true, "silu"},
+    {Arch::Phi3, "Phi3ForCausalLM",
+        false, false, false, true, true,
+        0, 0, 1e-5, nullptr, nullptr, nullptr,
+        0.0f, "resid_pdrop", 0.0f,
+        W::AllLayers, 0, false, "silu"},
+    {Arch::Mistral, "MistralForCausalLM",
+        false, false, false, false, false,
+        8, 0, 1e-6, nullptr, nullptr, nullptr,
+        0.0f, nullptr, 0.0f,
+        W::AllLayers, 4096, true, "silu"},
+    {Arch::SeedOss, "SeedOssForCausalLM",
+        false, false, false, false, false,
+        8, 128, 1e-6, "attention_bias", "attention_out_bias", "mlp_bias",
+        0.1f, "residual_dropout", 0.1f,
+        W::None, 0, true, "silu"},
+};
+// clang-format on
+
+constexpr int kCount = static_cast<int>(sizeof(kArchs) / sizeof(kArchs[0]));
+static_assert(kCount == config::kNumModelTypes, "one row per config::ModelType");
+
+} // namespace
+
+const ArchInfo& arch_info(Arch a) {
+    const int i = static_cast<int>(a);
+    if (i < 0 || i >= kCount || kArchs[i].arch != a)
+        SOF_FAIL(Internal, "arch_info: architecture %d has no row in the table", i);
+    return kArchs[i];
+}
+
+const char* arch_name(Arch a) {
+    const int i = static_cast<int>(a);
+    return i >= 0 && i < kCount ? config::kModelTypeNames[i] : "?";
+}
+
+bool parse_arch(const std::string& name, Arch* out) {
+    for (int i = 0; i < kCount; i++) {
+        if (name == config::kModelTypeNames[i]) {
+            *out = kArchs[i].arch;
+            return true;
+        }
+    }
+    return false;
+}
+
+const ArchInfo* arch_by_hf(const std::string& name) {
+    for (const ArchInfo& a : kArchs)
+        if (a.hf_class && (name == a.hf_class || name == arch_name(a.arch))) return &a;
+    return nullptr;
+}
+
+std::string supported_hf_archs() {
+    std::string s;
+    for (const ArchInfo& a : kArchs) {
+        if (!a.hf_class) continue;
+        if (!s.empty()) s += ", ";
+        s += std::string(a.hf_class) + " (" + arch_name(a.arch) + ")";
+    }
+    return s;
+}
+
+std::string arch_names() {
+    std::string s;
+    for (int i = 0; i < kCount; i++)
+        s += std::string(i ? ", " : "") + config::kModelTypeNames[i];
+    return s;
+}
+
+} // namespace sof::model

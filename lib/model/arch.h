@@ -1,0 +1,59 @@
+// The architectures as one table: per model.type, the block features it fixes, how Hugging Face
+// names its tensors and which config.json keys switch its features. Everything else follows from
+// the block description (block_spec.h); adding a recombination of existing features is a row.
+#pragma once
+
+#include <string>
+
+#include "config/config.h"
+
+namespace sof::model {
+
+// The architectures: the deck's model.type enum (config/config.h), one definition.
+using Arch = config::ModelType;
+
+// How a config.json says which layers attend in a sliding window.
+enum class WindowKeys {
+    None,       // no sliding window in the model (a stray sliding_window key is ignored, as
+                // transformers ignores it: llama, seed_oss)
+    AllLayers,  // `sliding_window` (null = none) applies to every layer (mistral, phi3)
+    UseSliding, // `use_sliding_window` gates `sliding_window` (qwen2, qwen3: refused when on)
+};
+
+struct ArchInfo {
+    Arch arch;            // its name (model.type, manifest, HF model_type): arch_name
+    const char* hf_class; // config.json "architectures"[0]; null: GPT-2 (llm.c files)
+    // the block features it fixes (apply_arch_defaults)
+    bool gpt2;            // LayerNorm, learned positions, GELU MLP, every bias, tied head
+    bool qkv_bias_always; // q/k/v biases whatever the config says (qwen2)
+    bool qk_norm;         // per-head RMSNorm of q and k (qwen3)
+    // Hugging Face tensor names (block_spec.cpp hf_name)
+    bool fused_qkv;     // q|k|v rows in one self_attn.qkv_proj (phi3)
+    bool fused_gate_up; // gate|up rows in one mlp.gate_up_proj, gate first (phi3)
+    // config.json: defaults of absent keys (transformers' config classes) and feature keys
+    int kv_heads_default;          // num_key_value_heads absent: 0 = num_attention_heads
+    int head_dim_default;          // head_dim absent: 0 = hidden_size / num_attention_heads
+    double rms_eps_default;        // rms_norm_eps absent
+    const char* qkv_bias_key;      // switches the q/k/v biases, or null (fixed)
+    const char* o_bias_key;        // switches the o_proj bias, or null (none)
+    const char* mlp_bias_key;      // switches the MLP biases, or null (none)
+    float attn_dropout_default;    // attention_dropout absent
+    const char* resid_dropout_key; // the residual dropout rate, or null (none)
+    float resid_dropout_default;   // that key absent
+    WindowKeys window;
+    int window_default;     // sliding_window absent (0 = none)
+    bool rope_scaling;      // rope_scaling llama3 / yarn honored (phi3: only its longrope)
+    const char* hidden_act; // the MLP activation it needs ("silu"), null for GPT-2
+};
+
+const ArchInfo& arch_info(Arch a);
+const char* arch_name(Arch a); // "gpt2", "llama", "qwen2", "qwen3", "phi3", "mistral", "seed_oss"
+// false when `name` is not one of arch_name's strings
+bool parse_arch(const std::string& name, Arch* out);
+// The row whose hf_class or name (model_type) is `name`; null when none is.
+const ArchInfo* arch_by_hf(const std::string& name);
+// "LlamaForCausalLM (llama), ..." and "gpt2, llama, ..." for messages
+std::string supported_hf_archs();
+std::string arch_names();
+
+} // namespace sof::model
