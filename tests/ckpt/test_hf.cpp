@@ -485,6 +485,7 @@ TEST_CASE("manifests carry the LLaMA-family fields; a resume names a changed kv-
                                                  1,
                                                  3,
                                                  f.num_params,
+                                                 false,
                                                  {"params.bin", nb, 1},
                                                  {"exp_avg.bin", nb, 2},
                                                  {"exp_avg_sq.bin", nb, 3}}};
@@ -504,6 +505,7 @@ TEST_CASE("manifests carry the LLaMA-family fields; a resume names a changed kv-
                                                                       1,
                                                                       3,
                                                                       q.num_params,
+                                                                      false,
                                                                       {"params.bin", qb, 1},
                                                                       {"exp_avg.bin", qb, 2},
                                                                       {"exp_avg_sq.bin", qb, 3}}}));
