@@ -19,6 +19,8 @@ def load(path):
                 train[r["step"]] = r["loss"]
             elif r.get("kind") == "eval":
                 val[r["step"]] = r["val_loss"]
+            elif r.get("kind") == "summary":  # the final eval is only in the summary line
+                val[r["steps"]] = r["last_val_loss"]
     return train, val
 
 
