@@ -357,10 +357,12 @@ TEST_CASE("flash emulated: document starts and ends of the block scans" *
                 REQUIRE(got_end[i] == end[t]);
             }
             for (int i = 0; i < 64; i++) {
+                if (i >= nr) { // past the last row (and past start's end: not read)
+                    CHECK(rs[i] == fl::kNoRow);
+                    continue;
+                }
                 const int want = std::max(start[t + i], floor);
-                CHECK(rs[i] == (i >= nr  ? fl::kNoRow
-                                : window ? std::max(want, t + i - window + 1)
-                                         : want));
+                CHECK(rs[i] == (window ? std::max(want, t + i - window + 1) : want));
             }
         }
     }
