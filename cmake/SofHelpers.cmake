@@ -26,7 +26,7 @@ endfunction()
 function(sof_test name)
   cmake_parse_arguments(T "" "RANKS;TIMEOUT" "SOURCES;DEPS;LABELS;ARGS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
-  target_link_libraries(${name} PRIVATE ${T_DEPS} doctest::doctest sof_flags)
+  target_link_libraries(${name} PRIVATE ${T_DEPS} sof_doctest sof_flags)
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests ${CMAKE_SOURCE_DIR}/lib)
   target_compile_definitions(${name} PRIVATE
     SOF_SOURCE_DIR="${CMAKE_SOURCE_DIR}" SOF_BINARY_DIR="${CMAKE_BINARY_DIR}"

@@ -8,8 +8,8 @@
 
 namespace sof::test {
 
-// Include in the one source file of a test executable that defines DOCTEST_CONFIG_IMPLEMENT (or
-// its main) and the listener runs in every case of that executable.
+// Include in one source file of a test executable (the one with its main(), if it has one) and the
+// listener runs in every case of that executable.
 struct CaseNames : doctest::IReporter {
     explicit CaseNames(const doctest::ContextOptions&) {}
     void report_query(const doctest::QueryData&) override {}

@@ -1,6 +1,5 @@
 // The deck-driven commands' command line (app/cli.cpp over CLI11): DECK, --set key=value in
 // order, a command's own --name VALUE options, -v; every mistake a Usage error with the usage line.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <string>

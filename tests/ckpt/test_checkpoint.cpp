@@ -1,6 +1,5 @@
 // Checkpoint save/load: exact round trip of state and manifest, atomic protocol (leftover .tmp
 // directories ignored, re-saving a step), keep=N pruning, multi-rank shards written in one process.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <filesystem>

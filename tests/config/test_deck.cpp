@@ -1,6 +1,5 @@
 // Deck loading that succeeds: defaults, every enum spelling, overrides, flat dotted keys, the
 // effective-deck round trip (exact, every key), float formatting and the command-line parser.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <cstdlib>

@@ -3,12 +3,12 @@
 // 2^16 inputs, and in CUDA builds the CUDA headers' host conversions that the CUDA twins used
 // (__float2bfloat16_rn, __bfloat162float, __half2float, __float2half_rn). NaN: core keeps sign and
 // top payload bits (quiet); where the CUDA conversions canonicalize a NaN only NaN-ness must agree.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <ios>
 #include <random>
 #include <vector>
 

@@ -1,7 +1,6 @@
 // core::JobQueue: submission order, tickets, what a failed job means under each OnError policy
 // (Continue: later jobs run, the error is taken once; SkipRest: later jobs skipped, error sticky),
 // queued jobs run at destruction. Runs under TSan (label engine).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <atomic>

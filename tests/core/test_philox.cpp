@@ -1,6 +1,5 @@
 // core/philox.h against the published known-answer vectors of Philox4x32-10 (Random123's
 // kat_vectors), and the uniform map's range and first two moments over many draws.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -1,6 +1,5 @@
 // The CUDA device against the host device: copies, memset, casts and grad_prep statistics must
 // agree bitwise; streams, events, host tasks, errors and memory accounting behave as device.h says.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include "case_names.h" // each case named in the log before it runs

@@ -1,6 +1,5 @@
 // gpu_adam conformance: the CUDA plugin against the scalar twin (tests/grace/adam_twin.h), bitwise,
 // over sizes, dtypes, decay, step, scale, in-place/separate, multi-slice, rollback and stats.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include "case_names.h" // each case named in the log before it runs

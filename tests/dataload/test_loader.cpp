@@ -1,6 +1,5 @@
 // DataLoader ordering: llm.c sequential order bit-exact, B*T+1 shards, multi-shard wrap, rank
 // striping, deterministic shuffle (each epoch a permutation), state/restore continuation.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <algorithm>

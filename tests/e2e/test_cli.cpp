@@ -1,6 +1,5 @@
 // End-to-end tests of the program: bad decks, bad shards and bad checkpoints each give one clear
 // message and a non-zero exit (never a crash); a tiny run trains, checkpoints, exports, re-imports.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>

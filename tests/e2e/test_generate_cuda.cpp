@@ -2,7 +2,6 @@
 // Llama's KV-cache decoding through the one transformer driver on the CUDA device against the
 // CPU twins (logits of the prefill and of every decode step, greedy ids), and the command with
 // --device cuda against --device host on the same exported model.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include "case_names.h" // each case named in the log before it runs

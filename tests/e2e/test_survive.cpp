@@ -2,13 +2,13 @@
 // SIGTERM mid-run (step finished, checkpoint, exit 75, bitwise resume), a second signal, one run
 // per directory, full disks, unusable paths, special deck files, garbage bytes in messages,
 // an export into the checkpoint it reads, a resume of a different run, stale save leftovers.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>

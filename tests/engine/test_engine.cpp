@@ -1,7 +1,6 @@
 // SuperOffload engine vs the plain path: bitwise equal params, moments and step counts over steps
 // with no clipping, clipping, and non-finite skips, for bucket sizes, tails, casts, weight flow,
 // schedules and gradient accumulation; bucket formation; state round trip; deck errors.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <chrono>

@@ -4,7 +4,6 @@
 // fake model queues each unit's grads on the compute stream behind a busy kernel, so an engine
 // stream that misses its wait on the compute stream reads stale grads. Exits 77 (skipped)
 // without a visible GPU.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -1,6 +1,5 @@
 // The engine under the real CPU models (GPT-2 and the LLaMA family, through WeightSource/GradSink):
 // bitwise equal to the plain path with clipping and a non-finite skip, stationary and bf16 flow.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <memory>

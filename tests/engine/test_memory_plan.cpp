@@ -1,7 +1,6 @@
 // The engine's memory plan against its allocations and the planner (issue 12): device peak ==
 // plan == `superoffload plan` for every schedule x placement; the interleaved schedule streams
 // state through slots (bounded device memory, bitwise equal to plain); link bytes per step.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <string>

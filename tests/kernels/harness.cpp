@@ -1,6 +1,5 @@
 // The op driver's harness and main(): the case registry, data and error helpers, the GPU context,
 // and the --gpu mode (GPU cases only; exit 77 without a GPU) and --report (errors per check).
-#define DOCTEST_CONFIG_IMPLEMENT
 #include "harness.h"
 
 #include <algorithm>

@@ -1,7 +1,6 @@
 // The block described once (block_spec.h): every architecture's tensor table, its Hugging Face
 // map (fused phi3 tensors), weight decay as transformers' Trainer groups it, unit offsets, the
 // per-layer window and the attention work it implies; the older layouts unchanged.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -1,7 +1,6 @@
 // One model config: the deck's model section <-> ArchConfig both ways, model::validate as the one
 // check of sizes (bounds before any allocation) and divisibility (GQA heads, parallel.sp), with
 // deck errors located at the line or --set that set the key.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <string>

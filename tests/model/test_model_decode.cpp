@@ -1,7 +1,6 @@
 // Decoding with a KV cache (Model::decode) against the full forward: every architecture's logits
 // of a prompt run in chunks and then token by token equal the rows of one causal forward over
 // the whole sequence; re-running a suffix; the errors.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -1,6 +1,5 @@
 // Bitwise properties of the CPU GPT-2: recompute on/off, OpenMP/OpenBLAS thread counts, per-unit
 // weight flow and grad sinks (the offload engine's contract in gpt2.h), padded vocab/positions.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <cblas.h>

@@ -1,6 +1,5 @@
 // CPU kernels on odd sizes against naive double-precision loops (every sgemm tile edge), and the
 // whole model's gradients against central finite differences (a check that needs no PyTorch).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <omp.h>

@@ -1,6 +1,5 @@
 // GPT-2 parameter layout, config validation, init, FLOPs model and the model's error messages:
 // exact expectations (llm.c's GPT-2 124M parameter count, hand-written 6N + attention formula).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <cmath>

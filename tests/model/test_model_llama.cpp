@@ -1,7 +1,6 @@
 // The LLaMA family on the CPU (llama GQA untied + llama3 RoPE scaling, qwen2 biases tied, qwen3
 // qk-norm with head_dim != C/NH): finite-difference grads, recompute/threads bitwise, unit
 // protocol.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <omp.h>

@@ -1,7 +1,6 @@
 // Long-sequence machinery of the transformer driver on every architecture: the tiled LM head +
 // loss and the tiled MLP against the untiled path, offloaded checkpoints bitwise against plain
 // recompute, and the activation list shrinking to a tile.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <algorithm>

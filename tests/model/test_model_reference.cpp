@@ -1,6 +1,5 @@
 // GPT-2 CPU model against the PyTorch float64 oracle (tests/data/gpt2_ref.bin): logits, loss, every
 // gradient, 10 AdamW steps with global-norm clipping (optim/adam_ref.h), causal prefix runs.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <algorithm>

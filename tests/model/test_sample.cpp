@@ -1,7 +1,6 @@
 // The sampler (model::sample_token) against its distribution: on fixed logits, many seeded draws
 // never leave the allowed support (top-k with its ties, the top-p nucleus) and their frequencies
 // match the renormalized softmax within a binomial bound; greedy is the argmax.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -1,6 +1,5 @@
 // Multi-rank failures end the whole job quickly with a message naming the rank (never a hang):
 // a rank that throws, a rank that dies (SIGKILL), ranks that disagree on the deck.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 

@@ -1,6 +1,5 @@
 // Conformance of every host optimizer plugin (each cpu_adam variant) against the scalar
 // reference optim/adam_ref.h: sizes hitting SIMD tails, dtypes, modes, in place and separate.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <dlfcn.h>

@@ -1,7 +1,6 @@
 // `superoffload bench adam` machinery: every ceiling strategy moves exactly Adam's bytes with the
 // right values (in place, separate, with and without the copy), a tiny run (its arguments:
 // tests/app/test_cli_args).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <cstring>

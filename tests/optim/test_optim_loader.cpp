@@ -1,7 +1,6 @@
 // Plugin loader: directory resolution, listing, selection by name/score, and the errors for a
 // missing plugin, an empty directory, an ABI mismatch (test plugin built with version 999) and
 // a plugin that scores 0.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <cstdlib>

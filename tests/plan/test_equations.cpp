@@ -1,6 +1,5 @@
 // The planner's equations against hand-computed values: link curve interpolation, saturating
 // bucket, paper Eq. 1-3 (weight-flow efficiency, Fig. 6), Eq. 4-5 (tail buckets), DOS Eq. 1 (k).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <cmath>

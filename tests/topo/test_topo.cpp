@@ -1,7 +1,6 @@
 // lib/topo against the GH200 4-Superchip fixture (gh200-4x.xml, written by make_gh200_xml.py):
 // discovery, per-GPU placement, ranks sharing a node, bad arguments; and this machine (dry run,
 // bind to the current CPU set).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <numa.h>

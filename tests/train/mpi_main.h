@@ -2,7 +2,6 @@
 // Include in exactly one .cpp of a test executable.
 #pragma once
 
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <mpi.h>
 

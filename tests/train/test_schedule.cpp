@@ -1,6 +1,5 @@
 // LR schedules (constant, linear, cosine, wsd with min_lr and warmup) against their closed forms,
 // the deck warnings, train.global_batch -> batch_size x grad_accum, and the step log's durations.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -2,7 +2,6 @@
 // Qwen2 (biases) and Qwen3 (qk-norm) on CUDA against the CPU run, STV on == off bitwise on CUDA
 // with a NaN injected, and 2 ranks on one GPU (ZeRO-3; fp32, and bf16 with bf16 gather slots)
 // against 1 rank. Exits 77 (skipped) without a visible GPU.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <mpi.h>
 
