@@ -4,4 +4,6 @@
 // undefined.
 #include <doctest/doctest.h>
 
-int main(int argc, char** argv) { return doctest::Context(argc, argv).run(); }
+int main(int argc, char** argv) {
+    return doctest::Context(argc, argv).run();
+}
