@@ -1,5 +1,6 @@
 // Op driver cases of attention.h, CPU twin (tiled FlashAttention-2): against the naive T x T
 // reference in double over the shape classes, thread-count independence, mutations that must fail.
+#include "attention_twins.h"
 #include "harness.h"
 
 #include <omp.h>
@@ -13,7 +14,6 @@
 #include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
-#include "kernels/attention_ref.h"
 
 using namespace sof;
 using test::AttnMutation;
@@ -29,32 +29,9 @@ namespace {
 // document start off) moves the results by 0.5 or more.
 constexpr double kTolOut = 2e-6, kTolLse = 2e-6, kTolGrad = 5e-6;
 
-struct Run {
-    std::vector<float> out, lse, dqkv;
-};
-
-// Forward and backward of the CPU twin; out and dqkv start as NaN so a row or column the op
-// fails to write shows up.
-Run run_cpu(const AttnProblem& p) {
-    Run r;
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    r.out.assign(p.out_size(), nan);
-    r.lse.assign(p.stat_size(), nan);
-    r.dqkv.assign(p.qkv.size(), nan);
-    std::vector<float> delta(p.stat_size());
-    const auto a = p.args(p.qkv.data());
-    const kernels::Exec ex = kernels::cpu_exec();
-    kernels::attention_forward(ex, r.out.data(), r.lse.data(), a);
-    kernels::attention_backward(ex, p.grads(r.dqkv.data()), p.dout.data(), r.out.data(),
-                                r.lse.data(), delta.data(), a);
-    return r;
-}
-
-std::string name(const AttnShape& s) {
-    return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
-           " NH=" + std::to_string(s.NH) + " NKV=" + std::to_string(s.NKV) +
-           " hd=" + std::to_string(s.hd) + (s.segments ? " segments" : "");
-}
+using Run = test::AttnRun;
+using test::attn_name;
+using test::attn_run_cpu;
 
 // Every shape class at least once: T = 1, 7, 64, 129, 1000 (one tile, tile edges, many tiles);
 // B = 1, 2; MHA and GQA 4:1, 8:2; hd 32, 64, 128, 80; with and without segments.
@@ -70,10 +47,10 @@ const AttnShape kShapes[] = {
 SOF_OP_CPU("attention", "equals the naive T x T reference (forward and backward)") {
     kernels::cpu::use_single_threaded_blas();
     for (const AttnShape& s : kShapes) {
-        CAPTURE(name(s));
+        CAPTURE(attn_name(s));
         const AttnProblem p(s);
         const test::AttnRef ref = test::attn_reference(p);
-        const Run r = run_cpu(p);
+        const Run r = attn_run_cpu(p);
         const std::vector<char> om = test::attn_out_mask(p), qm = test::attn_qkv_mask(p);
         CHECK(test::attn_norm_err(r.out, ref.out, om) < kTolOut);
         CHECK(test::attn_norm_err(r.lse, ref.lse) < kTolLse);
@@ -96,7 +73,7 @@ SOF_OP_CPU("attention", "equals the naive T x T reference (forward and backward)
 SOF_OP_CPU("attention", "a mutated reference fails the same thresholds") {
     kernels::cpu::use_single_threaded_blas();
     const AttnProblem p({1, 129, 4, 1, 64, true, 21});
-    const Run r = run_cpu(p);
+    const Run r = attn_run_cpu(p);
     const std::vector<char> om = test::attn_out_mask(p), qm = test::attn_qkv_mask(p);
     const test::AttnRef causal = test::attn_reference(p, AttnMutation::CausalPlusOne);
     CHECK(test::attn_norm_err(r.out, causal.out, om) > 100 * kTolOut);
@@ -111,12 +88,12 @@ SOF_OP_CPU("attention", "bitwise the same for 1 and 2 OpenMP threads") {
     const int saved = omp_get_max_threads();
     for (const AttnShape& s :
          {AttnShape{2, 300, 8, 2, 64, true, 31}, AttnShape{1, 257, 4, 4, 80, false, 32}}) {
-        CAPTURE(name(s));
+        CAPTURE(attn_name(s));
         const AttnProblem p(s);
         omp_set_num_threads(1);
-        const Run one = run_cpu(p);
+        const Run one = attn_run_cpu(p);
         omp_set_num_threads(2);
-        const Run two = run_cpu(p);
+        const Run two = attn_run_cpu(p);
         CHECK(std::memcmp(one.out.data(), two.out.data(), one.out.size() * sizeof(float)) == 0);
         CHECK(std::memcmp(one.lse.data(), two.lse.data(), one.lse.size() * sizeof(float)) == 0);
         CHECK(std::memcmp(one.dqkv.data(), two.dqkv.data(), one.dqkv.size() * sizeof(float)) == 0);
@@ -133,7 +110,7 @@ SOF_OP_CPU("attention", "a sequence whose T x T scores would not fit in memory")
     p.seg.resize(T);
     for (int t = 0; t < T; t++)
         p.seg[t] = (t / doc) % 2; // runs of 128 tokens
-    const Run r = run_cpu(p);
+    const Run r = attn_run_cpu(p);
     for (int d : {0, 1, T / doc / 2, T / doc - 1}) {
         CAPTURE(d);
         // the same document as a problem of its own (no segments)
@@ -193,7 +170,7 @@ SOF_OP_CPU("attention", "q_begin computes the last rows only, equal to the full 
     kernels::cpu::use_single_threaded_blas();
     for (const AttnShape& s :
          {AttnShape{1, 300, 4, 2, 32, false, 61}, AttnShape{2, 140, 4, 4, 64, true, 62}}) {
-        CAPTURE(name(s));
+        CAPTURE(attn_name(s));
         const AttnProblem p(s);
         std::vector<float> full(p.out_size()), lse(p.stat_size());
         kernels::attention_forward(kernels::cpu_exec(), full.data(), lse.data(),

@@ -8,9 +8,9 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "attention_twins.h"
 #include "harness.h"
 #include "kernels/attention.h"
-#include "kernels/attention_ref.h"
 #include "kernels/matmul.h"
 
 using namespace sof;
@@ -20,121 +20,12 @@ using test::AttnShape;
 
 namespace {
 
-// Thresholds (normalized max error against the CPU twin; not yet confirmed on a GPU: derived from
-// the rounding). CUDA-core kernel, fp32: both twins are within ~3e-7 of the double reference on
-// the CPU side and differ only in summation order and expf (<= 2 ulp): 1e-5. bf16: inputs are
-// the same bf16 values on both sides; out and the grads are rounded to bf16 on store (relative
-// 2^-9 = 2e-3 per element): 5e-3 for out; the grads get the CUDA out (bf16) on both sides, so
-// delta agrees, and 1e-2 leaves room for dS = P (dP - delta) cancelling. lse stays fp32 in both
-// types: 1e-5.
-constexpr double kTolF32 = 1e-5, kTolBf16Out = 5e-3, kTolBf16Grad = 1e-2, kTolLse = 1e-5;
-// Tensor-core kernel (bf16 only): besides the bf16 stores it rounds P to bf16 before P V
-// (2^-9 relative per weight) and P^T, dS^T, dS to bf16 before the dV, dK, dQ products: out
-// within 2 * 2^-9 = 4e-3 of max|out|, the grads within 3 * 2^-9 = 6e-3 of theirs (one rounding
-// per operand of their products plus the store). Its tile code on the host warp emulator
-// (test_flash_emu.cpp, the same code, mma in double) measures <= 3.0e-3 (out) and <= 2.9e-3
-// (grads) against the CPU twin; the GPU's fp32 tensor-core accumulation differs from that by
-// fp32 ulps. Thresholds: 8e-3 (out), 1.5e-2 (grads); lse is fp32 from fp32 scores: 1e-5. The same
-// thresholds hold between the two CUDA kernels (both within theirs of the CPU twin's values).
-constexpr double kTolTcOut = 8e-3, kTolTcGrad = 1.5e-2;
-
-struct Run {
-    std::vector<float> out, lse, dqkv;
-};
-
-// The CUDA twin on p (inputs converted to E) with kernel k, the outputs back as floats. dqkv and
-// out start as NaN so an element not written shows up.
-template <class E> Run run_cuda(Gpu& g, const AttnProblem& p, kernels::AttnKernel k) {
-    const float nan = NAN;
-    auto dqkv_in = g.upload<E>(p.qkv), ddout = g.upload<E>(p.dout);
-    auto dout_buf = g.upload<E>(std::vector<float>(p.out_size(), nan));
-    auto dgrad = g.upload<E>(std::vector<float>(p.qkv.size(), nan));
-    auto dlse = g.upload<float>(std::vector<float>(p.stat_size(), nan));
-    auto ddelta = g.upload<float>(std::vector<float>(p.stat_size(), 0.0f));
-    auto dseg = g.upload_ids(p.seg.empty() ? std::vector<int>(1, 0) : p.seg);
-    kernels::AttnArgs<E> a = p.args(dqkv_in.get());
-    a.segments = p.seg.empty() ? nullptr : dseg.get();
-    a.kernel = k;
-    const kernels::Exec ex = g.exec();
-    kernels::attention_forward(ex, dout_buf.get(), dlse.get(), a);
-    kernels::attention_backward(ex, p.grads(dgrad.get()), ddout.get(), dout_buf.get(), dlse.get(),
-                                ddelta.get(), a);
-    Run r;
-    r.out = g.download(dout_buf);
-    r.lse = g.download(dlse);
-    r.dqkv = g.download(dgrad);
-    return r;
-}
-template <class E> Run run_cuda(Gpu& g, const AttnProblem& p) {
-    return run_cuda<E>(g, p, kernels::AttnKernel::CudaCores);
-}
-
-// The CPU twin; out_for_backward replaces the forward's out in the backward when given.
-Run run_cpu(const AttnProblem& p, const std::vector<float>* out_for_backward = nullptr) {
-    Run r;
-    r.out.assign(p.out_size(), 0.0f);
-    r.lse.assign(p.stat_size(), 0.0f);
-    r.dqkv.assign(p.qkv.size(), 0.0f);
-    std::vector<float> delta(p.stat_size());
-    const auto a = p.args(p.qkv.data());
-    kernels::cpu::attention_forward(r.out.data(), r.lse.data(), a);
-    const float* o = out_for_backward ? out_for_backward->data() : r.out.data();
-    kernels::cpu::attention_backward(p.grads(r.dqkv.data()), p.dout.data(), o, r.lse.data(),
-                                     delta.data(), a);
-    return r;
-}
-
-std::string name(const AttnShape& s) {
-    return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
-           " NH=" + std::to_string(s.NH) + " NKV=" + std::to_string(s.NKV) +
-           " hd=" + std::to_string(s.hd) + (s.segments ? " segments" : "");
-}
-
 const AttnShape kShapes[] = {
     {2, 1, 2, 2, 32, false, 1},     {1, 1, 4, 1, 128, true, 2},     {2, 7, 4, 1, 64, true, 3},
     {1, 7, 8, 2, 128, false, 4},    {2, 64, 4, 4, 64, false, 5},    {1, 64, 8, 2, 96, true, 6},
     {1, 129, 4, 1, 128, true, 7},   {2, 129, 8, 2, 32, false, 8},   {1, 129, 4, 4, 64, true, 9},
     {1, 1000, 4, 1, 64, false, 11}, {2, 1000, 8, 2, 128, true, 12},
 };
-
-// p with its inputs rounded to E's values (the CPU twin then gets what the CUDA twin reads).
-template <class E> AttnProblem problem(const AttnShape& s) {
-    AttnProblem p(s);
-    if constexpr (!std::is_same_v<E, float>) {
-        for (float& x : p.qkv)
-            x = core::round_bf16(x);
-        for (float& x : p.dout)
-            x = core::round_bf16(x);
-    }
-    return p;
-}
-
-// No owned element left NaN (every element written).
-void check_written(const AttnProblem& p, const Run& g) {
-    const auto om = test::attn_out_mask(p), qm = test::attn_qkv_mask(p);
-    size_t nan_owned = 0;
-    for (size_t i = 0; i < g.dqkv.size(); i++)
-        nan_owned += qm[i] && std::isnan(g.dqkv[i]);
-    for (size_t i = 0; i < g.out.size(); i++)
-        nan_owned += om[i] && std::isnan(g.out[i]);
-    CHECK(nan_owned == 0);
-}
-
-template <class E>
-void compare_with_cpu(Gpu& gpu, const AttnShape& s, double tol_out, double tol_grad,
-                      kernels::AttnKernel k = kernels::AttnKernel::CudaCores) {
-    const AttnProblem p = problem<E>(s);
-    const Run g = run_cuda<E>(gpu, p, k);
-    const Run c = std::is_same_v<E, float> ? run_cpu(p) : run_cpu(p, &g.out);
-    const double eo = test::attn_norm_err(g.out, test::attn_widen(c.out), test::attn_out_mask(p));
-    const double el = test::attn_norm_err(g.lse, test::attn_widen(c.lse));
-    const double eg = test::attn_norm_err(g.dqkv, test::attn_widen(c.dqkv), test::attn_qkv_mask(p));
-    MESSAGE(name(s) << ": out " << eo << " lse " << el << " grads " << eg);
-    CHECK(eo < tol_out);
-    CHECK(el < kTolLse);
-    CHECK(eg < tol_grad);
-    check_written(p, g);
-}
 
 } // namespace
 
@@ -151,12 +42,12 @@ SOF_OP_GPU("attention", "equals the CPU twin (fp32)") {
     if (!g) return;
     kernels::cpu::use_single_threaded_blas();
     for (const AttnShape& s : kShapes) {
-        CAPTURE(name(s));
-        compare_with_cpu<float>(*g, s, kTolF32, kTolF32);
+        CAPTURE(test::attn_name(s));
+        test::attn_compare_with_cpu<float>(*g, s, test::kAttnTolF32, test::kAttnTolF32);
     }
     for (const AttnShape& s : kHeadDimShapes) {
-        CAPTURE(name(s));
-        compare_with_cpu<float>(*g, s, kTolF32, kTolF32);
+        CAPTURE(test::attn_name(s));
+        test::attn_compare_with_cpu<float>(*g, s, test::kAttnTolF32, test::kAttnTolF32);
     }
 }
 
@@ -165,12 +56,14 @@ SOF_OP_GPU("attention", "equals the CPU twin (bf16 in and out, CUDA-core kernel)
     if (!g) return;
     kernels::cpu::use_single_threaded_blas();
     for (const AttnShape& s : kShapes) {
-        CAPTURE(name(s));
-        compare_with_cpu<core::bf16>(*g, s, kTolBf16Out, kTolBf16Grad);
+        CAPTURE(test::attn_name(s));
+        test::attn_compare_with_cpu<core::bf16>(*g, s, test::kAttnTolBf16Out,
+                                                test::kAttnTolBf16Grad);
     }
     for (const AttnShape& s : kHeadDimShapes) {
-        CAPTURE(name(s));
-        compare_with_cpu<core::bf16>(*g, s, kTolBf16Out, kTolBf16Grad);
+        CAPTURE(test::attn_name(s));
+        test::attn_compare_with_cpu<core::bf16>(*g, s, test::kAttnTolBf16Out,
+                                                test::kAttnTolBf16Grad);
     }
 }
 
@@ -188,48 +81,33 @@ SOF_OP_GPU("attention", "tensor-core kernel equals the CPU twin (bf16)") {
     if (!g) return;
     kernels::cpu::use_single_threaded_blas();
     for (const AttnShape& s : kTcShapes) {
-        CAPTURE(name(s));
-        compare_with_cpu<core::bf16>(*g, s, kTolTcOut, kTolTcGrad,
-                                     kernels::AttnKernel::TensorCores);
+        CAPTURE(test::attn_name(s));
+        test::attn_compare_with_cpu<core::bf16>(*g, s, test::kAttnTolTcOut, test::kAttnTolTcGrad,
+                                                kernels::AttnKernel::TensorCores);
     }
 }
 
-SOF_OP_GPU("attention", "tensor-core and CUDA-core kernels agree (bf16)") {
+SOF_OP_GPU("attention", "tensor-core and CUDA-core kernels agree, the same bits every run (bf16)") {
     Gpu* g = ktest::gpu_or_skip();
     if (!g) return;
-    for (const AttnShape& s : kTcShapes) {
-        CAPTURE(name(s));
-        const AttnProblem p = problem<core::bf16>(s);
-        const Run tc = run_cuda<core::bf16>(*g, p, kernels::AttnKernel::TensorCores);
-        const Run cc = run_cuda<core::bf16>(*g, p, kernels::AttnKernel::CudaCores);
-        const double eo =
-            test::attn_norm_err(tc.out, test::attn_widen(cc.out), test::attn_out_mask(p));
-        const double el = test::attn_norm_err(tc.lse, test::attn_widen(cc.lse));
-        const double eg =
-            test::attn_norm_err(tc.dqkv, test::attn_widen(cc.dqkv), test::attn_qkv_mask(p));
-        MESSAGE(name(s) << ": tensor-core vs CUDA-core out " << eo << " lse " << el << " grads "
-                        << eg);
-        CHECK(eo < kTolTcOut);
-        CHECK(el < kTolLse);
-        CHECK(eg < kTolTcGrad);
-        // Auto picks the tensor-core kernel for these: the same bits
-        const Run au = run_cuda<core::bf16>(*g, p, kernels::AttnKernel::Auto);
-        CHECK(std::memcmp(au.out.data(), tc.out.data(), tc.out.size() * sizeof(float)) == 0);
-        CHECK(std::memcmp(au.dqkv.data(), tc.dqkv.data(), tc.dqkv.size() * sizeof(float)) == 0);
-    }
+    for (const AttnShape& s : kTcShapes)
+        test::attn_check_kernels_agree(*g, s);
 }
 
 SOF_OP_GPU("attention", "the same bits on every run") {
     Gpu* g = ktest::gpu_or_skip();
     if (!g) return;
     const AttnProblem p({2, 300, 8, 2, 64, true, 31});
-    const Run a = run_cuda<float>(*g, p), b = run_cuda<float>(*g, p);
+    const test::AttnRun a = test::attn_run_cuda<float>(*g, p, kernels::AttnKernel::CudaCores),
+                        b = test::attn_run_cuda<float>(*g, p, kernels::AttnKernel::CudaCores);
     CHECK(std::memcmp(a.out.data(), b.out.data(), a.out.size() * sizeof(float)) == 0);
     CHECK(std::memcmp(a.dqkv.data(), b.dqkv.data(), a.dqkv.size() * sizeof(float)) == 0);
     for (int hd : {64, 128}) { // the tensor-core kernel too
-        const AttnProblem pb = problem<core::bf16>({2, 300, 8, 2, hd, true, 32});
-        const Run x = run_cuda<core::bf16>(*g, pb, kernels::AttnKernel::TensorCores);
-        const Run y = run_cuda<core::bf16>(*g, pb, kernels::AttnKernel::TensorCores);
+        const AttnProblem pb = test::attn_problem_as<core::bf16>({2, 300, 8, 2, hd, true, 32});
+        const test::AttnRun x =
+            test::attn_run_cuda<core::bf16>(*g, pb, kernels::AttnKernel::TensorCores);
+        const test::AttnRun y =
+            test::attn_run_cuda<core::bf16>(*g, pb, kernels::AttnKernel::TensorCores);
         CHECK(std::memcmp(x.out.data(), y.out.data(), x.out.size() * sizeof(float)) == 0);
         CHECK(std::memcmp(x.lse.data(), y.lse.data(), x.lse.size() * sizeof(float)) == 0);
         CHECK(std::memcmp(x.dqkv.data(), y.dqkv.data(), x.dqkv.size() * sizeof(float)) == 0);
@@ -241,36 +119,8 @@ SOF_OP_GPU("attention", "the same bits on every run") {
 SOF_OP_GPU("attention", "q_begin computes the last rows only (every head dim)") {
     Gpu* g = ktest::gpu_or_skip();
     if (!g) return;
-    for (int hd : {12, 16, 64, 80, 128, 256}) {
-        const AttnShape s{2, 140, 4, 2, hd, hd % 32 == 0, 63};
-        CAPTURE(name(s));
-        const AttnProblem p = problem<core::bf16>(s);
-        auto q = g->upload<core::bf16>(p.qkv);
-        auto seg = g->upload_ids(p.seg.empty() ? std::vector<int>(1, 0) : p.seg);
-        auto full = g->upload<core::bf16>(std::vector<float>(p.out_size(), 0.0f));
-        auto lse = g->upload<float>(std::vector<float>(p.stat_size(), 0.0f));
-        kernels::AttnArgs<core::bf16> a = p.args(q.get());
-        a.segments = p.seg.empty() ? nullptr : seg.get();
-        kernels::attention_forward(g->exec(), full.get(), lse.get(), a);
-        const std::vector<float> f = g->download(full);
-        for (int q0 : {s.T - 1, 70}) {
-            CAPTURE(q0);
-            auto part = g->upload<core::bf16>(std::vector<float>(p.out_size(), 12345.0f));
-            a.q_begin = q0;
-            kernels::attention_forward(g->exec(), part.get(), lse.get(), a);
-            const std::vector<float> r = g->download(part);
-            size_t bad = 0;
-            for (int b = 0; b < s.B; b++)
-                for (int t = 0; t < s.T; t++)
-                    for (size_t i = 0; i < static_cast<size_t>(s.NH) * s.hd; i++) {
-                        const size_t j = (static_cast<size_t>(b) * s.T + t) * p.ldo + i;
-                        // the same rows within bf16 rounding (the key tiles end elsewhere)
-                        bad += t >= q0 ? std::fabs(r[j] - f[j]) > 1e-2f * (1 + std::fabs(f[j]))
-                                       : r[j] != core::round_bf16(12345.0f);
-                    }
-            CHECK(bad == 0);
-        }
-    }
+    for (int hd : {12, 16, 64, 80, 128, 256})
+        test::attn_check_q_begin(*g, {2, 140, 4, 2, hd, hd % 32 == 0, 63});
 }
 
 SOF_OP_GPU("attention", "shapes a kernel cannot run are refused by name") {
@@ -310,8 +160,8 @@ SOF_OP_GPU("attention", "shapes a kernel cannot run are refused by name") {
 template <class E>
 void long_sequence(Gpu* gpu, kernels::AttnKernel kernel, double tol_out, double tol_grad) {
     const int T = 1 << 18, hd = 64;
-    const AttnProblem p = problem<E>({1, T, 1, 1, hd, false, 61});
-    const Run g = run_cuda<E>(*gpu, p, kernel);
+    const AttnProblem p = test::attn_problem_as<E>({1, T, 1, 1, hd, false, 61});
+    const test::AttnRun g = test::attn_run_cuda<E>(*gpu, p, kernel);
     size_t bad = 0;
     for (float x : g.out)
         bad += !std::isfinite(x);
@@ -389,5 +239,6 @@ SOF_OP_GPU("attention", "a sequence whose T x T scores would not fit in device m
     Gpu* gpu = ktest::gpu_or_skip();
     if (!gpu) return;
     long_sequence<float>(gpu, kernels::AttnKernel::CudaCores, 1e-4, 1e-4);
-    long_sequence<core::bf16>(gpu, kernels::AttnKernel::TensorCores, kTolTcOut, kTolTcGrad);
+    long_sequence<core::bf16>(gpu, kernels::AttnKernel::TensorCores, test::kAttnTolTcOut,
+                              test::kAttnTolTcGrad);
 }

@@ -1,6 +1,7 @@
 // Op driver cases of attention.h's sliding window, sinks and dropout, CPU twin: against the naive
 // T x T reference in double (mask regenerated from Philox), with segments, GQA and q_begin;
 // thread-count and work-split independence; mutations that must fail; refusals.
+#include "attention_twins.h"
 #include "harness.h"
 
 #include <omp.h>
@@ -13,7 +14,6 @@
 
 #include "core/error.h"
 #include "kernels/attention.h"
-#include "kernels/attention_ref.h"
 #include "kernels/matmul.h"
 
 using namespace sof;
@@ -27,41 +27,15 @@ namespace {
 // over B*T rows of products of O(1) terms: the same 5e-6 as the grads. Measured worst over the
 // shapes below: see the MESSAGE lines (test_kernels -s).
 constexpr double kTolOut = 2e-6, kTolLse = 2e-6, kTolGrad = 5e-6;
-constexpr float kDsinkInit = 0.25f; // dsinks accumulate: they start here
 
-struct Run {
-    std::vector<float> out, lse, dqkv, dsinks;
-};
-
-Run run_cpu(const AttnProblem& p) {
-    Run r;
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    r.out.assign(p.out_size(), nan);
-    r.lse.assign(p.stat_size(), nan);
-    r.dqkv.assign(p.qkv.size(), nan);
-    r.dsinks.assign(p.sinks.size(), kDsinkInit);
-    std::vector<float> delta(p.stat_size());
-    const auto a = p.args(p.qkv.data());
-    auto d = p.grads(r.dqkv.data());
-    d.dsinks = r.dsinks.empty() ? nullptr : r.dsinks.data();
-    const kernels::Exec ex = kernels::cpu_exec();
-    kernels::attention_forward(ex, r.out.data(), r.lse.data(), a);
-    kernels::attention_backward(ex, d, p.dout.data(), r.out.data(), r.lse.data(), delta.data(), a);
-    return r;
-}
-
-std::string name(const AttnShape& s) {
-    return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
-           " NH=" + std::to_string(s.NH) + " NKV=" + std::to_string(s.NKV) +
-           " hd=" + std::to_string(s.hd) + (s.segments ? " segments" : "") +
-           " window=" + std::to_string(s.window) + (s.sinks ? " sinks" : "") +
-           " dropout=" + std::to_string(s.dropout);
-}
+using Run = test::AttnRun;
+using test::attn_name;
+using test::attn_run_cpu;
 
 std::vector<double> dsinks_ref(const test::AttnRef& ref) {
     std::vector<double> d = ref.dsinks;
     for (double& x : d)
-        x += kDsinkInit;
+        x += test::kAttnDsinkInit;
     return d;
 }
 
@@ -97,13 +71,13 @@ const AttnShape kShapes[] = {
 SOF_OP_CPU("attention", "window, sinks, dropout: equal the naive T x T reference") {
     kernels::cpu::use_single_threaded_blas();
     for (const AttnShape& s : kShapes) {
-        CAPTURE(name(s));
+        CAPTURE(attn_name(s));
         const AttnProblem p(s);
         const test::AttnRef ref = test::attn_reference(p);
-        const Run r = run_cpu(p);
+        const Run r = attn_run_cpu(p);
         const Errors e = errors(p, r, ref);
-        MESSAGE(name(s) << ": out " << e.out << " lse " << e.lse << " grads " << e.grad
-                        << " dsinks " << e.dsinks);
+        MESSAGE(attn_name(s) << ": out " << e.out << " lse " << e.lse << " grads " << e.grad
+                             << " dsinks " << e.dsinks);
         CHECK(e.out < kTolOut);
         CHECK(e.lse < kTolLse);
         CHECK(e.grad < kTolGrad);
@@ -119,7 +93,7 @@ SOF_OP_CPU("attention", "window, sinks, dropout: equal the naive T x T reference
 SOF_OP_CPU("attention", "window, sinks, dropout: a mutated reference fails the thresholds") {
     kernels::cpu::use_single_threaded_blas();
     const AttnProblem p({1, 200, 4, 2, 32, true, 221, 40, true, 0.2f});
-    const Run r = run_cpu(p);
+    const Run r = attn_run_cpu(p);
     const Errors ok = errors(p, r, test::attn_reference(p));
     CHECK(ok.out < kTolOut);
     CHECK(ok.grad < kTolGrad);
@@ -143,12 +117,12 @@ SOF_OP_CPU("attention", "window, sinks, dropout: bitwise the same for 1 and 2 Op
     const int saved = omp_get_max_threads();
     for (const AttnShape& s : {AttnShape{2, 300, 8, 2, 64, true, 231, 70, true, 0.1f},
                                AttnShape{1, 600, 4, 4, 32, false, 232, 300, false, 0.3f}}) {
-        CAPTURE(name(s));
+        CAPTURE(attn_name(s));
         const AttnProblem p(s);
         omp_set_num_threads(1);
-        const Run one = run_cpu(p);
+        const Run one = attn_run_cpu(p);
         omp_set_num_threads(2);
-        const Run two = run_cpu(p);
+        const Run two = attn_run_cpu(p);
         ktest::check_bitwise("out", two.out, one.out);
         ktest::check_bitwise("lse", two.lse, one.lse);
         ktest::check_bitwise("dqkv", two.dqkv, one.dqkv);
@@ -175,7 +149,7 @@ SOF_OP_CPU("attention", "dropout mask and results do not depend on the head or b
     kernels::cpu::use_single_threaded_blas();
     const AttnShape s{2, 150, 4, 2, 32, true, 241, 50, true, 0.25f};
     const AttnProblem whole(s);
-    const Run w = run_cpu(whole);
+    const Run w = attn_run_cpu(whole);
     const size_t rows = static_cast<size_t>(s.B) * s.T, hd = static_cast<size_t>(s.hd);
     // heads: two problems of NH/2 query heads and NKV/2 kv heads each
     for (int part = 0; part < 2; part++) {
@@ -194,7 +168,7 @@ SOF_OP_CPU("attention", "dropout mask and results do not depend on the head or b
         cols(p.qkv, p.W, p.koff(), whole.qkv, whole.W, whole.koff() + part * nkv, nkv, rows);
         cols(p.qkv, p.W, p.voff(), whole.qkv, whole.W, whole.voff() + part * nkv, nkv, rows);
         cols(p.dout, p.ldo, 0, whole.dout, whole.ldo, part * nq, nq, rows);
-        const Run r = run_cpu(p);
+        const Run r = attn_run_cpu(p);
         std::vector<float> want_out(rows * p.ldo, 0.0f), got_out(rows * p.ldo, 0.0f);
         cols(want_out, p.ldo, 0, w.out, whole.ldo, part * nq, nq, rows);
         cols(got_out, p.ldo, 0, r.out, p.ldo, 0, nq, rows);
@@ -227,7 +201,7 @@ SOF_OP_CPU("attention", "dropout mask and results do not depend on the head or b
                   p.qkv.begin());
         std::copy(whole.dout.begin() + b * T * whole.ldo,
                   whole.dout.begin() + (b + 1) * T * whole.ldo, p.dout.begin());
-        const Run r = run_cpu(p);
+        const Run r = attn_run_cpu(p);
         const std::vector<float> want(w.out.begin() + b * T * whole.ldo,
                                       w.out.begin() + (b + 1) * T * whole.ldo);
         std::vector<float> got = r.out;
@@ -302,7 +276,7 @@ SOF_OP_CPU("attention", "a window of 64 over T = 2^18 (rows against double over 
     kernels::cpu::use_single_threaded_blas();
     const int T = 1 << 18, W = 64;
     const AttnProblem p({1, T, 1, 1, 32, false, 271, W, true});
-    const Run r = run_cpu(p);
+    const Run r = attn_run_cpu(p);
     for (int t : {0, 1, W - 1, W, T / 2 + 7, T - 1}) {
         CAPTURE(t);
         const test::AttnRowRef ref = test::attn_row_reference(p, t, W, p.sinks[0]);

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "attention_twins.h"
 #include "harness.h"
 #include "kernels/attention.h"
-#include "kernels/attention_ref.h"
 #include "kernels/matmul.h"
 
 using namespace sof;
@@ -20,100 +20,6 @@ using test::AttnProblem;
 using test::AttnShape;
 
 namespace {
-
-// Thresholds as op_attention_cuda.cpp's (their reasons there; not yet confirmed on a GPU).
-// dsinks = -sum over B*T rows of exp(z - lse) delta: lse within 1e-5 on both twins, delta from
-// the out the backward is given (the CUDA out on both sides in bf16): fp32 1e-5 (fp32 block sum
-// against the CPU twin's double sum), bf16 the grads' thresholds.
-constexpr double kTolF32 = 1e-5, kTolBf16Out = 5e-3, kTolBf16Grad = 1e-2, kTolLse = 1e-5;
-constexpr double kTolTcOut = 8e-3, kTolTcGrad = 1.5e-2;
-constexpr float kDsinkInit = 0.25f; // dsinks accumulate: they start here
-
-struct Run {
-    std::vector<float> out, lse, dqkv, dsinks;
-};
-
-template <class E> Run run_cuda(Gpu& g, const AttnProblem& p, kernels::AttnKernel k) {
-    const float nan = NAN;
-    const size_t nh = static_cast<size_t>(p.s.NH);
-    auto dqkv_in = g.upload<E>(p.qkv), ddout = g.upload<E>(p.dout);
-    auto dout_buf = g.upload<E>(std::vector<float>(p.out_size(), nan));
-    auto dgrad = g.upload<E>(std::vector<float>(p.qkv.size(), nan));
-    auto dlse = g.upload<float>(std::vector<float>(p.stat_size(), nan));
-    auto ddelta = g.upload<float>(std::vector<float>(p.stat_size(), 0.0f));
-    auto dseg = g.upload_ids(p.seg.empty() ? std::vector<int>(1, 0) : p.seg);
-    auto dsinks = g.upload<float>(p.sinks.empty() ? std::vector<float>(1, 0.0f) : p.sinks);
-    auto ddsinks = g.upload<float>(std::vector<float>(nh, kDsinkInit));
-    kernels::AttnArgs<E> a = p.args(dqkv_in.get());
-    a.segments = p.seg.empty() ? nullptr : dseg.get();
-    a.sinks = p.sinks.empty() ? nullptr : dsinks.get();
-    a.kernel = k;
-    auto d = p.grads(dgrad.get());
-    d.dsinks = p.sinks.empty() ? nullptr : ddsinks.get();
-    const kernels::Exec ex = g.exec();
-    kernels::attention_forward(ex, dout_buf.get(), dlse.get(), a);
-    kernels::attention_backward(ex, d, ddout.get(), dout_buf.get(), dlse.get(), ddelta.get(), a);
-    Run r;
-    r.out = g.download(dout_buf);
-    r.lse = g.download(dlse);
-    r.dqkv = g.download(dgrad);
-    if (!p.sinks.empty()) r.dsinks = g.download(ddsinks);
-    return r;
-}
-
-// The CPU twin; out_for_backward replaces the forward's out in the backward when given.
-Run run_cpu(const AttnProblem& p, const std::vector<float>* out_for_backward = nullptr) {
-    Run r;
-    r.out.assign(p.out_size(), 0.0f);
-    r.lse.assign(p.stat_size(), 0.0f);
-    r.dqkv.assign(p.qkv.size(), 0.0f);
-    r.dsinks.assign(p.sinks.size(), kDsinkInit);
-    std::vector<float> delta(p.stat_size());
-    const auto a = p.args(p.qkv.data());
-    auto d = p.grads(r.dqkv.data());
-    d.dsinks = p.sinks.empty() ? nullptr : r.dsinks.data();
-    kernels::cpu::attention_forward(r.out.data(), r.lse.data(), a);
-    const float* o = out_for_backward ? out_for_backward->data() : r.out.data();
-    kernels::cpu::attention_backward(d, p.dout.data(), o, r.lse.data(), delta.data(), a);
-    return r;
-}
-
-std::string name(const AttnShape& s) {
-    return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
-           " NH=" + std::to_string(s.NH) + " NKV=" + std::to_string(s.NKV) +
-           " hd=" + std::to_string(s.hd) + (s.segments ? " segments" : "") +
-           " window=" + std::to_string(s.window) + (s.sinks ? " sinks" : "") +
-           " dropout=" + std::to_string(s.dropout);
-}
-
-template <class E> AttnProblem problem(const AttnShape& s) {
-    AttnProblem p(s);
-    if constexpr (!std::is_same_v<E, float>) {
-        for (float& x : p.qkv)
-            x = core::round_bf16(x);
-        for (float& x : p.dout)
-            x = core::round_bf16(x);
-    }
-    return p;
-}
-
-template <class E>
-void compare_with_cpu(Gpu& gpu, const AttnShape& s, double tol_out, double tol_grad,
-                      kernels::AttnKernel k) {
-    const AttnProblem p = problem<E>(s);
-    const Run g = run_cuda<E>(gpu, p, k);
-    const Run c = std::is_same_v<E, float> ? run_cpu(p) : run_cpu(p, &g.out);
-    const double eo = test::attn_norm_err(g.out, test::attn_widen(c.out), test::attn_out_mask(p));
-    const double el = test::attn_norm_err(g.lse, test::attn_widen(c.lse));
-    const double eg = test::attn_norm_err(g.dqkv, test::attn_widen(c.dqkv), test::attn_qkv_mask(p));
-    const double es =
-        p.sinks.empty() ? 0.0 : test::attn_norm_err(g.dsinks, test::attn_widen(c.dsinks));
-    MESSAGE(name(s) << ": out " << eo << " lse " << el << " grads " << eg << " dsinks " << es);
-    CHECK(eo < tol_out);
-    CHECK(el < kTolLse);
-    CHECK(eg < tol_grad);
-    CHECK(es < tol_grad);
-}
 
 // Windows of 1, 37, 64 (a tensor-core tile), 100, 300 (> T for some); sinks; dropout; all with
 // segments and GQA; head dims of the CUDA-core kernel's register sizes.
@@ -145,10 +51,11 @@ SOF_OP_GPU("attention", "window, sinks, dropout: CUDA-core kernel equals the CPU
     if (!g) return;
     kernels::cpu::use_single_threaded_blas();
     for (const AttnShape& s : kShapes) {
-        CAPTURE(name(s));
-        compare_with_cpu<float>(*g, s, kTolF32, kTolF32, kernels::AttnKernel::CudaCores);
-        compare_with_cpu<core::bf16>(*g, s, kTolBf16Out, kTolBf16Grad,
-                                     kernels::AttnKernel::CudaCores);
+        CAPTURE(test::attn_name(s));
+        test::attn_compare_with_cpu<float>(*g, s, test::kAttnTolF32, test::kAttnTolF32,
+                                           kernels::AttnKernel::CudaCores);
+        test::attn_compare_with_cpu<core::bf16>(
+            *g, s, test::kAttnTolBf16Out, test::kAttnTolBf16Grad, kernels::AttnKernel::CudaCores);
     }
 }
 
@@ -157,34 +64,17 @@ SOF_OP_GPU("attention", "window, sinks, dropout: tensor-core kernel equals the C
     if (!g) return;
     kernels::cpu::use_single_threaded_blas();
     for (const AttnShape& s : kTcShapes) {
-        CAPTURE(name(s));
-        compare_with_cpu<core::bf16>(*g, s, kTolTcOut, kTolTcGrad,
-                                     kernels::AttnKernel::TensorCores);
+        CAPTURE(test::attn_name(s));
+        test::attn_compare_with_cpu<core::bf16>(*g, s, test::kAttnTolTcOut, test::kAttnTolTcGrad,
+                                                kernels::AttnKernel::TensorCores);
     }
 }
 
 SOF_OP_GPU("attention", "window, sinks, dropout: the kernels agree, the same bits every run") {
     Gpu* g = ktest::gpu_or_skip();
     if (!g) return;
-    for (const AttnShape& s : kTcShapes) {
-        CAPTURE(name(s));
-        const AttnProblem p = problem<core::bf16>(s);
-        const Run tc = run_cuda<core::bf16>(*g, p, kernels::AttnKernel::TensorCores);
-        const Run cc = run_cuda<core::bf16>(*g, p, kernels::AttnKernel::CudaCores);
-        CHECK(test::attn_norm_err(tc.out, test::attn_widen(cc.out), test::attn_out_mask(p)) <
-              kTolTcOut);
-        CHECK(test::attn_norm_err(tc.lse, test::attn_widen(cc.lse)) < kTolLse);
-        CHECK(test::attn_norm_err(tc.dqkv, test::attn_widen(cc.dqkv), test::attn_qkv_mask(p)) <
-              kTolTcGrad);
-        // Auto picks the tensor-core kernel; a second run gives the same bits
-        const Run au = run_cuda<core::bf16>(*g, p, kernels::AttnKernel::Auto);
-        ktest::check_bitwise("Auto = tensor-core out", au.out, tc.out);
-        ktest::check_bitwise("tensor-core dqkv run to run", au.dqkv, tc.dqkv);
-        ktest::check_bitwise("tensor-core dsinks run to run", au.dsinks, tc.dsinks);
-        const Run cc2 = run_cuda<core::bf16>(*g, p, kernels::AttnKernel::CudaCores);
-        ktest::check_bitwise("CUDA-core dqkv run to run", cc2.dqkv, cc.dqkv);
-        ktest::check_bitwise("CUDA-core dsinks run to run", cc2.dsinks, cc.dsinks);
-    }
+    for (const AttnShape& s : kTcShapes)
+        test::attn_check_kernels_agree(*g, s);
 }
 
 // KV-cache decoding under a window (Mistral's generate; the CUDA-core kernel): rows q_begin..
@@ -192,37 +82,8 @@ SOF_OP_GPU("attention", "window, sinks, dropout: the kernels agree, the same bit
 SOF_OP_GPU("attention", "q_begin with a window and sinks equals the full forward's rows") {
     Gpu* g = ktest::gpu_or_skip();
     if (!g) return;
-    for (int hd : {16, 64, 128}) {
-        const AttnShape s{2, 140, 4, 2, hd, true, 321, 40, true};
-        CAPTURE(name(s));
-        const AttnProblem p = problem<core::bf16>(s);
-        auto q = g->upload<core::bf16>(p.qkv);
-        auto seg = g->upload_ids(p.seg);
-        auto sinks = g->upload<float>(p.sinks);
-        auto full = g->upload<core::bf16>(std::vector<float>(p.out_size(), 0.0f));
-        auto lse = g->upload<float>(std::vector<float>(p.stat_size(), 0.0f));
-        kernels::AttnArgs<core::bf16> a = p.args(q.get());
-        a.segments = seg.get();
-        a.sinks = sinks.get();
-        kernels::attention_forward(g->exec(), full.get(), lse.get(), a);
-        const std::vector<float> f = g->download(full);
-        for (int q0 : {s.T - 1, 70}) {
-            CAPTURE(q0);
-            auto part = g->upload<core::bf16>(std::vector<float>(p.out_size(), 12345.0f));
-            a.q_begin = q0;
-            kernels::attention_forward(g->exec(), part.get(), lse.get(), a);
-            const std::vector<float> r = g->download(part);
-            size_t bad = 0;
-            for (int b = 0; b < s.B; b++)
-                for (int t = 0; t < s.T; t++)
-                    for (size_t i = 0; i < static_cast<size_t>(s.NH) * s.hd; i++) {
-                        const size_t j = (static_cast<size_t>(b) * s.T + t) * p.ldo + i;
-                        bad += t >= q0 ? std::fabs(r[j] - f[j]) > 1e-2f * (1 + std::fabs(f[j]))
-                                       : r[j] != core::round_bf16(12345.0f);
-                    }
-            CHECK(bad == 0);
-        }
-    }
+    for (int hd : {16, 64, 128})
+        test::attn_check_q_begin(*g, {2, 140, 4, 2, hd, true, 321, 40, true});
 }
 
 namespace {
@@ -230,8 +91,8 @@ namespace {
 template <class E>
 void long_window(Gpu* gpu, kernels::AttnKernel kernel, double tol_out, double tol_grad) {
     const int T = 1 << 17, W = 4096, hd = 64;
-    const AttnProblem p = problem<E>({1, T, 1, 1, hd, false, 331, W, true});
-    const Run g = run_cuda<E>(*gpu, p, kernel);
+    const AttnProblem p = test::attn_problem_as<E>({1, T, 1, 1, hd, false, 331, W, true});
+    const test::AttnRun g = test::attn_run_cuda<E>(*gpu, p, kernel);
     size_t bad = 0;
     for (float x : g.out)
         bad += !std::isfinite(x);
@@ -258,5 +119,6 @@ SOF_OP_GPU("attention", "a window of 4096 over T = 2^17 (rows against double ove
     Gpu* gpu = ktest::gpu_or_skip();
     if (!gpu) return;
     long_window<float>(gpu, kernels::AttnKernel::CudaCores, 1e-4, 1e-4);
-    long_window<core::bf16>(gpu, kernels::AttnKernel::TensorCores, kTolTcOut, kTolTcGrad);
+    long_window<core::bf16>(gpu, kernels::AttnKernel::TensorCores, test::kAttnTolTcOut,
+                            test::kAttnTolTcGrad);
 }
