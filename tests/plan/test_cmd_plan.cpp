@@ -2,45 +2,19 @@
 // the resolved deck values; bad arguments are Usage errors.
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../../app/commands.h"
 #include "core/error.h"
+#include "run_command.h"
 
 namespace {
 
 // Runs cmd_plan with `args`, returning what it printed on stdout.
 std::string run_plan(std::vector<std::string> args) {
-    std::vector<char*> argv;
-    for (std::string& a : args)
-        argv.push_back(a.data());
-    std::string path = std::string(SOF_BINARY_DIR) + "/cmd_plan_out.txt";
-    std::fflush(stdout);
-    int saved = dup(1);
-    REQUIRE(std::freopen(path.c_str(), "w", stdout));
-    int rc = -1;
-    try {
-        rc = sof::app::cmd_plan(static_cast<int>(argv.size()), argv.data());
-    } catch (...) {
-        std::fflush(stdout);
-        dup2(saved, 1);
-        close(saved);
-        throw;
-    }
-    std::fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
-    CHECK(rc == 0);
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    return sof::test::run_command(sof::app::cmd_plan, std::move(args), "cmd_plan_out.txt");
 }
 
 } // namespace

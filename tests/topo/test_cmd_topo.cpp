@@ -2,45 +2,20 @@
 // and for this machine (dry run), and usage errors.
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../../app/commands.h"
 #include "core/error.h"
+#include "run_command.h"
 #include "core/strfmt.h"
 
 namespace {
 
+// Runs cmd_topo with `args`, returning what it printed on stdout.
 std::string run_topo(std::vector<std::string> args) {
-    std::vector<char*> argv;
-    for (std::string& a : args)
-        argv.push_back(a.data());
-    std::string path = std::string(SOF_BINARY_DIR) + "/cmd_topo_out.txt";
-    std::fflush(stdout);
-    int saved = dup(1);
-    REQUIRE(std::freopen(path.c_str(), "w", stdout));
-    int rc = -1;
-    try {
-        rc = sof::app::cmd_topo(static_cast<int>(argv.size()), argv.data());
-    } catch (...) {
-        std::fflush(stdout);
-        dup2(saved, 1);
-        close(saved);
-        throw;
-    }
-    std::fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
-    CHECK(rc == 0);
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    return sof::test::run_command(sof::app::cmd_topo, std::move(args), "cmd_topo_out.txt");
 }
 
 } // namespace
