@@ -46,6 +46,13 @@ inline bool tile_needs_q(const Tile& t) {
     return t.sd == SOF_STATE_Q8 || t.pd == SOF_DTYPE_BF16;
 }
 
+// The tile takes the vector variants' Q8 path (Q8 moments with fp32 master params: dequantize,
+// step and requantize in vector registers); bf16 master params take step_tile_q_scalar's element
+// code in every variant.
+inline bool q8_vector_path(const Tile& t) {
+    return t.sd == SOF_STATE_Q8 && t.pd == SOF_DTYPE_F32;
+}
+
 // Per-call constants of cpu_adam's arithmetic: optim::adam_consts (the decimals PyTorch would
 // use, rounded once to fp32) plus nss = -step_size and rbc2 = fp32(1 / sqrt(1 - b2^t)) (1 without
 // bias correction), so that the element needs one divide.
@@ -219,8 +226,9 @@ using StepTileFn = double (*)(const StepConsts& c, const Tile& t, bool nt);
 // same variant (so grad_stats and adam_step report bitwise equal statistics).
 using StatsTileFn = double (*)(const void* g, int32_t gd, int64_t n, float scale);
 
-// The scalar step of a tile that needs step_q (the scalar variant's step_q; the vector variants
-// share its element code for their tails): per element in index order the fp64 sum of squares,
+// The scalar step of a tile that needs step_q (the scalar variant's step_q, the vector variants'
+// for bf16 master params; their Q8 paths match it bitwise and use step_q_elem for block tails):
+// per element in index order the fp64 sum of squares,
 // step_q_elem, and the moments stored (fp32/bf16) or staged per block and quantized when the
 // block is complete (optim::q_quantize_block).
 inline double step_tile_q_scalar(const StepConsts& c, const Tile& t) {
@@ -259,6 +267,7 @@ struct KernelSet {
     StepTileFn step;  // fp32 master, fp32/bf16 moments
     StatsTileFn stats;
     StepTileFn step_q; // Q8 moments or bf16 master (tile_needs_q); same statistics as step
+    const char* q8;    // instruction set of step_q's Q8 path (q8_vector_path tiles)
 };
 
 KernelSet scalar_kernels();
