@@ -298,50 +298,54 @@ SOF_AVX2 double stats_tile_avx2(const void* g, int32_t gd, int64_t n, float scal
 // optim::q_quantize_block), each an exact integer op or the same IEEE fp32 op per lane, so the
 // codes, scales, params and copies are bitwise the scalar variant's.
 
-// 8 codes from element i of a Q8 slot decoded (optim::q_decode: integer mantissa times a power
-// of two, exact; sign bit for m) and multiplied by the block's scale (one fp32 multiply).
+// 8 codes from element i of a Q8 slot decoded exactly (optim::q_decode) and multiplied by the
+// block's scale (one fp32 multiply). The magnitude code is moved into an fp32 exponent and
+// mantissa and rebiased (exact: the value of a normal code); a subnormal code (exponent field 0)
+// has read as 2^-bias * (1 + f/8) and becomes 2 * that - 2^(1-bias) = f * 2^(-2-bias) (exact).
+// m's sign bit is or-ed in afterwards (code 0x80: -0, as q_decode).
 template <bool SIGNED>
 SOF_AVX2_INLINE __m256 load_q8x8(const uint8_t* codes, int64_t i, __m256 scale) {
     constexpr optim::QMap q = optim::q8_map(SIGNED);
+    constexpr int bias = optim::q_bias(q), sh = 23 - q.mbits;
     const __m256i c =
         _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
     const __m256i mag = SIGNED ? _mm256_and_si256(c, _mm256_set1_epi32(0x7f)) : c;
-    const __m256i e = _mm256_srli_epi32(mag, q.mbits);
-    const __m256i f = _mm256_and_si256(mag, _mm256_set1_epi32((1 << q.mbits) - 1));
-    const __m256i nz = _mm256_cmpgt_epi32(e, _mm256_setzero_si256());
-    const __m256i mant = _mm256_or_si256(f, _mm256_and_si256(nz, _mm256_set1_epi32(1 << q.mbits)));
-    const __m256i ex = _mm256_add_epi32(_mm256_max_epi32(e, _mm256_set1_epi32(1)),
-                                        _mm256_set1_epi32(127 - optim::q_bias(q) - q.mbits));
-    __m256 v =
-        _mm256_mul_ps(_mm256_cvtepi32_ps(mant), _mm256_castsi256_ps(_mm256_slli_epi32(ex, 23)));
+    const __m256i sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << q.mbits), mag);
+    const __m256 x = _mm256_castsi256_ps(
+        _mm256_add_epi32(_mm256_slli_epi32(mag, sh), _mm256_set1_epi32((127 - bias) << 23)));
+    const float low = core::bits_f32(static_cast<uint32_t>(128 - bias) << 23); // 2^(1-bias)
+    const __m256 xs = _mm256_fmsub_ps(x, _mm256_set1_ps(2.0f), _mm256_set1_ps(low));
+    __m256 v = _mm256_blendv_ps(x, xs, _mm256_castsi256_ps(sub));
     if constexpr (SIGNED)
-        v = _mm256_xor_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(
-                                 _mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24)));
+        v = _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(
+                                _mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24)));
     return _mm256_mul_ps(v, scale);
 }
 
-// Codes of 8 values x of a block with encoding factor inv (optim::q_encode(x * inv)): the normal
-// range by integer rounding of the fp32 bits, the subnormal one by adding 2^23, both computed and
-// selected per lane; clamped to the largest code; the sign for m unless the magnitude code is 0.
+// Codes of 8 values x of a block with encoding factor inv (optim::q_encode(x * inv)). One
+// formula for both ranges: a = |x * inv| is rounded (nearest even, one IEEE add) to a multiple
+// of 2^(e-mbits), e = max(exponent of a, 1 - bias), by adding C = 2^(e + 23 - mbits); the sum's
+// mantissa bits then count the steps (8..16 for a normal a, 0..8 below 2^(1-bias)), and the code
+// is ((e + bias) << mbits) + count - 8 (a carry to 16 lands on the next exponent's first code).
+// This is q_encode_mag's integer rounding and its 2^23 addition, scaled by powers of two:
+// the same single rounding, the same bits. Clamped to the largest code; m's sign unless the
+// magnitude code is 0.
 template <bool SIGNED> SOF_AVX2_INLINE __m256i q8_encode8(__m256 x, __m256 inv) {
     constexpr optim::QMap q = optim::q8_map(SIGNED);
     constexpr int bias = optim::q_bias(q), sh = 23 - q.mbits;
-    const __m256i u = _mm256_castps_si256(_mm256_mul_ps(x, inv));
-    const __m256i ua = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
-    const __m256i t =
-        _mm256_add_epi32(_mm256_add_epi32(ua, _mm256_set1_epi32((1 << (sh - 1)) - 1)),
-                         _mm256_and_si256(_mm256_srli_epi32(ua, sh), _mm256_set1_epi32(1)));
-    const __m256i cn =
-        _mm256_sub_epi32(_mm256_srli_epi32(t, sh), _mm256_set1_epi32((127 - bias) << q.mbits));
-    const float up = core::bits_f32(static_cast<uint32_t>(127 + bias - 1 + q.mbits) << 23);
-    const __m256 r = _mm256_add_ps(_mm256_mul_ps(_mm256_castsi256_ps(ua), _mm256_set1_ps(up)),
-                                   _mm256_set1_ps(8388608.0f));
-    const __m256i cs = _mm256_sub_epi32(_mm256_castps_si256(r), _mm256_set1_epi32(0x4b000000));
-    const __m256i normal = _mm256_cmpgt_epi32(ua, _mm256_set1_epi32(((128 - bias) << 23) - 1));
-    __m256i code = _mm256_blendv_epi8(cs, cn, normal);
+    const __m256 y = _mm256_mul_ps(x, inv);
+    const __m256i ua = _mm256_and_si256(_mm256_castps_si256(y), _mm256_set1_epi32(0x7fffffff));
+    const __m256i eb = _mm256_max_epi32(_mm256_and_si256(ua, _mm256_set1_epi32(0x7f800000)),
+                                        _mm256_set1_epi32((128 - bias) << 23));
+    const __m256i big = _mm256_add_epi32(eb, _mm256_set1_epi32(sh << 23));
+    const __m256 s = _mm256_add_ps(_mm256_castsi256_ps(ua), _mm256_castsi256_ps(big));
+    const __m256i count = _mm256_sub_epi32(_mm256_castps_si256(s), big);
+    __m256i code = _mm256_add_epi32(
+        _mm256_srli_epi32(eb, sh),
+        _mm256_sub_epi32(count, _mm256_set1_epi32(((127 - bias) << q.mbits) + (1 << q.mbits))));
     code = _mm256_min_epu32(code, _mm256_set1_epi32(static_cast<int>(optim::q_mag_max(q))));
     if constexpr (SIGNED) {
-        const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(u, 31), 7);
+        const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(_mm256_castps_si256(y), 31), 7);
         const __m256i zero = _mm256_cmpeq_epi32(code, _mm256_setzero_si256());
         code = _mm256_or_si256(code, _mm256_andnot_si256(zero, sign));
     }
@@ -400,13 +404,32 @@ SOF_AVX2_INLINE void q8_quantize(const float* x, int64_t len, __m256i amax16, ui
         codes[j] = optim::q_encode(x[j] * bs.inv, q);
 }
 
+// The grad statistics of a Q8 tile, fused into its step: the same kSumBlock blocks from the tile
+// start, the same fp32 lane sums, fallback and fp64 order as stats_impl (so equal to grad_stats).
+struct Sums8 {
+    int64_t n16;  // elements in 16-lane groups
+    __m256 a, b;  // lane sums of the current block (elements 0-7, 8-15 of 16)
+    __m256d s[4]; // fp64 accumulators
+    SOF_AVX2_INLINE explicit Sums8(int64_t n) : n16(n) {
+        a = b = _mm256_setzero_ps();
+        s[0] = s[1] = s[2] = s[3] = _mm256_setzero_pd();
+    }
+    // After the group ending at element `end`: a completed block goes into the fp64 sums.
+    template <int GD> SOF_AVX2_INLINE void flush(const Tile& t, int64_t end, __m256 scale) {
+        if (end % kSumBlock != 0 && end != n16) return;
+        const int64_t i0 = (end - 1) & ~(kSumBlock - 1);
+        add_block_sum<GD>(a, b, t.g, i0, end - i0, scale, s);
+        a = b = _mm256_setzero_ps();
+    }
+};
+
 // One Q8 block: len (<= qb) elements from tile element b0. Steps 16 elements at a time
 // (block16's operations, m and v decoded from their codes), the new params stored (NT: staged
 // per kSumBlock elements in L1 and streamed), the new m, v staged in sm, sv (64-byte aligned)
 // with their amax; the last len % 16 elements through step_q_elem; then both slots quantized.
 template <int GD, int LD, bool NT, bool WD, bool L2>
 SOF_AVX2_INLINE void q8_block(const StepConsts& c, const V8Consts& k, const Tile& t, int64_t b0,
-                              int64_t len, float* sm, float* sv) {
+                              int64_t len, float* sm, float* sv, Sums8& st) {
     const uint8_t* mc = static_cast<const uint8_t*>(t.m);
     const uint8_t* vc = static_cast<const uint8_t*>(t.v);
     const __m256 ms = _mm256_set1_ps(t.ms[b0 / t.qb]), vs = _mm256_set1_ps(t.vs[b0 / t.qb]);
@@ -422,6 +445,9 @@ SOF_AVX2_INLINE void q8_block(const StepConsts& c, const V8Consts& k, const Tile
             prefetch_inputs(t, i);
             __m256 g0 = _mm256_mul_ps(load_grad8<GD>(t.g, i), k.scale);
             __m256 g1 = _mm256_mul_ps(load_grad8<GD>(t.g, i + 8), k.scale);
+            st.a = _mm256_fmadd_ps(g0, g0, st.a);
+            st.b = _mm256_fmadd_ps(g1, g1, st.b);
+            st.flush<GD>(t, i + 16, k.scale);
             __m256 p0 = _mm256_loadu_ps(t.p + i), p1 = _mm256_loadu_ps(t.p + i + 8);
             if constexpr (WD && L2) {
                 g0 = _mm256_fmadd_ps(k.wd, p0, g0);
@@ -473,28 +499,33 @@ SOF_AVX2_INLINE void q8_block(const StepConsts& c, const V8Consts& k, const Tile
 }
 
 template <int GD, int LD, bool NT, bool WD, bool L2>
-SOF_AVX2 void step_q8_impl(const StepConsts& c, const Tile& t) {
+SOF_AVX2 double step_q8_impl(const StepConsts& c, const Tile& t) {
     const V8Consts k = v8_consts(c);
     alignas(64) float sm[optim::kQBlockMax], sv[optim::kQBlockMax];
+    Sums8 st(t.n & ~int64_t{15});
     for (int64_t b0 = 0; b0 < t.n; b0 += t.qb)
-        q8_block<GD, LD, NT, WD, L2>(c, k, t, b0, t.n - b0 < t.qb ? t.n - b0 : t.qb, sm, sv);
+        q8_block<GD, LD, NT, WD, L2>(c, k, t, b0, t.n - b0 < t.qb ? t.n - b0 : t.qb, sm, sv, st);
+    double sumsq = hsum(st.s[0], st.s[1], st.s[2], st.s[3]);
+    for (int64_t i = st.n16; i < t.n; i++) { // stats_impl's tail, in index order
+        float gs = optim::adam_ref_grad(t.g, GD, i) * c.scale;
+        sumsq += static_cast<double>(gs) * static_cast<double>(gs);
+    }
     if constexpr (NT) _mm_sfence();
+    return sumsq;
 }
 
-template <int GD, int LD, bool NT> SOF_AVX2 void step_q8_mode(const StepConsts& c, const Tile& t) {
+template <int GD, int LD, bool NT>
+SOF_AVX2 double step_q8_mode(const StepConsts& c, const Tile& t) {
     if (c.wd == 0.0f) return step_q8_impl<GD, LD, NT, false, false>(c, t);
     if (c.l2) return step_q8_impl<GD, LD, NT, true, true>(c, t);
     return step_q8_impl<GD, LD, NT, true, false>(c, t);
 }
 
-template <int GD, int LD> SOF_AVX2 void step_q8_nt(const StepConsts& c, const Tile& t, bool nt) {
-    if (nt)
-        step_q8_mode<GD, LD, true>(c, t);
-    else
-        step_q8_mode<GD, LD, false>(c, t);
+template <int GD, int LD> SOF_AVX2 double step_q8_nt(const StepConsts& c, const Tile& t, bool nt) {
+    return nt ? step_q8_mode<GD, LD, true>(c, t) : step_q8_mode<GD, LD, false>(c, t);
 }
 
-template <int GD> SOF_AVX2 void step_q8_lowp(const StepConsts& c, const Tile& t, bool nt) {
+template <int GD> SOF_AVX2 double step_q8_lowp(const StepConsts& c, const Tile& t, bool nt) {
     if (!t.lowp) return step_q8_nt<GD, -1>(c, t, nt);
     if (t.ld == SOF_DTYPE_F16) return step_q8_nt<GD, SOF_DTYPE_F16>(c, t, nt);
     return step_q8_nt<GD, SOF_DTYPE_BF16>(c, t, nt);
@@ -503,17 +534,14 @@ template <int GD> SOF_AVX2 void step_q8_lowp(const StepConsts& c, const Tile& t,
 // Q8 moments with fp32 master: the vector path above; bf16 master params (any moments): the
 // scalar element code (step_tile_q_scalar). Statistics: this variant's (equal to its grad_stats).
 SOF_AVX2 double step_q_avx2(const StepConsts& c, const Tile& t, bool nt) {
-    const double s = stats_tile_avx2(t.g, t.gd, t.n, c.scale);
     if (!q8_vector_path(t)) {
+        const double s = stats_tile_avx2(t.g, t.gd, t.n, c.scale);
         step_tile_q_scalar(c, t);
-    } else if (t.gd == SOF_DTYPE_BF16) {
-        step_q8_lowp<SOF_DTYPE_BF16>(c, t, nt);
-    } else if (t.gd == SOF_DTYPE_F16) {
-        step_q8_lowp<SOF_DTYPE_F16>(c, t, nt);
-    } else {
-        step_q8_lowp<SOF_DTYPE_F32>(c, t, nt);
+        return s;
     }
-    return s;
+    if (t.gd == SOF_DTYPE_BF16) return step_q8_lowp<SOF_DTYPE_BF16>(c, t, nt);
+    if (t.gd == SOF_DTYPE_F16) return step_q8_lowp<SOF_DTYPE_F16>(c, t, nt);
+    return step_q8_lowp<SOF_DTYPE_F32>(c, t, nt);
 }
 
 } // namespace

@@ -335,10 +335,28 @@ SOF_AVX512_INLINE void q8_quantize(const float* x, int64_t len, __m512i acc, uin
         codes[j] = optim::q_encode(x[j] * bs.inv, q);
 }
 
+// The grad statistics of a Q8 tile, fused into its step: stats_impl's blocks, lane sums,
+// fallback and fp64 order (so equal to grad_stats).
+struct Sums16 {
+    int64_t n16; // elements in 16-lane groups
+    __m512 a;    // lane sums of the current block
+    __m512d lo, hi;
+    SOF_AVX512_INLINE explicit Sums16(int64_t n) : n16(n) {
+        a = _mm512_setzero_ps();
+        lo = hi = _mm512_setzero_pd();
+    }
+    template <int GD> SOF_AVX512_INLINE void flush(const Tile& t, int64_t end, __m512 scale) {
+        if (end % kSumBlock != 0 && end != n16) return;
+        const int64_t i0 = (end - 1) & ~(kSumBlock - 1);
+        add_block_sum<GD>(a, t.g, i0, end - i0, scale, lo, hi);
+        a = _mm512_setzero_ps();
+    }
+};
+
 // One Q8 block of len (<= qb) elements from tile element b0 (kernels_avx2.cpp's q8_block).
 template <int GD, int LD, bool NT, bool WD, bool L2>
 SOF_AVX512_INLINE void q8_block(const StepConsts& c, const V16Consts& k, const Tile& t, int64_t b0,
-                                int64_t len, float* sm, float* sv) {
+                                int64_t len, float* sm, float* sv, Sums16& st) {
     const uint8_t* mc = static_cast<const uint8_t*>(t.m);
     const uint8_t* vc = static_cast<const uint8_t*>(t.v);
     const __m512 ms = _mm512_set1_ps(t.ms[b0 / t.qb]), vs = _mm512_set1_ps(t.vs[b0 / t.qb]);
@@ -353,6 +371,8 @@ SOF_AVX512_INLINE void q8_block(const StepConsts& c, const V16Consts& k, const T
             const int64_t i = b0 + j;
             prefetch_inputs(t, i);
             __m512 g = _mm512_mul_ps(load_grad16<GD>(t.g, i), k.scale);
+            st.a = _mm512_fmadd_ps(g, g, st.a);
+            st.flush<GD>(t, i + 16, k.scale);
             __m512 p = _mm512_loadu_ps(t.p + i);
             if constexpr (WD && L2) g = _mm512_fmadd_ps(k.wd, p, g);
             if constexpr (WD && !L2) p = _mm512_mul_ps(p, k.decay);
@@ -387,29 +407,34 @@ SOF_AVX512_INLINE void q8_block(const StepConsts& c, const V16Consts& k, const T
 }
 
 template <int GD, int LD, bool NT, bool WD, bool L2>
-SOF_AVX512 void step_q8_impl(const StepConsts& c, const Tile& t) {
+SOF_AVX512 double step_q8_impl(const StepConsts& c, const Tile& t) {
     const V16Consts k = v16_consts(c);
     alignas(64) float sm[optim::kQBlockMax], sv[optim::kQBlockMax];
+    Sums16 st(t.n & ~int64_t{15});
     for (int64_t b0 = 0; b0 < t.n; b0 += t.qb)
-        q8_block<GD, LD, NT, WD, L2>(c, k, t, b0, t.n - b0 < t.qb ? t.n - b0 : t.qb, sm, sv);
+        q8_block<GD, LD, NT, WD, L2>(c, k, t, b0, t.n - b0 < t.qb ? t.n - b0 : t.qb, sm, sv, st);
+    double sumsq = hsum(st.lo, st.hi);
+    for (int64_t i = st.n16; i < t.n; i++) { // stats_impl's tail, in index order
+        float gs = optim::adam_ref_grad(t.g, GD, i) * c.scale;
+        sumsq += static_cast<double>(gs) * static_cast<double>(gs);
+    }
     if constexpr (NT) _mm_sfence();
+    return sumsq;
 }
 
 template <int GD, int LD, bool NT>
-SOF_AVX512 void step_q8_mode(const StepConsts& c, const Tile& t) {
+SOF_AVX512 double step_q8_mode(const StepConsts& c, const Tile& t) {
     if (c.wd == 0.0f) return step_q8_impl<GD, LD, NT, false, false>(c, t);
     if (c.l2) return step_q8_impl<GD, LD, NT, true, true>(c, t);
     return step_q8_impl<GD, LD, NT, true, false>(c, t);
 }
 
-template <int GD, int LD> SOF_AVX512 void step_q8_nt(const StepConsts& c, const Tile& t, bool nt) {
-    if (nt)
-        step_q8_mode<GD, LD, true>(c, t);
-    else
-        step_q8_mode<GD, LD, false>(c, t);
+template <int GD, int LD>
+SOF_AVX512 double step_q8_nt(const StepConsts& c, const Tile& t, bool nt) {
+    return nt ? step_q8_mode<GD, LD, true>(c, t) : step_q8_mode<GD, LD, false>(c, t);
 }
 
-template <int GD> SOF_AVX512 void step_q8_lowp(const StepConsts& c, const Tile& t, bool nt) {
+template <int GD> SOF_AVX512 double step_q8_lowp(const StepConsts& c, const Tile& t, bool nt) {
     if (!t.lowp) return step_q8_nt<GD, -1>(c, t, nt);
     if (t.ld == SOF_DTYPE_F16) return step_q8_nt<GD, SOF_DTYPE_F16>(c, t, nt);
     return step_q8_nt<GD, SOF_DTYPE_BF16>(c, t, nt);
@@ -418,17 +443,14 @@ template <int GD> SOF_AVX512 void step_q8_lowp(const StepConsts& c, const Tile& 
 // Q8 moments with fp32 master: the vector path above; bf16 master params: the scalar element
 // code (step_tile_q_scalar). Statistics: this variant's (equal to its grad_stats).
 SOF_AVX512 double step_q_avx512(const StepConsts& c, const Tile& t, bool nt) {
-    const double s = stats_tile_avx512(t.g, t.gd, t.n, c.scale);
     if (!q8_vector_path(t)) {
+        const double s = stats_tile_avx512(t.g, t.gd, t.n, c.scale);
         step_tile_q_scalar(c, t);
-    } else if (t.gd == SOF_DTYPE_BF16) {
-        step_q8_lowp<SOF_DTYPE_BF16>(c, t, nt);
-    } else if (t.gd == SOF_DTYPE_F16) {
-        step_q8_lowp<SOF_DTYPE_F16>(c, t, nt);
-    } else {
-        step_q8_lowp<SOF_DTYPE_F32>(c, t, nt);
+        return s;
     }
-    return s;
+    if (t.gd == SOF_DTYPE_BF16) return step_q8_lowp<SOF_DTYPE_BF16>(c, t, nt);
+    if (t.gd == SOF_DTYPE_F16) return step_q8_lowp<SOF_DTYPE_F16>(c, t, nt);
+    return step_q8_lowp<SOF_DTYPE_F32>(c, t, nt);
 }
 
 } // namespace

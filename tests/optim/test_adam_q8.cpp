@@ -344,6 +344,14 @@ TEST_CASE("q8 moments: cpu_adam's AVX2/AVX-512 vector path (as the variant repor
                 if (mode != SOF_ADAM_L2) CHECK(a.ms[1] == 0.0f); // L2: g = wd * p there
                 CHECK(std::isnan(a.ms[2]));
                 CHECK(std::isnan(a.vs[3]));
+                { // finite grads: the fused statistics equal grad_stats bit for bit
+                    Q8In fin(AdamData(kQ8N, seed + 100, true), qb);
+                    Q8Out f = run_q8(*opt, fin, hp, gd, ld, place, 0);
+                    sof_optim_result fs = opt->grad_stats(fin.grad(gd), gd, fin.n, hp.grad_scale);
+                    CHECK(f.r.nonfinite == 0);
+                    CHECK(f.r.grad_sumsq > 0.0);
+                    CHECK(std::memcmp(&f.r.grad_sumsq, &fs.grad_sumsq, 8) == 0);
+                }
                 if (k == 0) { // mutation: a scale one ulp off in one block must be seen
                     Q8In bad = in;
                     bad.vs[0] = std::nextafter(bad.vs[0], 1.0f);
@@ -361,7 +369,8 @@ TEST_CASE("q8 encoding in the step: with beta1 = beta2 = 0 the new m = g and v =
           "every plugin's codes and scales are bitwise optim::q_quantize_block of them (ties, "
           "subnormal codes)") {
     // Grads: per block one element +-1.875 * 2^e (so scale = 2^e exactly and x / scale is exact),
-    // the others with 4 significant bits (many exact ties between codes) over 40 binades below.
+    // the others with 5 significant bits (half of them exact ties between two codes: 3 mantissa
+    // bits kept) over 40 binades below.
     const int32_t qb = 256;
     const int64_t n = 3 * 8192 + 2 * qb + 100;
     AdamData d(n, 77, true);
@@ -372,7 +381,7 @@ TEST_CASE("q8 encoding in the step: with beta1 = beta2 = 0 the new m = g and v =
         if (i % qb == static_cast<int64_t>(b % 31)) {
             d.g32[i] = (b % 2 ? -1.875f : 1.875f) * std::ldexp(1.0f, e);
         } else {
-            const float mant = 1.0f + static_cast<float>(rng() % 8) / 8.0f;
+            const float mant = 1.0f + static_cast<float>(rng() % 16) / 16.0f; // odd: a tie
             const int sh = static_cast<int>(rng() % 41);
             d.g32[i] = (rng() % 2 ? -mant : mant) * std::ldexp(1.0f, e - sh);
         }
@@ -394,6 +403,17 @@ TEST_CASE("q8 encoding in the step: with beta1 = beta2 = 0 the new m = g and v =
     for (int64_t i = 0; i < n; i++)
         subnormal += (wm[i] & 0x78) == 0 && (wm[i] & 7) != 0;
     CHECK(subnormal > 100);
+    int64_t ties = 0; // |x| / scale exactly halfway between two codes (normal range)
+    for (int64_t i = 0; i < n; i++) {
+        const float y = std::fabs(d.g32[i]) / wms[i / qb];
+        const float up =
+            optim::q_decode(static_cast<uint8_t>((wm[i] & 0x7f) + 1), optim::q8_map(true));
+        const float dn =
+            optim::q_decode(static_cast<uint8_t>((wm[i] & 0x7f) - 1), optim::q8_map(true));
+        const float at = optim::q_decode(static_cast<uint8_t>(wm[i] & 0x7f), optim::q8_map(true));
+        ties += (wm[i] & 0x7f) > 8 && (2 * y == at + up || 2 * y == at + dn);
+    }
+    CHECK(ties > 1000);
     sof_optim_hparams hp =
         optim::make_hparams(1e-3f, 0.0f, 0.0f, 1e-8f, 0.0f, 3, SOF_ADAM_ADAMW, true, 1.0f);
     for (const auto& pc : host_plugin_cases()) {
