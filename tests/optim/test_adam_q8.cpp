@@ -273,9 +273,9 @@ int64_t differences(const Q8Out& a, const Q8Out& b) {
     return d;
 }
 
-// Three tiles of cpu_adam (8192 each) and a partial one whose last block is short and whose last
-// 9 elements miss a 16-lane group.
-constexpr int64_t kQ8N = 2 * 8192 + 777;
+// Two tiles of cpu_adam (8192 each) and a partial one of 841: its last Q8 block is short, its
+// 16-lane groups end inside a statistics block (832 = 3 * 256 + 64) and 9 elements miss a group.
+constexpr int64_t kQ8N = 2 * 8192 + 841;
 
 // Edge blocks (every block size leaves blocks 0-3 whole): block 0 spans 40 binades (subnormal
 // codes), block 1 is all zero (scale 0), block 2 holds a NaN moment (scale NaN, codes 0), block 3
