@@ -180,12 +180,26 @@ inline void step_tile_elem(const StepConsts& c, const Tile& t, int64_t i, float 
     if (t.lowp) static_cast<uint16_t*>(t.lowp)[i] = optim::adam_ref_lowp(p, t.ld);
 }
 
+// The stochastic-rounding bits of consecutive elements (optim::sr_bits): one Philox4x32-10 draw
+// serves four elements (words index % 4 of draw index / 4), so it is computed once per four.
+struct SrCache {
+    uint64_t draw = ~uint64_t{0}; // draw index held in d
+    core::Philox4 d{};
+    uint32_t bits(uint64_t seed, int64_t step, uint64_t index) {
+        if ((index >> 2) != draw) {
+            draw = index >> 2;
+            d = core::philox_draw(seed, draw, static_cast<uint32_t>(step), optim::kSrStream);
+        }
+        return d.v[index & 3u] >> 16;
+    }
+};
+
 // The scalar element of a tile that needs step_q (tails and the scalar kernel): loads p (fp32 or
 // bf16), m and v (Q8: decoded times the block's scale), runs step_elem, stores the param (bf16:
 // stochastically rounded, optim::f32_to_bf16_sr) and the copy; returns the new m, v, which the
 // caller stores (fp32/bf16) or stages for the block's quantization (Q8).
 inline void step_q_elem(const StepConsts& c, const Tile& t, int64_t i, float graw, float* mo,
-                        float* vo) {
+                        float* vo, SrCache* sr = nullptr) {
     float p = t.pd == SOF_DTYPE_F32 ? t.p[i] : core::bf16_to_f32(t.p16[i]);
     float m, v;
     if (t.sd == SOF_STATE_Q8) {
@@ -202,8 +216,9 @@ inline void step_q_elem(const StepConsts& c, const Tile& t, int64_t i, float gra
     if (t.pd == SOF_DTYPE_F32) {
         t.po[i] = p;
     } else {
-        uint16_t h = optim::f32_to_bf16_sr(
-            p, optim::sr_bits(c.seed, c.step, static_cast<uint64_t>(t.index0 + i)));
+        const uint64_t e = static_cast<uint64_t>(t.index0 + i);
+        uint16_t h = optim::f32_to_bf16_sr(p, sr ? sr->bits(c.seed, c.step, e)
+                                                 : optim::sr_bits(c.seed, c.step, e));
         t.po16[i] = h;
         stored = core::bf16_to_f32(h);
     }
@@ -236,6 +251,7 @@ inline double step_tile_q_scalar(const StepConsts& c, const Tile& t) {
     const bool q8 = t.sd == SOF_STATE_Q8;
     alignas(64) float sm[optim::kQBlockMax], sv[optim::kQBlockMax];
     const int64_t chunk = q8 ? t.qb : optim::kQBlockMax;
+    SrCache sr;
     for (int64_t i0 = 0; i0 < t.n; i0 += chunk) {
         const int64_t len = t.n - i0 < chunk ? t.n - i0 : chunk;
         for (int64_t j = 0; j < len; j++) {
@@ -244,7 +260,7 @@ inline double step_tile_q_scalar(const StepConsts& c, const Tile& t) {
             float gs = graw * c.scale;
             sumsq += static_cast<double>(gs) * static_cast<double>(gs);
             float m, v;
-            step_q_elem(c, t, i, graw, &m, &v);
+            step_q_elem(c, t, i, graw, &m, &v, &sr);
             if (q8) {
                 sm[j] = m;
                 sv[j] = v;
