@@ -14,7 +14,7 @@ namespace sof::app {
 
 namespace {
 
-const char* kUsage = "usage: superoffload bench adam --params N [--plugin NAME] "
+const char* kUsage = "usage: superoffload bench adam [--params N (default 32M)] [--plugin NAME] "
                      "[--plugin-dir DIR] [--threads T] [--bf16-copy on|off] [--reps R] "
                      "[--pairs K] [--json]";
 
@@ -68,7 +68,6 @@ bench::BenchAdamOptions parse_bench_adam_args(int argc, char** argv) {
             p.fail("bench adam: --bf16-copy '" + copy + "' must be on or off");
         o.lowp_copy = copy == "on";
     }
-    if (o.params <= 0) p.fail("bench adam: --params N is required");
     return o;
 }
 

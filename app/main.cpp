@@ -24,7 +24,7 @@ const char* kUsage =
     "  plan DECK [--hardware F] [--ranks N] print the offload plan, predicted times, comm per "
     "rank\n"
     "       [--model cpu|gpu]               (gpu: plan as if the model ran on the GPU)\n"
-    "  bench adam --params N [...]          optimizer kernel benchmark vs the memory ceiling\n"
+    "  bench adam [--params N] [...]        optimizer kernel benchmark vs the memory ceiling\n"
     "  bench model [--channels C ...]       LLaMA vs GPT-2 block units of equal FLOPs (CPU)\n"
     "  bench import --create DIR | DIR [--rounds N]  HF import vs dd-like read, peak memory\n"
     "  bench attention [--seq T ...]        tiled attention vs the T x T baseline (CPU), peak "

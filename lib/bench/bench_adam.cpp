@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/strfmt.h"
 #include "core/timer.h"
+#include "optim/qstate.h"
 
 namespace sof::bench {
 
@@ -77,10 +78,13 @@ double mem_available_bytes() {
 }
 
 // The buffers of one benchmark: inputs (set A), separate outputs (set B), bf16 copy; the grads
-// also as bf16 (g16) and bf16 moments (m16, v16, separate outputs mo16, vo16) for the variants.
+// also as bf16 (g16), bf16 moments (m16, v16, separate outputs mo16, vo16), q8 moments (codes mq,
+// vq and their scales msc, vsc; separate outputs mqo, vqo, msco, vsco) and a bf16 master (p16,
+// separate output po16) for the other formats.
 struct BenchBuffers {
     int64_t n = 0;
     Mem p, g, m, v, po, mo, vo, lowp, g16, m16, v16, mo16, vo16;
+    Mem mq, vq, mqo, vqo, msc, vsc, msco, vsco, p16, po16;
     float* P() { return static_cast<float*>(p.get()); }
     float* G() { return static_cast<float*>(g.get()); }
     float* M() { return static_cast<float*>(m.get()); }
@@ -90,7 +94,28 @@ struct BenchBuffers {
     float* VO() { return static_cast<float*>(vo.get()); }
     uint16_t* L() { return static_cast<uint16_t*>(lowp.get()); }
     uint16_t* U(Mem& x) { return static_cast<uint16_t*>(x.get()); }
+    uint8_t* B(Mem& x) { return static_cast<uint8_t*>(x.get()); }
+    float* F(Mem& x) { return static_cast<float*>(x.get()); }
 };
+
+// One step configuration timed in every pair; kKinds[0] is the fp32 step compared with the
+// ceiling, the others are compared with it.
+struct StepKind {
+    const char* name;
+    sof_dtype gd; // grads
+    int32_t sd;   // moments' state format
+    sof_dtype pd; // master params
+};
+constexpr StepKind kKinds[] = {
+    {"fp32", SOF_DTYPE_F32, SOF_STATE_F32, SOF_DTYPE_F32},
+    {"bf16 grads", SOF_DTYPE_BF16, SOF_STATE_F32, SOF_DTYPE_F32},
+    {"bf16 grads + bf16 moments", SOF_DTYPE_BF16, SOF_STATE_BF16, SOF_DTYPE_F32},
+    {"bf16 moments", SOF_DTYPE_F32, SOF_STATE_BF16, SOF_DTYPE_F32},
+    {"q8 moments", SOF_DTYPE_F32, SOF_STATE_Q8, SOF_DTYPE_F32},
+    {"bf16 master + q8 moments", SOF_DTYPE_F32, SOF_STATE_Q8, SOF_DTYPE_BF16},
+};
+constexpr size_t kNumKinds = sizeof(kKinds) / sizeof(kKinds[0]);
+constexpr size_t kKindBf16Grads = 1, kKindBf16State = 2, kKindQ8 = 4;
 
 CeilingBuffers ceiling_buffers(BenchBuffers& b, bool separate, bool lowp) {
     CeilingBuffers c;
@@ -106,26 +131,42 @@ CeilingBuffers ceiling_buffers(BenchBuffers& b, bool separate, bool lowp) {
     return c;
 }
 
-// One plugin step over all params: fp32 or bf16 grads, fp32 or bf16 moments.
-double run_step(Optimizer& opt, BenchBuffers& b, bool separate, bool lowp, bool g16 = false,
-                bool s16 = false) {
-    sof_optim_slice s =
-        s16 ? make_slice(b.n, b.P(), g16 ? static_cast<const void*>(b.U(b.g16)) : b.G(),
-                         g16 ? SOF_DTYPE_BF16 : SOF_DTYPE_F32, b.U(b.m16), b.U(b.v16),
-                         SOF_STATE_BF16)
-            : make_slice(b.n, b.P(), g16 ? static_cast<const void*>(b.U(b.g16)) : b.G(),
-                         g16 ? SOF_DTYPE_BF16 : SOF_DTYPE_F32, b.M(), b.V());
-    if (separate) {
-        s.param_out = b.PO();
-        s.slot[0].data_out = s16 ? static_cast<void*>(b.U(b.mo16)) : b.MO();
-        s.slot[1].data_out = s16 ? static_cast<void*>(b.U(b.vo16)) : b.VO();
+// One plugin step of kind k over all params; the bf16 copy (lowp) only with an fp32 master.
+double run_step(Optimizer& opt, BenchBuffers& b, bool separate, bool lowp,
+                const StepKind& k = kKinds[0]) {
+    const void* g = k.gd == SOF_DTYPE_BF16 ? static_cast<const void*>(b.U(b.g16)) : b.G();
+    sof_optim_slice s = make_slice(b.n, b.P(), g, k.gd, b.M(), b.V());
+    if (k.sd == SOF_STATE_BF16)
+        s = make_slice(b.n, b.P(), g, k.gd, b.U(b.m16), b.U(b.v16), SOF_STATE_BF16);
+    if (k.sd == SOF_STATE_Q8) {
+        optim::set_q8(s, 0, kBenchAdamQ8Block, b.B(b.mq), b.F(b.msc));
+        optim::set_q8(s, 1, kBenchAdamQ8Block, b.B(b.vq), b.F(b.vsc));
     }
-    if (lowp) {
+    if (k.pd == SOF_DTYPE_BF16) {
+        s.param_dtype = SOF_DTYPE_BF16;
+        s.param = s.param_out = b.U(b.p16);
+    }
+    if (separate) {
+        s.param_out = k.pd == SOF_DTYPE_BF16 ? static_cast<void*>(b.U(b.po16)) : b.PO();
+        void* mo = k.sd == SOF_STATE_F32
+                       ? static_cast<void*>(b.MO())
+                       : (k.sd == SOF_STATE_BF16 ? static_cast<void*>(b.U(b.mo16)) : b.B(b.mqo));
+        void* vo = k.sd == SOF_STATE_F32
+                       ? static_cast<void*>(b.VO())
+                       : (k.sd == SOF_STATE_BF16 ? static_cast<void*>(b.U(b.vo16)) : b.B(b.vqo));
+        s.slot[0].data_out = mo;
+        s.slot[1].data_out = vo;
+        if (k.sd == SOF_STATE_Q8) {
+            s.slot[0].scale_out = b.F(b.msco);
+            s.slot[1].scale_out = b.F(b.vsco);
+        }
+    }
+    if (lowp && k.pd == SOF_DTYPE_F32) {
         s.lowp_out = b.L();
         s.lowp_dtype = SOF_DTYPE_BF16;
     }
     sof_optim_hparams hp =
-        make_hparams(1e-4f, 0.9f, 0.999f, 1e-8f, 0.1f, 1000, SOF_ADAM_ADAMW, true, 1.0f);
+        make_hparams(1e-4f, 0.9f, 0.999f, 1e-8f, 0.1f, 1000, SOF_ADAM_ADAMW, true, 1.0f, 1);
     core::Timer t;
     opt.step(s, hp);
     return t.seconds();
@@ -150,11 +191,33 @@ void init_buffers(BenchBuffers& b, int threads) {
             b.U(b.m16)[i] = 0;
             b.U(b.v16)[i] = core::f32_to_bf16(1e-9f);
             b.U(b.mo16)[i] = b.U(b.vo16)[i] = 0;
+            b.U(b.p16)[i] = b.U(b.po16)[i] = core::f32_to_bf16(x);
+            b.B(b.mqo)[i] = b.B(b.vqo)[i] = 0;
+        }
+        // q8 moments: m = 0 and v = 1e-9 quantized block by block (tiles hold whole blocks)
+        constexpr int32_t qb = kBenchAdamQ8Block;
+        for (int64_t i = o; i < e; i += qb) {
+            const int64_t len = std::min<int64_t>(qb, e - i);
+            optim::q_quantize_block(b.M() + i, len, optim::q8_map(true), b.B(b.mq) + i,
+                                    b.F(b.msc) + i / qb);
+            optim::q_quantize_block(b.V() + i, len, optim::q8_map(false), b.B(b.vq) + i,
+                                    b.F(b.vsc) + i / qb);
+            b.F(b.msco)[i / qb] = b.F(b.vsco)[i / qb] = 0.0f;
         }
     }
 }
 
 } // namespace
+
+double step_bytes_per_param(int32_t grad_dtype, int32_t state_format, int32_t param_dtype,
+                            bool lowp_copy, int32_t block) {
+    const double p = param_dtype == SOF_DTYPE_F32 ? 4.0 : 2.0;
+    const double g = grad_dtype == SOF_DTYPE_F32 ? 4.0 : 2.0;
+    double mv = state_format == SOF_STATE_F32 ? 4.0 : 2.0;
+    if (state_format == SOF_STATE_Q8) mv = 1.0 + 4.0 / static_cast<double>(block);
+    const double copy = lowp_copy && param_dtype == SOF_DTYPE_F32 ? 2.0 : 0.0;
+    return 2.0 * p + g + 2.0 * 2.0 * mv + copy;
+}
 
 BenchAdamReport bench_adam(const BenchAdamOptions& opt) {
     BenchAdamReport r;
@@ -169,7 +232,8 @@ BenchAdamReport bench_adam(const BenchAdamOptions& opt) {
     r.pairs = opt.pairs > 0 ? opt.pairs : 11;
     r.ceiling_isa = ceiling_isa();
 
-    double need = 40.0 * static_cast<double>(opt.params); // 30 + bf16 grads and moments
+    // 30 + bf16 grads and moments + q8 codes (4) + bf16 master (4) per param
+    double need = 48.2 * static_cast<double>(opt.params);
     double avail = mem_available_bytes();
     if (avail > 0 && need > 0.85 * avail)
         SOF_FAIL(Runtime,
@@ -197,6 +261,17 @@ BenchAdamReport bench_adam(const BenchAdamOptions& opt) {
     b.v16 = alloc_buffer(2 * b.n, "bf16 exp_avg_sq");
     b.mo16 = alloc_buffer(2 * b.n, "bf16 exp_avg (separate output)");
     b.vo16 = alloc_buffer(2 * b.n, "bf16 exp_avg_sq (separate output)");
+    const int64_t nsc = 4 * ((b.n + kBenchAdamQ8Block - 1) / kBenchAdamQ8Block);
+    b.mq = alloc_buffer(b.n, "q8 exp_avg");
+    b.vq = alloc_buffer(b.n, "q8 exp_avg_sq");
+    b.mqo = alloc_buffer(b.n, "q8 exp_avg (separate output)");
+    b.vqo = alloc_buffer(b.n, "q8 exp_avg_sq (separate output)");
+    b.msc = alloc_buffer(nsc, "q8 exp_avg scales");
+    b.vsc = alloc_buffer(nsc, "q8 exp_avg_sq scales");
+    b.msco = alloc_buffer(nsc, "q8 exp_avg scales (separate output)");
+    b.vsco = alloc_buffer(nsc, "q8 exp_avg_sq scales (separate output)");
+    b.p16 = alloc_buffer(2 * b.n, "bf16 master params");
+    b.po16 = alloc_buffer(2 * b.n, "bf16 master params (separate output)");
     init_buffers(b, r.threads);
     if (huge0 >= 0) r.huge_page_fraction = std::clamp((anon_huge_bytes() - huge0) / need, 0.0, 1.0);
 
@@ -233,45 +308,60 @@ BenchAdamReport bench_adam(const BenchAdamOptions& opt) {
         m.ceiling_strategy2 = strategies[second].name();
         // pairs in alternating order: the ratio of each pair shares the same minute of the VM.
         // The ceiling of a pair is the faster of the two finalists, run before and after the
-        // step (conservative: a noisy fast pass of either counts for the ceiling).
-        // each pair also times the step with bf16 grads and with bf16 grads + bf16 moments,
-        // right after the fp32 step (same minute, order alternating with the pair)
-        std::vector<double> tc, ts, ratio, t16, r16, t16s, r16s;
-        run_step(*o, b, separate, opt.lowp_copy, true, false); // warm-up of the variants
-        run_step(*o, b, separate, opt.lowp_copy, true, true);
+        // steps (conservative: a noisy fast pass of either counts for the ceiling). Between them
+        // every step kind runs once, back to back, in kKinds order on even pairs and reversed on
+        // odd ones; each kind's ratios are taken against the fp32 step and the ceiling of the
+        // same pair.
+        const double cbytes = r.bytes_per_param;
+        std::vector<double> tc, ratio;
+        std::vector<std::vector<double>> tk(kNumKinds), speed(kNumKinds), frac(kNumKinds);
+        for (size_t q = 1; q < kNumKinds; q++) // warm-up of the other kinds
+            run_step(*o, b, separate, opt.lowp_copy, kKinds[q]);
         for (int k = 0; k < r.pairs; k++) {
             const CeilingStrategy& first = strategies[k % 2 ? second : best];
             const CeilingStrategy& last = strategies[k % 2 ? best : second];
             double c1 = run_ceiling(cb, first, r.threads);
-            double st = 0, sg = 0, ss = 0;
-            if (k % 2) {
-                sg = run_step(*o, b, separate, opt.lowp_copy, true, false);
-                ss = run_step(*o, b, separate, opt.lowp_copy, true, true);
-                st = run_step(*o, b, separate, opt.lowp_copy);
-            } else {
-                st = run_step(*o, b, separate, opt.lowp_copy);
-                sg = run_step(*o, b, separate, opt.lowp_copy, true, false);
-                ss = run_step(*o, b, separate, opt.lowp_copy, true, true);
+            std::vector<double> t(kNumKinds);
+            for (size_t q = 0; q < kNumKinds; q++) {
+                size_t kind = k % 2 ? kNumKinds - 1 - q : q;
+                t[kind] = run_step(*o, b, separate, opt.lowp_copy, kKinds[kind]);
             }
             double c2 = run_ceiling(cb, last, r.threads);
             double c = std::min(c1, c2);
             tc.push_back(c);
-            ts.push_back(st);
-            ratio.push_back(c / st);
-            t16.push_back(sg);
-            r16.push_back(st / sg);
-            t16s.push_back(ss);
-            r16s.push_back(st / ss);
+            ratio.push_back(c / t[0]);
+            for (size_t q = 0; q < kNumKinds; q++) {
+                const StepKind& kd = kKinds[q];
+                double bytes =
+                    step_bytes_per_param(kd.gd, kd.sd, kd.pd, opt.lowp_copy, kBenchAdamQ8Block);
+                tk[q].push_back(t[q]);
+                speed[q].push_back(t[0] / t[q]);
+                frac[q].push_back((bytes / t[q]) / (cbytes / c));
+            }
         }
-        m.bf16_grads_seconds = median(t16);
-        m.bf16_grads_speedup = median(r16);
-        m.bf16_state_seconds = median(t16s);
-        m.bf16_state_speedup = median(r16s);
-        m.ceiling_seconds = median(tc);
-        m.step_seconds = median(ts);
-        m.ceiling_best_seconds = *std::min_element(tc.begin(), tc.end());
-        m.step_best_seconds = *std::min_element(ts.begin(), ts.end());
         double n = static_cast<double>(opt.params);
+        for (size_t q = 0; q < kNumKinds; q++) {
+            const StepKind& kd = kKinds[q];
+            BenchFormatResult f;
+            f.format = kd.name;
+            f.bytes_per_param =
+                step_bytes_per_param(kd.gd, kd.sd, kd.pd, opt.lowp_copy, kBenchAdamQ8Block);
+            f.seconds = median(tk[q]);
+            f.params_per_s = n / f.seconds;
+            f.ns_per_param = 1e9 * f.seconds / n;
+            f.speedup = median(speed[q]);
+            f.bandwidth_fraction = median(frac[q]);
+            m.formats.push_back(f);
+        }
+        m.bf16_grads_seconds = m.formats[kKindBf16Grads].seconds;
+        m.bf16_grads_speedup = m.formats[kKindBf16Grads].speedup;
+        m.bf16_state_seconds = m.formats[kKindBf16State].seconds;
+        m.bf16_state_speedup = m.formats[kKindBf16State].speedup;
+        m.q8_speedup = m.formats[kKindQ8].speedup;
+        m.ceiling_seconds = median(tc);
+        m.step_seconds = median(tk[0]);
+        m.ceiling_best_seconds = *std::min_element(tc.begin(), tc.end());
+        m.step_best_seconds = *std::min_element(tk[0].begin(), tk[0].end());
         m.ceiling_params_per_s = n / m.ceiling_seconds;
         m.params_per_s = n / m.step_seconds;
         m.ceiling_gbps = m.ceiling_params_per_s * r.bytes_per_param / 1e9;
@@ -309,14 +399,25 @@ std::string bench_adam_text(const BenchAdamReport& r) {
     for (const auto& m : r.modes)
         s += core::strfmt("%s: ceiling per pair = faster of '%s' and '%s'\n", m.mode.c_str(),
                           m.ceiling_strategy.c_str(), m.ceiling_strategy2.c_str());
-    s += core::strfmt("%-9s %18s %9s %24s %9s\n", "mode", "bf16 grads Gparam/s", "vs fp32",
-                      "+ bf16 moments Gparam/s", "vs fp32");
+    s += core::strfmt("%-9s %-26s %8s %9s %9s %8s %10s\n", "mode", "format (same pairs)", "B/param",
+                      "Gparam/s", "ns/param", "vs fp32", "of ceiling");
     for (const auto& m : r.modes)
-        s += core::strfmt("%-9s %18.3f %8.2fx %24.3f %8.2fx\n", m.mode.c_str(),
-                          m.bf16_grads_params_per_s / 1e9, m.bf16_grads_speedup,
-                          m.bf16_state_params_per_s / 1e9, m.bf16_state_speedup);
-    s += "(vs fp32: median over the pairs of the fp32-grads step time over the variant's, the "
-         "three steps run back to back)\n";
+        for (const auto& f : m.formats)
+            s += core::strfmt("%-9s %-26s %8.2f %9.3f %9.3f %7.2fx %9.1f%%\n", m.mode.c_str(),
+                              f.format.c_str(), f.bytes_per_param, f.params_per_s / 1e9,
+                              f.ns_per_param, f.speedup, 100.0 * f.bandwidth_fraction);
+    s +=
+        core::strfmt("(fp32 grads unless named; q8 blocks of %d; every format's step runs in every "
+                     "pair between the two ceiling passes; vs fp32 = median over the pairs of the "
+                     "fp32 step's time over the format's; of ceiling = median over the pairs of "
+                     "the format's bytes/s over the ceiling's %.0f B/param per its time)\n",
+                     kBenchAdamQ8Block, r.bytes_per_param);
+    for (const auto& m : r.modes)
+        s += core::strfmt("%s: q8 moments %.2fx faster per parameter than fp32 (bytes %.2f vs "
+                          "%.2f: %.2fx at the memory bound; goal >= 1.5x)\n",
+                          m.mode.c_str(), m.q8_speedup, m.formats[kKindQ8].bytes_per_param,
+                          m.formats[0].bytes_per_param,
+                          m.formats[0].bytes_per_param / m.formats[kKindQ8].bytes_per_param);
     return s;
 }
 
@@ -347,6 +448,15 @@ std::string bench_adam_json(const BenchAdamReport& r) {
         for (size_t k = 0; k < m.tries.size(); k++)
             s += core::strfmt("%s\"%s\": %.6g", k ? ", " : "", m.tries[k].strategy.c_str(),
                               m.tries[k].seconds);
+        s += core::strfmt("}, \"q8_speedup\": %.4f, \"formats\": {", m.q8_speedup);
+        for (size_t k = 0; k < m.formats.size(); k++) {
+            const auto& f = m.formats[k];
+            s += core::strfmt("%s\"%s\": {\"bytes_per_param\": %.4f, \"seconds\": %.6g, "
+                              "\"params_per_s\": %.6g, \"ns_per_param\": %.5f, \"speedup\": %.4f, "
+                              "\"bandwidth_fraction\": %.4f}",
+                              k ? ", " : "", f.format.c_str(), f.bytes_per_param, f.seconds,
+                              f.params_per_s, f.ns_per_param, f.speedup, f.bandwidth_fraction);
+        }
         s += "}}";
     }
     s += "}}\n";

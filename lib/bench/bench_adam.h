@@ -10,9 +10,14 @@
 
 namespace sof::bench {
 
+// Default --params: 32M parameters move ~1 GB per fp32 step, far beyond any cache (memory-bound).
+constexpr int64_t kBenchAdamDefaultParams = int64_t{32} << 20;
+// Elements per scale of the q8 formats timed (optimizer.state_block's default).
+constexpr int32_t kBenchAdamQ8Block = 256;
+
 // What `superoffload bench adam` measures (its command line: app/bench_adam_args.h).
 struct BenchAdamOptions {
-    int64_t params = 0; // number of fp32 parameters
+    int64_t params = kBenchAdamDefaultParams; // number of parameters
     std::string plugin = "auto";
     std::string plugin_dir; // empty = plugin_dir("") resolution
     int threads = 0;        // OpenMP threads for ceiling and plugin; 0 = omp default
@@ -26,6 +31,17 @@ struct BenchAdamOptions {
 struct BenchCeilingTry {
     std::string strategy; // CeilingStrategy::name()
     double seconds = 0;   // median of its calibration passes
+};
+
+// One state format's step, timed in every pair next to the fp32 one (fp32 grads unless named).
+struct BenchFormatResult {
+    std::string format;            // "fp32", "bf16 grads", "bf16 moments", "q8 moments", ...
+    double bytes_per_param = 0;    // memory traffic of the step per parameter (reads + writes)
+    double seconds = 0;            // median over the pairs of one step over all params
+    double params_per_s = 0;       // from the median
+    double ns_per_param = 0;       // per thread-team: seconds / params
+    double speedup = 0;            // median over the pairs of t(fp32) / t(this format)
+    double bandwidth_fraction = 0; // median over pairs of (bytes/t) / the ceiling's (bytes/t)
 };
 
 struct BenchModeResult {
@@ -47,6 +63,9 @@ struct BenchModeResult {
     // next to the fp32 step: medians, and the median per-pair speedup over fp32 grads (> 1 faster)
     double bf16_grads_seconds = 0, bf16_grads_params_per_s = 0, bf16_grads_speedup = 0;
     double bf16_state_seconds = 0, bf16_state_params_per_s = 0, bf16_state_speedup = 0;
+    // every state format (fp32 first), same pairs; the bandwidth is the ceiling's GB/s
+    std::vector<BenchFormatResult> formats;
+    double q8_speedup = 0; // formats' "q8 moments" speedup over fp32 (issue 28's goal: >= 1.5)
 };
 
 struct BenchAdamReport {
@@ -61,6 +80,13 @@ struct BenchAdamReport {
     double bytes_per_param = 0;         // 30 with the bf16 copy, 28 without
     std::vector<BenchModeResult> modes; // in_place, separate
 };
+
+// Bytes one step moves per parameter: the master param read and written (4 or 2 bytes each), the
+// grad read, both moments read and written (fp32 4, bf16 2, q8 1 byte plus a 4-byte scale per
+// block, read and written), and the 2-byte copy (`lowp_copy`, fp32 master only: a bf16 master is
+// its own copy).
+double step_bytes_per_param(int32_t grad_dtype, int32_t state_format, int32_t param_dtype,
+                            bool lowp_copy, int32_t block);
 
 // Allocates the buffers (2 MiB aligned, transparent huge pages requested, first touched by the
 // measuring threads), loads the plugin and measures per mode: every ceiling strategy `reps`

@@ -84,14 +84,27 @@ int32_t cpu_adam_score() {
     return 0;
 }
 
+// The variant's name and, for the vector variants, the path of the Q8 moments (KernelSet::q8):
+// "avx2 (q8 moments: avx2 vector; bf16 master: scalar elements)". Tests assert the Q8 path from
+// it; test_abi_c compares the first word.
+std::string variant_text(Variant v) {
+    KernelSet k = kernels_of(v);
+    std::string s = k.name;
+    if (std::strcmp(k.q8, "scalar") != 0)
+        s += std::string(" (q8 moments: ") + k.q8 + " vector; bf16 master: scalar elements)";
+    return s;
+}
+
 const char* cpu_adam_variant() {
+    static const std::string kText[3] = {variant_text(Variant::Scalar), variant_text(Variant::Avx2),
+                                         variant_text(Variant::Avx512)};
     switch (chosen_variant()) {
     case Variant::Avx512:
-        return "avx512";
+        return kText[2].c_str();
     case Variant::Avx2:
-        return "avx2";
+        return kText[1].c_str();
     case Variant::Scalar:
-        return "scalar";
+        return kText[0].c_str();
     case Variant::None:
         return "unavailable (SOF_CPU_ADAM_VARIANT names a variant this CPU lacks)";
     }

@@ -46,6 +46,13 @@ inline bool tile_needs_q(const Tile& t) {
     return t.sd == SOF_STATE_Q8 || t.pd == SOF_DTYPE_BF16;
 }
 
+// The tile takes the vector variants' Q8 path (Q8 moments with fp32 master params: dequantize,
+// step and requantize in vector registers); bf16 master params take step_tile_q_scalar's element
+// code in every variant.
+inline bool q8_vector_path(const Tile& t) {
+    return t.sd == SOF_STATE_Q8 && t.pd == SOF_DTYPE_F32;
+}
+
 // Per-call constants of cpu_adam's arithmetic: optim::adam_consts (the decimals PyTorch would
 // use, rounded once to fp32) plus nss = -step_size and rbc2 = fp32(1 / sqrt(1 - b2^t)) (1 without
 // bias correction), so that the element needs one divide.
@@ -173,12 +180,26 @@ inline void step_tile_elem(const StepConsts& c, const Tile& t, int64_t i, float 
     if (t.lowp) static_cast<uint16_t*>(t.lowp)[i] = optim::adam_ref_lowp(p, t.ld);
 }
 
+// The stochastic-rounding bits of consecutive elements (optim::sr_bits): one Philox4x32-10 draw
+// serves four elements (words index % 4 of draw index / 4), so it is computed once per four.
+struct SrCache {
+    uint64_t draw = ~uint64_t{0}; // draw index held in d
+    core::Philox4 d{};
+    uint32_t bits(uint64_t seed, int64_t step, uint64_t index) {
+        if ((index >> 2) != draw) {
+            draw = index >> 2;
+            d = core::philox_draw(seed, draw, static_cast<uint32_t>(step), optim::kSrStream);
+        }
+        return d.v[index & 3u] >> 16;
+    }
+};
+
 // The scalar element of a tile that needs step_q (tails and the scalar kernel): loads p (fp32 or
 // bf16), m and v (Q8: decoded times the block's scale), runs step_elem, stores the param (bf16:
 // stochastically rounded, optim::f32_to_bf16_sr) and the copy; returns the new m, v, which the
 // caller stores (fp32/bf16) or stages for the block's quantization (Q8).
 inline void step_q_elem(const StepConsts& c, const Tile& t, int64_t i, float graw, float* mo,
-                        float* vo) {
+                        float* vo, SrCache* sr = nullptr) {
     float p = t.pd == SOF_DTYPE_F32 ? t.p[i] : core::bf16_to_f32(t.p16[i]);
     float m, v;
     if (t.sd == SOF_STATE_Q8) {
@@ -195,8 +216,9 @@ inline void step_q_elem(const StepConsts& c, const Tile& t, int64_t i, float gra
     if (t.pd == SOF_DTYPE_F32) {
         t.po[i] = p;
     } else {
-        uint16_t h = optim::f32_to_bf16_sr(
-            p, optim::sr_bits(c.seed, c.step, static_cast<uint64_t>(t.index0 + i)));
+        const uint64_t e = static_cast<uint64_t>(t.index0 + i);
+        uint16_t h = optim::f32_to_bf16_sr(p, sr ? sr->bits(c.seed, c.step, e)
+                                                 : optim::sr_bits(c.seed, c.step, e));
         t.po16[i] = h;
         stored = core::bf16_to_f32(h);
     }
@@ -219,8 +241,9 @@ using StepTileFn = double (*)(const StepConsts& c, const Tile& t, bool nt);
 // same variant (so grad_stats and adam_step report bitwise equal statistics).
 using StatsTileFn = double (*)(const void* g, int32_t gd, int64_t n, float scale);
 
-// The scalar step of a tile that needs step_q (the scalar variant's step_q; the vector variants
-// share its element code for their tails): per element in index order the fp64 sum of squares,
+// The scalar step of a tile that needs step_q (the scalar variant's step_q, the vector variants'
+// for bf16 master params; their Q8 paths match it bitwise and use step_q_elem for block tails):
+// per element in index order the fp64 sum of squares,
 // step_q_elem, and the moments stored (fp32/bf16) or staged per block and quantized when the
 // block is complete (optim::q_quantize_block).
 inline double step_tile_q_scalar(const StepConsts& c, const Tile& t) {
@@ -228,6 +251,7 @@ inline double step_tile_q_scalar(const StepConsts& c, const Tile& t) {
     const bool q8 = t.sd == SOF_STATE_Q8;
     alignas(64) float sm[optim::kQBlockMax], sv[optim::kQBlockMax];
     const int64_t chunk = q8 ? t.qb : optim::kQBlockMax;
+    SrCache sr;
     for (int64_t i0 = 0; i0 < t.n; i0 += chunk) {
         const int64_t len = t.n - i0 < chunk ? t.n - i0 : chunk;
         for (int64_t j = 0; j < len; j++) {
@@ -236,7 +260,7 @@ inline double step_tile_q_scalar(const StepConsts& c, const Tile& t) {
             float gs = graw * c.scale;
             sumsq += static_cast<double>(gs) * static_cast<double>(gs);
             float m, v;
-            step_q_elem(c, t, i, graw, &m, &v);
+            step_q_elem(c, t, i, graw, &m, &v, &sr);
             if (q8) {
                 sm[j] = m;
                 sv[j] = v;
@@ -259,6 +283,7 @@ struct KernelSet {
     StepTileFn step;  // fp32 master, fp32/bf16 moments
     StatsTileFn stats;
     StepTileFn step_q; // Q8 moments or bf16 master (tile_needs_q); same statistics as step
+    const char* q8;    // instruction set of step_q's Q8 path (q8_vector_path tiles)
 };
 
 KernelSet scalar_kernels();

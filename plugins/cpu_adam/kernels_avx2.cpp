@@ -293,18 +293,261 @@ SOF_AVX2 double stats_tile_avx2(const void* g, int32_t gd, int64_t n, float scal
     return stats_impl<SOF_DTYPE_F32>(g, n, scale);
 }
 
-// Q8 moments or bf16 master: the scalar element code (step_q_elem, the same for every variant),
-// with this variant's statistics (equal to its grad_stats).
-SOF_AVX2 double step_q_avx2(const StepConsts& c, const Tile& t, bool) {
-    double s = stats_tile_avx2(t.g, t.gd, t.n, c.scale);
-    step_tile_q_scalar(c, t);
-    return s;
+// ---- Q8 moments, fp32 master: dequantize -> step_elem -> requantize inside the kernel ----
+// The same operations as the scalar path (step_tile_q_scalar: optim::q_value, step_elem,
+// optim::q_quantize_block), each an exact integer op or the same IEEE fp32 op per lane, so the
+// codes, scales, params and copies are bitwise the scalar variant's.
+
+// 8 codes from element i of a Q8 slot decoded exactly (optim::q_decode) and multiplied by the
+// block's scale (one fp32 multiply). The magnitude code is moved into an fp32 exponent and
+// mantissa and rebiased (exact: the value of a normal code); a subnormal code (exponent field 0)
+// has read as 2^-bias * (1 + f/8) and becomes 2 * that - 2^(1-bias) = f * 2^(-2-bias) (exact).
+// m's sign bit is or-ed in afterwards (code 0x80: -0, as q_decode).
+template <bool SIGNED>
+SOF_AVX2_INLINE __m256 load_q8x8(const uint8_t* codes, int64_t i, __m256 scale) {
+    constexpr optim::QMap q = optim::q8_map(SIGNED);
+    constexpr int bias = optim::q_bias(q), sh = 23 - q.mbits;
+    const __m256i c =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
+    const __m256i mag = SIGNED ? _mm256_and_si256(c, _mm256_set1_epi32(0x7f)) : c;
+    const __m256i sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << q.mbits), mag);
+    const __m256 x = _mm256_castsi256_ps(
+        _mm256_add_epi32(_mm256_slli_epi32(mag, sh), _mm256_set1_epi32((127 - bias) << 23)));
+    const float low = core::bits_f32(static_cast<uint32_t>(128 - bias) << 23); // 2^(1-bias)
+    const __m256 xs = _mm256_fmsub_ps(x, _mm256_set1_ps(2.0f), _mm256_set1_ps(low));
+    __m256 v = _mm256_blendv_ps(x, xs, _mm256_castsi256_ps(sub));
+    if constexpr (SIGNED)
+        v = _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(
+                                _mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24)));
+    return _mm256_mul_ps(v, scale);
+}
+
+// Codes of 8 values x of a block with encoding factor inv (optim::q_encode(x * inv)). One
+// formula for both ranges: a = |x * inv| is rounded (nearest even, one IEEE add) to a multiple
+// of 2^(e-mbits), e = max(exponent of a, 1 - bias), by adding C = 2^(e + 23 - mbits); the sum's
+// mantissa bits then count the steps (8..16 for a normal a, 0..8 below 2^(1-bias)), and the code
+// is ((e + bias) << mbits) + count - 8 (a carry to 16 lands on the next exponent's first code).
+// This is q_encode_mag's integer rounding and its 2^23 addition, scaled by powers of two:
+// the same single rounding, the same bits. Clamped to the largest code; m's sign unless the
+// magnitude code is 0.
+template <bool SIGNED> SOF_AVX2_INLINE __m256i q8_encode8(__m256 x, __m256 inv) {
+    constexpr optim::QMap q = optim::q8_map(SIGNED);
+    constexpr int bias = optim::q_bias(q), sh = 23 - q.mbits;
+    const __m256 y = _mm256_mul_ps(x, inv);
+    const __m256i ua = _mm256_and_si256(_mm256_castps_si256(y), _mm256_set1_epi32(0x7fffffff));
+    const __m256i eb = _mm256_max_epi32(_mm256_and_si256(ua, _mm256_set1_epi32(0x7f800000)),
+                                        _mm256_set1_epi32((128 - bias) << 23));
+    const __m256i big = _mm256_add_epi32(eb, _mm256_set1_epi32(sh << 23));
+    const __m256 s = _mm256_add_ps(_mm256_castsi256_ps(ua), _mm256_castsi256_ps(big));
+    const __m256i count = _mm256_sub_epi32(_mm256_castps_si256(s), big);
+    __m256i code = _mm256_add_epi32(
+        _mm256_srli_epi32(eb, sh),
+        _mm256_sub_epi32(count, _mm256_set1_epi32(((127 - bias) << q.mbits) + (1 << q.mbits))));
+    code = _mm256_min_epu32(code, _mm256_set1_epi32(static_cast<int>(optim::q_mag_max(q))));
+    if constexpr (SIGNED) {
+        const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(_mm256_castps_si256(y), 31), 7);
+        const __m256i zero = _mm256_cmpeq_epi32(code, _mm256_setzero_si256());
+        code = _mm256_or_si256(code, _mm256_andnot_si256(zero, sign));
+    }
+    return code;
+}
+
+// 16 codes (two vectors of 8 in element order, each <= 255) as 16 bytes in element order.
+SOF_AVX2_INLINE __m128i pack_codes16(__m256i a, __m256i b) {
+    const __m256i w = _mm256_packus_epi32(a, b); // a0-3 b0-3 | a4-7 b4-7 (16-bit)
+    const __m128i x = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+    return _mm_shuffle_epi8(x, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15));
+}
+
+// Largest |x| bit pattern of 8 lanes folded into acc (optim::q_quantize_block's amax).
+SOF_AVX2_INLINE __m256i amax8(__m256i acc, __m256 x) {
+    return _mm256_max_epu32(
+        acc, _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff)));
+}
+
+SOF_AVX2_INLINE uint32_t hmax8(__m256i a) {
+    __m128i x = _mm_max_epu32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    x = _mm_max_epu32(x, _mm_shuffle_epi32(x, 0x4E));
+    x = _mm_max_epu32(x, _mm_shuffle_epi32(x, 0xB1));
+    return static_cast<uint32_t>(_mm_cvtsi128_si32(x));
+}
+
+// Quantizes the staged block x[0, len) (optim::q_quantize_block) into codes[0, len) and *scale;
+// amax16 holds the bit-pattern maximum of x[0, len & ~15). NT: codes written with streaming
+// stores (codes 16-byte aligned).
+template <bool SIGNED, bool NT>
+SOF_AVX2_INLINE void q8_quantize(const float* x, int64_t len, __m256i amax16, uint8_t* codes,
+                                 float* scale) {
+    constexpr optim::QMap q = optim::q8_map(SIGNED);
+    const int64_t len16 = len & ~int64_t{15};
+    uint32_t amax = hmax8(amax16);
+    for (int64_t j = len16; j < len; j++) {
+        const uint32_t a = optim::q_f32_bits(x[j]) & 0x7fffffffu;
+        amax = a > amax ? a : amax;
+    }
+    const optim::QBlockScale bs = optim::q_block_scale(amax);
+    *scale = bs.scale;
+    if (!bs.ok) {
+        std::memset(codes, 0, static_cast<size_t>(len));
+        return;
+    }
+    const __m256 inv = _mm256_set1_ps(bs.inv);
+    for (int64_t j = 0; j < len16; j += 16) {
+        __m128i c16 = pack_codes16(q8_encode8<SIGNED>(_mm256_load_ps(x + j), inv),
+                                   q8_encode8<SIGNED>(_mm256_load_ps(x + j + 8), inv));
+        if constexpr (NT)
+            _mm_stream_si128(reinterpret_cast<__m128i*>(codes + j), c16);
+        else
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j), c16);
+    }
+    for (int64_t j = len16; j < len; j++)
+        codes[j] = optim::q_encode(x[j] * bs.inv, q);
+}
+
+// The grad statistics of a Q8 tile, fused into its step: the same kSumBlock blocks from the tile
+// start, the same fp32 lane sums, fallback and fp64 order as stats_impl (so equal to grad_stats).
+struct Sums8 {
+    int64_t n16;  // elements in 16-lane groups
+    __m256 a, b;  // lane sums of the current block (elements 0-7, 8-15 of 16)
+    __m256d s[4]; // fp64 accumulators
+    SOF_AVX2_INLINE explicit Sums8(int64_t n) : n16(n) {
+        a = b = _mm256_setzero_ps();
+        s[0] = s[1] = s[2] = s[3] = _mm256_setzero_pd();
+    }
+    // After the group ending at element `end`: a completed block goes into the fp64 sums.
+    template <int GD> SOF_AVX2_INLINE void flush(const Tile& t, int64_t end, __m256 scale) {
+        if (end % kSumBlock != 0 && end != n16) return;
+        const int64_t i0 = (end - 1) & ~(kSumBlock - 1);
+        add_block_sum<GD>(a, b, t.g, i0, end - i0, scale, s);
+        a = b = _mm256_setzero_ps();
+    }
+};
+
+// One Q8 block: len (<= qb) elements from tile element b0. Steps 16 elements at a time
+// (block16's operations, m and v decoded from their codes), the new params stored (NT: staged
+// per kSumBlock elements in L1 and streamed), the new m, v staged in sm, sv (64-byte aligned)
+// with their amax; the last len % 16 elements through step_q_elem; then both slots quantized.
+template <int GD, int LD, bool NT, bool WD, bool L2>
+SOF_AVX2_INLINE void q8_block(const StepConsts& c, const V8Consts& k, const Tile& t, int64_t b0,
+                              int64_t len, float* sm, float* sv, Sums8& st) {
+    const uint8_t* mc = static_cast<const uint8_t*>(t.m);
+    const uint8_t* vc = static_cast<const uint8_t*>(t.v);
+    const __m256 ms = _mm256_set1_ps(t.ms[b0 / t.qb]), vs = _mm256_set1_ps(t.vs[b0 / t.qb]);
+    uint16_t* lw = static_cast<uint16_t*>(t.lowp);
+    __m256i am = _mm256_setzero_si256(), av = am;
+    const int64_t len16 = len & ~int64_t{15};
+    alignas(64) float bp[kSumBlock];
+    alignas(64) uint16_t bl[kSumBlock];
+    for (int64_t c0 = 0; c0 < len16; c0 += kSumBlock) {
+        const int64_t c1 = len16 - c0 < kSumBlock ? len16 : c0 + kSumBlock;
+        for (int64_t j = c0; j < c1; j += 16) {
+            const int64_t i = b0 + j;
+            prefetch_inputs(t, i);
+            __m256 g0 = _mm256_mul_ps(load_grad8<GD>(t.g, i), k.scale);
+            __m256 g1 = _mm256_mul_ps(load_grad8<GD>(t.g, i + 8), k.scale);
+            st.a = _mm256_fmadd_ps(g0, g0, st.a);
+            st.b = _mm256_fmadd_ps(g1, g1, st.b);
+            st.flush<GD>(t, i + 16, k.scale);
+            __m256 p0 = _mm256_loadu_ps(t.p + i), p1 = _mm256_loadu_ps(t.p + i + 8);
+            if constexpr (WD && L2) {
+                g0 = _mm256_fmadd_ps(k.wd, p0, g0);
+                g1 = _mm256_fmadd_ps(k.wd, p1, g1);
+            }
+            if constexpr (WD && !L2) {
+                p0 = _mm256_mul_ps(p0, k.decay);
+                p1 = _mm256_mul_ps(p1, k.decay);
+            }
+            __m256 m0 =
+                _mm256_fmadd_ps(k.b1, load_q8x8<true>(mc, i, ms), _mm256_mul_ps(k.omb1, g0));
+            __m256 m1 =
+                _mm256_fmadd_ps(k.b1, load_q8x8<true>(mc, i + 8, ms), _mm256_mul_ps(k.omb1, g1));
+            __m256 v0 = _mm256_fmadd_ps(k.b2, load_q8x8<false>(vc, i, vs),
+                                        _mm256_mul_ps(_mm256_mul_ps(k.omb2, g0), g0));
+            __m256 v1 = _mm256_fmadd_ps(k.b2, load_q8x8<false>(vc, i + 8, vs),
+                                        _mm256_mul_ps(_mm256_mul_ps(k.omb2, g1), g1));
+            __m256 d0 = _mm256_fmadd_ps(_mm256_sqrt_ps(v0), k.rbc2, k.eps);
+            __m256 d1 = _mm256_fmadd_ps(_mm256_sqrt_ps(v1), k.rbc2, k.eps);
+            p0 = _mm256_fmadd_ps(k.nss, _mm256_div_ps(m0, d0), p0);
+            p1 = _mm256_fmadd_ps(k.nss, _mm256_div_ps(m1, d1), p1);
+            float* po = NT ? bp + (j - c0) : t.po + i;
+            _mm256_storeu_ps(po, p0);
+            _mm256_storeu_ps(po + 8, p1);
+            if constexpr (LD != -1)
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(NT ? bl + (j - c0) : lw + i),
+                                    lowp16<LD>(p0, p1));
+            _mm256_store_ps(sm + j, m0);
+            _mm256_store_ps(sm + j + 8, m1);
+            _mm256_store_ps(sv + j, v0);
+            _mm256_store_ps(sv + j + 8, v1);
+            am = amax8(amax8(am, m0), m1);
+            av = amax8(amax8(av, v0), v1);
+        }
+        if constexpr (NT) {
+            const int64_t n = c1 - c0, full = n & ~int64_t{31}; // whole 64-byte lines of the copy
+            stream_out(t.po + b0 + c0, bp, 4 * n);
+            if constexpr (LD != -1) {
+                stream_out(lw + b0 + c0, bl, 2 * full);
+                for (int64_t j = full; j < n; j++)
+                    lw[b0 + c0 + j] = bl[j];
+            }
+        }
+    }
+    for (int64_t j = len16; j < len; j++)
+        step_q_elem(c, t, b0 + j, optim::adam_ref_grad(t.g, GD, b0 + j), &sm[j], &sv[j]);
+    q8_quantize<true, NT>(sm, len, am, static_cast<uint8_t*>(t.mo) + b0, t.mso + b0 / t.qb);
+    q8_quantize<false, NT>(sv, len, av, static_cast<uint8_t*>(t.vo) + b0, t.vso + b0 / t.qb);
+}
+
+template <int GD, int LD, bool NT, bool WD, bool L2>
+SOF_AVX2 double step_q8_impl(const StepConsts& c, const Tile& t) {
+    const V8Consts k = v8_consts(c);
+    alignas(64) float sm[optim::kQBlockMax], sv[optim::kQBlockMax];
+    Sums8 st(t.n & ~int64_t{15});
+    for (int64_t b0 = 0; b0 < t.n; b0 += t.qb)
+        q8_block<GD, LD, NT, WD, L2>(c, k, t, b0, t.n - b0 < t.qb ? t.n - b0 : t.qb, sm, sv, st);
+    double sumsq = hsum(st.s[0], st.s[1], st.s[2], st.s[3]);
+    for (int64_t i = st.n16; i < t.n; i++) { // stats_impl's tail, in index order
+        float gs = optim::adam_ref_grad(t.g, GD, i) * c.scale;
+        sumsq += static_cast<double>(gs) * static_cast<double>(gs);
+    }
+    if constexpr (NT) _mm_sfence();
+    return sumsq;
+}
+
+template <int GD, int LD, bool NT>
+SOF_AVX2 double step_q8_mode(const StepConsts& c, const Tile& t) {
+    if (c.wd == 0.0f) return step_q8_impl<GD, LD, NT, false, false>(c, t);
+    if (c.l2) return step_q8_impl<GD, LD, NT, true, true>(c, t);
+    return step_q8_impl<GD, LD, NT, true, false>(c, t);
+}
+
+template <int GD, int LD> SOF_AVX2 double step_q8_nt(const StepConsts& c, const Tile& t, bool nt) {
+    return nt ? step_q8_mode<GD, LD, true>(c, t) : step_q8_mode<GD, LD, false>(c, t);
+}
+
+template <int GD> SOF_AVX2 double step_q8_lowp(const StepConsts& c, const Tile& t, bool nt) {
+    if (!t.lowp) return step_q8_nt<GD, -1>(c, t, nt);
+    if (t.ld == SOF_DTYPE_F16) return step_q8_nt<GD, SOF_DTYPE_F16>(c, t, nt);
+    return step_q8_nt<GD, SOF_DTYPE_BF16>(c, t, nt);
+}
+
+// Q8 moments with fp32 master: the vector path above; bf16 master params (any moments): the
+// scalar element code (step_tile_q_scalar). Statistics: this variant's (equal to its grad_stats).
+SOF_AVX2 double step_q_avx2(const StepConsts& c, const Tile& t, bool nt) {
+    if (!q8_vector_path(t)) {
+        const double s = stats_tile_avx2(t.g, t.gd, t.n, c.scale);
+        step_tile_q_scalar(c, t);
+        return s;
+    }
+    if (t.gd == SOF_DTYPE_BF16) return step_q8_lowp<SOF_DTYPE_BF16>(c, t, nt);
+    if (t.gd == SOF_DTYPE_F16) return step_q8_lowp<SOF_DTYPE_F16>(c, t, nt);
+    return step_q8_lowp<SOF_DTYPE_F32>(c, t, nt);
 }
 
 } // namespace
 
 KernelSet avx2_kernels() {
-    return {"avx2", step_tile_avx2, stats_tile_avx2, step_q_avx2};
+    return {"avx2", step_tile_avx2, stats_tile_avx2, step_q_avx2, "avx2"};
 }
 
 } // namespace sof::cpu_adam

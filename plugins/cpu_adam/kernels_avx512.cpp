@@ -246,18 +246,217 @@ SOF_AVX512 double stats_tile_avx512(const void* g, int32_t gd, int64_t n, float 
     return stats_impl<SOF_DTYPE_F32>(g, n, scale);
 }
 
-// Q8 moments or bf16 master: the scalar element code (step_q_elem, the same for every variant),
-// with this variant's statistics (equal to its grad_stats).
-SOF_AVX512 double step_q_avx512(const StepConsts& c, const Tile& t, bool) {
-    double s = stats_tile_avx512(t.g, t.gd, t.n, c.scale);
-    step_tile_q_scalar(c, t);
-    return s;
+// ---- Q8 moments, fp32 master: dequantize -> step_elem -> requantize inside the kernel ----
+// kernels_avx2.cpp's Q8 path on 16-lane vectors: the same exact integer ops and IEEE fp32 ops
+// per lane as the scalar path (step_tile_q_scalar), so the results are bitwise the scalar
+// variant's.
+
+// 16 codes from element i of a Q8 slot decoded (optim::q_decode, exact) times the block's scale.
+template <bool SIGNED>
+SOF_AVX512_INLINE __m512 load_q8x16(const uint8_t* codes, int64_t i, __m512 scale) {
+    constexpr optim::QMap q = optim::q8_map(SIGNED);
+    const __m512i c =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i)));
+    const __m512i mag = SIGNED ? _mm512_and_si512(c, _mm512_set1_epi32(0x7f)) : c;
+    const __m512i e = _mm512_srli_epi32(mag, q.mbits);
+    const __m512i f = _mm512_and_si512(mag, _mm512_set1_epi32((1 << q.mbits) - 1));
+    const __mmask16 nz = _mm512_test_epi32_mask(e, e);
+    const __m512i mant = _mm512_mask_or_epi32(f, nz, f, _mm512_set1_epi32(1 << q.mbits));
+    const __m512i ex = _mm512_add_epi32(_mm512_max_epi32(e, _mm512_set1_epi32(1)),
+                                        _mm512_set1_epi32(127 - optim::q_bias(q) - q.mbits));
+    __m512 v =
+        _mm512_mul_ps(_mm512_cvtepi32_ps(mant), _mm512_castsi512_ps(_mm512_slli_epi32(ex, 23)));
+    if constexpr (SIGNED)
+        v = _mm512_castsi512_ps(
+            _mm512_xor_si512(_mm512_castps_si512(v),
+                             _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x80)), 24)));
+    return _mm512_mul_ps(v, scale);
+}
+
+// Codes of 16 values x of a block with encoding factor inv (optim::q_encode(x * inv)), as bytes.
+template <bool SIGNED> SOF_AVX512_INLINE __m128i q8_encode16(__m512 x, __m512 inv) {
+    constexpr optim::QMap q = optim::q8_map(SIGNED);
+    constexpr int bias = optim::q_bias(q), sh = 23 - q.mbits;
+    const __m512i u = _mm512_castps_si512(_mm512_mul_ps(x, inv));
+    const __m512i ua = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+    const __m512i t =
+        _mm512_add_epi32(_mm512_add_epi32(ua, _mm512_set1_epi32((1 << (sh - 1)) - 1)),
+                         _mm512_and_si512(_mm512_srli_epi32(ua, sh), _mm512_set1_epi32(1)));
+    const __m512i cn =
+        _mm512_sub_epi32(_mm512_srli_epi32(t, sh), _mm512_set1_epi32((127 - bias) << q.mbits));
+    const float up = core::bits_f32(static_cast<uint32_t>(127 + bias - 1 + q.mbits) << 23);
+    const __m512 r = _mm512_add_ps(_mm512_mul_ps(_mm512_castsi512_ps(ua), _mm512_set1_ps(up)),
+                                   _mm512_set1_ps(8388608.0f));
+    const __m512i cs = _mm512_sub_epi32(_mm512_castps_si512(r), _mm512_set1_epi32(0x4b000000));
+    const __mmask16 normal =
+        _mm512_cmpge_epu32_mask(ua, _mm512_set1_epi32(static_cast<int>((128 - bias) << 23)));
+    __m512i code = _mm512_mask_blend_epi32(normal, cs, cn);
+    code = _mm512_min_epu32(code, _mm512_set1_epi32(static_cast<int>(optim::q_mag_max(q))));
+    if constexpr (SIGNED) {
+        const __m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(u, 31), 7);
+        code = _mm512_mask_or_epi32(code, _mm512_test_epi32_mask(code, code), code, sign);
+    }
+    return _mm512_cvtepi32_epi8(code);
+}
+
+SOF_AVX512_INLINE __m512i amax16(__m512i acc, __m512 x) {
+    return _mm512_max_epu32(
+        acc, _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
+}
+
+// Quantizes the staged block x[0, len) (optim::q_quantize_block) into codes[0, len) and *scale;
+// acc holds the bit-pattern maximum of x[0, len & ~15). NT: streaming stores (codes 16-byte
+// aligned).
+template <bool SIGNED, bool NT>
+SOF_AVX512_INLINE void q8_quantize(const float* x, int64_t len, __m512i acc, uint8_t* codes,
+                                   float* scale) {
+    constexpr optim::QMap q = optim::q8_map(SIGNED);
+    const int64_t len16 = len & ~int64_t{15};
+    uint32_t amax = _mm512_reduce_max_epu32(acc);
+    for (int64_t j = len16; j < len; j++) {
+        const uint32_t a = optim::q_f32_bits(x[j]) & 0x7fffffffu;
+        amax = a > amax ? a : amax;
+    }
+    const optim::QBlockScale bs = optim::q_block_scale(amax);
+    *scale = bs.scale;
+    if (!bs.ok) {
+        std::memset(codes, 0, static_cast<size_t>(len));
+        return;
+    }
+    const __m512 inv = _mm512_set1_ps(bs.inv);
+    for (int64_t j = 0; j < len16; j += 16) {
+        __m128i c16 = q8_encode16<SIGNED>(_mm512_load_ps(x + j), inv);
+        if constexpr (NT)
+            _mm_stream_si128(reinterpret_cast<__m128i*>(codes + j), c16);
+        else
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j), c16);
+    }
+    for (int64_t j = len16; j < len; j++)
+        codes[j] = optim::q_encode(x[j] * bs.inv, q);
+}
+
+// The grad statistics of a Q8 tile, fused into its step: stats_impl's blocks, lane sums,
+// fallback and fp64 order (so equal to grad_stats).
+struct Sums16 {
+    int64_t n16; // elements in 16-lane groups
+    __m512 a;    // lane sums of the current block
+    __m512d lo, hi;
+    SOF_AVX512_INLINE explicit Sums16(int64_t n) : n16(n) {
+        a = _mm512_setzero_ps();
+        lo = hi = _mm512_setzero_pd();
+    }
+    template <int GD> SOF_AVX512_INLINE void flush(const Tile& t, int64_t end, __m512 scale) {
+        if (end % kSumBlock != 0 && end != n16) return;
+        const int64_t i0 = (end - 1) & ~(kSumBlock - 1);
+        add_block_sum<GD>(a, t.g, i0, end - i0, scale, lo, hi);
+        a = _mm512_setzero_ps();
+    }
+};
+
+// One Q8 block of len (<= qb) elements from tile element b0 (kernels_avx2.cpp's q8_block).
+template <int GD, int LD, bool NT, bool WD, bool L2>
+SOF_AVX512_INLINE void q8_block(const StepConsts& c, const V16Consts& k, const Tile& t, int64_t b0,
+                                int64_t len, float* sm, float* sv, Sums16& st) {
+    const uint8_t* mc = static_cast<const uint8_t*>(t.m);
+    const uint8_t* vc = static_cast<const uint8_t*>(t.v);
+    const __m512 ms = _mm512_set1_ps(t.ms[b0 / t.qb]), vs = _mm512_set1_ps(t.vs[b0 / t.qb]);
+    uint16_t* lw = static_cast<uint16_t*>(t.lowp);
+    __m512i am = _mm512_setzero_si512(), av = am;
+    const int64_t len16 = len & ~int64_t{15};
+    alignas(64) float bp[kSumBlock];
+    alignas(64) uint16_t bl[kSumBlock];
+    for (int64_t c0 = 0; c0 < len16; c0 += kSumBlock) {
+        const int64_t c1 = len16 - c0 < kSumBlock ? len16 : c0 + kSumBlock;
+        for (int64_t j = c0; j < c1; j += 16) {
+            const int64_t i = b0 + j;
+            prefetch_inputs(t, i);
+            __m512 g = _mm512_mul_ps(load_grad16<GD>(t.g, i), k.scale);
+            st.a = _mm512_fmadd_ps(g, g, st.a);
+            st.flush<GD>(t, i + 16, k.scale);
+            __m512 p = _mm512_loadu_ps(t.p + i);
+            if constexpr (WD && L2) g = _mm512_fmadd_ps(k.wd, p, g);
+            if constexpr (WD && !L2) p = _mm512_mul_ps(p, k.decay);
+            __m512 m = _mm512_fmadd_ps(k.b1, load_q8x16<true>(mc, i, ms), _mm512_mul_ps(k.omb1, g));
+            __m512 v = _mm512_fmadd_ps(k.b2, load_q8x16<false>(vc, i, vs),
+                                       _mm512_mul_ps(_mm512_mul_ps(k.omb2, g), g));
+            __m512 d = _mm512_fmadd_ps(_mm512_sqrt_ps(v), k.rbc2, k.eps);
+            p = _mm512_fmadd_ps(k.nss, _mm512_div_ps(m, d), p);
+            _mm512_storeu_ps(NT ? bp + (j - c0) : t.po + i, p);
+            if constexpr (LD != -1)
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(NT ? bl + (j - c0) : lw + i),
+                                    lowp16<LD>(p));
+            _mm512_store_ps(sm + j, m);
+            _mm512_store_ps(sv + j, v);
+            am = amax16(am, m);
+            av = amax16(av, v);
+        }
+        if constexpr (NT) {
+            const int64_t n = c1 - c0, full = n & ~int64_t{31}; // whole 64-byte lines of the copy
+            stream_out(t.po + b0 + c0, bp, 4 * n);
+            if constexpr (LD != -1) {
+                stream_out(lw + b0 + c0, bl, 2 * full);
+                for (int64_t j = full; j < n; j++)
+                    lw[b0 + c0 + j] = bl[j];
+            }
+        }
+    }
+    for (int64_t j = len16; j < len; j++)
+        step_q_elem(c, t, b0 + j, optim::adam_ref_grad(t.g, GD, b0 + j), &sm[j], &sv[j]);
+    q8_quantize<true, NT>(sm, len, am, static_cast<uint8_t*>(t.mo) + b0, t.mso + b0 / t.qb);
+    q8_quantize<false, NT>(sv, len, av, static_cast<uint8_t*>(t.vo) + b0, t.vso + b0 / t.qb);
+}
+
+template <int GD, int LD, bool NT, bool WD, bool L2>
+SOF_AVX512 double step_q8_impl(const StepConsts& c, const Tile& t) {
+    const V16Consts k = v16_consts(c);
+    alignas(64) float sm[optim::kQBlockMax], sv[optim::kQBlockMax];
+    Sums16 st(t.n & ~int64_t{15});
+    for (int64_t b0 = 0; b0 < t.n; b0 += t.qb)
+        q8_block<GD, LD, NT, WD, L2>(c, k, t, b0, t.n - b0 < t.qb ? t.n - b0 : t.qb, sm, sv, st);
+    double sumsq = hsum(st.lo, st.hi);
+    for (int64_t i = st.n16; i < t.n; i++) { // stats_impl's tail, in index order
+        float gs = optim::adam_ref_grad(t.g, GD, i) * c.scale;
+        sumsq += static_cast<double>(gs) * static_cast<double>(gs);
+    }
+    if constexpr (NT) _mm_sfence();
+    return sumsq;
+}
+
+template <int GD, int LD, bool NT>
+SOF_AVX512 double step_q8_mode(const StepConsts& c, const Tile& t) {
+    if (c.wd == 0.0f) return step_q8_impl<GD, LD, NT, false, false>(c, t);
+    if (c.l2) return step_q8_impl<GD, LD, NT, true, true>(c, t);
+    return step_q8_impl<GD, LD, NT, true, false>(c, t);
+}
+
+template <int GD, int LD>
+SOF_AVX512 double step_q8_nt(const StepConsts& c, const Tile& t, bool nt) {
+    return nt ? step_q8_mode<GD, LD, true>(c, t) : step_q8_mode<GD, LD, false>(c, t);
+}
+
+template <int GD> SOF_AVX512 double step_q8_lowp(const StepConsts& c, const Tile& t, bool nt) {
+    if (!t.lowp) return step_q8_nt<GD, -1>(c, t, nt);
+    if (t.ld == SOF_DTYPE_F16) return step_q8_nt<GD, SOF_DTYPE_F16>(c, t, nt);
+    return step_q8_nt<GD, SOF_DTYPE_BF16>(c, t, nt);
+}
+
+// Q8 moments with fp32 master: the vector path above; bf16 master params: the scalar element
+// code (step_tile_q_scalar). Statistics: this variant's (equal to its grad_stats).
+SOF_AVX512 double step_q_avx512(const StepConsts& c, const Tile& t, bool nt) {
+    if (!q8_vector_path(t)) {
+        const double s = stats_tile_avx512(t.g, t.gd, t.n, c.scale);
+        step_tile_q_scalar(c, t);
+        return s;
+    }
+    if (t.gd == SOF_DTYPE_BF16) return step_q8_lowp<SOF_DTYPE_BF16>(c, t, nt);
+    if (t.gd == SOF_DTYPE_F16) return step_q8_lowp<SOF_DTYPE_F16>(c, t, nt);
+    return step_q8_lowp<SOF_DTYPE_F32>(c, t, nt);
 }
 
 } // namespace
 
 KernelSet avx512_kernels() {
-    return {"avx512", step_tile_avx512, stats_tile_avx512, step_q_avx512};
+    return {"avx512", step_tile_avx512, stats_tile_avx512, step_q_avx512, "avx512"};
 }
 
 } // namespace sof::cpu_adam

@@ -110,7 +110,7 @@ TEST_CASE("bench adam arguments: counts with K/M/G, positive integers, errors na
     CHECK_FALSE(o.lowp_copy);
     CHECK(o.json);
     CHECK(parse({"adam", "--params", "2.5e5", "--params", "1M"}).params == 1 << 20); // last wins
-    const std::string usage = "\nusage: superoffload bench adam --params N";
+    const std::string usage = "\nusage: superoffload bench adam [--params N (default 32M)]";
     auto message = [&](std::vector<std::string> args) -> std::string {
         try {
             parse(args);
@@ -130,7 +130,7 @@ TEST_CASE("bench adam arguments: counts with K/M/G, positive integers, errors na
     CHECK(contains(message({"adam", "--params", "64K", "extra"}),
                    "bench adam: unknown argument 'extra'"));
     CHECK(contains(message({"adam", "--params"}), "bench adam: --params needs a value"));
-    CHECK(contains(message({"adam"}), "bench adam: --params N is required"));
+    CHECK(parse({"adam"}).params == bench::kBenchAdamDefaultParams); // memory-bound default
     CHECK(contains(message({"adam", "--params", "8", "--bf16-copy", "maybe"}),
                    "--bf16-copy 'maybe' must be on or off"));
 }

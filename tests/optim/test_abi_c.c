@@ -85,7 +85,10 @@ int main(int argc, char** argv) {
         printf("score 0 on this CPU: nothing to run\n");
         return 0;
     }
-    if (want_variant && strcmp(pl->variant(), want_variant) != 0) {
+    /* the variant is the first word; cpu_adam's vector variants add their Q8 path after it */
+    size_t wlen = want_variant ? strlen(want_variant) : 0;
+    if (want_variant && (strncmp(pl->variant(), want_variant, wlen) != 0 ||
+                         (pl->variant()[wlen] != '\0' && pl->variant()[wlen] != ' '))) {
         fprintf(stderr, "plugin reports variant %s, expected %s (was the variant forced?)\n",
                 pl->variant(), want_variant);
         return 1;

@@ -92,7 +92,38 @@ TEST_CASE("a tiny bench adam run: both modes, every strategy calibrated, paired 
         CHECK(m.bf16_grads_params_per_s > 0.0); // the variants ran (their speed is a benchmark's)
         CHECK(m.bf16_state_params_per_s > 0.0);
         CHECK(m.bf16_grads_speedup > 0.0);
+        // every state format timed in the same pairs, with its bytes and bandwidth share
+        std::set<std::string> names;
+        for (const auto& f : m.formats) {
+            CAPTURE(f.format);
+            names.insert(f.format);
+            CHECK(f.seconds > 0.0);
+            CHECK(f.speedup > 0.0);
+            CHECK(f.bandwidth_fraction > 0.0);
+            CHECK(f.ns_per_param == doctest::Approx(1e9 * f.seconds / o.params));
+        }
+        for (const char* want : {"fp32", "bf16 moments", "q8 moments", "bf16 master + q8 moments"})
+            CHECK(names.count(want) == 1);
+        REQUIRE_FALSE(m.formats.empty());
+        CHECK(m.formats[0].format == "fp32");
+        CHECK(m.formats[0].speedup == 1.0);
+        CHECK(m.formats[0].bytes_per_param == 30.0);
+        CHECK(m.q8_speedup > 0.0);
     }
+    // bytes per parameter of each format (reads + writes; q8: 1 byte + a 4-byte scale per block)
+    CHECK(bench::step_bytes_per_param(SOF_DTYPE_F32, SOF_STATE_F32, SOF_DTYPE_F32, true, 256) ==
+          30.0);
+    CHECK(bench::step_bytes_per_param(SOF_DTYPE_F32, SOF_STATE_BF16, SOF_DTYPE_F32, true, 256) ==
+          22.0);
+    CHECK(bench::step_bytes_per_param(SOF_DTYPE_F32, SOF_STATE_Q8, SOF_DTYPE_F32, true, 256) ==
+          18.0625);
+    CHECK(bench::step_bytes_per_param(SOF_DTYPE_F32, SOF_STATE_Q8, SOF_DTYPE_BF16, true, 256) ==
+          12.0625);
+    CHECK(bench::step_bytes_per_param(SOF_DTYPE_BF16, SOF_STATE_F32, SOF_DTYPE_F32, false, 256) ==
+          26.0);
+    CHECK(bench::bench_adam_json(r).find("\"q8 moments\": {\"bytes_per_param\"") !=
+          std::string::npos);
+    CHECK(bench::bench_adam_text(r).find("q8 moments") != std::string::npos);
     CHECK(bench::bench_adam_json(r).find("\"ceiling_tries\"") != std::string::npos);
     CHECK(bench::bench_adam_json(r).find("\"bf16_grads_speedup\"") != std::string::npos);
     CHECK(bench::bench_adam_text(r).find("bf16 grads") != std::string::npos);
