@@ -82,7 +82,7 @@ typedef struct sof_optim_hparams {
  * read. */
 typedef struct sof_state_slot {
     int32_t format;     /* sof_state_format */
-    int32_t block;      /* Q8: elements per scale (a multiple of 64); F32/BF16: 0 */
+    int32_t block;      /* Q8: elements per scale (a power of two, 64..4096); F32/BF16: 0 */
     const void* data;   /* (n) values or codes, read */
     void* data_out;     /* (n) updated; == data for in place */
     const float* scale; /* Q8: (ceil(n/block)) scales, read; else NULL */

@@ -106,9 +106,10 @@ inline sof_status check_slice(const sof_optim_plugin& pl, const sof_optim_slice*
             return SOF_ERR_UNSUPPORTED;
         }
         if (state_quantized(q.format)) {
-            if (q.block <= 0 || q.block % 64 != 0 || q.block > 4096)
+            // a power of two: cpu_adam's 8192-element tiles hold whole blocks
+            if (q.block < 64 || q.block > 4096 || (q.block & (q.block - 1)) != 0)
                 return bad(sn + ": block " + std::to_string(q.block) +
-                           " must be a multiple of 64 up to 4096");
+                           " must be a power of two from 64 to 4096");
             if (qblock != 0 && q.block != qblock)
                 return bad(sn + ": block " + std::to_string(q.block) +
                            " differs from another quantized slot's " + std::to_string(qblock));

@@ -32,7 +32,7 @@ struct Tile {
     const float* vs;     // Q8: scales of v, read
     float* mso;          // Q8: scales of m out
     float* vso;          // Q8: scales of v out
-    int32_t qb;          // Q8: elements per scale (a multiple of 64), else 0
+    int32_t qb;          // Q8: elements per scale (a power of two, 64..4096), else 0
     int64_t index0;      // number of element 0 in the flat parameter space (stochastic rounding)
 };
 

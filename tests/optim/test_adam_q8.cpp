@@ -176,9 +176,13 @@ TEST_CASE("q8 and bf16 master: the rollback refuses them (they roll back exactly
         } catch (const core::Error& e) {
             CHECK(std::string(e.what()).find("not invertible") != std::string::npos);
         }
-        s.slot[0].block = 100; // not a multiple of 64
-        s.slot[1].block = 100;
-        CHECK_THROWS_WITH_AS(opt->step(s, hp), doctest::Contains("multiple of 64"), core::Error);
+        for (int32_t bad : {100, 320, 32, 8192}) { // not a power of two from 64 to 4096
+            CAPTURE(bad);
+            s.slot[0].block = bad;
+            s.slot[1].block = bad;
+            CHECK_THROWS_WITH_AS(opt->step(s, hp),
+                                 doctest::Contains("power of two from 64 to 4096"), core::Error);
+        }
     }
 }
 
