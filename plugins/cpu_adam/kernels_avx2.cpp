@@ -129,6 +129,20 @@ template <int SD> SOF_AVX2_INLINE void store_state16(void* x, int64_t j, __m256 
     }
 }
 
+// Weight decay on two 8-lane groups: L2 adds wd * p to the grads, AdamW scales p by decay.
+template <bool WD, bool L2>
+SOF_AVX2_INLINE void weight_decay16(const V8Consts& k, __m256& p0, __m256& p1, __m256& g0,
+                                    __m256& g1) {
+    if constexpr (WD && L2) {
+        g0 = _mm256_fmadd_ps(k.wd, p0, g0);
+        g1 = _mm256_fmadd_ps(k.wd, p1, g1);
+    }
+    if constexpr (WD && !L2) {
+        p0 = _mm256_mul_ps(p0, k.decay);
+        p1 = _mm256_mul_ps(p1, k.decay);
+    }
+}
+
 // One block of len (multiple of 16, <= kSumBlock) elements from i0 in a single pass (step_elem's
 // operations on two 8-lane vectors), stored to po/mo/vo/lowp indexed from 0 (the destinations or
 // L1 staging buffers; mo, vo of the state dtype SD); the fp32 lane sums of the squared grads come
@@ -145,14 +159,7 @@ SOF_AVX2_INLINE void block16(const V8Consts& k, const Tile& t, int64_t i0, int64
         s0 = _mm256_fmadd_ps(g0, g0, s0);
         s1 = _mm256_fmadd_ps(g1, g1, s1);
         __m256 p0 = _mm256_loadu_ps(t.p + i), p1 = _mm256_loadu_ps(t.p + i + 8);
-        if constexpr (WD && L2) {
-            g0 = _mm256_fmadd_ps(k.wd, p0, g0);
-            g1 = _mm256_fmadd_ps(k.wd, p1, g1);
-        }
-        if constexpr (WD && !L2) {
-            p0 = _mm256_mul_ps(p0, k.decay);
-            p1 = _mm256_mul_ps(p1, k.decay);
-        }
+        weight_decay16<WD, L2>(k, p0, p1, g0, g1);
         __m256 mi0, mi1, vi0, vi1;
         load_state16<SD>(t.m, i, mi0, mi1);
         load_state16<SD>(t.v, i, vi0, vi1);
@@ -449,14 +456,7 @@ SOF_AVX2_INLINE void q8_block(const StepConsts& c, const V8Consts& k, const Tile
             st.b = _mm256_fmadd_ps(g1, g1, st.b);
             st.flush<GD>(t, i + 16, k.scale);
             __m256 p0 = _mm256_loadu_ps(t.p + i), p1 = _mm256_loadu_ps(t.p + i + 8);
-            if constexpr (WD && L2) {
-                g0 = _mm256_fmadd_ps(k.wd, p0, g0);
-                g1 = _mm256_fmadd_ps(k.wd, p1, g1);
-            }
-            if constexpr (WD && !L2) {
-                p0 = _mm256_mul_ps(p0, k.decay);
-                p1 = _mm256_mul_ps(p1, k.decay);
-            }
+            weight_decay16<WD, L2>(k, p0, p1, g0, g1);
             __m256 m0 =
                 _mm256_fmadd_ps(k.b1, load_q8x8<true>(mc, i, ms), _mm256_mul_ps(k.omb1, g0));
             __m256 m1 =
