@@ -383,7 +383,7 @@ TEST_CASE("every bench subcommand refuses a bad option with exit 2 and its usage
                          {"bench: unknown benchmark 'nosuch'"});
     expect_clean_failure(
         run_superoffload("bench adam --params 1K --bogus", d), 2,
-        {"bench adam: unknown argument '--bogus'", "usage: superoffload bench adam --params N"});
+        {"bench adam: unknown argument '--bogus'", "usage: superoffload bench adam [--params N"});
     expect_clean_failure(run_superoffload("bench adam --params", d), 2,
                          {"bench adam: --params needs a value"});
     expect_clean_failure(
