@@ -237,6 +237,40 @@ void read_window(const json& j, const std::string& path, const model::ArchInfo& 
     }
 }
 
+// The mixture-of-experts keys (arch.h MoeNames; transformers' defaults for absent keys).
+void read_moe(const json& j, const std::string& path, const model::ArchInfo& a,
+              model::ArchConfig* c) {
+    if (!a.moe) return;
+    const model::MoeNames& m = *a.moe;
+    // transformers 5 saves Qwen3-MoE's num_experts as num_local_experts (its attribute map)
+    c->num_experts =
+        int_key(j, path, m.experts_key,
+                int_key(j, path, "num_local_experts", m.experts_default, false), false);
+    if (c->num_experts == 0) return; // transformers: every MLP dense
+    c->experts_per_tok = int_key(j, path, "num_experts_per_tok", m.topk_default, false);
+    c->moe_intermediate_size = int_key(j, path, m.width_key, m.width_default, false);
+    c->norm_topk_prob = m.renorm_key ? bool_key(j, path, m.renorm_key, false) : true;
+    if (m.dense_layers) {
+        c->decoder_sparse_step = int_key(j, path, "decoder_sparse_step", 1, false);
+        if (c->decoder_sparse_step == 0)
+            SOF_FAIL(Config, "'%s': decoder_sparse_step = 0 must be >= 1", path.c_str());
+        if (j.contains("mlp_only_layers") && !j["mlp_only_layers"].is_null()) {
+            const json& o = j["mlp_only_layers"];
+            if (!o.is_array())
+                SOF_FAIL(Format, "'%s': mlp_only_layers must be a list of layer indices",
+                         path.c_str());
+            for (const json& v : o) {
+                if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 1 << 30)
+                    SOF_FAIL(Format, "'%s': mlp_only_layers holds %s, not a layer index",
+                             path.c_str(), v.dump().c_str());
+                c->mlp_only_layers.push_back(v.get<int>());
+            }
+        }
+    }
+    c->router_aux_loss_coef = static_cast<float>(num_key(j, path, "router_aux_loss_coef", 0.001));
+    c->output_router_logits = bool_key(j, path, "output_router_logits", false);
+}
+
 // config.json (parsed) -> ArchConfig; errors name `path` and the key.
 model::ArchConfig arch_from_json(const json& j, const std::string& path) {
     std::string name;
@@ -275,6 +309,7 @@ model::ArchConfig arch_from_json(const json& j, const std::string& path) {
     c.norm_eps = static_cast<float>(num_key(j, path, "rms_norm_eps", a->rms_eps_default));
     read_rope(j, path, *a, &c);
     read_window(j, path, *a, &c);
+    read_moe(j, path, *a, &c);
     c.attn_dropout =
         static_cast<float>(num_key(j, path, "attention_dropout", a->attn_dropout_default));
     if (a->resid_dropout_key)
@@ -284,18 +319,24 @@ model::ArchConfig arch_from_json(const json& j, const std::string& path) {
         model::validate(c);
     } catch (const core::Error& e) {
         // model::validate names the deck's keys; say which config.json key that is
-        static const char* const kNames[][2] = {{"model.num_layers", "num_hidden_layers"},
-                                                {"model.channels", "hidden_size"},
-                                                {"model.num_heads", "num_attention_heads"},
-                                                {"model.num_kv_heads", "num_key_value_heads"},
-                                                {"model.intermediate_size", "intermediate_size"},
-                                                {"model.padded_vocab_size", "vocab_size"},
-                                                {"model.vocab_size", "vocab_size"},
-                                                {"model.max_seq_len", "max_position_embeddings"},
-                                                {"model.head_dim", "head_dim"},
-                                                {"model.attention_dropout", "attention_dropout"},
-                                                {"model.residual_dropout", "residual dropout"},
-                                                {"model.rope_scaling", "rope_scaling"}};
+        static const char* const kNames[][2] = {
+            {"model.num_layers", "num_hidden_layers"},
+            {"model.channels", "hidden_size"},
+            {"model.num_heads", "num_attention_heads"},
+            {"model.num_kv_heads", "num_key_value_heads"},
+            {"model.intermediate_size", "intermediate_size"},
+            {"model.padded_vocab_size", "vocab_size"},
+            {"model.vocab_size", "vocab_size"},
+            {"model.max_seq_len", "max_position_embeddings"},
+            {"model.head_dim", "head_dim"},
+            {"model.attention_dropout", "attention_dropout"},
+            {"model.residual_dropout", "residual dropout"},
+            {"model.rope_scaling", "rope_scaling"},
+            {"model.num_experts", "num_experts"},
+            {"model.num_experts_per_tok", "num_experts_per_tok"},
+            {"model.moe_intermediate_size", "moe_intermediate_size"},
+            {"model.mlp_only_layers", "mlp_only_layers"},
+            {"model.decoder_sparse_step", "decoder_sparse_step"}};
         const std::string msg = e.what();
         std::string note;
         size_t first = std::string::npos;
@@ -333,7 +374,16 @@ ImportStats import_hf(const std::string& dir, const model::ParamLayout& full,
     // fused tensor of the files (phi3's qkv_proj) fills its parts' flat range in one read
     std::set<std::string> used;
     std::map<std::string, std::vector<SafetensorsFile::F32Read>> reads; // by file path
-    for (const model::HfTensor& t : model::hf_tensors(full)) {
+    // experts: the hub's per-expert tensors, or transformers 5's fused ones when the files have
+    // them (save_pretrained(save_original_format=False))
+    bool fused = false;
+    const std::string fused_tail = ".mlp.experts.gate_up_proj";
+    for (const auto& kv : wf.where)
+        if (kv.first.size() > fused_tail.size() &&
+            kv.first.compare(kv.first.size() - fused_tail.size(), fused_tail.size(), fused_tail) ==
+                0)
+            fused = true;
+    for (const model::HfTensor& t : model::hf_tensors(full, fused)) {
         auto w = wf.where.find(t.name);
         if (w == wf.where.end())
             SOF_FAIL(Format, "'%s': tensor '%s' is missing (the config asks for %s%s)", dir.c_str(),
@@ -443,6 +493,21 @@ json config_json(const model::ArchConfig& c, const std::string& dtype) {
     if (a.window == model::WindowKeys::AllLayers)
         j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
     if (a.window == model::WindowKeys::UseSliding) j["use_sliding_window"] = false;
+    if (a.moe) {
+        const model::MoeNames& m = *a.moe;
+        j[m.experts_key] = c.num_experts;
+        if (c.moe()) {
+            j["num_experts_per_tok"] = c.experts_per_tok;
+            j[m.width_key] = c.moe_intermediate_size;
+            if (m.renorm_key) j[m.renorm_key] = c.norm_topk_prob;
+            if (m.dense_layers) {
+                j["decoder_sparse_step"] = c.decoder_sparse_step;
+                j["mlp_only_layers"] = c.mlp_only_layers;
+            }
+            j["router_aux_loss_coef"] = tidy(c.router_aux_loss_coef);
+            j["output_router_logits"] = c.output_router_logits;
+        }
+    }
     j["hidden_act"] = a.hidden_act;
     j["initializer_range"] = 0.02;
     j["use_cache"] = true;

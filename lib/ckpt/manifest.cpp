@@ -140,6 +140,19 @@ void read_arch_fields(const Json& mo, const std::string& path, model::ArchConfig
         c->attn_dropout = static_cast<float>(number(mo, "attn_dropout"));
         c->resid_dropout = static_cast<float>(number(mo, "resid_dropout"));
     }
+    if (has(mo, "num_experts")) { // mixture of experts (issue 27)
+        c->num_experts = int_field(mo, "num_experts", path);
+        c->experts_per_tok = int_field(mo, "experts_per_tok", path);
+        c->moe_intermediate_size = int_field(mo, "moe_intermediate_size", path);
+        c->norm_topk_prob = flag("norm_topk_prob");
+        c->decoder_sparse_step = int_field(mo, "decoder_sparse_step", path);
+        const std::string only = json_str(mo, "mlp_only_layers", path);
+        if (!model::parse_layer_list(only, &c->mlp_only_layers))
+            SOF_FAIL(Format, "%s: model.mlp_only_layers = \"%s\" is not a list of layers",
+                     path.c_str(), only.c_str());
+        c->router_aux_loss_coef = static_cast<float>(number(mo, "router_aux_loss_coef"));
+        c->output_router_logits = flag("output_router_logits");
+    }
 }
 
 } // namespace
@@ -235,6 +248,16 @@ std::string manifest_to_json(const Manifest& m, const FileEntry& deck,
     mo["layer_types"] = m.model.layer_types;
     mo["attn_dropout"] = m.model.attn_dropout;
     mo["resid_dropout"] = m.model.resid_dropout;
+    if (m.model.moe()) {
+        mo["num_experts"] = m.model.num_experts;
+        mo["experts_per_tok"] = m.model.experts_per_tok;
+        mo["moe_intermediate_size"] = m.model.moe_intermediate_size;
+        mo["norm_topk_prob"] = m.model.norm_topk_prob;
+        mo["decoder_sparse_step"] = m.model.decoder_sparse_step;
+        mo["mlp_only_layers"] = model::format_layer_list(m.model.mlp_only_layers);
+        mo["router_aux_loss_coef"] = m.model.router_aux_loss_coef;
+        mo["output_router_logits"] = m.model.output_router_logits;
+    }
     j["model"] = mo;
     j["train_data"] = m.train_data.to_string();
     j["data_identity"] = m.data_identity;

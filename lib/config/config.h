@@ -32,26 +32,30 @@ constexpr int kMaxHeads = 1 << 16;
 constexpr int kMaxSeqLen = 1 << 24;
 constexpr int kMaxIntermediate = 1 << 24;
 constexpr double kMaxParams = 4398046511104.0; // 2^42 (17.6 TB of fp32 weights)
+constexpr int kMaxExperts = 512;               // experts per MoE layer (= kernels::kMaxExperts)
+constexpr int kMaxTopK = 32;                   // experts per token (= kernels::kMaxTopK)
 
 // The architectures (model.type); model::Arch is this enum.
 // The table of what each one is (block features, Hugging Face names and keys): model/arch.cpp.
 enum class ModelType {
-    Gpt2,    // LayerNorm, learned positions, GELU MLP, fused qkv with biases, tied LM head
-    Llama,   // RMSNorm, RoPE, SwiGLU, GQA, no biases (attention_bias optional), tied or untied
-    Qwen2,   // Llama + q/k/v biases
-    Qwen3,   // Llama + per-head RMSNorm on q and k (qk-norm), explicit head_dim
-    Phi3,    // Llama with fused qkv_proj / gate_up_proj tensors in its files (Phi-3, Phi-4)
-    Mistral, // Llama + a sliding attention window
-    SeedOss, // Llama + q/k/v biases, decoupled head_dim, attention and residual dropout
+    Gpt2,     // LayerNorm, learned positions, GELU MLP, fused qkv with biases, tied LM head
+    Llama,    // RMSNorm, RoPE, SwiGLU, GQA, no biases (attention_bias optional), tied or untied
+    Qwen2,    // Llama + q/k/v biases
+    Qwen3,    // Llama + per-head RMSNorm on q and k (qk-norm), explicit head_dim
+    Phi3,     // Llama with fused qkv_proj / gate_up_proj tensors in its files (Phi-3, Phi-4)
+    Mistral,  // Llama + a sliding attention window
+    SeedOss,  // Llama + q/k/v biases, decoupled head_dim, attention and residual dropout
+    Qwen3Moe, // Qwen3 with mixture-of-experts MLPs (dense MLP layers in between)
 };
 // model.type's spellings, indexed by ModelType (also the manifest's and Hugging Face's
 // model_type names).
-inline constexpr const char* kModelTypeNames[] = {"gpt2", "llama",   "qwen2",   "qwen3",
-                                                  "phi3", "mistral", "seed_oss"};
+inline constexpr const char* kModelTypeNames[] = {"gpt2", "llama",   "qwen2",    "qwen3",
+                                                  "phi3", "mistral", "seed_oss", "qwen3_moe"};
 inline constexpr int kNumModelTypes = static_cast<int>(sizeof(kModelTypeNames) / sizeof(char*));
 
 struct ModelConfig {
     ModelType type = ModelType::Gpt2; // gpt2 | llama | qwen2 | qwen3 | phi3 | mistral | seed_oss
+                                      // | qwen3_moe
     int num_layers = 4;               // L
     int num_heads = 4;                // NH
     int channels = 128;               // C, divisible by num_heads
@@ -77,10 +81,22 @@ struct ModelConfig {
     bool attention_bias = false;                // q/k/v projection biases (qwen2: always)
     bool attention_out_bias = false;            // attention output projection (o_proj) bias
     bool mlp_bias = false;                      // SwiGLU gate/up/down biases
-    bool attention_sinks = false;    // one learned logit per head joins every softmax row
-    int sliding_window = 0;          // keys t-W+1..t seen by query t in windowed layers; 0 = none
-    std::string layer_types = "";    // windowed layers: "" = all (with sliding_window), else a
-                                     // comma list of sliding|full repeated over the layers
+    bool attention_sinks = false; // one learned logit per head joins every softmax row
+    int sliding_window = 0;       // keys t-W+1..t seen by query t in windowed layers; 0 = none
+    std::string layer_types = ""; // windowed layers: "" = all (with sliding_window), else a
+                                  // comma list of sliding|full repeated over the layers
+    // mixture of experts (qwen3_moe; docs/moe.md): experts per MoE layer (0 = dense), experts
+    // per token, each expert's SwiGLU width, renormalized top-k weights, which layers are sparse
+    // (layer l: l not in mlp_only_layers and (l + 1) % decoder_sparse_step == 0), the
+    // load-balancing loss (added x router_aux_loss_coef when output_router_logits)
+    int num_experts = 0;
+    int num_experts_per_tok = 0;
+    int moe_intermediate_size = 0;
+    bool norm_topk_prob = false;
+    int decoder_sparse_step = 1;
+    std::string mlp_only_layers = ""; // comma list of layer indices
+    float router_aux_loss_coef = 0.001f;
+    bool output_router_logits = false;
     float attention_dropout = -1.0f; // attention-probability dropout; -1 = auto (the model's:
                                      // config.json's with init_from, else 0)
     float residual_dropout = -1.0f;  // dropout of each block branch before its residual add;

@@ -280,6 +280,20 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(
         with(make("model.sliding_window", &m.sliding_window, closed(0, kMaxSeqLen)), Resume::Arch));
     v.push_back(with(make("model.layer_types", &m.layer_types), Resume::Arch));
+    v.push_back(
+        with(make("model.num_experts", &m.num_experts, closed(0, kMaxExperts)), Resume::Arch));
+    v.push_back(with(make("model.num_experts_per_tok", &m.num_experts_per_tok, closed(0, kMaxTopK)),
+                     Resume::Arch));
+    v.push_back(with(
+        make("model.moe_intermediate_size", &m.moe_intermediate_size, closed(0, kMaxIntermediate)),
+        Resume::Arch));
+    v.push_back(with(make("model.norm_topk_prob", &m.norm_topk_prob), Resume::Arch));
+    v.push_back(
+        with(make("model.decoder_sparse_step", &m.decoder_sparse_step, at_least(1)), Resume::Arch));
+    v.push_back(with(make("model.mlp_only_layers", &m.mlp_only_layers), Resume::Arch));
+    v.push_back(with(make("model.router_aux_loss_coef", &m.router_aux_loss_coef, at_least(0)),
+                     Resume::Arch));
+    v.push_back(with(make("model.output_router_logits", &m.output_router_logits), Resume::Arch));
     v.push_back(float_or_auto("model.attention_dropout", &m.attention_dropout, half_open(0, 1)));
     v.push_back(float_or_auto("model.residual_dropout", &m.residual_dropout, half_open(0, 1)));
     v.push_back(make("model.init_from", &m.init_from));

@@ -101,8 +101,34 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
         add(Act::DKvh, -1, "dkv heads", BT * 2 * KV * act);
         add(Act::XRecv, -1, "all-to-all receive", BT * std::max(Q, 2 * KV) * act);
     }
+    bool any_sparse = false;
+    for (int l = 0; l < s.L; l++)
+        any_sparse = any_sparse || s.is_sparse(l);
+    const size_t E = static_cast<size_t>(s.E), K = static_cast<size_t>(s.K);
+    const size_t IE = static_cast<size_t>(s.IE), P = BT * K;
+    if (any_sparse) {
+        add(Act::MoeStats, -1, "moe aux stats", (2 * E + 2) * 4);
+        add(Act::MoeDys, -1, "moe dys", P * C * act);
+        add(Act::MoeDw, -1, "moe dw", P * 4);
+        add(Act::MoeDh, -1, "moe dh", P * IE * act);
+        add(Act::MoeDgu, -1, "moe dgu", P * 2 * IE * act);
+        add(Act::MoeDxs, -1, "moe dxs", P * C * act);
+        add(Act::MoeDlogits, -1, "moe dlogits", BT * E * act);
+    }
     const int sets = a.recompute ? 1 : s.L;
     for (int l = 0; l < sets; l++) {
+        if (a.recompute ? any_sparse : s.is_sparse(l)) {
+            add(Act::MoeLogits, l, "moe logits", BT * E * act);
+            add(Act::MoeIdx, l, "moe idx", P * 4);
+            add(Act::MoeW, l, "moe w", P * 4);
+            add(Act::MoeOrder, l, "moe order", P * 4);
+            add(Act::MoeSlot, l, "moe slot", P * 4);
+            add(Act::MoeOff, l, "moe offsets", (E + 1) * 4);
+            add(Act::MoeXs, l, "moe xs", P * C * act);
+            add(Act::MoeGu, l, "moe gate_up", P * 2 * IE * act);
+            add(Act::MoeH, l, "moe h", P * IE * act);
+            add(Act::MoeYs, l, "moe ys", P * C * act);
+        }
         add(Act::Ln1, l, "ln1", BT * C * act);
         if (ln) add(Act::Ln1Mean, l, "ln1 mean", BT * 4);
         add(Act::Ln1Rstd, l, "ln1 rstd", BT * 4);
@@ -123,7 +149,7 @@ std::vector<ActBuffer> activation_buffers(const BlockSpec& s, const ActShape& a)
         add(Act::Ln2, l, "ln2", BT * C * act);
         if (ln) add(Act::Ln2Mean, l, "ln2 mean", BT * 4);
         add(Act::Ln2Rstd, l, "ln2 rstd", BT * 4);
-        if (!tiled_mlp) {
+        if (!tiled_mlp && (a.recompute || !s.is_sparse(l))) {
             add(Act::FcPre, l, "fc pre", BT * F * act);
             add(Act::FcAct, l, "fc act", BT * I * act);
         }

@@ -44,12 +44,20 @@ enum class Act {
     QLoc,      // (BT, Q) act, Ulysses: q rows (forward) / dq rows (backward) in token layout;
                // not allocated: the DAtty buffer (DAtty is dead once exchanged to heads)
     KvLoc,     // (BT, 2*KV) act, Ulysses
-    DAttyh,    // (BT, Q) act, Ulysses: grad of the attention output, head layout; with
-               // recompute and Q <= C not allocated: the Res2 buffer (shared_buffer)
-    DQh,       // (BT, Q) act, Ulysses; with recompute not allocated: the Atty buffer
-    DKvh,      // (BT, 2*KV) act, Ulysses; with recompute and 2*KV <= C: the DLn buffer
-    XRecv,     // (BT, max(Q, 2*KV)) act, Ulysses: the all-to-all's received chunks; with
-               // recompute and max(Q, 2*KV) <= C: the Ln2 buffer
+    // mixture of experts (a model with sparse blocks; P = BT*K routed rows, docs/moe.md)
+    MoeStats,   // (2E+2) fp32: the load-balancing statistics pooled over the forward's layers
+    MoeDys,     // (P, C) act: grad of the experts' outputs; later the router's input grad
+    MoeDw,      // (P) fp32: grad of the routing weights
+    MoeDh,      // (P, IE) act
+    MoeDgu,     // (P, 2*IE) act
+    MoeDxs,     // (P, C) act: grad of the gathered rows
+    MoeDlogits, // (BT, E) act
+    DAttyh,     // (BT, Q) act, Ulysses: grad of the attention output, head layout; with
+                // recompute and Q <= C not allocated: the Res2 buffer (shared_buffer)
+    DQh,        // (BT, Q) act, Ulysses; with recompute not allocated: the Atty buffer
+    DKvh,       // (BT, 2*KV) act, Ulysses; with recompute and 2*KV <= C: the DLn buffer
+    XRecv,      // (BT, max(Q, 2*KV)) act, Ulysses: the all-to-all's received chunks; with
+                // recompute and max(Q, 2*KV) <= C: the Ln2 buffer
     // per block set
     Ln1,     // (BT, C) act
     Ln1Mean, // (BT) fp32 (LayerNorm only)
@@ -72,6 +80,17 @@ enum class Act {
     FcPre,   // (RM, fc_rows) act: up projection output (GELU: pre-activation; SwiGLU: [gate|up]);
              // held once (not per set) when the MLP is tiled
     FcAct,   // (RM, I) act: MLP activation (GELU output / silu(gate)*up); once when tiled
+    // per sparse block set (a sparse block's MLP is never tiled)
+    MoeLogits, // (BT, E) act: router logits
+    MoeIdx,    // (BT*K) int32: each token's experts
+    MoeW,      // (BT*K) fp32: their weights
+    MoeOrder,  // (P) int32: the plan's sorted pairs
+    MoeSlot,   // (P) int32: each pair's sorted row
+    MoeOff,    // (E+1) int32: each expert's first sorted row
+    MoeXs,     // (P, C) act: the gathered rows
+    MoeGu,     // (P, 2*IE) act: [gate | up] of every routed row
+    MoeH,      // (P, IE) act: silu(gate) * up
+    MoeYs,     // (P, C) act: the experts' outputs before the weighted combine
     kCount
 };
 

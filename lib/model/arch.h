@@ -20,6 +20,26 @@ enum class WindowKeys {
     UseSliding, // `use_sliding_window` gates `sliding_window` (qwen2, qwen3: refused when on)
 };
 
+// How a mixture-of-experts block names its tensors in the hub's files: model.layers.{l}.<block>.
+// <router>.weight (E, C) and <block>.experts.{e}.<gate|up|down>.weight; transformers 5's fused
+// names are model.layers.{l}.mlp.experts.gate_up_proj (E, 2I, C) / down_proj (E, C, I) and
+// model.layers.{l}.mlp.gate.weight whatever the hub's block name (its conversion_mapping.py).
+struct MoeNames {
+    const char* block;  // "mlp" (qwen3_moe)
+    const char* router; // "gate"
+    const char* gate;   // "gate_proj" (rows 0..I-1 of an expert's gate_up)
+    const char* up;     // "up_proj"
+    const char* down;   // "down_proj"
+    // config.json: the keys and transformers' defaults of absent keys
+    const char* experts_key; // "num_experts" (E)
+    int experts_default;
+    int topk_default;      // num_experts_per_tok (K)
+    const char* width_key; // "moe_intermediate_size": each expert's SwiGLU width
+    int width_default;
+    const char* renorm_key; // "norm_topk_prob", or null: always renormalized (mixtral)
+    bool dense_layers;      // decoder_sparse_step / mlp_only_layers (dense MLPs in between)
+};
+
 struct ArchInfo {
     Arch arch;            // its name (model.type, manifest, HF model_type): arch_name
     const char* hf_class; // config.json "architectures"[0]; null: GPT-2 (llm.c files)
@@ -44,10 +64,12 @@ struct ArchInfo {
     int window_default;     // sliding_window absent (0 = none)
     bool rope_scaling;      // rope_scaling llama3 / yarn honored (phi3: only its longrope)
     const char* hidden_act; // the MLP activation it needs ("silu"), null for GPT-2
+    const MoeNames* moe;    // mixture-of-experts MLPs (num_experts > 0), or null: none
 };
 
 const ArchInfo& arch_info(Arch a);
-const char* arch_name(Arch a); // "gpt2", "llama", "qwen2", "qwen3", "phi3", "mistral", "seed_oss"
+const char* arch_name(Arch a); // "gpt2", "llama", "qwen2", "qwen3", "phi3", "mistral", "seed_oss",
+                               // "qwen3_moe"
 // false when `name` is not one of arch_name's strings
 bool parse_arch(const std::string& name, Arch* out);
 // The row whose hf_class or name (model_type) is `name`; null when none is.

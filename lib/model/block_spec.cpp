@@ -85,6 +85,23 @@ void add_slots(const ArchInfo& a, BlockSpec* s) {
             slot(b, TensorKind::Bdown, {C}, Zero, false, n("mlp.down_proj.bias").c_str());
     }
 
+    if (s->E > 0) { // a sparse block: the attention part of the dense block, router, experts
+        size_t mlp0 = 0;
+        while (mlp0 < b.size() && b[mlp0].kind != TensorKind::Wgate)
+            mlp0++;
+        s->block_moe.assign(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(mlp0));
+        auto& m = s->block_moe;
+        const std::string blk = std::string(a.moe->block) + ".";
+        const int E = s->E, IE = s->IE;
+        slot(m, TensorKind::Router, {E, C}, Norm, true,
+             n((blk + a.moe->router + ".weight").c_str()).c_str());
+        // transformers 5's fused names; hf_tensors splits them into the hub's per-expert ones
+        slot(m, TensorKind::ExpGateUp, {E, 2 * IE, C}, Norm, true,
+             n("mlp.experts.gate_up_proj").c_str());
+        slot(m, TensorKind::ExpDown, {E, C, IE}, Init::Residual, true,
+             n("mlp.experts.down_proj").c_str());
+    }
+
     slot(h, TensorKind::Lnfw, {C}, One, false, "model.norm.weight");
     if (ln) slot(h, TensorKind::Lnfb, {C}, Zero, false, "");
     if (!s->tied_head)
@@ -140,6 +157,12 @@ size_t* offset_field(UnitOffsets& o, TensorKind k) {
         return &o.lnfb;
     case TensorKind::LmHead:
         return &o.head;
+    case TensorKind::Router:
+        return &o.router;
+    case TensorKind::ExpGateUp:
+        return &o.exp_gate_up;
+    case TensorKind::ExpDown:
+        return &o.exp_down;
     default: // the rest follow the first of their fused group (k, v; up)
         return nullptr;
     }
@@ -175,6 +198,15 @@ BlockSpec block_spec(const ArchConfig& cfg) {
     s.V = cfg.vocab_size;
     s.Vp = cfg.padded_vocab_size;
     s.max_T = cfg.max_seq_len;
+    if (!gpt2 && cfg.moe()) {
+        s.E = cfg.num_experts;
+        s.K = cfg.experts_per_tok;
+        s.IE = cfg.moe_intermediate_size;
+        s.renorm = cfg.norm_topk_prob;
+        s.sparse.resize(static_cast<size_t>(std::max(0, s.L)));
+        for (int l = 0; l < s.L; l++)
+            s.sparse[static_cast<size_t>(l)] = cfg.sparse_layer(l) ? 1 : 0;
+    }
     s.window.resize(static_cast<size_t>(std::max(0, s.L)));
     for (int l = 0; l < s.L; l++)
         s.window[static_cast<size_t>(l)] = gpt2 ? 0 : cfg.window(l);
@@ -184,7 +216,7 @@ BlockSpec block_spec(const ArchConfig& cfg) {
 
 UnitOffsets unit_offsets(const BlockSpec& s) {
     UnitOffsets o;
-    for (const std::vector<TensorSlot>* unit : {&s.embed, &s.block, &s.head}) {
+    for (const std::vector<TensorSlot>* unit : {&s.embed, &s.block, &s.block_moe, &s.head}) {
         size_t off = 0;
         for (const TensorSlot& t : *unit) {
             if (size_t* f = offset_field(o, t.kind)) *f = off;
@@ -197,11 +229,44 @@ UnitOffsets unit_offsets(const BlockSpec& s) {
     return o;
 }
 
-std::vector<HfTensor> hf_tensors(const ParamLayout& layout) {
+namespace {
+
+// The hub's per-expert tensors of a sparse block's gate_up (kind ExpGateUp: each expert's gate
+// and up rows) or down (ExpDown), flat ranges of the (E, ...) tensor i.
+void add_expert_tensors(const ParamLayout& layout, size_t i, std::vector<HfTensor>* out) {
+    const TensorInfo& t = layout.tensors[i];
+    const MoeNames& nm = *arch_info(layout.cfg.arch).moe;
+    const int E = t.shape[0], R = t.shape[1], X = t.shape[2]; // (E, R, X)
+    const bool gu = t.kind == TensorKind::ExpGateUp;
+    const std::string pre = core::strfmt("model.layers.%d.%s.experts.", t.layer, nm.block);
+    for (int e = 0; e < E; e++) {
+        const int parts = gu ? 2 : 1, rows = R / parts;
+        for (int p = 0; p < parts; p++) {
+            HfTensor h;
+            const char* w = gu ? (p == 0 ? nm.gate : nm.up) : nm.down;
+            h.name = pre + std::to_string(e) + "." + w + ".weight";
+            h.shape = {rows, X};
+            h.numel = h.flat_numel = static_cast<size_t>(rows) * static_cast<size_t>(X);
+            h.offset = t.offset + (static_cast<size_t>(e) * parts + p) * h.numel;
+            h.unit = t.unit;
+            h.first = i;
+            h.count = 1;
+            out->push_back(std::move(h));
+        }
+    }
+}
+
+} // namespace
+
+std::vector<HfTensor> hf_tensors(const ParamLayout& layout, bool fused_experts) {
     std::vector<HfTensor> out;
     const ArchConfig& c = layout.cfg;
     for (size_t i = 0; i < layout.tensors.size(); i++) {
         const TensorInfo& t = layout.tensors[i];
+        if (!fused_experts && (t.kind == TensorKind::ExpGateUp || t.kind == TensorKind::ExpDown)) {
+            add_expert_tensors(layout, i, &out);
+            continue;
+        }
         if (t.hf_name.empty())
             SOF_FAIL(Internal, "hf_tensors: %s has no Hugging Face name (%s)", t.name.c_str(),
                      arch_name(c.arch));

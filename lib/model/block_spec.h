@@ -17,8 +17,9 @@ namespace sof::model {
 
 enum class NormKind { LayerNorm, RmsNorm }; // LayerNorm: weight + bias, eps 1e-5 (GPT-2)
 enum class PosKind { Learned, Rope };       // Learned: wpe added to the token embedding
-// Gelu: fc (I) -> GELU -> proj; SwiGlu: [gate|up] -> silu(gate)*up -> down. A block whose MLP is
-// a set of experts (MoE) would be a third kind with its router and expert slots in the table.
+// Gelu: fc (I) -> GELU -> proj; SwiGlu: [gate|up] -> silu(gate)*up -> down. A sparse layer of a
+// mixture-of-experts model (BlockSpec::sparse) replaces the SwiGLU by its router and experts
+// (block_moe's slots; docs/moe.md): each token's K of E experts, each a SwiGLU of width IE.
 enum class MlpKind { Gelu, SwiGlu };
 
 constexpr size_t kNoTensor = std::numeric_limits<size_t>::max();
@@ -49,26 +50,38 @@ struct BlockSpec {
     int Q = 0, KV = 0, W = 0;     // NH*hd, NKV*hd, Q + 2*KV (the fused q|k|v row)
     int I = 0;                    // MLP hidden size
     int V = 0, Vp = 0, max_T = 0; // vocabulary, padded vocabulary, longest sequence
+    int E = 0, K = 0, IE = 0;     // experts, experts per token, expert width (MoE; 0: dense)
+    bool renorm = false;          // the K routing weights renormalized (norm_topk_prob)
+    std::vector<char> sparse;     // (L) 1 where block l's MLP is the mixture of experts
     std::vector<int> window; // (L) keys a query of block l sees: 0 = all before it, else the last W
     // the tensors of unit 0 (embeddings), of every block (units 1..L) and of unit L+1 (final norm,
     // untied LM head), in flat-buffer order
     std::vector<TensorSlot> embed, block, head;
+    // the tensors of a sparse block (MoE): block's attention part, then router and experts
+    std::vector<TensorSlot> block_moe;
+
+    bool is_sparse(int l) const { return !sparse.empty() && sparse[static_cast<size_t>(l)]; }
+    const std::vector<TensorSlot>& slots(int l) const { return is_sparse(l) ? block_moe : block; }
 
     int fc_rows() const { return mlp == MlpKind::Gelu ? I : 2 * I; } // up projection outputs
 };
 
-// Offsets of a unit's tensors relative to the unit's start (the same for every block);
+// Offsets of a unit's tensors relative to the unit's start (the same for every block; a sparse
+// block's attention tensors lie where a dense block's do, its MoE tensors at the MoE fields);
 // kNoTensor where the model has none.
 struct UnitOffsets {
-    size_t wte = kNoTensor, wpe = kNoTensor;                     // unit 0
-    size_t ln1w = kNoTensor, ln1b = kNoTensor;                   // block
-    size_t wqkv = kNoTensor, bqkv = kNoTensor;                   // (W, C), (W)
-    size_t qnorm = kNoTensor, knorm = kNoTensor;                 // (hd) each
-    size_t sinks = kNoTensor;                                    // (NH)
-    size_t wo = kNoTensor, bo = kNoTensor;                       // (C, Q), (C)
-    size_t ln2w = kNoTensor, ln2b = kNoTensor;                   // (C)
-    size_t wfc = kNoTensor, bfc = kNoTensor;                     // (fc_rows, C), (fc_rows)
-    size_t wproj = kNoTensor, bproj = kNoTensor;                 // (C, I), (C)
+    size_t wte = kNoTensor, wpe = kNoTensor;     // unit 0
+    size_t ln1w = kNoTensor, ln1b = kNoTensor;   // block
+    size_t wqkv = kNoTensor, bqkv = kNoTensor;   // (W, C), (W)
+    size_t qnorm = kNoTensor, knorm = kNoTensor; // (hd) each
+    size_t sinks = kNoTensor;                    // (NH)
+    size_t wo = kNoTensor, bo = kNoTensor;       // (C, Q), (C)
+    size_t ln2w = kNoTensor, ln2b = kNoTensor;   // (C)
+    size_t wfc = kNoTensor, bfc = kNoTensor;     // (fc_rows, C), (fc_rows)
+    size_t wproj = kNoTensor, bproj = kNoTensor; // (C, I), (C)
+    // a sparse block's (its attention tensors are at the offsets above, as in a dense block)
+    size_t router = kNoTensor;                                   // (E, C)
+    size_t exp_gate_up = kNoTensor, exp_down = kNoTensor;        // (E, 2*IE, C), (E, C, IE)
     size_t lnfw = kNoTensor, lnfb = kNoTensor, head = kNoTensor; // unit L+1 (head: untied)
 };
 
@@ -85,7 +98,10 @@ struct HfTensor {
     int unit = 0;
     size_t first = 0, count = 0; // layout.tensors[first .. first+count)
 };
-std::vector<HfTensor> hf_tensors(const ParamLayout& layout);
+// A MoE model's experts: per expert (the hub's names, what export writes: expert e's gate and up
+// are rows [2*IE*e, 2*IE*e + IE) and [.. + IE, 2*IE*(e+1)) of gate_up, its down slice e of down),
+// or, with fused_experts, transformers 5's fused (E, 2*IE, C) and (E, C, IE) tensors.
+std::vector<HfTensor> hf_tensors(const ParamLayout& layout, bool fused_experts = false);
 
 // RoPE inverse frequencies (hd/2) with Llama-3 or YaRN scaling when configured, as Hugging Face
 // computes them (double, then fp32), and the factor YaRN scales cos and sin by (1 otherwise).

@@ -87,6 +87,10 @@ double flops_per_token(const ArchConfig& cfg, int T) {
         n -= static_cast<double>(cfg.max_seq_len) * cfg.channels;
     else if (!cfg.tie_embeddings)
         n -= static_cast<double>(cfg.padded_vocab_size) * cfg.channels;
+    // a sparse block computes with K of its E experts per token (the router counts whole): the
+    // active parameters, while memory and the optimizer count all of them (num_params)
+    for (int l = 0; l < spec.L; l++)
+        if (spec.is_sparse(l)) n -= static_cast<double>(spec.E - spec.K) * 3.0 * spec.IE * spec.C;
     // attention scores and the weighted sum of values: 2 matmuls of 2*keys*(NH*hd) per token and
     // layer in forward, twice that in backward, over the keys a query attends to counted as the
     // full square (PaLM's MFU): T, or the window

@@ -55,6 +55,13 @@ int ArchConfig::window(int layer) const {
     return t[static_cast<size_t>(layer) % t.size()] ? sliding_window : 0;
 }
 
+bool ArchConfig::sparse_layer(int layer) const {
+    if (num_experts <= 0 || decoder_sparse_step <= 0) return false;
+    for (int l : mlp_only_layers)
+        if (l == layer) return false;
+    return (layer + 1) % decoder_sparse_step == 0;
+}
+
 const char* tensor_kind_name(TensorKind k) {
     switch (k) {
     case TensorKind::Wte:
@@ -123,6 +130,12 @@ const char* tensor_kind_name(TensorKind k) {
         return "b_up";
     case TensorKind::Bdown:
         return "b_down";
+    case TensorKind::Router:
+        return "router";
+    case TensorKind::ExpGateUp:
+        return "experts_gate_up";
+    case TensorKind::ExpDown:
+        return "experts_down";
     }
     return "?";
 }
@@ -144,8 +157,79 @@ double slots_numel(const std::vector<TensorSlot>& slots) {
 
 double param_count(const ArchConfig& cfg) {
     const BlockSpec s = block_spec(cfg);
-    return slots_numel(s.embed) + cfg.num_layers * slots_numel(s.block) + slots_numel(s.head);
+    double n = slots_numel(s.embed) + slots_numel(s.head);
+    for (int l = 0; l < cfg.num_layers; l++)
+        n += slots_numel(s.slots(l));
+    return n;
 }
+
+bool parse_layer_list(const std::string& text, std::vector<int>* out) {
+    out->clear();
+    size_t at = 0;
+    while (at < text.size()) {
+        size_t end = text.find(',', at);
+        if (end == std::string::npos) end = text.size();
+        size_t b = at, e = end;
+        while (b < e && text[b] == ' ')
+            b++;
+        while (e > b && text[e - 1] == ' ')
+            e--;
+        if (b == e) return false;
+        long v = 0;
+        for (size_t i = b; i < e; i++) {
+            if (text[i] < '0' || text[i] > '9' || v > (1L << 30)) return false;
+            v = v * 10 + (text[i] - '0');
+        }
+        out->push_back(static_cast<int>(v));
+        at = end + 1;
+    }
+    return true;
+}
+
+std::string format_layer_list(const std::vector<int>& layers) {
+    std::string s;
+    for (size_t i = 0; i < layers.size(); i++) {
+        if (i) s.push_back(',');
+        s.append(std::to_string(layers[i]));
+    }
+    return s;
+}
+
+namespace {
+
+// The mixture-of-experts sizes: an architecture with MoE blocks (arch.h), 1 <= K <= E, the
+// expert width, the sparse-layer keys, each expert matrix below 2^31 elements.
+void check_moe(const ArchConfig& cfg) {
+    const int E = cfg.num_experts, K = cfg.experts_per_tok;
+    if (E == 0) return;
+    if (!arch_info(cfg.arch).moe)
+        SOF_FAIL(Config, "model.num_experts = %d: model.type %s has no mixture-of-experts blocks",
+                 E, arch_name(cfg.arch));
+    if (E < 0 || E > config::kMaxExperts)
+        SOF_FAIL(Config, "model.num_experts = %d must be in [0, %d]", E, config::kMaxExperts);
+    if (K < 1 || K > E || K > config::kMaxTopK)
+        SOF_FAIL(Config,
+                 "model.num_experts_per_tok = %d must be in [1, min(model.num_experts = %d, %d)]",
+                 K, E, config::kMaxTopK);
+    if (cfg.moe_intermediate_size <= 0 || cfg.moe_intermediate_size > config::kMaxIntermediate)
+        SOF_FAIL(Config, "model.moe_intermediate_size = %d must be in [1, %d] with experts",
+                 cfg.moe_intermediate_size, config::kMaxIntermediate);
+    if (cfg.decoder_sparse_step < 1)
+        SOF_FAIL(Config, "model.decoder_sparse_step = %d must be >= 1", cfg.decoder_sparse_step);
+    for (int l : cfg.mlp_only_layers)
+        if (l < 0 || l >= cfg.num_layers)
+            SOF_FAIL(Config, "model.mlp_only_layers: layer %d is not in [0, model.num_layers = %d)",
+                     l, cfg.num_layers);
+    if (!(cfg.router_aux_loss_coef >= 0.0f))
+        SOF_FAIL(Config, "model.router_aux_loss_coef = %g must be >= 0", cfg.router_aux_loss_coef);
+    if (2.0 * cfg.moe_intermediate_size * static_cast<double>(cfg.channels) * E > 2147483647.0)
+        SOF_FAIL(Config,
+                 "model.num_experts = %d x 2 x model.moe_intermediate_size = %d x model.channels "
+                 "= %d: the experts' gate_up tensor must have fewer than 2^31 elements",
+                 E, cfg.moe_intermediate_size, cfg.channels);
+}
+
+} // namespace
 
 void check_sequence_split(int seq_len, int sp) {
     if (sp > 1 && seq_len % sp != 0)
@@ -242,6 +326,7 @@ void validate(const ArchConfig& cfg, int sp, int seq_len) {
                      "model.layer_types = \"%s\": expected a comma list of sliding and full (one "
                      "per layer, repeated over the layers), e.g. \"sliding,full\"",
                      cfg.layer_types.c_str());
+        check_moe(cfg);
         for (const float* p : {&cfg.attn_dropout, &cfg.resid_dropout})
             if (!(*p >= 0.0f && *p < 1.0f))
                 SOF_FAIL(Config, "model.%s = %g must be in [0, 1)",
@@ -296,7 +381,7 @@ ParamLayout make_layout(const ArchConfig& cfg) {
     ParamLayout lay;
     lay.cfg = cfg;
     const int L = cfg.num_layers;
-    lay.tensors.reserve(spec.block.size() * static_cast<size_t>(L) + 4);
+    lay.tensors.reserve((spec.block.size() + 2) * static_cast<size_t>(L) + 4);
     lay.unit_begin.reserve(static_cast<size_t>(L) + 3);
     lay.unit_first_tensor.reserve(static_cast<size_t>(L) + 3);
     size_t off = 0;
@@ -334,7 +419,7 @@ ParamLayout make_layout(const ArchConfig& cfg) {
         add(s, -1, 0);
     for (int l = 0; l < L; l++) {
         begin_unit();
-        for (const TensorSlot& s : spec.block)
+        for (const TensorSlot& s : spec.slots(l))
             add(s, l, 1 + l);
     }
     begin_unit();

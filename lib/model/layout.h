@@ -59,6 +59,17 @@ struct ArchConfig {
                                    // comma list of "sliding"/"full" repeated over the layers
     float attn_dropout = 0.0f;     // the model's attention-probability dropout (config.json)
     float resid_dropout = 0.0f;    // the model's dropout of each branch before its residual add
+    // mixture of experts (qwen3_moe): E experts per sparse layer (0 = none), K per token, each
+    // expert's SwiGLU width; layer l is sparse iff l is not in mlp_only_layers and
+    // (l + 1) % decoder_sparse_step == 0 (the others keep the dense SwiGLU of intermediate_size)
+    int num_experts = 0;           // E
+    int experts_per_tok = 0;       // K
+    int moe_intermediate_size = 0; // IE
+    bool norm_topk_prob = false;   // renormalize the k routing weights
+    int decoder_sparse_step = 1;
+    std::vector<int> mlp_only_layers;  // dense layers among the sparse ones
+    float router_aux_loss_coef = 0.0f; // load-balancing loss weight (when output_router_logits)
+    bool output_router_logits = false; // the load-balancing loss joins the training loss
 
     bool llama_family() const { return arch != Arch::Gpt2; }
     int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
@@ -68,6 +79,8 @@ struct ArchConfig {
     int ffn_dim() const { return intermediate_size > 0 ? intermediate_size : 4 * channels; }
     // keys a query of `layer` sees: W when the layer is windowed, 0 (all before it) otherwise
     int window(int layer) const;
+    bool moe() const { return num_experts > 0; }
+    bool sparse_layer(int layer) const; // its MLP is the mixture of experts
 };
 
 // The architecture's defaults for the flags it fixes (arch.h's table: qwen2 -> qkv_bias, qwen3
@@ -111,6 +124,10 @@ enum class TensorKind {
     Bgate,  // (I) mlp_bias only (gate, up adjacent: one (2I) bias)
     Bup,    // (I) mlp_bias only
     Bdown,  // (C) mlp_bias only
+    // mixture of experts (sparse layers only; E experts, expert width IE)
+    Router,    // (E, C) router (mlp.gate.weight)
+    ExpGateUp, // (E, 2*IE, C) each expert's [gate rows | up rows]
+    ExpDown,   // (E, C, IE) each expert's down projection
 };
 constexpr int kNumGpt2TensorKinds = 16;     // Wte..Lnfb: the kinds of an llm.c GPT-2 file
 const char* tensor_kind_name(TensorKind k); // llm.c names for GPT-2 kinds ("wte", "qkvw", ...)
@@ -164,6 +181,11 @@ void validate(const ArchConfig& cfg, int sp = 1, int seq_len = 0);
 // The sequence part of validate (train.seq_len over parallel.sp), for a deck whose model is not
 // known yet (model.init_from: validate_deck).
 void check_sequence_split(int seq_len, int sp);
+
+// "1, 3" -> {1, 3} (model.mlp_only_layers); false on anything but non-negative integers and
+// commas ("" -> {}). format_layer_list writes "1,3".
+bool parse_layer_list(const std::string& text, std::vector<int>* out);
+std::string format_layer_list(const std::vector<int>& layers);
 
 // Parameters of the model (as make_layout would count them), from the sizes alone; in double so
 // absurd sizes do not overflow. Call after the sizes are known positive.

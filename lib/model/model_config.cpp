@@ -67,6 +67,20 @@ ArchConfig config_for(const config::ModelConfig& m) {
         g.attn_dropout = std::max(0.0f, m.attention_dropout);
         g.resid_dropout = std::max(0.0f, m.residual_dropout);
     }
+    if (g.llama_family() && m.num_experts > 0) { // dense models keep the MoE defaults
+        g.num_experts = m.num_experts;
+        g.experts_per_tok = m.num_experts_per_tok;
+        g.moe_intermediate_size = m.moe_intermediate_size;
+        g.norm_topk_prob = m.norm_topk_prob;
+        g.decoder_sparse_step = m.decoder_sparse_step;
+        if (!parse_layer_list(m.mlp_only_layers, &g.mlp_only_layers))
+            SOF_FAIL(Config,
+                     "model.mlp_only_layers = \"%s\": expected a comma list of layer indices, "
+                     "e.g. \"0,3\"",
+                     m.mlp_only_layers.c_str());
+        g.router_aux_loss_coef = m.router_aux_loss_coef;
+        g.output_router_logits = m.output_router_logits;
+    }
     return g;
 }
 
@@ -101,6 +115,14 @@ void set_deck_model(const ArchConfig& a, config::ModelConfig* m) {
     m->attention_sinks = a.attn_sinks;
     m->sliding_window = a.sliding_window;
     m->layer_types = a.layer_types;
+    m->num_experts = a.num_experts;
+    m->num_experts_per_tok = a.experts_per_tok;
+    m->moe_intermediate_size = a.moe_intermediate_size;
+    m->norm_topk_prob = a.norm_topk_prob;
+    m->decoder_sparse_step = a.decoder_sparse_step;
+    m->mlp_only_layers = format_layer_list(a.mlp_only_layers);
+    m->router_aux_loss_coef = a.router_aux_loss_coef;
+    m->output_router_logits = a.output_router_logits;
     // model.attention_dropout / residual_dropout are the run's choice (auto: the model's rates),
     // not the model's description: left as they are
 }

@@ -14,6 +14,7 @@
 #include "kernels/embedding.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
+#include "kernels/moe_aux.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/xent.h"
 #include "model/transformer_impl.h"
@@ -138,6 +139,12 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ModelOptions& opts, int max_B, 
         if (host != Act::kCount)
             for (void*& q : bufs_[id])
                 q = bufs_[static_cast<size_t>(host)][0];
+    }
+    if (s_.E > 0) {
+        moe_host_off_.assign(static_cast<size_t>(recompute_ ? 1 : std::max(1, s_.L)),
+                             std::vector<int>(static_cast<size_t>(s_.E) + 1, 0));
+        moe_aux_on_ = cfg.output_router_logits && cfg.router_aux_loss_coef > 0.0f;
+        moe_coef_ = cfg.router_aux_loss_coef;
     }
     if (s_.pos == PosKind::Rope) {
         rope_inv_ = rope_inv_freq(cfg);
@@ -284,6 +291,10 @@ float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets
                                s_.pos == PosKind::Learned ? p0 + off_.wpe : nullptr, N, C);
     if (!tied) w.release(0, Pass::Forward);
     save_checkpoint(0);
+    moe_stats_ = s_.E > 0 && targets; // the load-balancing statistics of a training forward
+    if (moe_stats_)
+        kernels::zero(ex_, f32(Act::MoeStats),
+                      static_cast<size_t>(kernels::moe_aux_stats_size(s_.E)) * sizeof(float));
     detail::forward_blocks(w, L, [this](int l, const float* p) {
         slot_free(l + 1);
         block_forward(reinterpret_cast<const T*>(p), l, set_of(l), res_at(l), res_at(l + 1), true);
@@ -305,7 +316,10 @@ float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets
         sync();
         losses = pinned_losses_;
     }
-    return detail::mean_loss(losses, h_targets_.data(), N);
+    const float ce = detail::mean_loss(losses, h_targets_.data(), N);
+    if (!moe_stats_) return ce;
+    moe_losses(); // transformers' loss: + router_aux_loss_coef x balance when it is on
+    return moe_aux_on_ ? ce + static_cast<float>(moe_coef_ * moe_balance_) : ce;
 }
 
 // The new rows run through the same block code as training, on the rows r0_ = pos0.. of the
@@ -319,6 +333,7 @@ template <class T> void DriverT<T>::decode(WeightSource& w, const int* tokens, i
         ~NoDropout() { on = was; }
     } no_dropout{drop_on_, drop_on_};
     drop_on_ = false;
+    moe_stats_ = false;
     if (P_ > 1 || recompute_)
         SOF_FAIL(Config,
                  "%s: decoding with a KV cache runs on one rank without recompute (parallel.sp = "
@@ -385,6 +400,7 @@ template <class T> void DriverT<T>::backward(WeightSource& w, GradSink& sink, fl
         SOF_FAIL(Internal, "transformer backward called without a forward with targets before it");
     const int L = s_.L, C = s_.C, N = B_ * T_;
     const bool tied = s_.tied_head;
+    dloss_ = dloss;
 
     // LM head + loss, tile by tile: dlnf into DLn, head grads added
     const T* p0 = tied ? reinterpret_cast<const T*>(w.acquire(0, Pass::Backward)) : nullptr;

@@ -229,6 +229,10 @@ void DriverT<T>::block_forward(const T* p, int l, int set, const T* in, T* out, 
     T* ln2 = rows(Act::Ln2, C);
     norm_forward(ln2, ln ? rows32(Act::Ln2Mean, 1) : nullptr, rows32(Act::Ln2Rstd, 1), res2,
                  p + off_.ln2w, opt(off_.ln2b));
+    if (s_.is_sparse(l)) { // never tiled; the recompute (no output) needs its activations
+        moe_forward(p, l, set, output ? out : nullptr, output && moe_stats_);
+        return;
+    }
     if (!mlp_tiled_) {
         mlp_forward(p, l, set, 0, N, output ? out : nullptr);
         return;
@@ -275,9 +279,18 @@ void DriverT<T>::block_backward(const T* p, float* g, int l, int set, const T* i
     T* dln = act(Act::DLn);
     T* dact = act(Act::DAct);
     T* dfc = act(Act::DFc);
-    // MLP, in tiles of mlp_rows_ (TiledMLP: each tile's up projection recomputed first)
+    // MLP, in tiles of mlp_rows_ (TiledMLP: each tile's up projection recomputed first); a
+    // sparse block's at once
     const int fs = mlp_tiled_ ? -1 : set;
-    for (int r0 = 0; r0 < N; r0 += mlp_rows_) {
+    if (s_.is_sparse(l)) {
+        const T* dr = d;
+        if (resid_drop()) { // d(MLP output) = masked d(block output)
+            resid_dropout(dln, d, l, kernels::DropoutTag::ResidualMlp, 0, N);
+            dr = dln;
+        }
+        moe_backward(p, g, set, dr);
+    }
+    for (int r0 = 0; r0 < N && !s_.is_sparse(l); r0 += mlp_rows_) {
         const int n = std::min(mlp_rows_, N - r0);
         const size_t r = static_cast<size_t>(r0);
         if (mlp_tiled_) mlp_forward(p, l, set, r0, n, nullptr);

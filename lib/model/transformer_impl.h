@@ -8,6 +8,7 @@
 
 #include "device/device.h"
 #include "kernels/exec.h"
+#include "kernels/grouped_matmul.h"
 #include "model/activations.h"
 #include "model/block_spec.h"
 #include "model/transformer.h"
@@ -50,6 +51,16 @@ template <class T> class DriverT : public Transformer::Driver {
     // tile buffers when tiled: row 0 = r0), then with `out` the down projection, its residual
     // dropout (block l) and the residual
     void mlp_forward(const T* p, int l, int set, int r0, int n, T* out);
+    // a sparse block's MLP (transformer_moe.cpp) over its B*T rows: router, top-k, dispatch,
+    // the experts' grouped products, the weighted combine; with `out` the residual dropout and
+    // the residual (as mlp_forward); `stats`: add this layer's load-balancing statistics
+    void moe_forward(const T* p, int l, int set, T* out, bool stats);
+    // d(MLP output) `dr` (B*T, C) -> DLn = d(ln2) (both the experts' and the router's paths);
+    // the router's and experts' grads added into g (with the load-balancing loss's term)
+    void moe_backward(const T* p, float* g, int set, const T* dr);
+    kernels::GroupedShape moe_shape(int set, int C, int OC) const;
+    // the forward's balance loss (and z) from the pooled statistics, host values
+    void moe_losses();
     // residual dropout of rows [r0, r0+n) of the B*T rows (x: row r0), block l, one branch:
     // out = x * keep / (1 - p) with the step's key (forward and backward: the same mask)
     bool resid_drop() const { return drop_on_ && resid_p_ > 0.0f; }
@@ -92,7 +103,7 @@ template <class T> class DriverT : public Transformer::Driver {
 
     T* act(Act id, int set = -1) const { return static_cast<T*>(ptr(id, set)); }
     float* f32(Act id, int set = -1) const { return static_cast<float*>(ptr(id, set)); }
-    int* i32(Act id) const { return static_cast<int*>(ptr(id, -1)); }
+    int* i32(Act id, int set = -1) const { return static_cast<int*>(ptr(id, set)); }
     // (B, P*T) document ids of the last forward's batch, or null (one document per row)
     const int* segments() const { return packed_ ? i32(Act::Segments) : nullptr; }
     void* ptr(Act id, int set) const;
@@ -125,6 +136,15 @@ template <class T> class DriverT : public Transformer::Driver {
     bool drop_on_ = false;
     DropoutStep drop_;
     float attn_p_ = 0.0f, resid_p_ = 0.0f;
+    // mixture of experts: the plan's offsets on the host per block set ((E+1) each), whether the
+    // forward pools the load-balancing statistics, the loss's scale in the last backward, the
+    // last forward's balance loss
+    std::vector<std::vector<int>> moe_host_off_;
+    bool moe_stats_ = false;
+    bool moe_aux_on_ = false; // output_router_logits: coef x balance joins the loss
+    float moe_coef_ = 0.0f;   // router_aux_loss_coef
+    float dloss_ = 0.0f;
+    double moe_balance_ = 0.0;
     int loss_rows_ = 0; // rows per LM head + loss tile (max_BT_: untiled)
     int mlp_rows_ = 0;  // rows per MLP tile (max_BT_: untiled)
     bool mlp_tiled_ = false;

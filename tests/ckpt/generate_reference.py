@@ -38,7 +38,13 @@ CASES = [("llama", "LlamaConfig", dict(rms_norm_eps=1e-5, rope_theta=10000.0,
          ("mistral", "MistralConfig", dict(rms_norm_eps=1e-6, rope_theta=10000.0, sliding_window=8,
                                            tie_word_embeddings=False)),
          ("seed_oss", "SeedOssConfig", dict(rms_norm_eps=1e-6, rope_theta=10000.0, head_dim=24,
-                                            attention_bias=True, tie_word_embeddings=False))]
+                                            attention_bias=True, tie_word_embeddings=False)),
+         # issue 27: a dense layer, then a sparse one (4 experts, top 2, renormalized): the
+         # MoE block runs on the new rows of each decode call
+         ("qwen3_moe", "Qwen3MoeConfig", dict(rms_norm_eps=1e-6, rope_theta=1e6, num_experts=4,
+                                              num_experts_per_tok=2, moe_intermediate_size=32,
+                                              norm_topk_prob=True, mlp_only_layers=[0],
+                                              tie_word_embeddings=False))]
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMP_NUM_THREADS="1")
 

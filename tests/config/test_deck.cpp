@@ -244,6 +244,14 @@ TEST_CASE("effective deck round trip is exact with every key changed") {
   attention_sinks: true
   sliding_window: 128
   layer_types: "sliding,full"
+  num_experts: 8
+  num_experts_per_tok: 3
+  moe_intermediate_size: 40
+  norm_topk_prob: true
+  decoder_sparse_step: 2
+  mlp_only_layers: "0,2"
+  router_aux_loss_coef: 0.015625
+  output_router_logits: true
   attention_dropout: 0.125
   residual_dropout: 0.0625
   init_from: "D/init.bin"
