@@ -75,6 +75,19 @@ void init_params(const ParamLayout& layout, float* params, float std, unsigned l
     }
 }
 
+BlockParams block_params(const ArchConfig& cfg) {
+    const ParamLayout lay = make_layout(cfg);
+    const BlockSpec spec = block_spec(cfg);
+    BlockParams b;
+    b.total =
+        static_cast<double>(lay.unit_begin[static_cast<size_t>(spec.L) + 1] - lay.unit_begin[1]);
+    b.active = b.total;
+    for (int l = 0; l < spec.L; l++)
+        if (spec.is_sparse(l))
+            b.active -= static_cast<double>(spec.E - spec.K) * 3.0 * spec.IE * spec.C;
+    return b;
+}
+
 double flops_per_token(const ArchConfig& cfg, int T) {
     const ParamLayout lay = make_layout(cfg);
     const BlockSpec spec = block_spec(cfg);
@@ -89,8 +102,8 @@ double flops_per_token(const ArchConfig& cfg, int T) {
         n -= static_cast<double>(cfg.padded_vocab_size) * cfg.channels;
     // a sparse block computes with K of its E experts per token (the router counts whole): the
     // active parameters, while memory and the optimizer count all of them (num_params)
-    for (int l = 0; l < spec.L; l++)
-        if (spec.is_sparse(l)) n -= static_cast<double>(spec.E - spec.K) * 3.0 * spec.IE * spec.C;
+    const BlockParams b = block_params(cfg);
+    n -= b.total - b.active;
     // attention scores and the weighted sum of values: 2 matmuls of 2*keys*(NH*hd) per token and
     // layer in forward, twice that in backward, over the keys a query attends to counted as the
     // full square (PaLM's MFU): T, or the window

@@ -183,5 +183,11 @@ void init_params(const ParamLayout& layout, float* params, float std, unsigned l
 
 // Model FLOPs per token for forward+backward (6N + attention term), for MFU/TFLOPS reporting.
 double flops_per_token(const ArchConfig& cfg, int T);
+// Parameters of the L blocks: all of them (memory, transfers, the optimizer step) and those one
+// token computes with (a sparse block's router and K of its E experts: the FLOPs).
+struct BlockParams {
+    double total = 0, active = 0;
+};
+BlockParams block_params(const ArchConfig& cfg);
 
 } // namespace sof::model

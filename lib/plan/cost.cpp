@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "model/activations.h"
 #include "model/layout.h"
+#include "model/model.h"
 #include "offload/memory_plan.h"
 #include "plan/long_seq.h"
 #include "zero/memory.h"
@@ -101,7 +102,9 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
                                    layout.unit_begin[static_cast<size_t>(u)]);
     };
     c.layers = m.num_layers;
-    c.layer_params = unit_numel(1);
+    const model::BlockParams blocks = model::block_params(m);
+    c.layer_params = blocks.total / std::max(1, m.num_layers);
+    c.active_params = blocks.active;
     c.embed_params = unit_numel(0);
     c.head_params = m.llama_family() && !m.tie_embeddings ? unit_numel(layout.num_units() - 1) : 0;
     c.params = static_cast<double>(layout.num_params);
@@ -117,7 +120,7 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
     // forward FLOPs of one micro-batch: 2*tokens*matmul params (blocks + LM head) + attention
     // (scores and weighted sum over the query heads: 4*T*T*NH*hd per layer and sequence)
     double achievable = hw.gpu_peak_tflops * 1e12 * hw.gpu_achievable_fraction;
-    c.fwd_s = forward_flops(m, c.layer_params, c.batch, T, sp) / achievable;
+    c.fwd_s = forward_flops(m, c.active_params, c.batch, T, sp) / achievable;
     c.bwd_s = (cfg.model.recompute ? 3.0 : 2.0) * c.fwd_s;
     // the host device runs the CPU twins: fp32 activations whatever train.dtype
     const model::ActShape shape = activation_shape(cfg, hw.host_device ? 4.0 : c.weight_bytes);

@@ -25,11 +25,12 @@ struct EngineModes {
 // Everything about one step that the cost functions need, derived once from deck + model + hw.
 struct CostInputs {
     // model
-    double params = 0;       // P, all parameters
-    double layer_params = 0; // one transformer block
-    double embed_params = 0; // unit 0: wte (+ wpe for GPT-2)
-    double head_params = 0;  // last unit when it holds an untied LM head (lnf + lm_head), else 0
-    int layers = 0;          // L
+    double params = 0;        // P, all parameters
+    double layer_params = 0;  // one transformer block (the blocks' mean: MoE models mix dense ones)
+    double active_params = 0; // of the L blocks, those a token computes with (MoE: K of E experts)
+    double embed_params = 0;  // unit 0: wte (+ wpe for GPT-2)
+    double head_params = 0;   // last unit when it holds an untied LM head (lnf + lm_head), else 0
+    int layers = 0;           // L
     // step
     double batch = 0, seq = 0; // B, T per rank (T / parallel.sp with Ulysses)
     int grad_accum = 1;

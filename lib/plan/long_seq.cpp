@@ -98,14 +98,14 @@ std::string long_seq_note(const CostInputs& c, const config::Config& cfg,
     return s.empty() ? s : "long sequence: " + s;
 }
 
-double forward_flops(const model::ArchConfig& m, double layer_params, double batch, double seq_len,
-                     double sp) {
-    const double L = m.num_layers, tokens = batch * seq_len / sp;
+double forward_flops(const model::ArchConfig& m, double active_block_params, double batch,
+                     double seq_len, double sp) {
+    const double tokens = batch * seq_len / sp;
     double pairs = 0.0; // causal query-key pairs of a sequence, over the layers' windows
     for (int w : model::block_spec(m).window)
         pairs += model::attention_pairs(seq_len, w);
     return 2.0 * tokens *
-               (L * layer_params + static_cast<double>(m.padded_vocab_size) * m.channels) +
+               (active_block_params + static_cast<double>(m.padded_vocab_size) * m.channels) +
            4.0 * batch * pairs * m.q_dim() / sp;
 }
 

@@ -36,12 +36,12 @@ struct LongSeqCost {
 LongSeqCost long_seq_cost(const model::ArchConfig& m, const model::ActShape& a,
                           const HardwareProfile& hw, double fwd_s, double bwd_s);
 
-// Forward FLOPs of one micro-batch on one rank: 2 x tokens x (block matrices + LM head) and the
-// causal attention the tiled kernels compute (the T(T+1)/2 query-key pairs of each sequence, or
-// those inside a layer's sliding window, for this rank's NH/sp heads: 4 x pairs x NH*hd / sp per
-// layer).
-double forward_flops(const model::ArchConfig& m, double layer_params, double batch, double seq_len,
-                     double sp);
+// Forward FLOPs of one micro-batch on one rank: 2 x tokens x (the blocks' active parameters, see
+// model::block_params, + LM head) and the causal attention the tiled kernels compute (the
+// T(T+1)/2 query-key pairs of each sequence, or those inside a layer's sliding window, for this
+// rank's NH/sp heads: 4 x pairs x NH*hd / sp per layer).
+double forward_flops(const model::ArchConfig& m, double active_block_params, double batch,
+                     double seq_len, double sp);
 
 struct CostInputs;
 // One line for the plan's notes when the deck tiles the loss or the MLP or offloads checkpoints

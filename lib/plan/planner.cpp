@@ -138,6 +138,22 @@ double mine_iteration(const config::Config& cfg, const IterationTimes& so, const
     return so.iteration;
 }
 
+// A mixture-of-experts model computes with a fraction of the parameters it stores: which of the
+// step's terms (compute: active parameters; the optimizer step and transfers: all of them) is the
+// longest under the deck's schedule. "" for a dense model.
+std::string moe_note(const CostInputs& c, const IterationTimes& t) {
+    const double total = c.layer_params * c.layers;
+    if (c.active_params >= total) return "";
+    const char* bound = t.compute >= std::max(t.optimizer, t.transfer) ? "compute (active params)"
+                        : t.optimizer >= t.transfer ? "the optimizer step (all params)"
+                                                    : "transfers (all params)";
+    return core::strfmt(
+        "mixture of experts: the blocks hold %.3f B params, a token computes with %.3f B: "
+        "memory, transfers (%.2f s) and the optimizer step (%.2f s) grow with the first, "
+        "forward+backward (%.2f s) with the second; the longest term is %s (%.2f s exposed)",
+        total / 1e9, c.active_params / 1e9, t.transfer, t.optimizer, t.compute, bound, t.exposed);
+}
+
 } // namespace
 
 int tail_buckets_eq45(double move_grad_s, double step_cpu_s, double move_param_s,
@@ -293,6 +309,7 @@ Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const 
     p.iteration_s = mine->iteration;
     p.efficiency = mine->efficiency;
     add_collectives(p, cfg, model, hw, c.shard_ranks);
+    if (const std::string n = moe_note(c, *mine); !n.empty()) p.notes.push_back(n);
     p.model_flops = 3.0 * c.fwd_s * flops * c.grad_accum;
     p.mfu = p.iteration_s > 0 ? p.model_flops / (p.iteration_s * hw.gpu_peak_tflops * 1e12) : 0;
     if (const std::string n = long_seq_note(c, cfg, m); !n.empty()) p.notes.push_back(n);

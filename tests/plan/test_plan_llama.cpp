@@ -8,6 +8,7 @@
 #include "ckpt/model_source.h"
 #include "config/deck.h"
 #include "model/layout.h"
+#include "model/model.h"
 #include "plan/comm_model.h"
 #include "plan/cost.h"
 #include "model/model_config.h"
@@ -299,4 +300,61 @@ TEST_CASE("ZeRO-3 collectives: hidden behind compute in one node, exposed across
     const Plan h = make_plan(c, m, load_hardware(kSrc + "/inputs/hardware/h100-pcie.yaml"), 4);
     CHECK(h.comm_bytes > 0);
     CHECK(h.comm_s == 0.0);
+}
+
+TEST_CASE("a mixture-of-experts model: FLOPs from the active params, memory from all of them") {
+    HardwareProfile hw = gh200();
+    // Qwen3-14B's shape with 8 experts of width 1024 (top 2) in every block but block 0
+    config::Config q = deck("qwen3-14b-gh200.yaml");
+    q.model.type = config::ModelType::Qwen3Moe;
+    q.model.num_experts = 8;
+    q.model.num_experts_per_tok = 2;
+    q.model.moe_intermediate_size = 1024;
+    q.model.mlp_only_layers = std::string(1, '0'); // (= "0": GCC 12 -Wrestrict false positive)
+    config::Config all = q; // the same parameters, every expert computing
+    all.model.num_experts_per_tok = 8;
+    const model::ArchConfig m = model::config_for(q.model), ma = model::config_for(all.model);
+    const model::ParamLayout lay = model::make_layout(m);
+    const double L = m.num_layers, C = m.channels, sparse = L - 1;
+    const model::BlockParams b = model::block_params(m), ba = model::block_params(ma);
+    CHECK(b.total == doctest::Approx(static_cast<double>(lay.unit_begin[m.num_layers + 1] -
+                                                         lay.unit_begin[1])));
+    CHECK(b.total - b.active == doctest::Approx((8 - 2) * 3.0 * 1024 * C * sparse));
+    CHECK(ba.active == doctest::Approx(ba.total));
+    CHECK(ba.total == doctest::Approx(b.total));
+
+    Plan p = make_plan(q, m, hw), pa = make_plan(all, ma, hw);
+    CHECK(p.num_params == doctest::Approx(pa.num_params));
+    CHECK(p.mem.host_total == doctest::Approx(pa.mem.host_total));
+    // model FLOPs = 3 x forward = 3 x 2 x tokens x params: the 6 idle experts of each sparse block
+    const double tokens = q.train.batch_size * q.train.seq_len * q.train.grad_accum;
+    CHECK(pa.model_flops - p.model_flops ==
+          doctest::Approx(6.0 * tokens * (b.total - b.active)).epsilon(1e-9));
+    // the plan says which term bounds the step; a dense model gets no such line
+    auto moe_line = [](const Plan& pl) {
+        for (const std::string& n : pl.notes)
+            if (n.find("mixture of experts") != std::string::npos) return n;
+        return std::string();
+    };
+    CHECK(moe_line(p).find("the longest term is") != std::string::npos);
+    CHECK(moe_line(pa).empty()); // every expert computing: active == total
+    config::Config d = deck("qwen3-14b-gh200.yaml");
+    CHECK(moe_line(make_plan(d, model::config_for(d.model), hw)).empty());
+
+    // Qwen3-30B-A3B from its published config.json on two GH200 (ZeRO-3) at the release's setting:
+    // 30.5B params, 3.3B active (Qwen's count: with the embedding and the LM head); it fits, and
+    // the CPU's step over all of them, not the compute, is the longest term (docs/planner.md)
+    config::Config c = deck("qwen3-30b-a3b-gh200x2.yaml");
+    c.model.init_from = kSrc + "/inputs/hf/qwen3-30b-a3b";
+    const model::ArchConfig mq = ckpt::resolve_model(&c);
+    CHECK(mq.arch == model::Arch::Qwen3Moe);
+    const double n = static_cast<double>(model::make_layout(mq).num_params);
+    CHECK(std::abs(n / 30.5e9 - 1) < 0.005);
+    const model::BlockParams bq = model::block_params(mq);
+    const double active = bq.active + 2.0 * mq.padded_vocab_size * mq.channels;
+    CHECK(std::abs(active / 3.3e9 - 1) < 0.03);
+    Plan pq = make_plan(c, mq, hw, 2);
+    CHECK(pq.fits);
+    MESSAGE(moe_line(pq));
+    CHECK(moe_line(pq).find("the longest term is the optimizer step") != std::string::npos);
 }
