@@ -311,7 +311,7 @@ TEST_CASE("a mixture-of-experts model: FLOPs from the active params, memory from
     q.model.num_experts_per_tok = 2;
     q.model.moe_intermediate_size = 1024;
     q.model.mlp_only_layers = std::string(1, '0'); // (= "0": GCC 12 -Wrestrict false positive)
-    config::Config all = q; // the same parameters, every expert computing
+    config::Config all = q;                        // the same parameters, every expert computing
     all.model.num_experts_per_tok = 8;
     const model::ArchConfig m = model::config_for(q.model), ma = model::config_for(all.model);
     const model::ParamLayout lay = model::make_layout(m);
