@@ -46,24 +46,23 @@ bench::BenchAdamOptions parse_bench_adam_args(int argc, char** argv) {
         SOF_FAIL(Usage, "bench: expected the benchmark name 'adam' first\n%s", kUsage);
     CliParser p({kUsage, "bench adam: unknown argument '%s'",
                  [](const std::string& opt) { return "bench adam: " + opt + " needs a value"; }});
-    CLI::App& app = p.app();
     bench::BenchAdamOptions o;
     std::string params, threads, reps, pairs, copy;
-    CliParser::last_wins(app.add_option("--params", params));
-    CliParser::last_wins(app.add_option("--plugin", o.plugin));
-    CliParser::last_wins(app.add_option("--plugin-dir", o.plugin_dir));
-    CliParser::last_wins(app.add_option("--threads", threads));
-    CliParser::last_wins(app.add_option("--reps", reps));
-    CliParser::last_wins(app.add_option("--pairs", pairs));
-    CliParser::last_wins(app.add_option("--bf16-copy", copy));
-    app.add_flag("--json", o.json);
+    p.option("--params", &params);
+    p.option("--plugin", &o.plugin);
+    p.option("--plugin-dir", &o.plugin_dir);
+    p.option("--threads", &threads);
+    p.option("--reps", &reps);
+    p.option("--pairs", &pairs);
+    p.option("--bf16-copy", &copy);
+    p.flag("--json", &o.json);
     const std::vector<std::string> extra = p.parse(argc - 1, argv + 1);
     if (!extra.empty()) p.fail("bench adam: unknown argument '" + extra[0] + "'");
-    if (app.count("--params")) o.params = count_of(p, "--params", params, 1);
-    if (app.count("--threads")) o.threads = static_cast<int>(count_of(p, "--threads", threads, 1));
-    if (app.count("--reps")) o.reps = static_cast<int>(count_of(p, "--reps", reps, 1));
-    if (app.count("--pairs")) o.pairs = static_cast<int>(count_of(p, "--pairs", pairs, 1));
-    if (app.count("--bf16-copy")) {
+    if (p.count("--params")) o.params = count_of(p, "--params", params, 1);
+    if (p.count("--threads")) o.threads = static_cast<int>(count_of(p, "--threads", threads, 1));
+    if (p.count("--reps")) o.reps = static_cast<int>(count_of(p, "--reps", reps, 1));
+    if (p.count("--pairs")) o.pairs = static_cast<int>(count_of(p, "--pairs", pairs, 1));
+    if (p.count("--bf16-copy")) {
         if (copy != "on" && copy != "off")
             p.fail("bench adam: --bf16-copy '" + copy + "' must be on or off");
         o.lowp_copy = copy == "on";

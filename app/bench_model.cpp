@@ -76,7 +76,6 @@ BenchModelOptions parse_bench_model_args(int argc, char** argv) {
         SOF_FAIL(Usage, "bench: expected the benchmark name 'model' first\n%s", usage);
     CliParser p({usage, "bench model: unknown option '%s'",
                  [](const std::string& opt) { return "bench model: " + opt + " needs a value"; }});
-    CLI::App& app = p.app();
     // the integer options and where each goes
     const std::vector<std::pair<const char*, int*>> ints = {
         {"--channels", &o.channels}, {"--heads", &o.heads},
@@ -86,20 +85,20 @@ BenchModelOptions parse_bench_model_args(int argc, char** argv) {
         {"--threads", &o.threads}};
     std::vector<std::string> text(ints.size());
     for (size_t i = 0; i < ints.size(); i++)
-        CliParser::last_wins(app.add_option(ints[i].first, text[i]));
+        p.option(ints[i].first, &text[i]);
     std::string arch;
-    CliParser::last_wins(app.add_option("--arch", arch));
-    app.add_flag("--json", o.json);
+    p.option("--arch", &arch);
+    p.flag("--json", &o.json);
     const std::vector<std::string> extra = p.parse(argc - 1, argv + 1);
     if (!extra.empty()) p.fail("bench model: unknown option '" + extra[0] + "'");
-    if (app.count("--arch")) {
+    if (p.count("--arch")) {
         Arch x;
         if (!parse_arch(arch, &x) || x == Arch::Gpt2)
             p.fail("bench model: --arch '" + arch + "' must be llama, qwen2 or qwen3");
         o.arch = arch;
     }
     for (size_t i = 0; i < ints.size(); i++) {
-        if (!app.count(ints[i].first)) continue;
+        if (!p.count(ints[i].first)) continue;
         const std::string& v = text[i];
         char* end = nullptr;
         const long n = std::strtol(v.c_str(), &end, 10);

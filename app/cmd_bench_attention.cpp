@@ -239,7 +239,6 @@ Opts parse(int argc, char** argv) {
     CliParser p({usage, "bench attention: unknown option '%s'", [](const std::string& opt) {
                      return "bench attention: " + opt + " needs a value";
                  }});
-    CLI::App& app = p.app();
     int baseline = 1, gpu = 0;
     const std::vector<std::pair<const char*, int*>> ints = {
         {"--seq", &o.T},           {"--channels", &o.C},      {"--heads", &o.NH},
@@ -248,12 +247,12 @@ Opts parse(int argc, char** argv) {
         {"--kv-heads", &o.NKV},    {"--window", &o.window}};
     std::vector<std::string> text(ints.size());
     for (size_t i = 0; i < ints.size(); i++)
-        CliParser::last_wins(app.add_option(ints[i].first, text[i]));
+        p.option(ints[i].first, &text[i]);
     // argv[0] is "attention"
     const std::vector<std::string> extra = p.parse(argc - 1, argv + 1);
     if (!extra.empty()) p.fail("bench attention: unknown option '" + extra[0] + "'");
     for (size_t i = 0; i < ints.size(); i++) {
-        if (!app.count(ints[i].first)) continue;
+        if (!p.count(ints[i].first)) continue;
         const std::string& v = text[i];
         char* end = nullptr;
         const long n = std::strtol(v.c_str(), &end, 10);
@@ -264,11 +263,11 @@ Opts parse(int argc, char** argv) {
     }
     o.baseline = baseline != 0 && o.window == 0; // the T x T baseline is causal only
     o.gpu = gpu != 0;
-    o.given_T = app.count("--seq") > 0;
-    o.given_C = app.count("--channels") > 0;
-    o.given_NH = app.count("--heads") > 0;
-    o.given_B = app.count("--batch") > 0;
-    o.given_reps = app.count("--reps") > 0;
+    o.given_T = p.count("--seq") > 0;
+    o.given_C = p.count("--channels") > 0;
+    o.given_NH = p.count("--heads") > 0;
+    o.given_B = p.count("--batch") > 0;
+    o.given_reps = p.count("--reps") > 0;
     if (o.reps < 1) p.fail("bench attention: --reps must be positive");
     if (o.gpu) {
         if (o.NH < 1) p.fail("bench attention: --heads must be positive");

@@ -69,14 +69,13 @@ int cmd_bench_import(int argc, char** argv) {
     const char* usage = "usage: superoffload bench import --create DIR | DIR [--rounds N]";
     CliParser p({usage, "bench import: unknown option '%s'",
                  [](const std::string& opt) { return "bench import: " + opt + " needs a value"; }});
-    CLI::App& app = p.app();
     std::string create, rounds_s;
-    CliParser::last_wins(app.add_option("--create", create));
-    CliParser::last_wins(app.add_option("--rounds", rounds_s));
+    p.option("--create", &create);
+    p.option("--rounds", &rounds_s);
     // argv[0] is "import"
     const std::vector<std::string> dirs = p.parse(argc - 1, argv + 1);
-    if (app.count("--create")) {
-        if (!dirs.empty() || app.count("--rounds"))
+    if (p.count("--create")) {
+        if (!dirs.empty() || p.count("--rounds"))
             p.fail("bench import: --create DIR writes a model and takes nothing else");
         model::ArchConfig c; // ~1.0B parameters: Llama-style, 18 layers of C=2048, GQA 16/8
         c.arch = model::Arch::Llama;
@@ -101,7 +100,7 @@ int cmd_bench_import(int argc, char** argv) {
                    ? std::string("bench import: give --create DIR or one DIR to import")
                    : "bench import: one DIR only, got '" + dirs[0] + "' and '" + dirs[1] + "'");
     int rounds = 3;
-    if (app.count("--rounds")) {
+    if (p.count("--rounds")) {
         char* end = nullptr;
         const long n = std::strtol(rounds_s.c_str(), &end, 10);
         if (rounds_s.empty() || *end || n < 1 || n > 1000)

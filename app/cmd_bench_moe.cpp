@@ -45,18 +45,17 @@ Opts parse(int argc, char** argv) {
     Opts o;
     CliParser p({usage, "bench moe: unknown option '%s'",
                  [](const std::string& opt) { return "bench moe: " + opt + " needs a value"; }});
-    CLI::App& app = p.app();
     int gpu = 0;
     const std::vector<std::pair<const char*, int*>> ints = {
         {"--tokens", &o.N}, {"--hidden", &o.H},  {"--inter", &o.I}, {"--experts", &o.E},
         {"--topk", &o.K},   {"--reps", &o.reps}, {"--gpu", &gpu},   {"--threads", &o.threads}};
     std::vector<std::string> text(ints.size());
     for (size_t i = 0; i < ints.size(); i++)
-        CliParser::last_wins(app.add_option(ints[i].first, text[i]));
+        p.option(ints[i].first, &text[i]);
     const std::vector<std::string> extra = p.parse(argc - 1, argv + 1); // argv[0] is "moe"
     if (!extra.empty()) p.fail("bench moe: unknown option '" + extra[0] + "'");
     for (size_t i = 0; i < ints.size(); i++) {
-        if (!app.count(ints[i].first)) continue;
+        if (!p.count(ints[i].first)) continue;
         const std::string& v = text[i];
         char* end = nullptr;
         const long n = std::strtol(v.c_str(), &end, 10);

@@ -64,22 +64,21 @@ EvalArgs parse(int argc, char** argv) {
     CliParser p({kEvalUsage, "eval: unknown option '%s'", [](const std::string& opt) {
                      return "eval: " + opt + " needs a value after it";
                  }});
-    CLI::App& app = p.app();
     std::string batches;
-    CliParser::last_wins(app.add_option("--checkpoint", a.checkpoint));
-    CliParser::last_wins(app.add_option("--hf", a.hf));
-    CliParser::last_wins(app.add_option("--data", a.data));
-    CliParser::last_wins(app.add_option("--tokenizer", a.tokenizer));
-    CliParser::last_wins(app.add_option("--batches", batches));
-    for (auto* many : {app.add_option("--text", a.texts), app.add_option("--set", a.overrides)})
-        many->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-    app.add_flag("-h,--help", a.help);
+    p.option("--checkpoint", &a.checkpoint);
+    p.option("--hf", &a.hf);
+    p.option("--data", &a.data);
+    p.option("--tokenizer", &a.tokenizer);
+    p.option("--batches", &batches);
+    p.option_list("--text", &a.texts);
+    p.option_list("--set", &a.overrides);
+    p.flag("-h,--help", &a.help);
     const std::vector<std::string> pos = p.parse(argc, argv);
     if (a.help) return a;
     if (pos.size() > 1)
         usage_fail("more than one deck given ('" + pos[0] + "' and '" + pos[1] + "')");
     if (!pos.empty()) a.deck = pos[0];
-    if (app.count("--batches")) {
+    if (p.count("--batches")) {
         char* end = nullptr;
         const long n = std::strtol(batches.c_str(), &end, 10);
         if (batches.empty() || *end != '\0' || n < 0 || n > (1 << 30))

@@ -104,15 +104,14 @@ int cmd_export(int argc, char** argv) {
                             (opt == "--llmc" ? " needs a file name after it"
                                              : " needs a value after it");
                  }});
-    CLI::App& app = p.app();
     bool help = false;
-    CliParser::last_wins(app.add_option("--llmc", out));
-    CliParser::last_wins(app.add_option("--hf", hf_out));
-    CliParser::last_wins(app.add_option("--dtype", dtype));
-    CliParser::last_wins(app.add_option("--shard-size", shard_size));
-    CliParser::last_wins(app.add_option("--source", hopt.source_dir));
-    app.add_flag("--no-source", no_source);
-    app.add_flag("-h,--help", help);
+    p.option("--llmc", &out);
+    p.option("--hf", &hf_out);
+    p.option("--dtype", &dtype);
+    p.option("--shard-size", &shard_size);
+    p.option("--source", &hopt.source_dir);
+    p.flag("--no-source", &no_source);
+    p.flag("-h,--help", &help);
     const std::vector<std::string> pos = p.parse(argc, argv);
     if (help) {
         std::fputs(kExportUsage, stdout);
@@ -124,7 +123,7 @@ int cmd_export(int argc, char** argv) {
                    "')");
     if (!pos.empty()) src = pos[0];
     hopt.dtype = dtype;
-    if (app.count("--shard-size")) hopt.shard_bytes = parse_size(shard_size);
+    if (p.count("--shard-size")) hopt.shard_bytes = parse_size(shard_size);
     if (out.empty() == hf_out.empty())
         usage_fail("export: give exactly one of --llmc OUT.bin and --hf OUT_DIR");
     if (hopt.dtype != "bf16" && hopt.dtype != "fp32")

@@ -80,7 +80,6 @@ GenArgs parse(int argc, char** argv) {
     GenArgs a;
     CliParser p({kGenerateUsage, "generate: unknown argument '%s'",
                  [](const std::string& opt) { return "generate: " + opt + " needs a value"; }});
-    CLI::App& app = p.app();
     std::string max_tokens, temperature, top_k, top_p, seed;
     for (auto [name, dst] : {std::pair{"--hf", &a.hf},
                              {"--checkpoint", &a.checkpoint},
@@ -95,32 +94,32 @@ GenArgs parse(int argc, char** argv) {
                              {"--top-p", &top_p},
                              {"--seed", &seed},
                              {"--device", &a.device}})
-        CliParser::last_wins(app.add_option(name, *dst));
-    app.add_flag("--ignore-eos", a.ignore_eos);
-    app.add_flag("--json", a.json);
-    app.add_flag("-h,--help", a.help);
+        p.option(name, dst);
+    p.flag("--ignore-eos", &a.ignore_eos);
+    p.flag("--json", &a.json);
+    p.flag("-h,--help", &a.help);
     const std::vector<std::string> pos = p.parse(argc, argv);
     if (!pos.empty()) usage_fail("unknown argument '" + pos[0] + "'");
-    a.has_prompt = app.count("--prompt") > 0;
-    if (app.count("--max-tokens")) {
+    a.has_prompt = p.count("--prompt") > 0;
+    if (p.count("--max-tokens")) {
         const double x = number("--max-tokens", max_tokens);
         if (x < 1 || x > 1e7 || x != static_cast<int>(x)) usage_fail("--max-tokens must be >= 1");
         a.max_tokens = static_cast<int>(x);
     }
-    if (app.count("--temperature")) {
+    if (p.count("--temperature")) {
         a.temperature = static_cast<float>(number("--temperature", temperature));
         if (a.temperature < 0) usage_fail("--temperature must be >= 0");
     }
-    if (app.count("--top-k")) {
+    if (p.count("--top-k")) {
         const double x = number("--top-k", top_k);
         if (x < 0 || x != static_cast<int>(x)) usage_fail("--top-k must be an integer >= 0");
         a.top_k = static_cast<int>(x);
     }
-    if (app.count("--top-p")) {
+    if (p.count("--top-p")) {
         a.top_p = static_cast<float>(number("--top-p", top_p));
         if (!(a.top_p > 0 && a.top_p <= 1)) usage_fail("--top-p must be in (0, 1]");
     }
-    if (app.count("--seed")) {
+    if (p.count("--seed")) {
         const double x = number("--seed", seed);
         if (x < 0) usage_fail("--seed must be >= 0");
         a.seed = static_cast<uint64_t>(x);

@@ -38,24 +38,23 @@ int parse_count(const CliParser& p, const std::string& flag, const std::string& 
 int cmd_topo(int argc, char** argv) {
     CliParser p({kTopoUsage, "topo: unknown argument '%s'",
                  [](const std::string& opt) { return "topo: " + opt + " needs a value"; }});
-    CLI::App& app = p.app();
     std::string xml, rank_s, size_s, ranks_s;
     bool do_bind = false, help = false;
-    CliParser::last_wins(app.add_option("--xml", xml));
-    CliParser::last_wins(app.add_option("--local-rank", rank_s));
-    CliParser::last_wins(app.add_option("--local-size", size_s));
-    CliParser::last_wins(app.add_option("--ranks", ranks_s));
-    app.add_flag("--bind", do_bind);
-    app.add_flag("-h,--help", help);
+    p.option("--xml", &xml);
+    p.option("--local-rank", &rank_s);
+    p.option("--local-size", &size_s);
+    p.option("--ranks", &ranks_s);
+    p.flag("--bind", &do_bind);
+    p.flag("-h,--help", &help);
     const std::vector<std::string> extra = p.parse(argc, argv);
     if (help) {
         std::printf("%s\n", kTopoUsage);
         return 0;
     }
     if (!extra.empty()) p.fail("topo: unknown argument '" + extra[0] + "'");
-    int local_rank = app.count("--local-rank") ? parse_count(p, "--local-rank", rank_s, 0) : -1;
-    int local_size = app.count("--local-size") ? parse_count(p, "--local-size", size_s, 1) : -1;
-    const int ranks = app.count("--ranks") ? parse_count(p, "--ranks", ranks_s, 1) : 0;
+    int local_rank = p.count("--local-rank") ? parse_count(p, "--local-rank", rank_s, 0) : -1;
+    int local_size = p.count("--local-size") ? parse_count(p, "--local-size", size_s, 1) : -1;
+    const int ranks = p.count("--ranks") ? parse_count(p, "--ranks", ranks_s, 1) : 0;
     if (ranks > 0 && (local_rank >= 0 || local_size >= 0 || do_bind))
         p.fail("topo: --ranks shows every rank's placement; it goes without --local-rank, "
                "--local-size and --bind");
