@@ -225,7 +225,7 @@ TEST_CASE("bf16 master: the stochastic rounding is unbiased (every cpu_adam vari
     // v = g*g, and the step is exactly p -/+ lr. Params 1 + k * 2^-7 (bf16 neighbours 2^-7 apart)
     // and lr = f * 2^-7 leave every new value between two bf16 neighbours; stochastic rounding
     // makes the mean error over 2^14 elements ~0 (sd <= 0.5 / 128 units of 2^-7). Round to
-    // nearest would be off by f / 3 units (f = 0.25: 5 sd), truncation by more.
+    // nearest would be off by f / 3 units (f = 0.25: 21 sd), truncation by more.
     const int64_t n = 1 << 14;
     std::vector<uint16_t> p0(n);
     std::vector<float> g(n);
