@@ -36,11 +36,6 @@ struct Tile {
     int64_t index0;      // number of element 0 in the flat parameter space (stochastic rounding)
 };
 
-// Bytes of one moment of a tile (fp32 4, bf16 2, Q8 1).
-inline int64_t state_bytes(const Tile& t) {
-    return optim::state_elem_bytes(t.sd);
-}
-
 // The tile needs the quantized / bf16-master kernel (KernelSet::step_q), not the fp32 one.
 inline bool tile_needs_q(const Tile& t) {
     return t.sd == SOF_STATE_Q8 || t.pd == SOF_DTYPE_BF16;
@@ -148,18 +143,18 @@ constexpr float kSumHi = 0x1p100f;
 constexpr int64_t kPrefetch = SOF_CPU_ADAM_PREFETCH;
 
 // Prefetches the lines holding element i + kPrefetch of every input stream of t (no faults: a
-// prefetch past the end of a buffer is dropped).
-inline void prefetch_inputs(const Tile& t, int64_t i) {
+// prefetch past the end of a buffer is dropped). GD, PD: the grads' and the master's dtypes, SB:
+// bytes per moment (fp32 4, bf16 2, Q8 1), compile-time so that the loop reads no format from t.
+template <int GD, int PD, int SB> inline void prefetch_inputs(const Tile& t, int64_t i) {
     if constexpr (kPrefetch > 0) {
         int64_t k = i + kPrefetch;
-        if (t.pd == SOF_DTYPE_F32)
+        if constexpr (PD == SOF_DTYPE_F32)
             __builtin_prefetch(t.p + k, 0, 3);
         else
             __builtin_prefetch(t.p16 + k, 0, 3);
-        __builtin_prefetch(static_cast<const char*>(t.m) + k * state_bytes(t), 0, 3);
-        __builtin_prefetch(static_cast<const char*>(t.v) + k * state_bytes(t), 0, 3);
-        __builtin_prefetch(static_cast<const char*>(t.g) + k * (t.gd == SOF_DTYPE_F32 ? 4 : 2), 0,
-                           3);
+        __builtin_prefetch(static_cast<const char*>(t.m) + k * SB, 0, 3);
+        __builtin_prefetch(static_cast<const char*>(t.v) + k * SB, 0, 3);
+        __builtin_prefetch(static_cast<const char*>(t.g) + k * (GD == SOF_DTYPE_F32 ? 4 : 2), 0, 3);
     }
 }
 

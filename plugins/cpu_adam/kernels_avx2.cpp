@@ -153,7 +153,7 @@ SOF_AVX2_INLINE void block16(const V8Consts& k, const Tile& t, int64_t i0, int64
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
     for (int64_t j = 0; j < len; j += 16) {
         int64_t i = i0 + j;
-        prefetch_inputs(t, i);
+        prefetch_inputs<GD, SOF_DTYPE_F32, SD == SOF_DTYPE_F32 ? 4 : 2>(t, i);
         __m256 g0 = _mm256_mul_ps(load_grad8<GD>(t.g, i), k.scale);
         __m256 g1 = _mm256_mul_ps(load_grad8<GD>(t.g, i + 8), k.scale);
         s0 = _mm256_fmadd_ps(g0, g0, s0);
@@ -341,7 +341,11 @@ template <bool SIGNED> SOF_AVX2_INLINE __m256i q8_encode8(__m256 x, __m256 inv) 
     constexpr optim::QMap q = optim::q8_map(SIGNED);
     constexpr int bias = optim::q_bias(q), sh = 23 - q.mbits;
     const __m256 y = _mm256_mul_ps(x, inv);
-    const __m256i ua = _mm256_and_si256(_mm256_castps_si256(y), _mm256_set1_epi32(0x7fffffff));
+    // |y|: v's values (unsigned slot) are never negative (v = b2 * v + (omb2 * g) * g from +0 up;
+    // a NaN, whatever its sign, makes the block's scale NaN and is never encoded)
+    const __m256i ua = SIGNED
+                           ? _mm256_and_si256(_mm256_castps_si256(y), _mm256_set1_epi32(0x7fffffff))
+                           : _mm256_castps_si256(y);
     const __m256i eb = _mm256_max_epi32(_mm256_and_si256(ua, _mm256_set1_epi32(0x7f800000)),
                                         _mm256_set1_epi32((128 - bias) << 23));
     const __m256i big = _mm256_add_epi32(eb, _mm256_set1_epi32(sh << 23));
@@ -366,10 +370,12 @@ SOF_AVX2_INLINE __m128i pack_codes16(__m256i a, __m256i b) {
     return _mm_shuffle_epi8(x, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15));
 }
 
-// Largest |x| bit pattern of 8 lanes folded into acc (optim::q_quantize_block's amax).
-SOF_AVX2_INLINE __m256i amax8(__m256i acc, __m256 x) {
-    return _mm256_max_epu32(
-        acc, _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff)));
+// Largest |x| bit pattern of 8 lanes folded into acc (optim::q_quantize_block's amax). SIGNED
+// false (v: never negative, see q8_encode8) takes the bits as they are: a NaN with its sign bit
+// set compares above 0x7f800000 as well, so q_block_scale gives the same NaN scale.
+template <bool SIGNED> SOF_AVX2_INLINE __m256i amax8(__m256i acc, __m256 x) {
+    const __m256i u = _mm256_castps_si256(x);
+    return _mm256_max_epu32(acc, SIGNED ? _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)) : u);
 }
 
 SOF_AVX2_INLINE uint32_t hmax8(__m256i a) {
@@ -572,7 +578,7 @@ SOF_AVX2_INLINE void q_block(const StepConsts& c, const V8Consts& k, const SrKey
         const uint32_t* sr = x.sr + (e0 & 3u); // bits of sub-chunk element s at sr[s]
         for (int64_t j = c0; j < c1; j += 16) {
             const int64_t i = b0 + j, s = j - c0;
-            prefetch_inputs(t, i);
+            prefetch_inputs<GD, PD, SD == SOF_STATE_Q8 ? 1 : (SD == SOF_STATE_F32 ? 4 : 2)>(t, i);
             __m256 g0 = _mm256_mul_ps(load_grad8<GD>(t.g, i), k.scale);
             __m256 g1 = _mm256_mul_ps(load_grad8<GD>(t.g, i + 8), k.scale);
             st.a = _mm256_fmadd_ps(g0, g0, st.a);
@@ -627,8 +633,8 @@ SOF_AVX2_INLINE void q_block(const StepConsts& c, const V8Consts& k, const SrKey
                 _mm256_store_ps(sm + j + 8, m1);
                 _mm256_store_ps(sv + j, v0);
                 _mm256_store_ps(sv + j + 8, v1);
-                am = amax8(amax8(am, m0), m1);
-                av = amax8(amax8(av, v0), v1);
+                am = amax8<true>(amax8<true>(am, m0), m1);
+                av = amax8<false>(amax8<false>(av, v0), v1);
             } else if constexpr (NT) {
                 store_state16<SD>(x.m, s, m0, m1);
                 store_state16<SD>(x.v, s, v0, v1);

@@ -114,7 +114,7 @@ SOF_AVX512_INLINE __m512 block16(const V16Consts& k, const Tile& t, int64_t i0, 
     __m512 s = _mm512_setzero_ps();
     for (int64_t j = 0; j < len; j += 16) {
         int64_t i = i0 + j;
-        prefetch_inputs(t, i);
+        prefetch_inputs<GD, SOF_DTYPE_F32, SD == SOF_DTYPE_F32 ? 4 : 2>(t, i);
         __m512 g = _mm512_mul_ps(load_grad16<GD>(t.g, i), k.scale);
         s = _mm512_fmadd_ps(g, g, s);
         __m512 p = _mm512_loadu_ps(t.p + i);
@@ -489,7 +489,7 @@ SOF_AVX512_INLINE void q_block(const StepConsts& c, const V16Consts& k, const Sr
         const uint32_t* sr = x.sr + (e0 & 3u); // bits of sub-chunk element s at sr[s]
         for (int64_t j = c0; j < c1; j += 16) {
             const int64_t i = b0 + j, s = j - c0;
-            prefetch_inputs(t, i);
+            prefetch_inputs<GD, PD, SD == SOF_STATE_Q8 ? 1 : (SD == SOF_STATE_F32 ? 4 : 2)>(t, i);
             __m512 g = _mm512_mul_ps(load_grad16<GD>(t.g, i), k.scale);
             st.a = _mm512_fmadd_ps(g, g, st.a);
             st.flush<GD>(t, i + 16, k.scale);
