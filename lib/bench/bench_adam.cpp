@@ -112,6 +112,8 @@ constexpr StepKind kKinds[] = {
     {"bf16 grads + bf16 moments", SOF_DTYPE_BF16, SOF_STATE_BF16, SOF_DTYPE_F32},
     {"bf16 moments", SOF_DTYPE_F32, SOF_STATE_BF16, SOF_DTYPE_F32},
     {"q8 moments", SOF_DTYPE_F32, SOF_STATE_Q8, SOF_DTYPE_F32},
+    {"bf16 master", SOF_DTYPE_F32, SOF_STATE_F32, SOF_DTYPE_BF16},
+    {"bf16 master + bf16 moments", SOF_DTYPE_F32, SOF_STATE_BF16, SOF_DTYPE_BF16},
     {"bf16 master + q8 moments", SOF_DTYPE_F32, SOF_STATE_Q8, SOF_DTYPE_BF16},
 };
 constexpr size_t kNumKinds = sizeof(kKinds) / sizeof(kKinds[0]);

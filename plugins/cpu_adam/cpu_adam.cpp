@@ -84,14 +84,18 @@ int32_t cpu_adam_score() {
     return 0;
 }
 
-// The variant's name and, for the vector variants, the path of the Q8 moments (KernelSet::q8):
-// "avx2 (q8 moments: avx2 vector; bf16 master: scalar elements)". Tests assert the Q8 path from
-// it; test_abi_c compares the first word.
+// The variant's name and, for the vector variants, the paths of the Q8 moments (KernelSet::q8)
+// and of the bf16 master's stochastic rounding (KernelSet::sr): "avx2 (q8 moments: avx2 vector;
+// bf16 master: avx2 vector)". Tests assert the paths from it; test_abi_c compares the first word.
 std::string variant_text(Variant v) {
     KernelSet k = kernels_of(v);
     std::string s = k.name;
-    if (std::strcmp(k.q8, "scalar") != 0)
-        s += std::string(" (q8 moments: ") + k.q8 + " vector; bf16 master: scalar elements)";
+    auto path = [](const char* isa) {
+        return std::strcmp(isa, "scalar") == 0 ? std::string("scalar elements")
+                                               : std::string(isa) + " vector";
+    };
+    if (std::strcmp(k.q8, "scalar") != 0 || std::strcmp(k.sr, "scalar") != 0)
+        s += " (q8 moments: " + path(k.q8) + "; bf16 master: " + path(k.sr) + ")";
     return s;
 }
 

@@ -36,21 +36,9 @@ struct Tile {
     int64_t index0;      // number of element 0 in the flat parameter space (stochastic rounding)
 };
 
-// Bytes of one moment of a tile (fp32 4, bf16 2, Q8 1).
-inline int64_t state_bytes(const Tile& t) {
-    return optim::state_elem_bytes(t.sd);
-}
-
 // The tile needs the quantized / bf16-master kernel (KernelSet::step_q), not the fp32 one.
 inline bool tile_needs_q(const Tile& t) {
     return t.sd == SOF_STATE_Q8 || t.pd == SOF_DTYPE_BF16;
-}
-
-// The tile takes the vector variants' Q8 path (Q8 moments with fp32 master params: dequantize,
-// step and requantize in vector registers); bf16 master params take step_tile_q_scalar's element
-// code in every variant.
-inline bool q8_vector_path(const Tile& t) {
-    return t.sd == SOF_STATE_Q8 && t.pd == SOF_DTYPE_F32;
 }
 
 // Per-call constants of cpu_adam's arithmetic: optim::adam_consts (the decimals PyTorch would
@@ -155,15 +143,18 @@ constexpr float kSumHi = 0x1p100f;
 constexpr int64_t kPrefetch = SOF_CPU_ADAM_PREFETCH;
 
 // Prefetches the lines holding element i + kPrefetch of every input stream of t (no faults: a
-// prefetch past the end of a buffer is dropped).
-inline void prefetch_inputs(const Tile& t, int64_t i) {
+// prefetch past the end of a buffer is dropped). GD, PD: the grads' and the master's dtypes, SB:
+// bytes per moment (fp32 4, bf16 2, Q8 1), compile-time so that the loop reads no format from t.
+template <int GD, int PD, int SB> inline void prefetch_inputs(const Tile& t, int64_t i) {
     if constexpr (kPrefetch > 0) {
         int64_t k = i + kPrefetch;
-        __builtin_prefetch(t.p + k, 0, 3);
-        __builtin_prefetch(static_cast<const char*>(t.m) + k * state_bytes(t), 0, 3);
-        __builtin_prefetch(static_cast<const char*>(t.v) + k * state_bytes(t), 0, 3);
-        __builtin_prefetch(static_cast<const char*>(t.g) + k * (t.gd == SOF_DTYPE_F32 ? 4 : 2), 0,
-                           3);
+        if constexpr (PD == SOF_DTYPE_F32)
+            __builtin_prefetch(t.p + k, 0, 3);
+        else
+            __builtin_prefetch(t.p16 + k, 0, 3);
+        __builtin_prefetch(static_cast<const char*>(t.m) + k * SB, 0, 3);
+        __builtin_prefetch(static_cast<const char*>(t.v) + k * SB, 0, 3);
+        __builtin_prefetch(static_cast<const char*>(t.g) + k * (GD == SOF_DTYPE_F32 ? 4 : 2), 0, 3);
     }
 }
 
@@ -241,11 +232,11 @@ using StepTileFn = double (*)(const StepConsts& c, const Tile& t, bool nt);
 // same variant (so grad_stats and adam_step report bitwise equal statistics).
 using StatsTileFn = double (*)(const void* g, int32_t gd, int64_t n, float scale);
 
-// The scalar step of a tile that needs step_q (the scalar variant's step_q, the vector variants'
-// for bf16 master params; their Q8 paths match it bitwise and use step_q_elem for block tails):
-// per element in index order the fp64 sum of squares,
-// step_q_elem, and the moments stored (fp32/bf16) or staged per block and quantized when the
-// block is complete (optim::q_quantize_block).
+// The scalar step of a tile that needs step_q (the scalar variant's step_q; the vector variants'
+// step_q paths match it bitwise and use step_q_elem for the tile's last len % 16 elements): per
+// element in index order the fp64 sum of squares, step_q_elem, and the moments stored
+// (fp32/bf16) or staged per block and quantized when the block is complete
+// (optim::q_quantize_block).
 inline double step_tile_q_scalar(const StepConsts& c, const Tile& t) {
     double sumsq = 0.0;
     const bool q8 = t.sd == SOF_STATE_Q8;
@@ -283,7 +274,8 @@ struct KernelSet {
     StepTileFn step;  // fp32 master, fp32/bf16 moments
     StatsTileFn stats;
     StepTileFn step_q; // Q8 moments or bf16 master (tile_needs_q); same statistics as step
-    const char* q8;    // instruction set of step_q's Q8 path (q8_vector_path tiles)
+    const char* q8;    // instruction set of step_q's Q8 moments (decode, step, encode)
+    const char* sr;    // instruction set of step_q's bf16 master (Philox, stochastic rounding)
 };
 
 KernelSet scalar_kernels();

@@ -153,7 +153,7 @@ SOF_AVX2_INLINE void block16(const V8Consts& k, const Tile& t, int64_t i0, int64
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
     for (int64_t j = 0; j < len; j += 16) {
         int64_t i = i0 + j;
-        prefetch_inputs(t, i);
+        prefetch_inputs<GD, SOF_DTYPE_F32, SD == SOF_DTYPE_F32 ? 4 : 2>(t, i);
         __m256 g0 = _mm256_mul_ps(load_grad8<GD>(t.g, i), k.scale);
         __m256 g1 = _mm256_mul_ps(load_grad8<GD>(t.g, i + 8), k.scale);
         s0 = _mm256_fmadd_ps(g0, g0, s0);
@@ -341,7 +341,11 @@ template <bool SIGNED> SOF_AVX2_INLINE __m256i q8_encode8(__m256 x, __m256 inv) 
     constexpr optim::QMap q = optim::q8_map(SIGNED);
     constexpr int bias = optim::q_bias(q), sh = 23 - q.mbits;
     const __m256 y = _mm256_mul_ps(x, inv);
-    const __m256i ua = _mm256_and_si256(_mm256_castps_si256(y), _mm256_set1_epi32(0x7fffffff));
+    // |y|: v's values (unsigned slot) are never negative (v = b2 * v + (omb2 * g) * g from +0 up;
+    // a NaN, whatever its sign, makes the block's scale NaN and is never encoded)
+    const __m256i ua = SIGNED
+                           ? _mm256_and_si256(_mm256_castps_si256(y), _mm256_set1_epi32(0x7fffffff))
+                           : _mm256_castps_si256(y);
     const __m256i eb = _mm256_max_epi32(_mm256_and_si256(ua, _mm256_set1_epi32(0x7f800000)),
                                         _mm256_set1_epi32((128 - bias) << 23));
     const __m256i big = _mm256_add_epi32(eb, _mm256_set1_epi32(sh << 23));
@@ -366,10 +370,12 @@ SOF_AVX2_INLINE __m128i pack_codes16(__m256i a, __m256i b) {
     return _mm_shuffle_epi8(x, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15));
 }
 
-// Largest |x| bit pattern of 8 lanes folded into acc (optim::q_quantize_block's amax).
-SOF_AVX2_INLINE __m256i amax8(__m256i acc, __m256 x) {
-    return _mm256_max_epu32(
-        acc, _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff)));
+// Largest |x| bit pattern of 8 lanes folded into acc (optim::q_quantize_block's amax). SIGNED
+// false (v: never negative, see q8_encode8) takes the bits as they are: a NaN with its sign bit
+// set compares above 0x7f800000 as well, so q_block_scale gives the same NaN scale.
+template <bool SIGNED> SOF_AVX2_INLINE __m256i amax8(__m256i acc, __m256 x) {
+    const __m256i u = _mm256_castps_si256(x);
+    return _mm256_max_epu32(acc, SIGNED ? _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)) : u);
 }
 
 SOF_AVX2_INLINE uint32_t hmax8(__m256i a) {
@@ -430,81 +436,256 @@ struct Sums8 {
     }
 };
 
-// One Q8 block: len (<= qb) elements from tile element b0. Steps 16 elements at a time
-// (block16's operations, m and v decoded from their codes), the new params stored (NT: staged
-// per kSumBlock elements in L1 and streamed), the new m, v staged in sm, sv (64-byte aligned)
-// with their amax; the last len % 16 elements through step_q_elem; then both slots quantized.
-template <int GD, int LD, bool NT, bool WD, bool L2>
-SOF_AVX2_INLINE void q8_block(const StepConsts& c, const V8Consts& k, const Tile& t, int64_t b0,
-                              int64_t len, float* sm, float* sv, Sums8& st) {
+// ---- bf16 master params: stochastic rounding with Philox4x32-10 in vector lanes ----
+// optim::sr_bits of consecutive elements, four draws (16 elements) per vector: a draw's counter
+// words sit in the low halves of one 64-bit lane, where one vpmuludq forms the whole 32x32 ->
+// 64-bit product (lo in the low half, hi moved down by one shift; the high halves carry bits no
+// later operation reads). The lanes hold draws {0, 2, 1, 3} of a group, so that one blend per
+// word pair and one unpack leave the words in element order. Every operation is the scalar
+// generator's (core::philox4x32) on the same 32-bit words: the same bits.
+
+// What round r xors into counter words 0 and 2: the round key (k0 + r * Weyl0, k1 + r * Weyl1);
+// rounds 0 and 1 also fold in the counter words that are the same for every draw (the step, the
+// stream word kSrStream and hi/lo of Mul1 * step).
+struct SrKeys {
+    __m256i a[core::kPhiloxRounds], b[core::kPhiloxRounds];
+};
+
+SOF_AVX2_INLINE void sr_keys(const StepConsts& c, SrKeys& k) {
+    const uint32_t k0 = static_cast<uint32_t>(c.seed), k1 = static_cast<uint32_t>(c.seed >> 32);
+    const uint64_t p1 = uint64_t{core::kPhiloxMul1} * static_cast<uint32_t>(c.step);
+    for (int r = 0; r < core::kPhiloxRounds; r++) {
+        uint32_t a = k0 + static_cast<uint32_t>(r) * core::kPhiloxWeyl0;
+        uint32_t b = k1 + static_cast<uint32_t>(r) * core::kPhiloxWeyl1;
+        if (r == 0) a ^= static_cast<uint32_t>(p1 >> 32), b ^= optim::kSrStream;
+        if (r == 1) a ^= static_cast<uint32_t>(p1);
+        k.a[r] = _mm256_set1_epi32(static_cast<int>(a));
+        k.b[r] = _mm256_set1_epi32(static_cast<int>(b));
+    }
+}
+
+// out[0, 32) = the stochastic-rounding bits (word >> 16) of elements 4d .. 4d + 31, i.e. words
+// 0-3 of draws d .. d + 7 (two independent groups of four, interleaved for the multipliers).
+SOF_AVX2_INLINE void sr_draws8(const SrKeys& k, uint64_t d, uint32_t* out) {
+    const __m256i m0 = _mm256_set1_epi32(static_cast<int>(core::kPhiloxMul0));
+    const __m256i m1 = _mm256_set1_epi32(static_cast<int>(core::kPhiloxMul1));
+    const __m256i lanes = _mm256_set_epi64x(3, 1, 2, 0);
+    __m256i c0[2], c1[2], c2[2], c3[2];
+    for (int h = 0; h < 2; h++) {
+        const __m256i ctr =
+            _mm256_add_epi64(_mm256_set1_epi64x(static_cast<long long>(d + 4u * h)), lanes);
+        // round 0: words 2, 3 (step, stream) and hence Mul1 * word 2 are constants
+        const __m256i p0 = _mm256_mul_epu32(ctr, m0);
+        c0[h] = _mm256_xor_si256(_mm256_srli_epi64(ctr, 32), k.a[0]);
+        c2[h] = _mm256_xor_si256(_mm256_srli_epi64(p0, 32), k.b[0]);
+        c3[h] = p0;
+        // round 1: word 1 is the constant lo(Mul1 * step), folded into k.a[1]
+        const __m256i q0 = _mm256_mul_epu32(c0[h], m0), q1 = _mm256_mul_epu32(c2[h], m1);
+        c0[h] = _mm256_xor_si256(_mm256_srli_epi64(q1, 32), k.a[1]);
+        c1[h] = q1;
+        c2[h] = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(q0, 32), c3[h]), k.b[1]);
+        c3[h] = q0;
+    }
+    for (int r = 2; r < core::kPhiloxRounds; r++)
+        for (int h = 0; h < 2; h++) {
+            const __m256i q0 = _mm256_mul_epu32(c0[h], m0), q1 = _mm256_mul_epu32(c2[h], m1);
+            c0[h] = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(q1, 32), c1[h]), k.a[r]);
+            c1[h] = q1;
+            c2[h] = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(q0, 32), c3[h]), k.b[r]);
+            c3[h] = q0;
+        }
+    for (int h = 0; h < 2; h++) {
+        // 64-bit lane j: words (0, 1) and (2, 3) of its draw; unpack: draws 0, 1 | 2, 3
+        const __m256i w01 = _mm256_blend_epi32(c0[h], _mm256_slli_epi64(c1[h], 32), 0xAA);
+        const __m256i w23 = _mm256_blend_epi32(c2[h], _mm256_slli_epi64(c3[h], 32), 0xAA);
+        __m256i* o = reinterpret_cast<__m256i*>(out + 16 * h);
+        _mm256_storeu_si256(o, _mm256_srli_epi32(_mm256_unpacklo_epi64(w01, w23), 16));
+        _mm256_storeu_si256(o + 1, _mm256_srli_epi32(_mm256_unpackhi_epi64(w01, w23), 16));
+    }
+}
+
+// Capacity of the bits of one sub-chunk: kSumBlock elements from any e0 (3 words before it, the
+// rest of the last 32).
+constexpr int64_t kSrWords = kSumBlock + 32;
+
+// sr[w] = optim::sr_bits(seed, step, (e0 & ~3) + w) for w < (e0 & 3) + n (n <= kSumBlock; written
+// up to the next multiple of 32): element e0 + j's bits are sr[(e0 & 3) + j].
+SOF_AVX2_INLINE void sr_fill(const SrKeys& k, uint64_t e0, int64_t n, uint32_t* sr) {
+    const int64_t words = static_cast<int64_t>(e0 & 3u) + n;
+    for (int64_t w = 0; w < words; w += 32)
+        sr_draws8(k, (e0 >> 2) + static_cast<uint64_t>(w / 4), sr + w);
+}
+
+// 8 params stochastically rounded to bf16 with their bits r (optim::f32_to_bf16_sr), in the low
+// 16 bits of each lane; a NaN as core::f32_to_bf16 (quiet, sign and top payload bits kept).
+SOF_AVX2_INLINE __m256i bf16_sr8(__m256 x, __m256i r) {
+    const __m256i u = _mm256_castps_si256(x);
+    const __m256i s = _mm256_srli_epi32(_mm256_add_epi32(u, r), 16);
+    const __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(s), _mm256_castsi256_ps(qnan),
+                                                _mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
+}
+
+// ---- the step of Q8 moments and/or bf16 master params (step_q) ----
+
+// Streams n (multiple of 16) 2-byte values from L1 staging to dst (32-byte aligned): whole
+// 64-byte lines streamed, the last 16 values (half a line) stored.
+SOF_AVX2_INLINE void stream_out16(uint16_t* dst, const uint16_t* src, int64_t n) {
+    const int64_t full = n & ~int64_t{31};
+    stream_out(dst, src, 2 * full);
+    if (full < n)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + full),
+                            _mm256_load_si256(reinterpret_cast<const __m256i*>(src + full)));
+}
+
+// Per-tile scratch: separate outputs (NT) of one kSumBlock sub-chunk staged in L1, and the
+// stochastic-rounding bits of the sub-chunk.
+struct QScratch {
+    alignas(64) float p[kSumBlock]; // fp32 params, or bf16 ones in the first half
+    alignas(64) float m[kSumBlock]; // fp32/bf16 moments (Q8 ones are staged whole in sm, sv)
+    alignas(64) float v[kSumBlock];
+    alignas(64) uint16_t l[kSumBlock]; // the copy
+    alignas(64) uint32_t sr[kSrWords];
+};
+
+// LD of a bf16 master: the copy's dtype is read at run time (one predictable branch).
+constexpr int kLdRuntime = -2;
+
+// One chunk of len elements from tile element b0: a Q8 block (len <= qb) or, with fp32/bf16
+// moments, up to kQBlockMax elements. Steps 16 elements at a time (block16's operations, PD the
+// master's dtype, SD the moments' format: Q8 decoded from its codes), per kSumBlock sub-chunk:
+// a bf16 master's stochastic-rounding bits first (sr_fill), the new params stochastically
+// rounded (bf16_sr8); the new params, the copy and fp32/bf16 moments stored (NT: staged per
+// sub-chunk in L1 and streamed); Q8 moments staged in sm, sv (64-byte aligned) with their amax.
+// The last len % 16 elements through step_q_elem; then Q8 slots quantized.
+template <int GD, int LD, int SD, int PD, bool NT, bool WD, bool L2>
+SOF_AVX2_INLINE void q_block(const StepConsts& c, const V8Consts& k, const SrKeys& keys,
+                             const Tile& t, int64_t b0, int64_t len, float* sm, float* sv,
+                             QScratch& x, Sums8& st) {
+    constexpr bool q8 = SD == SOF_STATE_Q8;
     const uint8_t* mc = static_cast<const uint8_t*>(t.m);
     const uint8_t* vc = static_cast<const uint8_t*>(t.v);
-    const __m256 ms = _mm256_set1_ps(t.ms[b0 / t.qb]), vs = _mm256_set1_ps(t.vs[b0 / t.qb]);
+    const __m256 ms = _mm256_set1_ps(q8 ? t.ms[b0 / t.qb] : 0.0f);
+    const __m256 vs = _mm256_set1_ps(q8 ? t.vs[b0 / t.qb] : 0.0f);
     uint16_t* lw = static_cast<uint16_t*>(t.lowp);
+    uint16_t* xp16 = reinterpret_cast<uint16_t*>(x.p);
     __m256i am = _mm256_setzero_si256(), av = am;
     const int64_t len16 = len & ~int64_t{15};
-    alignas(64) float bp[kSumBlock];
-    alignas(64) uint16_t bl[kSumBlock];
     for (int64_t c0 = 0; c0 < len16; c0 += kSumBlock) {
         const int64_t c1 = len16 - c0 < kSumBlock ? len16 : c0 + kSumBlock;
+        const uint64_t e0 = static_cast<uint64_t>(t.index0 + b0 + c0);
+        if constexpr (PD == SOF_DTYPE_BF16) sr_fill(keys, e0, c1 - c0, x.sr);
+        const uint32_t* sr = x.sr + (e0 & 3u); // bits of sub-chunk element s at sr[s]
         for (int64_t j = c0; j < c1; j += 16) {
-            const int64_t i = b0 + j;
-            prefetch_inputs(t, i);
+            const int64_t i = b0 + j, s = j - c0;
+            prefetch_inputs<GD, PD, SD == SOF_STATE_Q8 ? 1 : (SD == SOF_STATE_F32 ? 4 : 2)>(t, i);
             __m256 g0 = _mm256_mul_ps(load_grad8<GD>(t.g, i), k.scale);
             __m256 g1 = _mm256_mul_ps(load_grad8<GD>(t.g, i + 8), k.scale);
             st.a = _mm256_fmadd_ps(g0, g0, st.a);
             st.b = _mm256_fmadd_ps(g1, g1, st.b);
             st.flush<GD>(t, i + 16, k.scale);
-            __m256 p0 = _mm256_loadu_ps(t.p + i), p1 = _mm256_loadu_ps(t.p + i + 8);
+            __m256 p0, p1;
+            if constexpr (PD == SOF_DTYPE_F32)
+                p0 = _mm256_loadu_ps(t.p + i), p1 = _mm256_loadu_ps(t.p + i + 8);
+            else
+                load_state16<SOF_DTYPE_BF16>(t.p16, i, p0, p1);
             weight_decay16<WD, L2>(k, p0, p1, g0, g1);
-            __m256 m0 =
-                _mm256_fmadd_ps(k.b1, load_q8x8<true>(mc, i, ms), _mm256_mul_ps(k.omb1, g0));
-            __m256 m1 =
-                _mm256_fmadd_ps(k.b1, load_q8x8<true>(mc, i + 8, ms), _mm256_mul_ps(k.omb1, g1));
-            __m256 v0 = _mm256_fmadd_ps(k.b2, load_q8x8<false>(vc, i, vs),
-                                        _mm256_mul_ps(_mm256_mul_ps(k.omb2, g0), g0));
-            __m256 v1 = _mm256_fmadd_ps(k.b2, load_q8x8<false>(vc, i + 8, vs),
-                                        _mm256_mul_ps(_mm256_mul_ps(k.omb2, g1), g1));
+            __m256 mi0, mi1, vi0, vi1;
+            if constexpr (q8) {
+                mi0 = load_q8x8<true>(mc, i, ms), mi1 = load_q8x8<true>(mc, i + 8, ms);
+                vi0 = load_q8x8<false>(vc, i, vs), vi1 = load_q8x8<false>(vc, i + 8, vs);
+            } else {
+                load_state16<SD>(t.m, i, mi0, mi1);
+                load_state16<SD>(t.v, i, vi0, vi1);
+            }
+            __m256 m0 = _mm256_fmadd_ps(k.b1, mi0, _mm256_mul_ps(k.omb1, g0));
+            __m256 m1 = _mm256_fmadd_ps(k.b1, mi1, _mm256_mul_ps(k.omb1, g1));
+            __m256 v0 = _mm256_fmadd_ps(k.b2, vi0, _mm256_mul_ps(_mm256_mul_ps(k.omb2, g0), g0));
+            __m256 v1 = _mm256_fmadd_ps(k.b2, vi1, _mm256_mul_ps(_mm256_mul_ps(k.omb2, g1), g1));
             __m256 d0 = _mm256_fmadd_ps(_mm256_sqrt_ps(v0), k.rbc2, k.eps);
             __m256 d1 = _mm256_fmadd_ps(_mm256_sqrt_ps(v1), k.rbc2, k.eps);
             p0 = _mm256_fmadd_ps(k.nss, _mm256_div_ps(m0, d0), p0);
             p1 = _mm256_fmadd_ps(k.nss, _mm256_div_ps(m1, d1), p1);
-            float* po = NT ? bp + (j - c0) : t.po + i;
-            _mm256_storeu_ps(po, p0);
-            _mm256_storeu_ps(po + 8, p1);
-            if constexpr (LD != -1)
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(NT ? bl + (j - c0) : lw + i),
-                                    lowp16<LD>(p0, p1));
-            _mm256_store_ps(sm + j, m0);
-            _mm256_store_ps(sm + j + 8, m1);
-            _mm256_store_ps(sv + j, v0);
-            _mm256_store_ps(sv + j + 8, v1);
-            am = amax8(amax8(am, m0), m1);
-            av = amax8(amax8(av, v0), v1);
+            if constexpr (PD == SOF_DTYPE_F32) {
+                float* po = NT ? x.p + s : t.po + i;
+                _mm256_storeu_ps(po, p0);
+                _mm256_storeu_ps(po + 8, p1);
+                if constexpr (LD != -1)
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(NT ? x.l + s : lw + i),
+                                        lowp16<LD>(p0, p1));
+            } else {
+                const __m256i r0 =
+                    bf16_sr8(p0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sr + s)));
+                const __m256i r1 =
+                    bf16_sr8(p1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sr + s + 8)));
+                const __m256i h = _mm256_permute4x64_epi64(_mm256_packus_epi32(r0, r1), 0xD8);
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(NT ? xp16 + s : t.po16 + i), h);
+                if (lw) // the copy of the stored bf16 values: bf16 is h itself (exact)
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(NT ? x.l + s : lw + i),
+                                        t.ld == SOF_DTYPE_BF16
+                                            ? h
+                                            : lowp16<SOF_DTYPE_F16>(
+                                                  _mm256_castsi256_ps(_mm256_slli_epi32(r0, 16)),
+                                                  _mm256_castsi256_ps(_mm256_slli_epi32(r1, 16))));
+            }
+            if constexpr (q8) {
+                _mm256_store_ps(sm + j, m0);
+                _mm256_store_ps(sm + j + 8, m1);
+                _mm256_store_ps(sv + j, v0);
+                _mm256_store_ps(sv + j + 8, v1);
+                am = amax8<true>(amax8<true>(am, m0), m1);
+                av = amax8<false>(amax8<false>(av, v0), v1);
+            } else if constexpr (NT) {
+                store_state16<SD>(x.m, s, m0, m1);
+                store_state16<SD>(x.v, s, v0, v1);
+            } else {
+                store_state16<SD>(t.mo, i, m0, m1);
+                store_state16<SD>(t.vo, i, v0, v1);
+            }
         }
         if constexpr (NT) {
-            const int64_t n = c1 - c0, full = n & ~int64_t{31}; // whole 64-byte lines of the copy
-            stream_out(t.po + b0 + c0, bp, 4 * n);
-            if constexpr (LD != -1) {
-                stream_out(lw + b0 + c0, bl, 2 * full);
-                for (int64_t j = full; j < n; j++)
-                    lw[b0 + c0 + j] = bl[j];
+            const int64_t n = c1 - c0, o = b0 + c0;
+            if constexpr (PD == SOF_DTYPE_F32)
+                stream_out(t.po + o, x.p, 4 * n);
+            else
+                stream_out16(t.po16 + o, xp16, n);
+            if (lw) stream_out16(lw + o, x.l, n);
+            if constexpr (SD == SOF_STATE_F32) {
+                stream_out(static_cast<float*>(t.mo) + o, x.m, 4 * n);
+                stream_out(static_cast<float*>(t.vo) + o, x.v, 4 * n);
+            } else if constexpr (SD == SOF_STATE_BF16) {
+                stream_out16(static_cast<uint16_t*>(t.mo) + o, reinterpret_cast<uint16_t*>(x.m), n);
+                stream_out16(static_cast<uint16_t*>(t.vo) + o, reinterpret_cast<uint16_t*>(x.v), n);
             }
         }
     }
-    for (int64_t j = len16; j < len; j++)
-        step_q_elem(c, t, b0 + j, optim::adam_ref_grad(t.g, GD, b0 + j), &sm[j], &sv[j]);
-    q8_quantize<true, NT>(sm, len, am, static_cast<uint8_t*>(t.mo) + b0, t.mso + b0 / t.qb);
-    q8_quantize<false, NT>(sv, len, av, static_cast<uint8_t*>(t.vo) + b0, t.vso + b0 / t.qb);
+    for (int64_t j = len16; j < len; j++) {
+        float m, v;
+        step_q_elem(c, t, b0 + j, optim::adam_ref_grad(t.g, GD, b0 + j), &m, &v);
+        if constexpr (q8)
+            sm[j] = m, sv[j] = v;
+        else
+            store_mv_elem(t, b0 + j, m, v);
+    }
+    if constexpr (q8) {
+        q8_quantize<true, NT>(sm, len, am, static_cast<uint8_t*>(t.mo) + b0, t.mso + b0 / t.qb);
+        q8_quantize<false, NT>(sv, len, av, static_cast<uint8_t*>(t.vo) + b0, t.vso + b0 / t.qb);
+    }
 }
 
-template <int GD, int LD, bool NT, bool WD, bool L2>
-SOF_AVX2 double step_q8_impl(const StepConsts& c, const Tile& t) {
+template <int GD, int LD, int SD, int PD, bool NT, bool WD, bool L2>
+SOF_AVX2 double step_q_impl(const StepConsts& c, const Tile& t) {
     const V8Consts k = v8_consts(c);
-    alignas(64) float sm[optim::kQBlockMax], sv[optim::kQBlockMax];
+    SrKeys keys;
+    if constexpr (PD == SOF_DTYPE_BF16) sr_keys(c, keys);
+    constexpr int64_t stage = SD == SOF_STATE_Q8 ? optim::kQBlockMax : 16;
+    alignas(64) float sm[stage], sv[stage];
+    QScratch x;
     Sums8 st(t.n & ~int64_t{15});
-    for (int64_t b0 = 0; b0 < t.n; b0 += t.qb)
-        q8_block<GD, LD, NT, WD, L2>(c, k, t, b0, t.n - b0 < t.qb ? t.n - b0 : t.qb, sm, sv, st);
+    const int64_t chunk = SD == SOF_STATE_Q8 ? t.qb : optim::kQBlockMax;
+    for (int64_t b0 = 0; b0 < t.n; b0 += chunk)
+        q_block<GD, LD, SD, PD, NT, WD, L2>(c, k, keys, t, b0, t.n - b0 < chunk ? t.n - b0 : chunk,
+                                            sm, sv, x, st);
     double sumsq = hsum(st.s[0], st.s[1], st.s[2], st.s[3]);
     for (int64_t i = st.n16; i < t.n; i++) { // stats_impl's tail, in index order
         float gs = optim::adam_ref_grad(t.g, GD, i) * c.scale;
@@ -514,40 +695,45 @@ SOF_AVX2 double step_q8_impl(const StepConsts& c, const Tile& t) {
     return sumsq;
 }
 
-template <int GD, int LD, bool NT>
-SOF_AVX2 double step_q8_mode(const StepConsts& c, const Tile& t) {
-    if (c.wd == 0.0f) return step_q8_impl<GD, LD, NT, false, false>(c, t);
-    if (c.l2) return step_q8_impl<GD, LD, NT, true, true>(c, t);
-    return step_q8_impl<GD, LD, NT, true, false>(c, t);
+template <int GD, int LD, int SD, int PD, bool NT>
+SOF_AVX2 double step_q_mode(const StepConsts& c, const Tile& t) {
+    if (c.wd == 0.0f) return step_q_impl<GD, LD, SD, PD, NT, false, false>(c, t);
+    if (c.l2) return step_q_impl<GD, LD, SD, PD, NT, true, true>(c, t);
+    return step_q_impl<GD, LD, SD, PD, NT, true, false>(c, t);
 }
 
-template <int GD, int LD> SOF_AVX2 double step_q8_nt(const StepConsts& c, const Tile& t, bool nt) {
-    return nt ? step_q8_mode<GD, LD, true>(c, t) : step_q8_mode<GD, LD, false>(c, t);
+template <int GD, int LD, int SD, int PD>
+SOF_AVX2 double step_q_nt(const StepConsts& c, const Tile& t, bool nt) {
+    return nt ? step_q_mode<GD, LD, SD, PD, true>(c, t) : step_q_mode<GD, LD, SD, PD, false>(c, t);
 }
 
-template <int GD> SOF_AVX2 double step_q8_lowp(const StepConsts& c, const Tile& t, bool nt) {
-    if (!t.lowp) return step_q8_nt<GD, -1>(c, t, nt);
-    if (t.ld == SOF_DTYPE_F16) return step_q8_nt<GD, SOF_DTYPE_F16>(c, t, nt);
-    return step_q8_nt<GD, SOF_DTYPE_BF16>(c, t, nt);
-}
-
-// Q8 moments with fp32 master: the vector path above; bf16 master params (any moments): the
-// scalar element code (step_tile_q_scalar). Statistics: this variant's (equal to its grad_stats).
-SOF_AVX2 double step_q_avx2(const StepConsts& c, const Tile& t, bool nt) {
-    if (!q8_vector_path(t)) {
-        const double s = stats_tile_avx2(t.g, t.gd, t.n, c.scale);
-        step_tile_q_scalar(c, t);
-        return s;
+template <int GD> SOF_AVX2 double step_q_format(const StepConsts& c, const Tile& t, bool nt) {
+    if (t.pd == SOF_DTYPE_BF16) {
+        if (t.sd == SOF_STATE_Q8)
+            return step_q_nt<GD, kLdRuntime, SOF_STATE_Q8, SOF_DTYPE_BF16>(c, t, nt);
+        if (t.sd == SOF_STATE_BF16)
+            return step_q_nt<GD, kLdRuntime, SOF_STATE_BF16, SOF_DTYPE_BF16>(c, t, nt);
+        return step_q_nt<GD, kLdRuntime, SOF_STATE_F32, SOF_DTYPE_BF16>(c, t, nt);
     }
-    if (t.gd == SOF_DTYPE_BF16) return step_q8_lowp<SOF_DTYPE_BF16>(c, t, nt);
-    if (t.gd == SOF_DTYPE_F16) return step_q8_lowp<SOF_DTYPE_F16>(c, t, nt);
-    return step_q8_lowp<SOF_DTYPE_F32>(c, t, nt);
+    if (!t.lowp) return step_q_nt<GD, -1, SOF_STATE_Q8, SOF_DTYPE_F32>(c, t, nt);
+    if (t.ld == SOF_DTYPE_F16)
+        return step_q_nt<GD, SOF_DTYPE_F16, SOF_STATE_Q8, SOF_DTYPE_F32>(c, t, nt);
+    return step_q_nt<GD, SOF_DTYPE_BF16, SOF_STATE_Q8, SOF_DTYPE_F32>(c, t, nt);
+}
+
+// Q8 moments and/or bf16 master params (tile_needs_q), every combination in vector registers:
+// bitwise step_tile_q_scalar's results. Statistics: this variant's (equal to its grad_stats).
+SOF_AVX2 double step_q_avx2(const StepConsts& c, const Tile& t, bool nt) {
+    if (!tile_needs_q(t)) return step_tile_avx2(c, t, nt);
+    if (t.gd == SOF_DTYPE_BF16) return step_q_format<SOF_DTYPE_BF16>(c, t, nt);
+    if (t.gd == SOF_DTYPE_F16) return step_q_format<SOF_DTYPE_F16>(c, t, nt);
+    return step_q_format<SOF_DTYPE_F32>(c, t, nt);
 }
 
 } // namespace
 
 KernelSet avx2_kernels() {
-    return {"avx2", step_tile_avx2, stats_tile_avx2, step_q_avx2, "avx2"};
+    return {"avx2", step_tile_avx2, stats_tile_avx2, step_q_avx2, "avx2", "avx2"};
 }
 
 } // namespace sof::cpu_adam

@@ -114,7 +114,7 @@ SOF_AVX512_INLINE __m512 block16(const V16Consts& k, const Tile& t, int64_t i0, 
     __m512 s = _mm512_setzero_ps();
     for (int64_t j = 0; j < len; j += 16) {
         int64_t i = i0 + j;
-        prefetch_inputs(t, i);
+        prefetch_inputs<GD, SOF_DTYPE_F32, SD == SOF_DTYPE_F32 ? 4 : 2>(t, i);
         __m512 g = _mm512_mul_ps(load_grad16<GD>(t.g, i), k.scale);
         s = _mm512_fmadd_ps(g, g, s);
         __m512 p = _mm512_loadu_ps(t.p + i);
@@ -353,66 +353,234 @@ struct Sums16 {
     }
 };
 
-// One Q8 block of len (<= qb) elements from tile element b0 (kernels_avx2.cpp's q8_block).
-template <int GD, int LD, bool NT, bool WD, bool L2>
-SOF_AVX512_INLINE void q8_block(const StepConsts& c, const V16Consts& k, const Tile& t, int64_t b0,
-                                int64_t len, float* sm, float* sv, Sums16& st) {
+// ---- bf16 master params: stochastic rounding with Philox4x32-10 in vector lanes ----
+// kernels_avx2.cpp's scheme on 8 draws (32 elements) per zmm: a draw's counter words in the low
+// halves of one 64-bit lane (vpmuludq: the whole 32x32 -> 64-bit product), three-way xors in one
+// vpternlog; the lanes hold draws {0, 4, 1, 5, 2, 6, 3, 7} of a group so that one blend per word
+// pair and one unpack leave the words in element order. The same 32-bit operations as
+// core::philox4x32: the same bits.
+
+// What round r xors into counter words 0 and 2 (kernels_avx2.cpp's SrKeys).
+struct SrKeys {
+    __m512i a[core::kPhiloxRounds], b[core::kPhiloxRounds];
+};
+
+SOF_AVX512_INLINE void sr_keys(const StepConsts& c, SrKeys& k) {
+    const uint32_t k0 = static_cast<uint32_t>(c.seed), k1 = static_cast<uint32_t>(c.seed >> 32);
+    const uint64_t p1 = uint64_t{core::kPhiloxMul1} * static_cast<uint32_t>(c.step);
+    for (int r = 0; r < core::kPhiloxRounds; r++) {
+        uint32_t a = k0 + static_cast<uint32_t>(r) * core::kPhiloxWeyl0;
+        uint32_t b = k1 + static_cast<uint32_t>(r) * core::kPhiloxWeyl1;
+        if (r == 0) a ^= static_cast<uint32_t>(p1 >> 32), b ^= optim::kSrStream;
+        if (r == 1) a ^= static_cast<uint32_t>(p1);
+        k.a[r] = _mm512_set1_epi32(static_cast<int>(a));
+        k.b[r] = _mm512_set1_epi32(static_cast<int>(b));
+    }
+}
+
+SOF_AVX512_INLINE __m512i xor3(__m512i a, __m512i b, __m512i c) {
+    return _mm512_ternarylogic_epi64(a, b, c, 0x96);
+}
+
+// out[0, 64) = the stochastic-rounding bits (word >> 16) of elements 4d .. 4d + 63: words 0-3 of
+// draws d .. d + 15 (two independent groups of eight, interleaved for the multipliers).
+SOF_AVX512_INLINE void sr_draws16(const SrKeys& k, uint64_t d, uint32_t* out) {
+    const __m512i m0 = _mm512_set1_epi32(static_cast<int>(core::kPhiloxMul0));
+    const __m512i m1 = _mm512_set1_epi32(static_cast<int>(core::kPhiloxMul1));
+    const __m512i lanes = _mm512_set_epi64(7, 3, 6, 2, 5, 1, 4, 0);
+    __m512i c0[2], c1[2], c2[2], c3[2];
+    for (int h = 0; h < 2; h++) {
+        const __m512i ctr =
+            _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(d + 8u * h)), lanes);
+        // round 0: words 2, 3 (step, stream) and hence Mul1 * word 2 are constants
+        const __m512i p0 = _mm512_mul_epu32(ctr, m0);
+        c0[h] = _mm512_xor_si512(_mm512_srli_epi64(ctr, 32), k.a[0]);
+        c2[h] = _mm512_xor_si512(_mm512_srli_epi64(p0, 32), k.b[0]);
+        c3[h] = p0;
+        // round 1: word 1 is the constant lo(Mul1 * step), folded into k.a[1]
+        const __m512i q0 = _mm512_mul_epu32(c0[h], m0), q1 = _mm512_mul_epu32(c2[h], m1);
+        c0[h] = _mm512_xor_si512(_mm512_srli_epi64(q1, 32), k.a[1]);
+        c1[h] = q1;
+        c2[h] = xor3(_mm512_srli_epi64(q0, 32), c3[h], k.b[1]);
+        c3[h] = q0;
+    }
+    for (int r = 2; r < core::kPhiloxRounds; r++)
+        for (int h = 0; h < 2; h++) {
+            const __m512i q0 = _mm512_mul_epu32(c0[h], m0), q1 = _mm512_mul_epu32(c2[h], m1);
+            c0[h] = xor3(_mm512_srli_epi64(q1, 32), c1[h], k.a[r]);
+            c1[h] = q1;
+            c2[h] = xor3(_mm512_srli_epi64(q0, 32), c3[h], k.b[r]);
+            c3[h] = q0;
+        }
+    for (int h = 0; h < 2; h++) {
+        // 64-bit lane j: words (0, 1) and (2, 3) of its draw; unpack: draws 0-3 | 4-7
+        const __m512i w01 = _mm512_mask_blend_epi32(0xAAAA, c0[h], _mm512_slli_epi64(c1[h], 32));
+        const __m512i w23 = _mm512_mask_blend_epi32(0xAAAA, c2[h], _mm512_slli_epi64(c3[h], 32));
+        _mm512_storeu_si512(out + 32 * h, _mm512_srli_epi32(_mm512_unpacklo_epi64(w01, w23), 16));
+        _mm512_storeu_si512(out + 32 * h + 16,
+                            _mm512_srli_epi32(_mm512_unpackhi_epi64(w01, w23), 16));
+    }
+}
+
+// Capacity of the bits of one sub-chunk: kSumBlock elements from any e0 (3 words before it, the
+// rest of the last 64).
+constexpr int64_t kSrWords = kSumBlock + 64;
+
+// sr[w] = optim::sr_bits(seed, step, (e0 & ~3) + w) for w < (e0 & 3) + n (n <= kSumBlock; written
+// up to the next multiple of 64): element e0 + j's bits are sr[(e0 & 3) + j].
+SOF_AVX512_INLINE void sr_fill(const SrKeys& k, uint64_t e0, int64_t n, uint32_t* sr) {
+    const int64_t words = static_cast<int64_t>(e0 & 3u) + n;
+    for (int64_t w = 0; w < words; w += 64)
+        sr_draws16(k, (e0 >> 2) + static_cast<uint64_t>(w / 4), sr + w);
+}
+
+// 16 params stochastically rounded to bf16 with their bits r (optim::f32_to_bf16_sr); a NaN as
+// core::f32_to_bf16 (quiet, sign and top payload bits kept). Also returns the 32-bit lanes.
+SOF_AVX512_INLINE __m256i bf16_sr16(__m512 x, __m512i r, __m512i& lanes) {
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i s = _mm512_srli_epi32(_mm512_add_epi32(u, r), 16);
+    const __m512i qnan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    lanes = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), s, qnan);
+    return _mm512_cvtepi32_epi16(lanes);
+}
+
+// ---- the step of Q8 moments and/or bf16 master params (step_q) ----
+
+// Streams n (multiple of 16) 2-byte values from L1 staging to dst (32-byte aligned): whole
+// 64-byte lines streamed, the last 16 values (half a line) stored.
+SOF_AVX512_INLINE void stream_out16(uint16_t* dst, const uint16_t* src, int64_t n) {
+    const int64_t full = n & ~int64_t{31};
+    stream_out(dst, src, 2 * full);
+    if (full < n)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + full),
+                            _mm256_load_si256(reinterpret_cast<const __m256i*>(src + full)));
+}
+
+// Per-tile scratch (kernels_avx2.cpp's QScratch).
+struct QScratch {
+    alignas(64) float p[kSumBlock]; // fp32 params, or bf16 ones in the first half
+    alignas(64) float m[kSumBlock]; // fp32/bf16 moments (Q8 ones are staged whole in sm, sv)
+    alignas(64) float v[kSumBlock];
+    alignas(64) uint16_t l[kSumBlock]; // the copy
+    alignas(64) uint32_t sr[kSrWords];
+};
+
+// LD of a bf16 master: the copy's dtype is read at run time (one predictable branch).
+constexpr int kLdRuntime = -2;
+
+// One chunk of len elements from tile element b0 (kernels_avx2.cpp's q_block, 16 lanes).
+template <int GD, int LD, int SD, int PD, bool NT, bool WD, bool L2>
+SOF_AVX512_INLINE void q_block(const StepConsts& c, const V16Consts& k, const SrKeys& keys,
+                               const Tile& t, int64_t b0, int64_t len, float* sm, float* sv,
+                               QScratch& x, Sums16& st) {
+    constexpr bool q8 = SD == SOF_STATE_Q8;
     const uint8_t* mc = static_cast<const uint8_t*>(t.m);
     const uint8_t* vc = static_cast<const uint8_t*>(t.v);
-    const __m512 ms = _mm512_set1_ps(t.ms[b0 / t.qb]), vs = _mm512_set1_ps(t.vs[b0 / t.qb]);
+    const __m512 ms = _mm512_set1_ps(q8 ? t.ms[b0 / t.qb] : 0.0f);
+    const __m512 vs = _mm512_set1_ps(q8 ? t.vs[b0 / t.qb] : 0.0f);
     uint16_t* lw = static_cast<uint16_t*>(t.lowp);
+    uint16_t* xp16 = reinterpret_cast<uint16_t*>(x.p);
     __m512i am = _mm512_setzero_si512(), av = am;
     const int64_t len16 = len & ~int64_t{15};
-    alignas(64) float bp[kSumBlock];
-    alignas(64) uint16_t bl[kSumBlock];
     for (int64_t c0 = 0; c0 < len16; c0 += kSumBlock) {
         const int64_t c1 = len16 - c0 < kSumBlock ? len16 : c0 + kSumBlock;
+        const uint64_t e0 = static_cast<uint64_t>(t.index0 + b0 + c0);
+        if constexpr (PD == SOF_DTYPE_BF16) sr_fill(keys, e0, c1 - c0, x.sr);
+        const uint32_t* sr = x.sr + (e0 & 3u); // bits of sub-chunk element s at sr[s]
         for (int64_t j = c0; j < c1; j += 16) {
-            const int64_t i = b0 + j;
-            prefetch_inputs(t, i);
+            const int64_t i = b0 + j, s = j - c0;
+            prefetch_inputs<GD, PD, SD == SOF_STATE_Q8 ? 1 : (SD == SOF_STATE_F32 ? 4 : 2)>(t, i);
             __m512 g = _mm512_mul_ps(load_grad16<GD>(t.g, i), k.scale);
             st.a = _mm512_fmadd_ps(g, g, st.a);
             st.flush<GD>(t, i + 16, k.scale);
-            __m512 p = _mm512_loadu_ps(t.p + i);
+            __m512 p;
+            if constexpr (PD == SOF_DTYPE_F32)
+                p = _mm512_loadu_ps(t.p + i);
+            else
+                p = load_state16<SOF_STATE_BF16>(t.p16, i);
             if constexpr (WD && L2) g = _mm512_fmadd_ps(k.wd, p, g);
             if constexpr (WD && !L2) p = _mm512_mul_ps(p, k.decay);
-            __m512 m = _mm512_fmadd_ps(k.b1, load_q8x16<true>(mc, i, ms), _mm512_mul_ps(k.omb1, g));
-            __m512 v = _mm512_fmadd_ps(k.b2, load_q8x16<false>(vc, i, vs),
-                                       _mm512_mul_ps(_mm512_mul_ps(k.omb2, g), g));
+            __m512 mi, vi;
+            if constexpr (q8)
+                mi = load_q8x16<true>(mc, i, ms), vi = load_q8x16<false>(vc, i, vs);
+            else
+                mi = load_state16<SD>(t.m, i), vi = load_state16<SD>(t.v, i);
+            __m512 m = _mm512_fmadd_ps(k.b1, mi, _mm512_mul_ps(k.omb1, g));
+            __m512 v = _mm512_fmadd_ps(k.b2, vi, _mm512_mul_ps(_mm512_mul_ps(k.omb2, g), g));
             __m512 d = _mm512_fmadd_ps(_mm512_sqrt_ps(v), k.rbc2, k.eps);
             p = _mm512_fmadd_ps(k.nss, _mm512_div_ps(m, d), p);
-            _mm512_storeu_ps(NT ? bp + (j - c0) : t.po + i, p);
-            if constexpr (LD != -1)
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(NT ? bl + (j - c0) : lw + i),
-                                    lowp16<LD>(p));
-            _mm512_store_ps(sm + j, m);
-            _mm512_store_ps(sv + j, v);
-            am = amax16(am, m);
-            av = amax16(av, v);
+            if constexpr (PD == SOF_DTYPE_F32) {
+                _mm512_storeu_ps(NT ? x.p + s : t.po + i, p);
+                if constexpr (LD != -1)
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(NT ? x.l + s : lw + i),
+                                        lowp16<LD>(p));
+            } else {
+                __m512i r;
+                const __m256i h = bf16_sr16(p, _mm512_loadu_si512(sr + s), r);
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(NT ? xp16 + s : t.po16 + i), h);
+                if (lw) // the copy of the stored bf16 values: bf16 is h itself (exact)
+                    _mm256_storeu_si256(
+                        reinterpret_cast<__m256i*>(NT ? x.l + s : lw + i),
+                        t.ld == SOF_DTYPE_BF16
+                            ? h
+                            : lowp16<SOF_DTYPE_F16>(_mm512_castsi512_ps(_mm512_slli_epi32(r, 16))));
+            }
+            if constexpr (q8) {
+                _mm512_store_ps(sm + j, m);
+                _mm512_store_ps(sv + j, v);
+                am = amax16(am, m);
+                av = amax16(av, v);
+            } else if constexpr (NT) {
+                store_state16<SD>(x.m, s, m);
+                store_state16<SD>(x.v, s, v);
+            } else {
+                store_state16<SD>(t.mo, i, m);
+                store_state16<SD>(t.vo, i, v);
+            }
         }
         if constexpr (NT) {
-            const int64_t n = c1 - c0, full = n & ~int64_t{31}; // whole 64-byte lines of the copy
-            stream_out(t.po + b0 + c0, bp, 4 * n);
-            if constexpr (LD != -1) {
-                stream_out(lw + b0 + c0, bl, 2 * full);
-                for (int64_t j = full; j < n; j++)
-                    lw[b0 + c0 + j] = bl[j];
+            const int64_t n = c1 - c0, o = b0 + c0;
+            if constexpr (PD == SOF_DTYPE_F32)
+                stream_out(t.po + o, x.p, 4 * n);
+            else
+                stream_out16(t.po16 + o, xp16, n);
+            if (lw) stream_out16(lw + o, x.l, n);
+            if constexpr (SD == SOF_STATE_F32) {
+                stream_out(static_cast<float*>(t.mo) + o, x.m, 4 * n);
+                stream_out(static_cast<float*>(t.vo) + o, x.v, 4 * n);
+            } else if constexpr (SD == SOF_STATE_BF16) {
+                stream_out16(static_cast<uint16_t*>(t.mo) + o, reinterpret_cast<uint16_t*>(x.m), n);
+                stream_out16(static_cast<uint16_t*>(t.vo) + o, reinterpret_cast<uint16_t*>(x.v), n);
             }
         }
     }
-    for (int64_t j = len16; j < len; j++)
-        step_q_elem(c, t, b0 + j, optim::adam_ref_grad(t.g, GD, b0 + j), &sm[j], &sv[j]);
-    q8_quantize<true, NT>(sm, len, am, static_cast<uint8_t*>(t.mo) + b0, t.mso + b0 / t.qb);
-    q8_quantize<false, NT>(sv, len, av, static_cast<uint8_t*>(t.vo) + b0, t.vso + b0 / t.qb);
+    for (int64_t j = len16; j < len; j++) {
+        float m, v;
+        step_q_elem(c, t, b0 + j, optim::adam_ref_grad(t.g, GD, b0 + j), &m, &v);
+        if constexpr (q8)
+            sm[j] = m, sv[j] = v;
+        else
+            store_mv_elem(t, b0 + j, m, v);
+    }
+    if constexpr (q8) {
+        q8_quantize<true, NT>(sm, len, am, static_cast<uint8_t*>(t.mo) + b0, t.mso + b0 / t.qb);
+        q8_quantize<false, NT>(sv, len, av, static_cast<uint8_t*>(t.vo) + b0, t.vso + b0 / t.qb);
+    }
 }
 
-template <int GD, int LD, bool NT, bool WD, bool L2>
-SOF_AVX512 double step_q8_impl(const StepConsts& c, const Tile& t) {
+template <int GD, int LD, int SD, int PD, bool NT, bool WD, bool L2>
+SOF_AVX512 double step_q_impl(const StepConsts& c, const Tile& t) {
     const V16Consts k = v16_consts(c);
-    alignas(64) float sm[optim::kQBlockMax], sv[optim::kQBlockMax];
+    SrKeys keys;
+    if constexpr (PD == SOF_DTYPE_BF16) sr_keys(c, keys);
+    constexpr int64_t stage = SD == SOF_STATE_Q8 ? optim::kQBlockMax : 16;
+    alignas(64) float sm[stage], sv[stage];
+    QScratch x;
     Sums16 st(t.n & ~int64_t{15});
-    for (int64_t b0 = 0; b0 < t.n; b0 += t.qb)
-        q8_block<GD, LD, NT, WD, L2>(c, k, t, b0, t.n - b0 < t.qb ? t.n - b0 : t.qb, sm, sv, st);
+    const int64_t chunk = SD == SOF_STATE_Q8 ? t.qb : optim::kQBlockMax;
+    for (int64_t b0 = 0; b0 < t.n; b0 += chunk)
+        q_block<GD, LD, SD, PD, NT, WD, L2>(c, k, keys, t, b0, t.n - b0 < chunk ? t.n - b0 : chunk,
+                                            sm, sv, x, st);
     double sumsq = hsum(st.lo, st.hi);
     for (int64_t i = st.n16; i < t.n; i++) { // stats_impl's tail, in index order
         float gs = optim::adam_ref_grad(t.g, GD, i) * c.scale;
@@ -422,41 +590,45 @@ SOF_AVX512 double step_q8_impl(const StepConsts& c, const Tile& t) {
     return sumsq;
 }
 
-template <int GD, int LD, bool NT>
-SOF_AVX512 double step_q8_mode(const StepConsts& c, const Tile& t) {
-    if (c.wd == 0.0f) return step_q8_impl<GD, LD, NT, false, false>(c, t);
-    if (c.l2) return step_q8_impl<GD, LD, NT, true, true>(c, t);
-    return step_q8_impl<GD, LD, NT, true, false>(c, t);
+template <int GD, int LD, int SD, int PD, bool NT>
+SOF_AVX512 double step_q_mode(const StepConsts& c, const Tile& t) {
+    if (c.wd == 0.0f) return step_q_impl<GD, LD, SD, PD, NT, false, false>(c, t);
+    if (c.l2) return step_q_impl<GD, LD, SD, PD, NT, true, true>(c, t);
+    return step_q_impl<GD, LD, SD, PD, NT, true, false>(c, t);
 }
 
-template <int GD, int LD>
-SOF_AVX512 double step_q8_nt(const StepConsts& c, const Tile& t, bool nt) {
-    return nt ? step_q8_mode<GD, LD, true>(c, t) : step_q8_mode<GD, LD, false>(c, t);
+template <int GD, int LD, int SD, int PD>
+SOF_AVX512 double step_q_nt(const StepConsts& c, const Tile& t, bool nt) {
+    return nt ? step_q_mode<GD, LD, SD, PD, true>(c, t) : step_q_mode<GD, LD, SD, PD, false>(c, t);
 }
 
-template <int GD> SOF_AVX512 double step_q8_lowp(const StepConsts& c, const Tile& t, bool nt) {
-    if (!t.lowp) return step_q8_nt<GD, -1>(c, t, nt);
-    if (t.ld == SOF_DTYPE_F16) return step_q8_nt<GD, SOF_DTYPE_F16>(c, t, nt);
-    return step_q8_nt<GD, SOF_DTYPE_BF16>(c, t, nt);
-}
-
-// Q8 moments with fp32 master: the vector path above; bf16 master params: the scalar element
-// code (step_tile_q_scalar). Statistics: this variant's (equal to its grad_stats).
-SOF_AVX512 double step_q_avx512(const StepConsts& c, const Tile& t, bool nt) {
-    if (!q8_vector_path(t)) {
-        const double s = stats_tile_avx512(t.g, t.gd, t.n, c.scale);
-        step_tile_q_scalar(c, t);
-        return s;
+template <int GD> SOF_AVX512 double step_q_format(const StepConsts& c, const Tile& t, bool nt) {
+    if (t.pd == SOF_DTYPE_BF16) {
+        if (t.sd == SOF_STATE_Q8)
+            return step_q_nt<GD, kLdRuntime, SOF_STATE_Q8, SOF_DTYPE_BF16>(c, t, nt);
+        if (t.sd == SOF_STATE_BF16)
+            return step_q_nt<GD, kLdRuntime, SOF_STATE_BF16, SOF_DTYPE_BF16>(c, t, nt);
+        return step_q_nt<GD, kLdRuntime, SOF_STATE_F32, SOF_DTYPE_BF16>(c, t, nt);
     }
-    if (t.gd == SOF_DTYPE_BF16) return step_q8_lowp<SOF_DTYPE_BF16>(c, t, nt);
-    if (t.gd == SOF_DTYPE_F16) return step_q8_lowp<SOF_DTYPE_F16>(c, t, nt);
-    return step_q8_lowp<SOF_DTYPE_F32>(c, t, nt);
+    if (!t.lowp) return step_q_nt<GD, -1, SOF_STATE_Q8, SOF_DTYPE_F32>(c, t, nt);
+    if (t.ld == SOF_DTYPE_F16)
+        return step_q_nt<GD, SOF_DTYPE_F16, SOF_STATE_Q8, SOF_DTYPE_F32>(c, t, nt);
+    return step_q_nt<GD, SOF_DTYPE_BF16, SOF_STATE_Q8, SOF_DTYPE_F32>(c, t, nt);
+}
+
+// Q8 moments and/or bf16 master params (tile_needs_q), every combination in vector registers:
+// bitwise step_tile_q_scalar's results. Statistics: this variant's (equal to its grad_stats).
+SOF_AVX512 double step_q_avx512(const StepConsts& c, const Tile& t, bool nt) {
+    if (!tile_needs_q(t)) return step_tile_avx512(c, t, nt);
+    if (t.gd == SOF_DTYPE_BF16) return step_q_format<SOF_DTYPE_BF16>(c, t, nt);
+    if (t.gd == SOF_DTYPE_F16) return step_q_format<SOF_DTYPE_F16>(c, t, nt);
+    return step_q_format<SOF_DTYPE_F32>(c, t, nt);
 }
 
 } // namespace
 
 KernelSet avx512_kernels() {
-    return {"avx512", step_tile_avx512, stats_tile_avx512, step_q_avx512, "avx512"};
+    return {"avx512", step_tile_avx512, stats_tile_avx512, step_q_avx512, "avx512", "avx512"};
 }
 
 } // namespace sof::cpu_adam

@@ -33,7 +33,7 @@ double stats_tile_scalar(const void* g, int32_t gd, int64_t n, float scale) {
 } // namespace
 
 KernelSet scalar_kernels() {
-    return {"scalar", step_tile_scalar, stats_tile_scalar, step_tile_q, "scalar"};
+    return {"scalar", step_tile_scalar, stats_tile_scalar, step_tile_q, "scalar", "scalar"};
 }
 
 } // namespace sof::cpu_adam

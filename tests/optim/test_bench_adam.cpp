@@ -102,7 +102,8 @@ TEST_CASE("a tiny bench adam run: both modes, every strategy calibrated, paired 
             CHECK(f.bandwidth_fraction > 0.0);
             CHECK(f.ns_per_param == doctest::Approx(1e9 * f.seconds / o.params));
         }
-        for (const char* want : {"fp32", "bf16 moments", "q8 moments", "bf16 master + q8 moments"})
+        for (const char* want : {"fp32", "bf16 moments", "q8 moments", "bf16 master",
+                                 "bf16 master + bf16 moments", "bf16 master + q8 moments"})
             CHECK(names.count(want) == 1);
         REQUIRE_FALSE(m.formats.empty());
         CHECK(m.formats[0].format == "fp32");
