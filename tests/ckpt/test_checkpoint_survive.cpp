@@ -8,6 +8,7 @@
 #include <csignal>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/compat.h"
@@ -238,7 +239,18 @@ TEST_CASE("resume compatibility: every architecture key of the field table is co
                              "  num_kv_heads: 2\n  channels: 32\n  intermediate_size: 64\n"
                              "  max_seq_len: 64\n  vocab_size: 100\n  tie_embeddings: false\n"
                              "  rope_scaling:\n    type: yarn\n  sliding_window: 8\n";
+    // the MoE keys on a MoE model (with its load-balancing loss on, so its coefficient counts)
+    const std::string moe = "model:\n  type: qwen3_moe\n  num_layers: 2\n  num_heads: 4\n"
+                            "  num_kv_heads: 2\n  channels: 32\n  intermediate_size: 64\n"
+                            "  max_seq_len: 64\n  vocab_size: 100\n  num_experts: 4\n"
+                            "  num_experts_per_tok: 2\n  moe_intermediate_size: 16\n"
+                            "  output_router_logits: true\n";
+    const std::set<std::string> moe_keys = {
+        "model.num_experts",          "model.num_experts_per_tok", "model.moe_intermediate_size",
+        "model.norm_topk_prob",       "model.decoder_sparse_step", "model.mlp_only_layers",
+        "model.router_aux_loss_coef", "model.output_router_logits"};
     auto base_of = [&](const std::string& key) {
+        if (moe_keys.count(key)) return moe;
         return key.find("beta_") != std::string::npos ||
                        key.find("attention_factor") != std::string::npos ||
                        key.find("truncate") != std::string::npos || key == "model.layer_types"
@@ -255,6 +267,11 @@ TEST_CASE("resume compatibility: every architecture key of the field table is co
     my.model = model::config_for(ay.model);
     my.deck_yaml = config::effective_yaml(ay);
     CHECK(ckpt::compare_runs(my, ay, model::config_for(ay.model), "").empty());
+    const config::Config am = config::parse_deck_text(moe, "am.yaml");
+    ckpt::Manifest mmoe;
+    mmoe.model = model::config_for(am.model);
+    mmoe.deck_yaml = config::effective_yaml(am);
+    CHECK(ckpt::compare_runs(mmoe, am, model::config_for(am.model), "").empty());
     const std::map<std::string, std::string> change = {
         {"model.type", "qwen2"},
         {"model.num_layers", "3"},
@@ -284,6 +301,14 @@ TEST_CASE("resume compatibility: every architecture key of the field table is co
         {"model.attention_sinks", "true"},
         {"model.sliding_window", "16"},
         {"model.layer_types", "sliding,full"},
+        {"model.num_experts", "8"},
+        {"model.num_experts_per_tok", "1"},
+        {"model.moe_intermediate_size", "24"},
+        {"model.norm_topk_prob", "true"},
+        {"model.decoder_sparse_step", "2"},
+        {"model.mlp_only_layers", "1"},
+        {"model.router_aux_loss_coef", "0.01"},
+        {"model.output_router_logits", "false"},
     };
     config::Config probe = a;
     int arch_keys = 0;
@@ -293,8 +318,8 @@ TEST_CASE("resume compatibility: every architecture key of the field table is co
         CAPTURE(f.key);
         auto it = change.find(f.key);
         REQUIRE_MESSAGE(it != change.end(), "no change listed for architecture key " << f.key);
-        const bool y = base_of(f.key) == yarn;
-        const ckpt::Manifest& mm = y ? my : m;
+        const std::string& bt = base_of(f.key);
+        const ckpt::Manifest& mm = bt == yarn ? my : bt == moe ? mmoe : m;
         const config::Config b =
             config::load_deck_from_string(base_of(f.key), "b.yaml", {f.key + "=" + it->second});
         std::vector<ckpt::DeckChange> ch =
