@@ -133,7 +133,8 @@ void read_rope(const json& j, const std::string& path, const model::ArchInfo& a,
     // earlier versions a top-level rope_theta and an optional "rope_scaling" object
     const bool v5 = j.contains("rope_parameters") && j["rope_parameters"].is_object();
     const json& rp = v5 ? j["rope_parameters"] : j;
-    c->rope_theta = num_key(rp, path, "rope_theta", num_key(j, path, "rope_theta", 10000.0));
+    c->rope_theta =
+        num_key(rp, path, "rope_theta", num_key(j, path, "rope_theta", a.rope_theta_default));
     for (const json* o : {&j, &rp}) { // partial rotary: phi3 puts it in either place
         const double f = num_key(*o, path, "partial_rotary_factor", 1.0);
         if (f != 1.0)
@@ -266,6 +267,15 @@ void read_moe(const json& j, const std::string& path, const model::ArchInfo& a,
                 c->mlp_only_layers.push_back(v.get<int>());
             }
         }
+    }
+    if (m.jitter_key) { // transformers multiplies the MoE input by U(1 - x, 1 + x) in training
+        const double x = num_key(j, path, m.jitter_key, 0.0);
+        if (x != 0.0)
+            SOF_FAIL(Config,
+                     "'%s': %s = %g is not supported (this build does not scale the MoE input by "
+                     "random jitter in training); set it to 0.0 (every published %s config has "
+                     "0.0)",
+                     path.c_str(), m.jitter_key, x, model::arch_name(a.arch));
     }
     c->router_aux_loss_coef = static_cast<float>(num_key(j, path, "router_aux_loss_coef", 0.001));
     c->output_router_logits = bool_key(j, path, "output_router_logits", false);

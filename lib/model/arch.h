@@ -23,22 +23,29 @@ enum class WindowKeys {
 // How a mixture-of-experts block names its tensors in the hub's files: model.layers.{l}.<block>.
 // <router>.weight (E, C) and <block>.experts.{e}.<gate|up|down>.weight; transformers 5's fused
 // names are model.layers.{l}.mlp.experts.gate_up_proj (E, 2I, C) / down_proj (E, C, I) and
-// model.layers.{l}.mlp.gate.weight whatever the hub's block name (its conversion_mapping.py).
+// model.layers.{l}.mlp.<router>.weight whatever the hub's block name (its conversion_mapping.py
+// renames mixtral's block_sparse_moe to mlp).
 struct MoeNames {
-    const char* block;  // "mlp" (qwen3_moe)
+    const char* block;  // "mlp" (qwen3_moe), "block_sparse_moe" (mixtral)
     const char* router; // "gate"
-    const char* gate;   // "gate_proj" (rows 0..I-1 of an expert's gate_up)
-    const char* up;     // "up_proj"
-    const char* down;   // "down_proj"
+    const char* gate;   // "gate_proj", "w1" (rows 0..I-1 of an expert's gate_up)
+    const char* up;     // "up_proj", "w3"
+    const char* down;   // "down_proj", "w2"
     // config.json: the keys and transformers' defaults of absent keys
-    const char* experts_key; // "num_experts" (E)
+    const char* experts_key; // "num_experts", "num_local_experts" (E)
     int experts_default;
     int topk_default;      // num_experts_per_tok (K)
-    const char* width_key; // "moe_intermediate_size": each expert's SwiGLU width
+    const char* width_key; // "moe_intermediate_size", or "intermediate_size" (mixtral: the
+                           // experts' width is the model's one MLP width; no dense layers)
     int width_default;
     const char* renorm_key; // "norm_topk_prob", or null: always renormalized (mixtral)
     bool dense_layers;      // decoder_sparse_step / mlp_only_layers (dense MLPs in between)
+    const char* jitter_key; // "router_jitter_noise" (mixtral; a nonzero value is refused), or
+                            // null
 };
+
+// Whether the experts' width is the config's intermediate_size (no dense MLP width of its own).
+bool moe_width_is_ffn(const MoeNames& m);
 
 struct ArchInfo {
     Arch arch;            // its name (model.type, manifest, HF model_type): arch_name
@@ -54,6 +61,7 @@ struct ArchInfo {
     int kv_heads_default;          // num_key_value_heads absent: 0 = num_attention_heads
     int head_dim_default;          // head_dim absent: 0 = hidden_size / num_attention_heads
     double rms_eps_default;        // rms_norm_eps absent
+    double rope_theta_default;     // rope_theta absent (transformers' default_theta)
     const char* qkv_bias_key;      // switches the q/k/v biases, or null (fixed)
     const char* o_bias_key;        // switches the o_proj bias, or null (none)
     const char* mlp_bias_key;      // switches the MLP biases, or null (none)
@@ -69,7 +77,7 @@ struct ArchInfo {
 
 const ArchInfo& arch_info(Arch a);
 const char* arch_name(Arch a); // "gpt2", "llama", "qwen2", "qwen3", "phi3", "mistral", "seed_oss",
-                               // "qwen3_moe"
+                               // "qwen3_moe", "mixtral"
 // false when `name` is not one of arch_name's strings
 bool parse_arch(const std::string& name, Arch* out);
 // The row whose hf_class or name (model_type) is `name`; null when none is.

@@ -270,7 +270,12 @@ std::vector<HfTensor> hf_tensors(const ParamLayout& layout, bool fused_experts) 
         if (t.hf_name.empty())
             SOF_FAIL(Internal, "hf_tensors: %s has no Hugging Face name (%s)", t.name.c_str(),
                      arch_name(c.arch));
-        if (!out.empty() && out.back().name == t.hf_name && out.back().unit == t.unit) {
+        // transformers 5's fused layout names the MoE block "mlp" (mixtral's block_sparse_moe)
+        const std::string name = fused_experts && t.kind == TensorKind::Router
+                                     ? core::strfmt("model.layers.%d.mlp.%s.weight", t.layer,
+                                                    arch_info(c.arch).moe->router)
+                                     : t.hf_name;
+        if (!out.empty() && out.back().name == name && out.back().unit == t.unit) {
             HfTensor& f = out.back(); // the next rows of a fused tensor
             f.shape[0] += t.shape[0];
             f.numel += t.numel;
@@ -279,7 +284,7 @@ std::vector<HfTensor> hf_tensors(const ParamLayout& layout, bool fused_experts) 
             continue;
         }
         HfTensor h;
-        h.name = t.hf_name;
+        h.name = name;
         h.shape.assign(t.shape.begin(), t.shape.end());
         h.offset = t.offset;
         h.flat_numel = t.numel;

@@ -72,6 +72,10 @@ ArchConfig config_for(const config::ModelConfig& m) {
         g.experts_per_tok = m.num_experts_per_tok;
         g.moe_intermediate_size = m.moe_intermediate_size;
         g.norm_topk_prob = m.norm_topk_prob;
+        const MoeNames* mn = arch_info(g.arch).moe;
+        if (mn && moe_width_is_ffn(*mn) && g.moe_intermediate_size == 0)
+            g.moe_intermediate_size = g.intermediate_size;  // mixtral: one MLP width
+        if (mn && !mn->renorm_key) g.norm_topk_prob = true; // mixtral: always renormalized
         g.decoder_sparse_step = m.decoder_sparse_step;
         if (!parse_layer_list(m.mlp_only_layers, &g.mlp_only_layers))
             SOF_FAIL(Config,

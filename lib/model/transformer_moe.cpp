@@ -1,5 +1,6 @@
-// The transformer driver's mixture-of-experts MLP (a sparse block of qwen3_moe): router, top-k,
-// dispatch, the experts' grouped products and the combine through the kernel seam (docs/moe.md).
+// The transformer driver's mixture-of-experts MLP (a sparse block of qwen3_moe, mixtral): router,
+// top-k, dispatch, the experts' grouped products and the combine through the kernel seam
+// (docs/moe.md).
 #include <algorithm>
 #include <vector>
 

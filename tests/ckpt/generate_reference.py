@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # `superoffload generate` against transformers' generate: a tiny Llama, Qwen3, Phi-3, Mistral
-# (sliding window) and Seed-OSS made by transformers (random init, a BPE tokenizer with a ChatML template trained here) -> init_from ->
+# (sliding window), Seed-OSS, Qwen3-MoE and Mixtral made by transformers (random init, a BPE tokenizer with a ChatML template trained here) -> init_from ->
 # 2 training steps -> `export --hf` -> greedy decoding of a text prompt and of chat messages by
 # both: the prompt ids, every new token and the decoded text must be equal. Also sampling: the
 # same seed gives the same tokens, top_k=1 is greedy, and the tokens are not all the greedy ones.
@@ -44,7 +44,12 @@ CASES = [("llama", "LlamaConfig", dict(rms_norm_eps=1e-5, rope_theta=10000.0,
          ("qwen3_moe", "Qwen3MoeConfig", dict(rms_norm_eps=1e-6, rope_theta=1e6, num_experts=4,
                                               num_experts_per_tok=2, moe_intermediate_size=32,
                                               norm_topk_prob=True, mlp_only_layers=[0],
-                                              tie_word_embeddings=False))]
+                                              tie_word_embeddings=False)),
+         # Mixtral: every layer 4 experts (the model's intermediate_size wide), top 2, always
+         # renormalized, a window of 8 keys; the hub's block_sparse_moe.experts.{e}.w1/w3/w2
+         ("mixtral", "MixtralConfig", dict(rms_norm_eps=1e-5, rope_theta=1e6, sliding_window=8,
+                                           num_local_experts=4, num_experts_per_tok=2,
+                                           tie_word_embeddings=False))]
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMP_NUM_THREADS="1")
 
