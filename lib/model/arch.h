@@ -17,6 +17,8 @@ enum class WindowKeys {
     None,       // no sliding window in the model (a stray sliding_window key is ignored, as
                 // transformers ignores it: llama, seed_oss)
     AllLayers,  // `sliding_window` (null = none) applies to every layer (mistral, phi3)
+    LayerTypes, // `sliding_window` applies to the layers `layer_types` lists as
+                // "sliding_attention" (absent: sliding, full alternating; gpt_oss)
     UseSliding, // `use_sliding_window` gates `sliding_window` (qwen2, qwen3: refused when on)
 };
 
@@ -42,6 +44,14 @@ struct MoeNames {
     bool dense_layers;      // decoder_sparse_step / mlp_only_layers (dense MLPs in between)
     const char* jitter_key; // "router_jitter_noise" (mixtral; a nonzero value is refused), or
                             // null
+    // GPT-OSS's block: a router bias and expert biases (gate_up (E, 2I), down (E, C)); the top k
+    // of the logits, softmax over those k (else softmax over all, top k); gate/up interleaved in
+    // gate_up's rows and the clamped SwiGLU (swiglu_alpha, swiglu_limit); the files hold only
+    // the fused experts, each (E, in, out): our (E, out, in) with the last two axes swapped
+    bool biases;
+    bool topk_softmax;
+    bool clamped;
+    bool transposed;
 };
 
 // Whether the experts' width is the config's intermediate_size (no dense MLP width of its own).
@@ -54,6 +64,7 @@ struct ArchInfo {
     bool gpt2;            // LayerNorm, learned positions, GELU MLP, every bias, tied head
     bool qkv_bias_always; // q/k/v biases whatever the config says (qwen2)
     bool qk_norm;         // per-head RMSNorm of q and k (qwen3)
+    bool sinks;           // per-head attention sinks (gpt_oss)
     // Hugging Face tensor names (block_spec.cpp hf_name)
     bool fused_qkv;     // q|k|v rows in one self_attn.qkv_proj (phi3)
     bool fused_gate_up; // gate|up rows in one mlp.gate_up_proj, gate first (phi3)
@@ -65,19 +76,21 @@ struct ArchInfo {
     const char* qkv_bias_key;      // switches the q/k/v biases, or null (fixed)
     const char* o_bias_key;        // switches the o_proj bias, or null (none)
     const char* mlp_bias_key;      // switches the MLP biases, or null (none)
+    bool bias_default;             // those keys absent (gpt_oss: attention_bias true)
     float attn_dropout_default;    // attention_dropout absent
     const char* resid_dropout_key; // the residual dropout rate, or null (none)
     float resid_dropout_default;   // that key absent
     WindowKeys window;
-    int window_default;     // sliding_window absent (0 = none)
-    bool rope_scaling;      // rope_scaling llama3 / yarn honored (phi3: only its longrope)
-    const char* hidden_act; // the MLP activation it needs ("silu"), null for GPT-2
-    const MoeNames* moe;    // mixture-of-experts MLPs (num_experts > 0), or null: none
+    int window_default;       // sliding_window absent (0 = none)
+    bool rope_scaling;        // rope_scaling llama3 / yarn honored (phi3: only its longrope)
+    const char* rope_default; // rope parameters (JSON) when config.json has none, or null
+    const char* hidden_act;   // the MLP activation it needs ("silu"), null for GPT-2
+    const MoeNames* moe;      // mixture-of-experts MLPs (num_experts > 0), or null: none
 };
 
 const ArchInfo& arch_info(Arch a);
 const char* arch_name(Arch a); // "gpt2", "llama", "qwen2", "qwen3", "phi3", "mistral", "seed_oss",
-                               // "qwen3_moe", "mixtral"
+                               // "qwen3_moe", "mixtral", "gpt_oss"
 // false when `name` is not one of arch_name's strings
 bool parse_arch(const std::string& name, Arch* out);
 // The row whose hf_class or name (model_type) is `name`; null when none is.

@@ -17,6 +17,7 @@ void apply_arch_defaults(ArchConfig* cfg) {
     }
     if (a.qkv_bias_always) cfg->qkv_bias = true;
     cfg->qk_norm = a.qk_norm;
+    if (a.sinks) cfg->attn_sinks = true;
 }
 
 namespace {
@@ -136,6 +137,12 @@ const char* tensor_kind_name(TensorKind k) {
         return "experts_gate_up";
     case TensorKind::ExpDown:
         return "experts_down";
+    case TensorKind::RouterBias:
+        return "router_bias";
+    case TensorKind::ExpGateUpBias:
+        return "experts_gate_up_bias";
+    case TensorKind::ExpDownBias:
+        return "experts_down_bias";
     }
     return "?";
 }

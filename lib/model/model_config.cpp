@@ -60,7 +60,7 @@ ArchConfig config_for(const config::ModelConfig& m) {
         r.beta_slow = m.rope_scaling_beta_slow;
         r.attention_factor = m.rope_scaling_attention_factor;
         r.truncate = m.rope_scaling_truncate;
-        g.attn_sinks = m.attention_sinks;
+        g.attn_sinks = m.attention_sinks || arch_info(g.arch).sinks; // gpt_oss: always
         g.sliding_window = m.sliding_window;
         g.layer_types = m.layer_types;
         // the deck's rates are the model's when it has no other source (auto: 0)

@@ -66,6 +66,21 @@ model::ArchConfig hf_model(model::Arch arch) {
         c.norm_topk_prob = true;
         c.sliding_window = 7;
     }
+    if (arch == model::Arch::GptOss) { // biases, sinks, sliding/full, YaRN, experts with biases
+        c.num_experts = 4;
+        c.experts_per_tok = 2;
+        c.moe_intermediate_size = c.intermediate_size;
+        c.norm_topk_prob = true;
+        c.sliding_window = 7;
+        c.layer_types = "sliding,full";
+        c.qkv_bias = c.o_bias = true;
+        c.head_dim = 12;
+        c.rope_theta = 150000;
+        c.rope_scaling.type = model::RopeScalingType::Yarn;
+        c.rope_scaling.factor = 4;
+        c.rope_scaling.original_max_position = 16;
+        c.rope_scaling.truncate = false;
+    }
     return c;
 }
 
@@ -207,7 +222,7 @@ TEST_CASE("HF import refuses a non-finite weight, naming the tensor and its firs
 TEST_CASE("HF directories: config round trip, sharded export, slice import, errors") {
     for (model::Arch arch : {model::Arch::Llama, model::Arch::Qwen2, model::Arch::Qwen3,
                              model::Arch::Phi3, model::Arch::Mistral, model::Arch::SeedOss,
-                             model::Arch::Qwen3Moe, model::Arch::Mixtral}) {
+                             model::Arch::Qwen3Moe, model::Arch::Mixtral, model::Arch::GptOss}) {
         CAPTURE(model::arch_name(arch));
         const model::ArchConfig c = hf_model(arch);
         const model::ParamLayout l = model::make_layout(c);
@@ -235,6 +250,8 @@ TEST_CASE("HF directories: config round trip, sharded export, slice import, erro
         CHECK(r.num_experts == c.num_experts);
         CHECK(r.moe_intermediate_size == c.moe_intermediate_size);
         CHECK(r.mlp_only_layers == c.mlp_only_layers);
+        CHECK(r.attn_sinks == c.attn_sinks);
+        CHECK(r.layer_types == (arch == model::Arch::GptOss ? "sliding,full" : ""));
         CHECK(ckpt::arch_differences(c,
                                      [&] {
                                          model::ArchConfig x = r;
@@ -294,10 +311,10 @@ TEST_CASE("HF directories: config round trip, sharded export, slice import, erro
                  {"model.safetensors", "gate_proj", "[48, 32]", "[64, 32]"});
     // an architecture we do not build
     nlohmann::json j = nlohmann::json::parse(slurp(d + "/m/config.json"));
-    j["architectures"] = {"GptOssForCausalLM"};
+    j["architectures"] = {"DeepseekV3ForCausalLM"};
     spit(d + "/m/config.json", j.dump());
     expect_error([&] { ckpt::read_hf_config(d + "/m"); }, core::ErrorKind::Config,
-                 {"config.json", "GptOssForCausalLM", "Qwen3ForCausalLM", "SeedOssForCausalLM"});
+                 {"config.json", "DeepseekV3ForCausalLM", "Qwen3ForCausalLM", "GptOssForCausalLM"});
     j.erase("architectures");
     j["model_type"] = "qwen3";
     j.erase("hidden_size");
@@ -639,4 +656,80 @@ TEST_CASE("MoE checkpoints: the hub's and transformers 5's expert names, mixtral
     wrong.moe_intermediate_size = 32;
     expect_error([&] { model::validate(wrong); }, core::ErrorKind::Config,
                  {"model.moe_intermediate_size = 32", "model.intermediate_size = 64", "mixtral"});
+}
+
+TEST_CASE("GPT-OSS checkpoints: transposed experts, biases, config.json defaults") {
+    const std::string d = ckpt_scratch("hf_gptoss");
+    const model::ArchConfig c = hf_model(model::Arch::GptOss);
+    const model::ParamLayout l = model::make_layout(c);
+    std::vector<float> p(l.num_params);
+    model::init_params(l, p.data(), 0.05f, 9);
+    for (float& v : p) // the biases too (their init is zero)
+        v += 0.01f;
+    ckpt::HfExportOptions o;
+    o.dtype = "fp32";
+    ckpt::export_hf(d + "/m", l, p.data(), o);
+    // the files hold transformers' (E, C, 2I) gate_up_proj: element [e, x, r] = ours [e, r, x]
+    const model::TensorInfo* gu = nullptr;
+    for (const model::TensorInfo& t : l.tensors)
+        if (t.layer == 1 && t.kind == model::TensorKind::ExpGateUp) gu = &t;
+    REQUIRE(gu != nullptr);
+    const int E = 4, R = 2 * 48, X = 32;
+    REQUIRE(gu->shape == std::vector<int>{E, R, X});
+    ckpt::SafetensorsFile f(d + "/m/model.safetensors");
+    const ckpt::SafetensorsFile::Tensor* st = f.find("model.layers.1.mlp.experts.gate_up_proj");
+    REQUIRE(st != nullptr);
+    CHECK(st->shape == std::vector<int64_t>{E, X, R});
+    std::vector<float> file(st->numel);
+    f.read_f32(*st, 0, st->numel, file.data());
+    for (int e : {0, 3})
+        for (int r : {0, 1, 95})
+            for (int x : {0, 31})
+                CHECK(file[(static_cast<size_t>(e) * X + x) * R + r] ==
+                      p[gu->offset + (static_cast<size_t>(e) * R + r) * X + x]);
+    for (const char* n :
+         {"model.layers.0.mlp.router.weight", "model.layers.0.mlp.router.bias",
+          "model.layers.0.mlp.experts.gate_up_proj_bias", "model.layers.0.mlp.experts.down_proj",
+          "model.layers.0.mlp.experts.down_proj_bias", "model.layers.0.self_attn.sinks",
+          "model.layers.0.self_attn.o_proj.bias"})
+        CHECK_MESSAGE(f.find(n), n);
+    // config.json: rope_parameters (yarn, truncate false), layer_types, biases, the clamp's keys
+    const nlohmann::json j = nlohmann::json::parse(slurp(d + "/m/config.json"));
+    CHECK(j["rope_parameters"]["rope_type"] == "yarn");
+    CHECK(j["rope_parameters"]["rope_theta"] == 150000.0);
+    CHECK(j["layer_types"] == nlohmann::json({"sliding_attention", "full_attention"}));
+    CHECK(j["attention_bias"] == true);
+    CHECK(j["swiglu_limit"] == 7.0);
+    // GptOssConfig's defaults of absent keys: biases on, theta 150000, its yarn, sliding and full
+    // layers alternating with a window of 128, 128 experts top 4 as wide as intermediate_size
+    nlohmann::json m = j;
+    for (const char* k : {"attention_bias", "rope_parameters", "layer_types", "sliding_window",
+                          "num_local_experts", "num_experts_per_tok", "head_dim"})
+        m.erase(k);
+    m["num_hidden_layers"] = 3;
+    m["num_attention_heads"] = 4;
+    m["hidden_size"] = 256;
+    fs::create_directories(d + "/defaults");
+    spit(d + "/defaults/config.json", m.dump());
+    const model::ArchConfig g = ckpt::read_hf_config(d + "/defaults");
+    CHECK((g.qkv_bias && g.o_bias && g.attn_sinks));
+    CHECK(g.rope_theta == 150000.0);
+    CHECK(g.rope_scaling.type == model::RopeScalingType::Yarn);
+    CHECK(g.rope_scaling.factor == 32.0);
+    CHECK_FALSE(g.rope_scaling.truncate);
+    CHECK(g.sliding_window == 128);
+    CHECK(g.layer_types == "sliding,full,sliding");
+    CHECK(g.num_experts == 128);
+    CHECK(g.experts_per_tok == 4);
+    CHECK(g.moe_intermediate_size == g.intermediate_size);
+    CHECK(g.hdim() == 64);
+    m["swiglu_limit"] = 8.0;
+    spit(d + "/defaults/config.json", m.dump());
+    expect_error([&] { ckpt::read_hf_config(d + "/defaults"); }, core::ErrorKind::Config,
+                 {"config.json", "swiglu_limit = 8"});
+    m.erase("swiglu_limit");
+    m["layer_types"] = {"sliding_attention", "chunked_attention", "full_attention"};
+    spit(d + "/defaults/config.json", m.dump());
+    expect_error([&] { ckpt::read_hf_config(d + "/defaults"); }, core::ErrorKind::Config,
+                 {"config.json", "layer_types[1]", "chunked_attention"});
 }
