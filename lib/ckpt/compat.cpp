@@ -53,6 +53,12 @@ config::Config arch_as_deck(const model::ArchConfig& a) {
     r.attention_factor =
         r.type == model::RopeScalingType::Yarn ? model::rope_attention_scale(c) : 0.0;
     if (c.sliding_window == 0) c.layer_types.clear();
+    if (c.sliding_window > 0) { // one entry per layer: "sliding,full" = "sliding,full,sliding"
+        std::string lt;
+        for (int l = 0; l < c.num_layers; l++)
+            lt += std::string(l ? "," : "") + (c.window(l) > 0 ? "sliding" : "full");
+        c.layer_types = lt;
+    }
     config::Config d;
     model::set_deck_model(c, &d.model);
     return d;

@@ -16,6 +16,8 @@
 
 #include "ckpt/compat.h"
 #include "ckpt/fileio.h"
+#include "ckpt/hf_experts.h"
+#include "ckpt/mxfp4.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
 #include "core/strfmt.h"
@@ -133,7 +135,8 @@ void read_rope(const json& j, const std::string& path, const model::ArchInfo& a,
     // earlier versions a top-level rope_theta and an optional "rope_scaling" object
     const bool v5 = j.contains("rope_parameters") && j["rope_parameters"].is_object();
     const json& rp = v5 ? j["rope_parameters"] : j;
-    c->rope_theta = num_key(rp, path, "rope_theta", num_key(j, path, "rope_theta", 10000.0));
+    c->rope_theta =
+        num_key(rp, path, "rope_theta", num_key(j, path, "rope_theta", a.rope_theta_default));
     for (const json* o : {&j, &rp}) { // partial rotary: phi3 puts it in either place
         const double f = num_key(*o, path, "partial_rotary_factor", 1.0);
         if (f != 1.0)
@@ -208,6 +211,31 @@ void read_rope(const json& j, const std::string& path, const model::ArchInfo& a,
     }
 }
 
+// config.json's layer_types ("sliding_attention" / "full_attention", one per layer; absent:
+// sliding, full alternating, GptOssConfig's default) as ArchConfig::layer_types.
+std::string read_layer_types(const json& j, const std::string& path, const model::ArchConfig& c) {
+    std::string lt;
+    if (!j.contains("layer_types") || j["layer_types"].is_null()) {
+        for (int l = 0; l < c.num_layers; l++)
+            lt += std::string(l ? "," : "") + (l % 2 == 0 ? "sliding" : "full");
+        return lt;
+    }
+    const json& o = j["layer_types"];
+    if (!o.is_array() || o.size() != static_cast<size_t>(c.num_layers))
+        SOF_FAIL(Config, "'%s': layer_types must be a list of %d entries (one per layer), got %s",
+                 path.c_str(), c.num_layers, o.dump().c_str());
+    for (size_t l = 0; l < o.size(); l++) {
+        const std::string v = o[l].is_string() ? o[l].get<std::string>() : o[l].dump();
+        if (v != "sliding_attention" && v != "full_attention")
+            SOF_FAIL(Config,
+                     "'%s': layer_types[%zu] = %s must be \"sliding_attention\" or "
+                     "\"full_attention\"",
+                     path.c_str(), l, v.c_str());
+        lt += std::string(l ? "," : "") + (v == "sliding_attention" ? "sliding" : "full");
+    }
+    return lt;
+}
+
 // Which layers attend in a window (arch.h WindowKeys).
 void read_window(const json& j, const std::string& path, const model::ArchInfo& a,
                  model::ArchConfig* c) {
@@ -222,7 +250,8 @@ void read_window(const json& j, const std::string& path, const model::ArchInfo& 
                      "false if the model was trained without it",
                      path.c_str(), model::arch_name(a.arch));
         return;
-    case model::WindowKeys::AllLayers: {
+    case model::WindowKeys::AllLayers:
+    case model::WindowKeys::LayerTypes: {
         const bool absent = !j.contains("sliding_window");
         if (!absent && j["sliding_window"].is_null()) return;
         const int w = int_key(j, path, "sliding_window", a.window_default, false);
@@ -232,6 +261,8 @@ void read_window(const json& j, const std::string& path, const model::ArchInfo& 
                      "none",
                      path.c_str(), w);
         c->sliding_window = w;
+        if (a.window == model::WindowKeys::LayerTypes)
+            c->layer_types = read_layer_types(j, path, *c);
         return;
     }
     }
@@ -267,6 +298,24 @@ void read_moe(const json& j, const std::string& path, const model::ArchInfo& a,
             }
         }
     }
+    if (m.jitter_key) { // transformers multiplies the MoE input by U(1 - x, 1 + x) in training
+        const double x = num_key(j, path, m.jitter_key, 0.0);
+        if (x != 0.0)
+            SOF_FAIL(Config,
+                     "'%s': %s = %g is not supported (this build does not scale the MoE input by "
+                     "random jitter in training); set it to 0.0 (every published %s config has "
+                     "0.0)",
+                     path.c_str(), m.jitter_key, x, model::arch_name(a.arch));
+    }
+    if (m.clamped) { // GPT-OSS's clamped SwiGLU: this build has transformers' defaults only
+        const double alpha = num_key(j, path, "swiglu_alpha", 1.702),
+                     limit = num_key(j, path, "swiglu_limit", 7.0);
+        if (alpha != 1.702 || limit != 7.0)
+            SOF_FAIL(Config,
+                     "'%s': swiglu_alpha = %g, swiglu_limit = %g: this build's clamped SwiGLU has "
+                     "GPT-OSS's 1.702 and 7.0 only",
+                     path.c_str(), alpha, limit);
+    }
     c->router_aux_loss_coef = static_cast<float>(num_key(j, path, "router_aux_loss_coef", 0.001));
     c->output_router_logits = bool_key(j, path, "output_router_logits", false);
 }
@@ -290,9 +339,10 @@ model::ArchConfig arch_from_json(const json& j, const std::string& path) {
                  j["hidden_act"].dump().c_str(), a->hidden_act);
     // the bias switches of this architecture (arch.h; keys it does not read are ignored, as
     // transformers ignores them)
-    if (a->qkv_bias_key) c.qkv_bias = bool_key(j, path, a->qkv_bias_key, false);
-    if (a->o_bias_key) c.o_bias = bool_key(j, path, a->o_bias_key, false);
-    if (a->mlp_bias_key) c.mlp_bias = bool_key(j, path, a->mlp_bias_key, false);
+    const bool bd = a->bias_default;
+    if (a->qkv_bias_key) c.qkv_bias = bool_key(j, path, a->qkv_bias_key, bd);
+    if (a->o_bias_key) c.o_bias = bool_key(j, path, a->o_bias_key, bd);
+    if (a->mlp_bias_key) c.mlp_bias = bool_key(j, path, a->mlp_bias_key, bd);
     c.tie_embeddings = bool_key(j, path, "tie_word_embeddings", false);
     model::apply_arch_defaults(&c);
     c.channels = int_key(j, path, "hidden_size", 0, true);
@@ -307,7 +357,13 @@ model::ArchConfig arch_from_json(const json& j, const std::string& path) {
                              a->kv_heads_default > 0 ? a->kv_heads_default : c.num_heads, false);
     c.head_dim = int_key(j, path, "head_dim", a->head_dim_default, false);
     c.norm_eps = static_cast<float>(num_key(j, path, "rms_norm_eps", a->rms_eps_default));
-    read_rope(j, path, *a, &c);
+    if (a->rope_default && !j.contains("rope_parameters") && !j.contains("rope_scaling")) {
+        json d = j; // the architecture's rope parameters when config.json has none (gpt_oss)
+        d["rope_parameters"] = json::parse(a->rope_default);
+        read_rope(d, path, *a, &c);
+    } else {
+        read_rope(j, path, *a, &c);
+    }
     read_window(j, path, *a, &c);
     read_moe(j, path, *a, &c);
     c.attn_dropout =
@@ -352,6 +408,38 @@ model::ArchConfig arch_from_json(const json& j, const std::string& path) {
     return c;
 }
 
+// GPT-OSS's MXFP4 experts: `<name>_blocks` / `_scales` dequantized as transformers does
+// (mxfp4.h: already our (E, R, X) layout), this rank's slice copied out. Reads the whole tensor.
+void import_mxfp4(WeightFiles& wf, const std::string& dir, const model::ParamLayout& full,
+                  const zero::ShardMap& map, const model::HfTensor& t, float* out,
+                  std::set<std::string>* used) {
+    const std::string blocks = t.name + "_blocks", scales = t.name + "_scales";
+    auto wb = wf.where.find(blocks), ws = wf.where.find(scales);
+    if (ws == wf.where.end() || ws->second != wb->second)
+        SOF_FAIL(Format, "'%s': MXFP4 tensor '%s' needs '%s' in the same file", dir.c_str(),
+                 blocks.c_str(), scales.c_str());
+    used->insert(blocks);
+    used->insert(scales);
+    std::vector<int64_t> shape;
+    const std::vector<float> v = read_mxfp4(wf.file(wb->second), t.name, &shape);
+    const std::vector<int64_t> ours = {t.shape[0], t.shape[2], t.shape[1]};
+    if (shape != ours)
+        SOF_FAIL(Format, "'%s': MXFP4 tensor '%s' dequantizes to %s, the config needs %s",
+                 wb->second.c_str(), t.name.c_str(), shape_str(shape).c_str(),
+                 shape_str(ours).c_str());
+    const size_t k = first_non_finite(v.data(), v.size());
+    if (k != v.size())
+        SOF_FAIL(Format, "'%s': MXFP4 tensor '%s' dequantizes to a non-finite value at %s",
+                 wb->second.c_str(), t.name.c_str(), index_in_shape(k, shape).c_str());
+    const int u = t.unit;
+    const size_t a = map.global_first(full, u), b = map.global_last(full, u);
+    const size_t x = std::max(a, t.offset), y = std::min(b, t.offset + t.flat_numel);
+    if (x >= y) return;
+    std::copy(v.begin() + static_cast<std::ptrdiff_t>(x - t.offset),
+              v.begin() + static_cast<std::ptrdiff_t>(y - t.offset),
+              out + map.local_begin[static_cast<size_t>(u)] + (x - a));
+}
+
 } // namespace
 
 model::ArchConfig read_hf_config(const std::string& dir) {
@@ -374,6 +462,7 @@ ImportStats import_hf(const std::string& dir, const model::ParamLayout& full,
     // fused tensor of the files (phi3's qkv_proj) fills its parts' flat range in one read
     std::set<std::string> used;
     std::map<std::string, std::vector<SafetensorsFile::F32Read>> reads; // by file path
+    std::vector<TransposedRead> transposed;
     // experts: the hub's per-expert tensors, or transformers 5's fused ones when the files have
     // them (save_pretrained(save_original_format=False))
     bool fused = false;
@@ -385,6 +474,10 @@ ImportStats import_hf(const std::string& dir, const model::ParamLayout& full,
             fused = true;
     for (const model::HfTensor& t : model::hf_tensors(full, fused)) {
         auto w = wf.where.find(t.name);
+        if (w == wf.where.end() && t.transposed && wf.where.count(t.name + "_blocks")) {
+            import_mxfp4(wf, dir, full, map, t, out, &used); // gpt_oss's quantized experts
+            continue;
+        }
         if (w == wf.where.end())
             SOF_FAIL(Format, "'%s': tensor '%s' is missing (the config asks for %s%s)", dir.c_str(),
                      t.name.c_str(), model::arch_name(c.arch),
@@ -405,8 +498,13 @@ ImportStats import_hf(const std::string& dir, const model::ParamLayout& full,
         const size_t a = map.global_first(full, u), b = map.global_last(full, u);
         const size_t x = std::max(a, t.offset), y = std::min(b, t.offset + t.flat_numel);
         if (x >= y) continue; // not in this rank's slice
-        const size_t first = x - t.offset, last = std::min(y - t.offset, st->numel);
         float* dst = out + map.local_begin[static_cast<size_t>(u)] + (x - a);
+        if (t.transposed) { // gpt_oss's experts: whole experts read, transposed after
+            plan_transposed_reads(st, x - t.offset, y - t.offset, dst, &reads[w->second],
+                                  &transposed);
+            continue;
+        }
+        const size_t first = x - t.offset, last = std::min(y - t.offset, st->numel);
         if (last > first) reads[w->second].push_back({st, first, last - first, dst});
         const size_t pad0 = std::max(first, std::min(last, st->numel)); // rows V..Vp-1: zero
         std::fill(dst + (pad0 - first), dst + (y - x), 0.0f);
@@ -441,6 +539,7 @@ ImportStats import_hf(const std::string& dir, const model::ParamLayout& full,
                      index_in_shape(at, x.tensor->shape).c_str(), at);
         }
     }
+    finish_transposed_reads(&transposed);
     return st;
 }
 
@@ -482,6 +581,13 @@ json config_json(const model::ArchConfig& c, const std::string& dtype) {
             {"attention_factor", static_cast<double>(model::rope_attention_scale(c))}};
     else
         j["rope_scaling"] = nullptr;
+    if (a.rope_default) { // transformers >= 5's rope_parameters: null would mean its default
+        json rp = j["rope_scaling"].is_null() ? json{{"rope_type", "default"}} : j["rope_scaling"];
+        rp["rope_theta"] = c.rope_theta;
+        j["rope_parameters"] = rp;
+        j.erase("rope_scaling");
+        j.erase("rope_theta");
+    }
     j["vocab_size"] = c.vocab_size;
     j["max_position_embeddings"] = c.max_seq_len;
     j["tie_word_embeddings"] = c.tie_embeddings;
@@ -490,8 +596,15 @@ json config_json(const model::ArchConfig& c, const std::string& dtype) {
     if (a.mlp_bias_key) j[a.mlp_bias_key] = c.mlp_bias;
     j["attention_dropout"] = tidy(c.attn_dropout);
     if (a.resid_dropout_key) j[a.resid_dropout_key] = tidy(c.resid_dropout);
-    if (a.window == model::WindowKeys::AllLayers)
+    if (a.window == model::WindowKeys::AllLayers || a.window == model::WindowKeys::LayerTypes)
         j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+    if (a.window == model::WindowKeys::LayerTypes) {
+        json lt = json::array();
+        for (int l = 0; l < c.num_layers; l++)
+            lt.push_back(c.window(l) > 0 || c.sliding_window <= 0 ? "sliding_attention"
+                                                                  : "full_attention");
+        j["layer_types"] = lt;
+    }
     if (a.window == model::WindowKeys::UseSliding) j["use_sliding_window"] = false;
     if (a.moe) {
         const model::MoeNames& m = *a.moe;
@@ -503,6 +616,10 @@ json config_json(const model::ArchConfig& c, const std::string& dtype) {
             if (m.dense_layers) {
                 j["decoder_sparse_step"] = c.decoder_sparse_step;
                 j["mlp_only_layers"] = c.mlp_only_layers;
+            }
+            if (m.clamped) {
+                j["swiglu_alpha"] = 1.702;
+                j["swiglu_limit"] = 7.0;
             }
             j["router_aux_loss_coef"] = tidy(c.router_aux_loss_coef);
             j["output_router_logits"] = c.output_router_logits;
@@ -598,6 +715,7 @@ void export_hf(const std::string& out_dir, const model::ParamLayout& layout, con
     const size_t eb = bf16 ? 2 : 4;
     // group whole tensors into files of at most shard_bytes
     std::vector<std::vector<SafetensorsOut>> files(1);
+    std::vector<std::vector<model::HfTensor>> tensors(1); // files' tensors (transposed: a copy)
     size_t in_file = 0;
     uint64_t total = 0;
     for (const model::HfTensor& t : model::hf_tensors(layout)) {
@@ -607,9 +725,11 @@ void export_hf(const std::string& out_dir, const model::ParamLayout& layout, con
             n *= static_cast<size_t>(d);
         if (in_file > 0 && in_file + n * eb > o.shard_bytes) {
             files.emplace_back();
+            tensors.emplace_back();
             in_file = 0;
         }
         files.back().push_back(std::move(s));
+        tensors.back().push_back(t);
         in_file += n * eb;
         total += n * eb;
     }
@@ -625,6 +745,16 @@ void export_hf(const std::string& out_dir, const model::ParamLayout& layout, con
             const std::string name =
                 m == 1 ? std::string("model.safetensors")
                        : core::strfmt("model-%05zu-of-%05zu.safetensors", i + 1, m);
+            std::vector<std::vector<float>> copies; // this file's transposed experts (gpt_oss)
+            for (size_t k = 0; k < files[i].size(); k++) {
+                const model::HfTensor& t = tensors[i][k];
+                if (!t.transposed) continue;
+                copies.emplace_back(t.numel);
+                transpose_experts(params + t.offset, static_cast<size_t>(t.shape[0]),
+                                  static_cast<size_t>(t.shape[2]), static_cast<size_t>(t.shape[1]),
+                                  copies.back().data());
+                files[i][k].data = copies.back().data();
+            }
             write_safetensors(tmp + "/" + name, files[i], bf16);
             for (const SafetensorsOut& s : files[i])
                 wm[s.name] = name;

@@ -46,16 +46,20 @@ enum class ModelType {
     Mistral,  // Llama + a sliding attention window
     SeedOss,  // Llama + q/k/v biases, decoupled head_dim, attention and residual dropout
     Qwen3Moe, // Qwen3 with mixture-of-experts MLPs (dense MLP layers in between)
+    Mixtral,  // Mistral with mixture-of-experts MLPs in every layer (always renormalized)
+    GptOss,   // q/k/v/o biases, sinks, sliding/full layers, YaRN; MoE with biases and a clamped
+              // SwiGLU (top-k of the logits, softmax over those k)
 };
 // model.type's spellings, indexed by ModelType (also the manifest's and Hugging Face's
 // model_type names).
-inline constexpr const char* kModelTypeNames[] = {"gpt2", "llama",   "qwen2",    "qwen3",
-                                                  "phi3", "mistral", "seed_oss", "qwen3_moe"};
+inline constexpr const char* kModelTypeNames[] = {"gpt2",    "llama",   "qwen2",    "qwen3",
+                                                  "phi3",    "mistral", "seed_oss", "qwen3_moe",
+                                                  "mixtral", "gpt_oss"};
 inline constexpr int kNumModelTypes = static_cast<int>(sizeof(kModelTypeNames) / sizeof(char*));
 
 struct ModelConfig {
     ModelType type = ModelType::Gpt2; // gpt2 | llama | qwen2 | qwen3 | phi3 | mistral | seed_oss
-                                      // | qwen3_moe
+                                      // | qwen3_moe | mixtral | gpt_oss
     int num_layers = 4;               // L
     int num_heads = 4;                // NH
     int channels = 128;               // C, divisible by num_heads
@@ -85,8 +89,9 @@ struct ModelConfig {
     int sliding_window = 0;       // keys t-W+1..t seen by query t in windowed layers; 0 = none
     std::string layer_types = ""; // windowed layers: "" = all (with sliding_window), else a
                                   // comma list of sliding|full repeated over the layers
-    // mixture of experts (qwen3_moe; docs/moe.md): experts per MoE layer (0 = dense), experts
-    // per token, each expert's SwiGLU width, renormalized top-k weights, which layers are sparse
+    // mixture of experts (qwen3_moe, mixtral, gpt_oss; docs/moe.md): experts per MoE layer (0 =
+    // dense), experts per token, each expert's SwiGLU width (mixtral, gpt_oss: 0 =
+    // intermediate_size), renormalized top-k weights (mixtral: always), which layers are sparse
     // (layer l: l not in mlp_only_layers and (l + 1) % decoder_sparse_step == 0), the
     // load-balancing loss (added x router_aux_loss_coef when output_router_logits)
     int num_experts = 0;

@@ -95,11 +95,20 @@ void add_slots(const ArchInfo& a, BlockSpec* s) {
         const int E = s->E, IE = s->IE;
         slot(m, TensorKind::Router, {E, C}, Norm, true,
              n((blk + a.moe->router + ".weight").c_str()).c_str());
+        if (s->moe_bias)
+            slot(m, TensorKind::RouterBias, {E}, Zero, false,
+                 n((blk + a.moe->router + ".bias").c_str()).c_str());
         // transformers 5's fused names; hf_tensors splits them into the hub's per-expert ones
         slot(m, TensorKind::ExpGateUp, {E, 2 * IE, C}, Norm, true,
              n("mlp.experts.gate_up_proj").c_str());
+        if (s->moe_bias)
+            slot(m, TensorKind::ExpGateUpBias, {E, 2 * IE}, Zero, false,
+                 n("mlp.experts.gate_up_proj_bias").c_str());
         slot(m, TensorKind::ExpDown, {E, C, IE}, Init::Residual, true,
              n("mlp.experts.down_proj").c_str());
+        if (s->moe_bias)
+            slot(m, TensorKind::ExpDownBias, {E, C}, Zero, false,
+                 n("mlp.experts.down_proj_bias").c_str());
     }
 
     slot(h, TensorKind::Lnfw, {C}, One, false, "model.norm.weight");
@@ -163,6 +172,12 @@ size_t* offset_field(UnitOffsets& o, TensorKind k) {
         return &o.exp_gate_up;
     case TensorKind::ExpDown:
         return &o.exp_down;
+    case TensorKind::RouterBias:
+        return &o.router_bias;
+    case TensorKind::ExpGateUpBias:
+        return &o.exp_gate_up_bias;
+    case TensorKind::ExpDownBias:
+        return &o.exp_down_bias;
     default: // the rest follow the first of their fused group (k, v; up)
         return nullptr;
     }
@@ -203,6 +218,10 @@ BlockSpec block_spec(const ArchConfig& cfg) {
         s.K = cfg.experts_per_tok;
         s.IE = cfg.moe_intermediate_size;
         s.renorm = cfg.norm_topk_prob;
+        const MoeNames& mn = *a.moe;
+        s.moe_bias = mn.biases;
+        s.topk_softmax = mn.topk_softmax;
+        s.moe_clamp = mn.clamped;
         s.sparse.resize(static_cast<size_t>(std::max(0, s.L)));
         for (int l = 0; l < s.L; l++)
             s.sparse[static_cast<size_t>(l)] = cfg.sparse_layer(l) ? 1 : 0;
@@ -263,14 +282,21 @@ std::vector<HfTensor> hf_tensors(const ParamLayout& layout, bool fused_experts) 
     const ArchConfig& c = layout.cfg;
     for (size_t i = 0; i < layout.tensors.size(); i++) {
         const TensorInfo& t = layout.tensors[i];
-        if (!fused_experts && (t.kind == TensorKind::ExpGateUp || t.kind == TensorKind::ExpDown)) {
+        const bool experts = t.kind == TensorKind::ExpGateUp || t.kind == TensorKind::ExpDown;
+        const bool transposed = experts && arch_info(c.arch).moe->transposed;
+        if (!fused_experts && experts && !transposed) {
             add_expert_tensors(layout, i, &out);
             continue;
         }
         if (t.hf_name.empty())
             SOF_FAIL(Internal, "hf_tensors: %s has no Hugging Face name (%s)", t.name.c_str(),
                      arch_name(c.arch));
-        if (!out.empty() && out.back().name == t.hf_name && out.back().unit == t.unit) {
+        // transformers 5's fused layout names the MoE block "mlp" (mixtral's block_sparse_moe)
+        const std::string name = fused_experts && t.kind == TensorKind::Router
+                                     ? core::strfmt("model.layers.%d.mlp.%s.weight", t.layer,
+                                                    arch_info(c.arch).moe->router)
+                                     : t.hf_name;
+        if (!out.empty() && out.back().name == name && out.back().unit == t.unit) {
             HfTensor& f = out.back(); // the next rows of a fused tensor
             f.shape[0] += t.shape[0];
             f.numel += t.numel;
@@ -279,7 +305,7 @@ std::vector<HfTensor> hf_tensors(const ParamLayout& layout, bool fused_experts) 
             continue;
         }
         HfTensor h;
-        h.name = t.hf_name;
+        h.name = name;
         h.shape.assign(t.shape.begin(), t.shape.end());
         h.offset = t.offset;
         h.flat_numel = t.numel;
@@ -287,6 +313,10 @@ std::vector<HfTensor> hf_tensors(const ParamLayout& layout, bool fused_experts) 
         h.unit = t.unit;
         h.first = i;
         h.count = 1;
+        if (transposed) { // (E, R, X) stored as (E, X, R)
+            std::swap(h.shape[1], h.shape[2]);
+            h.transposed = true;
+        }
         if (t.kind == TensorKind::Wte || t.kind == TensorKind::LmHead) { // rows V..Vp-1: padding
             h.shape[0] = c.vocab_size;
             h.numel = static_cast<size_t>(c.vocab_size) * static_cast<size_t>(t.shape[1]);

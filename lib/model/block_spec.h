@@ -52,6 +52,9 @@ struct BlockSpec {
     int V = 0, Vp = 0, max_T = 0; // vocabulary, padded vocabulary, longest sequence
     int E = 0, K = 0, IE = 0;     // experts, experts per token, expert width (MoE; 0: dense)
     bool renorm = false;          // the K routing weights renormalized (norm_topk_prob)
+    bool moe_bias = false;        // router and expert biases (gpt_oss)
+    bool topk_softmax = false;    // top k of the logits, softmax over those k (gpt_oss)
+    bool moe_clamp = false;       // interleaved gate/up, clamped SwiGLU (gpt_oss)
     std::vector<char> sparse;     // (L) 1 where block l's MLP is the mixture of experts
     std::vector<int> window; // (L) keys a query of block l sees: 0 = all before it, else the last W
     // the tensors of unit 0 (embeddings), of every block (units 1..L) and of unit L+1 (final norm,
@@ -80,9 +83,10 @@ struct UnitOffsets {
     size_t wfc = kNoTensor, bfc = kNoTensor;     // (fc_rows, C), (fc_rows)
     size_t wproj = kNoTensor, bproj = kNoTensor; // (C, I), (C)
     // a sparse block's (its attention tensors are at the offsets above, as in a dense block)
-    size_t router = kNoTensor;                                   // (E, C)
-    size_t exp_gate_up = kNoTensor, exp_down = kNoTensor;        // (E, 2*IE, C), (E, C, IE)
-    size_t lnfw = kNoTensor, lnfb = kNoTensor, head = kNoTensor; // unit L+1 (head: untied)
+    size_t router = kNoTensor, router_bias = kNoTensor;             // (E, C), (E)
+    size_t exp_gate_up = kNoTensor, exp_down = kNoTensor;           // (E, 2*IE, C), (E, C, IE)
+    size_t exp_gate_up_bias = kNoTensor, exp_down_bias = kNoTensor; // (E, 2*IE), (E, C)
+    size_t lnfw = kNoTensor, lnfb = kNoTensor, head = kNoTensor;    // unit L+1 (head: untied)
 };
 
 BlockSpec block_spec(const ArchConfig& cfg);
@@ -97,10 +101,13 @@ struct HfTensor {
     size_t offset = 0, numel = 0, flat_numel = 0;
     int unit = 0;
     size_t first = 0, count = 0; // layout.tensors[first .. first+count)
+    bool transposed = false;     // the file's (E, X, R) is our (E, R, X) (gpt_oss's experts)
 };
 // A MoE model's experts: per expert (the hub's names, what export writes: expert e's gate and up
 // are rows [2*IE*e, 2*IE*e + IE) and [.. + IE, 2*IE*(e+1)) of gate_up, its down slice e of down),
-// or, with fused_experts, transformers 5's fused (E, 2*IE, C) and (E, C, IE) tensors.
+// or, with fused_experts, transformers 5's fused (E, 2*IE, C) and (E, C, IE) tensors (and the
+// router as mlp.<router>). gpt_oss: always its fused experts, transposed ((E, C, 2*IE),
+// (E, IE, C)), and the biases.
 std::vector<HfTensor> hf_tensors(const ParamLayout& layout, bool fused_experts = false);
 
 // RoPE inverse frequencies (hd/2) with Llama-3 or YaRN scaling when configured, as Hugging Face

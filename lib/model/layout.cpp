@@ -17,6 +17,7 @@ void apply_arch_defaults(ArchConfig* cfg) {
     }
     if (a.qkv_bias_always) cfg->qkv_bias = true;
     cfg->qk_norm = a.qk_norm;
+    if (a.sinks) cfg->attn_sinks = true;
 }
 
 namespace {
@@ -136,6 +137,12 @@ const char* tensor_kind_name(TensorKind k) {
         return "experts_gate_up";
     case TensorKind::ExpDown:
         return "experts_down";
+    case TensorKind::RouterBias:
+        return "router_bias";
+    case TensorKind::ExpGateUpBias:
+        return "experts_gate_up_bias";
+    case TensorKind::ExpDownBias:
+        return "experts_down_bias";
     }
     return "?";
 }
@@ -214,6 +221,23 @@ void check_moe(const ArchConfig& cfg) {
     if (cfg.moe_intermediate_size <= 0 || cfg.moe_intermediate_size > config::kMaxIntermediate)
         SOF_FAIL(Config, "model.moe_intermediate_size = %d must be in [1, %d] with experts",
                  cfg.moe_intermediate_size, config::kMaxIntermediate);
+    const MoeNames& mn = *arch_info(cfg.arch).moe;
+    if (moe_width_is_ffn(mn) && cfg.moe_intermediate_size != cfg.intermediate_size)
+        SOF_FAIL(Config,
+                 "model.moe_intermediate_size = %d differs from model.intermediate_size = %d: "
+                 "%s's experts are as wide as its config.json intermediate_size (set it to %d, "
+                 "or 0)",
+                 cfg.moe_intermediate_size, cfg.intermediate_size, arch_name(cfg.arch),
+                 cfg.intermediate_size);
+    if (!mn.renorm_key && !cfg.norm_topk_prob)
+        SOF_FAIL(Config,
+                 "model.norm_topk_prob = false: %s always renormalizes the top-k routing weights",
+                 arch_name(cfg.arch));
+    if (!mn.dense_layers && (cfg.decoder_sparse_step != 1 || !cfg.mlp_only_layers.empty()))
+        SOF_FAIL(Config,
+                 "model.decoder_sparse_step / model.mlp_only_layers: every layer of %s is a "
+                 "mixture of experts (leave them at 1 and \"\")",
+                 arch_name(cfg.arch));
     if (cfg.decoder_sparse_step < 1)
         SOF_FAIL(Config, "model.decoder_sparse_step = %d must be >= 1", cfg.decoder_sparse_step);
     for (int l : cfg.mlp_only_layers)

@@ -59,8 +59,8 @@ struct ArchConfig {
                                    // comma list of "sliding"/"full" repeated over the layers
     float attn_dropout = 0.0f;     // the model's attention-probability dropout (config.json)
     float resid_dropout = 0.0f;    // the model's dropout of each branch before its residual add
-    // mixture of experts (qwen3_moe): E experts per sparse layer (0 = none), K per token, each
-    // expert's SwiGLU width; layer l is sparse iff l is not in mlp_only_layers and
+    // mixture of experts (qwen3_moe, mixtral, gpt_oss): E experts per sparse layer (0 = none), K
+    // per token, each expert's SwiGLU width; layer l is sparse iff l is not in mlp_only_layers and
     // (l + 1) % decoder_sparse_step == 0 (the others keep the dense SwiGLU of intermediate_size)
     int num_experts = 0;           // E
     int experts_per_tok = 0;       // K
@@ -125,9 +125,12 @@ enum class TensorKind {
     Bup,    // (I) mlp_bias only
     Bdown,  // (C) mlp_bias only
     // mixture of experts (sparse layers only; E experts, expert width IE)
-    Router,    // (E, C) router (mlp.gate.weight)
-    ExpGateUp, // (E, 2*IE, C) each expert's [gate rows | up rows]
-    ExpDown,   // (E, C, IE) each expert's down projection
+    Router,        // (E, C) router (mlp.gate.weight)
+    RouterBias,    // (E) gpt_oss
+    ExpGateUp,     // (E, 2*IE, C) each expert's [gate rows | up rows] (gpt_oss: interleaved)
+    ExpGateUpBias, // (E, 2*IE) gpt_oss
+    ExpDown,       // (E, C, IE) each expert's down projection
+    ExpDownBias,   // (E, C) gpt_oss
 };
 constexpr int kNumGpt2TensorKinds = 16;     // Wte..Lnfb: the kinds of an llm.c GPT-2 file
 const char* tensor_kind_name(TensorKind k); // llm.c names for GPT-2 kinds ("wte", "qkvw", ...)

@@ -60,7 +60,7 @@ ArchConfig config_for(const config::ModelConfig& m) {
         r.beta_slow = m.rope_scaling_beta_slow;
         r.attention_factor = m.rope_scaling_attention_factor;
         r.truncate = m.rope_scaling_truncate;
-        g.attn_sinks = m.attention_sinks;
+        g.attn_sinks = m.attention_sinks || arch_info(g.arch).sinks; // gpt_oss: always
         g.sliding_window = m.sliding_window;
         g.layer_types = m.layer_types;
         // the deck's rates are the model's when it has no other source (auto: 0)
@@ -72,6 +72,10 @@ ArchConfig config_for(const config::ModelConfig& m) {
         g.experts_per_tok = m.num_experts_per_tok;
         g.moe_intermediate_size = m.moe_intermediate_size;
         g.norm_topk_prob = m.norm_topk_prob;
+        const MoeNames* mn = arch_info(g.arch).moe;
+        if (mn && moe_width_is_ffn(*mn) && g.moe_intermediate_size == 0)
+            g.moe_intermediate_size = g.intermediate_size;  // mixtral: one MLP width
+        if (mn && !mn->renorm_key) g.norm_topk_prob = true; // mixtral: always renormalized
         g.decoder_sparse_step = m.decoder_sparse_step;
         if (!parse_layer_list(m.mlp_only_layers, &g.mlp_only_layers))
             SOF_FAIL(Config,

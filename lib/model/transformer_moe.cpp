@@ -1,9 +1,11 @@
-// The transformer driver's mixture-of-experts MLP (a sparse block of qwen3_moe): router, top-k,
-// dispatch, the experts' grouped products and the combine through the kernel seam (docs/moe.md).
+// The transformer driver's mixture-of-experts MLP (a sparse block of qwen3_moe, mixtral, gpt_oss):
+// router (+ bias), top-k, dispatch, the experts' grouped products (+ biases) and activation, the
+// combine, through the kernel seam (docs/moe.md).
 #include <algorithm>
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/bias_grad.h"
 #include "kernels/dropout.h"
 #include "kernels/grouped_matmul.h"
 #include "kernels/matmul.h"
@@ -12,6 +14,7 @@
 #include "kernels/moe_router.h"
 #include "kernels/residual.h"
 #include "kernels/swiglu.h"
+#include "kernels/swiglu_clamp.h"
 #include "model/transformer_impl.h"
 
 namespace sof::model {
@@ -23,9 +26,33 @@ kernels::RouterArgs router_args(const BlockSpec& s, int N) {
     a.N = N;
     a.E = s.E;
     a.K = s.K;
-    a.kind = kernels::RouterKind::SoftmaxTopk;
+    a.kind = s.topk_softmax ? kernels::RouterKind::TopkSoftmax : kernels::RouterKind::SoftmaxTopk;
     a.renorm = s.renorm;
     return a;
+}
+
+// The experts' activation (N rows of gate_up -> N rows of h) and its backward: SwiGLU over
+// [gate | up] halves, or GPT-OSS's clamped SwiGLU over interleaved columns.
+template <class T>
+void experts_act(const kernels::Exec& ex, const BlockSpec& s, T* h, const T* gu, int N) {
+    if (s.moe_clamp)
+        kernels::swiglu_clamp_forward<T>(ex, h, gu, N, s.IE, kernels::ClampedSwiglu{});
+    else
+        kernels::swiglu_forward<T>(ex, h, gu, N, s.IE);
+}
+
+template <class T>
+void experts_act_backward(const kernels::Exec& ex, const BlockSpec& s, T* dgu, const T* dh,
+                          const T* gu, int N) {
+    if (s.moe_clamp)
+        kernels::swiglu_clamp_backward<T>(ex, dgu, dh, gu, N, s.IE, kernels::ClampedSwiglu{});
+    else
+        kernels::swiglu_backward<T>(ex, dgu, dh, gu, N, s.IE);
+}
+
+// p + off, or null where the model has no such tensor
+template <class P> P* opt_at(P* p, size_t off) {
+    return off == kNoTensor ? nullptr : p + off;
 }
 
 } // namespace
@@ -48,7 +75,8 @@ template <class T> void DriverT<T>::moe_forward(const T* p, int l, int set, T* o
     float* w = f32(Act::MoeW, set);
     int* order = i32(Act::MoeOrder, set);
     int* slot = i32(Act::MoeSlot, set);
-    kernels::matmul_forward<T>(ex_, logits, nullptr, x, p + off_.router, nullptr, N, C, E);
+    kernels::matmul_forward<T>(ex_, logits, nullptr, x, p + off_.router,
+                               opt_at(p, off_.router_bias), N, C, E);
     kernels::moe_router_forward<T>(ex_, idx, w, logits, router_args(s_, N));
     if (stats) kernels::moe_aux_stats<T>(ex_, f32(Act::MoeStats), logits, idx, nullptr, N, E, K);
     std::vector<int>& hoff = moe_host_off_[static_cast<size_t>(set)];
@@ -58,10 +86,10 @@ template <class T> void DriverT<T>::moe_forward(const T* p, int l, int set, T* o
     T* h = act(Act::MoeH, set);
     T* ys = act(Act::MoeYs, set);
     kernels::moe_gather<T>(ex_, xs, x, order, N, K, C);
-    kernels::grouped_matmul_forward<T>(ex_, gu, xs, p + off_.exp_gate_up, nullptr,
-                                       moe_shape(set, C, 2 * IE));
-    kernels::swiglu_forward<T>(ex_, h, gu, P, IE);
-    kernels::grouped_matmul_forward<T>(ex_, ys, h, p + off_.exp_down, nullptr,
+    kernels::grouped_matmul_forward<T>(ex_, gu, xs, p + off_.exp_gate_up,
+                                       opt_at(p, off_.exp_gate_up_bias), moe_shape(set, C, 2 * IE));
+    experts_act<T>(ex_, s_, h, gu, P);
+    kernels::grouped_matmul_forward<T>(ex_, ys, h, p + off_.exp_down, opt_at(p, off_.exp_down_bias),
                                        moe_shape(set, IE, C));
     if (!out) return; // recompute: the block output is already in res
     kernels::moe_combine<T>(ex_, out, ys, w, slot, N, K, C);
@@ -85,13 +113,13 @@ template <class T> void DriverT<T>::moe_backward(const T* p, float* g, int set, 
     T* dlogits = act(Act::MoeDlogits);
     T* dln = act(Act::DLn);
     kernels::moe_combine_backward<T>(ex_, dys, dw, dr, act(Act::MoeYs, set), w, slot, N, K, C);
-    kernels::grouped_matmul_backward<T>(ex_, dh, g + off_.exp_down, nullptr, dys,
-                                        act(Act::MoeH, set), p + off_.exp_down,
+    kernels::grouped_matmul_backward<T>(ex_, dh, g + off_.exp_down, opt_at(g, off_.exp_down_bias),
+                                        dys, act(Act::MoeH, set), p + off_.exp_down,
                                         moe_shape(set, IE, C));
-    kernels::swiglu_backward<T>(ex_, dgu, dh, act(Act::MoeGu, set), P, IE);
-    kernels::grouped_matmul_backward<T>(ex_, dxs, g + off_.exp_gate_up, nullptr, dgu,
-                                        act(Act::MoeXs, set), p + off_.exp_gate_up,
-                                        moe_shape(set, C, 2 * IE));
+    experts_act_backward<T>(ex_, s_, dgu, dh, act(Act::MoeGu, set), P);
+    kernels::grouped_matmul_backward<T>(ex_, dxs, g + off_.exp_gate_up,
+                                        opt_at(g, off_.exp_gate_up_bias), dgu, act(Act::MoeXs, set),
+                                        p + off_.exp_gate_up, moe_shape(set, C, 2 * IE));
     kernels::moe_gather_backward<T>(ex_, dln, dxs, slot, N, K, C);
     // the load-balancing loss: coef x balance joins the loss of this micro-batch, whose mean
     // cross-entropy enters with the scale dloss x N (1 / (accumulation x data-parallel ranks))
@@ -101,6 +129,8 @@ template <class T> void DriverT<T>::moe_backward(const T* p, float* g, int set, 
     kernels::moe_router_backward<T>(ex_, dlogits, dw, logits, idx, router_args(s_, N), &aux);
     // the router's input grad in dys (consumed above), added to the experts' path
     kernels::matmul_backward<T>(ex_, dys, g + off_.router, dlogits, x, p + off_.router, N, C, E);
+    if (off_.router_bias != kNoTensor)
+        kernels::bias_grad<T>(ex_, g + off_.router_bias, dlogits, N, E);
     kernels::add_inplace<T>(ex_, dln, dys, static_cast<long>(N) * C);
 }
 

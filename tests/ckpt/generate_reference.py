@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 # `superoffload generate` against transformers' generate: a tiny Llama, Qwen3, Phi-3, Mistral
-# (sliding window) and Seed-OSS made by transformers (random init, a BPE tokenizer with a ChatML template trained here) -> init_from ->
+# (sliding window), Seed-OSS, Qwen3-MoE, Mixtral and GPT-OSS made by transformers (random init, a BPE tokenizer with a ChatML template trained here) -> init_from ->
 # 2 training steps -> `export --hf` -> greedy decoding of a text prompt and of chat messages by
 # both: the prompt ids, every new token and the decoded text must be equal. Also sampling: the
 # same seed gives the same tokens, top_k=1 is greedy, and the tokens are not all the greedy ones.
 #
-# Usage: generate_reference.py --superoffload BIN --work DIR. Runs in the project's venv
-# (scripts/python_env.sh test: torch, transformers); exits 77 (skipped) when it is missing.
+# Usage: generate_reference.py --superoffload BIN --work DIR [--cases a,b]. Runs in the project's
+# venv (scripts/python_env.sh test: torch, transformers); exits 77 (skipped) when it is missing.
 import argparse
 import json
 import os
@@ -44,7 +44,22 @@ CASES = [("llama", "LlamaConfig", dict(rms_norm_eps=1e-5, rope_theta=10000.0,
          ("qwen3_moe", "Qwen3MoeConfig", dict(rms_norm_eps=1e-6, rope_theta=1e6, num_experts=4,
                                               num_experts_per_tok=2, moe_intermediate_size=32,
                                               norm_topk_prob=True, mlp_only_layers=[0],
-                                              tie_word_embeddings=False))]
+                                              tie_word_embeddings=False)),
+         # Mixtral: every layer 4 experts (the model's intermediate_size wide), top 2, always
+         # renormalized, a window of 8 keys; the hub's block_sparse_moe.experts.{e}.w1/w3/w2
+         ("mixtral", "MixtralConfig", dict(rms_norm_eps=1e-5, rope_theta=1e6, sliding_window=8,
+                                           num_local_experts=4, num_experts_per_tok=2,
+                                           tie_word_embeddings=False)),
+         # GPT-OSS: biases, sinks, sliding (8 keys) / full layers, YaRN; 4 experts with biases,
+         # top 2 of the logits then softmax, the clamped SwiGLU; transposed fused experts
+         ("gpt_oss", "GptOssConfig", dict(rms_norm_eps=1e-5, sliding_window=8, head_dim=16,
+                                          num_local_experts=4, num_experts_per_tok=2,
+                                          tie_word_embeddings=False,
+                                          rope_parameters=dict(rope_type="yarn",
+                                                               rope_theta=150000.0, factor=4.0,
+                                                               beta_fast=32.0, beta_slow=1.0,
+                                                               truncate=False,
+                                                               original_max_position_embeddings=32)))]
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMP_NUM_THREADS="1")
 
@@ -78,7 +93,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--superoffload", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--cases", default="", help="comma list of case names (default: all)")
     args = ap.parse_args()
+    cases = [c for c in CASES if not args.cases or c[0] in args.cases.split(",")]
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(args.work)
     fails = []
@@ -103,7 +120,7 @@ def main():
     with open(chat, "w") as f:
         json.dump(messages, f)
 
-    for name, cls, extra in CASES:
+    for name, cls, extra in cases:
         work = os.path.join(args.work, name)
         src = os.path.join(work, "src")
         os.makedirs(work)
@@ -185,9 +202,9 @@ runtime: {{out_dir: {work}/out, threads: 1, log_level: quiet}}
     # the tokenizer script's real errors stay visible: a model directory without a tokenizer
     notok = os.path.join(args.work, "no_tokenizer")
     os.makedirs(notok)
-    shutil.copy(os.path.join(args.work, CASES[0][0], "export", "config.json"), notok)
+    shutil.copy(os.path.join(args.work, cases[0][0], "export", "config.json"), notok)
     r = subprocess.run([args.superoffload, "generate", "--hf",
-                        os.path.join(args.work, CASES[0][0], "export"), "--tokenizer", notok,
+                        os.path.join(args.work, cases[0][0], "export"), "--tokenizer", notok,
                         "--prompt", prompt, "--device", "host"], capture_output=True, text=True,
                        env=ENV)
     check(r.returncode != 0 and "hf_tokenize.py: " in r.stderr and "tokenizer.json" in r.stderr,
@@ -196,7 +213,7 @@ runtime: {{out_dir: {work}/out, threads: 1, log_level: quiet}}
     if fails:
         print("FAILED:\n  " + "\n  ".join(fails))
         return 1
-    print(f"generate reference: OK ({len(CASES)} models, greedy text + chat equal transformers)")
+    print(f"generate reference: OK ({len(cases)} models, greedy text + chat equal transformers)")
     return 0
 
 

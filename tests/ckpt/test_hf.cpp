@@ -17,6 +17,8 @@
 #include "ckpt_test_util.h"
 #include "config/deck.h"
 #include "model/model.h"
+#include "model/block_spec.h"
+#include "model/model_config.h"
 
 using namespace sof;
 using namespace sof::test;
@@ -49,6 +51,35 @@ model::ArchConfig hf_model(model::Arch arch) {
         c.head_dim = 12;
         c.attn_dropout = 0.1f;
         c.resid_dropout = 0.1f;
+    }
+    if (arch == model::Arch::Qwen3Moe) { // a dense layer, then 4 experts of width 16, top 2
+        c.num_experts = 4;
+        c.experts_per_tok = 2;
+        c.moe_intermediate_size = 16;
+        c.norm_topk_prob = true;
+        c.mlp_only_layers = {0};
+    }
+    if (arch == model::Arch::Mixtral) { // every layer 4 experts as wide as the MLP, a window
+        c.num_experts = 4;
+        c.experts_per_tok = 2;
+        c.moe_intermediate_size = c.intermediate_size;
+        c.norm_topk_prob = true;
+        c.sliding_window = 7;
+    }
+    if (arch == model::Arch::GptOss) { // biases, sinks, sliding/full, YaRN, experts with biases
+        c.num_experts = 4;
+        c.experts_per_tok = 2;
+        c.moe_intermediate_size = c.intermediate_size;
+        c.norm_topk_prob = true;
+        c.sliding_window = 7;
+        c.layer_types = "sliding,full";
+        c.qkv_bias = c.o_bias = true;
+        c.head_dim = 12;
+        c.rope_theta = 150000;
+        c.rope_scaling.type = model::RopeScalingType::Yarn;
+        c.rope_scaling.factor = 4;
+        c.rope_scaling.original_max_position = 16;
+        c.rope_scaling.truncate = false;
     }
     return c;
 }
@@ -190,7 +221,8 @@ TEST_CASE("HF import refuses a non-finite weight, naming the tensor and its firs
 
 TEST_CASE("HF directories: config round trip, sharded export, slice import, errors") {
     for (model::Arch arch : {model::Arch::Llama, model::Arch::Qwen2, model::Arch::Qwen3,
-                             model::Arch::Phi3, model::Arch::Mistral, model::Arch::SeedOss}) {
+                             model::Arch::Phi3, model::Arch::Mistral, model::Arch::SeedOss,
+                             model::Arch::Qwen3Moe, model::Arch::Mixtral, model::Arch::GptOss}) {
         CAPTURE(model::arch_name(arch));
         const model::ArchConfig c = hf_model(arch);
         const model::ParamLayout l = model::make_layout(c);
@@ -215,6 +247,11 @@ TEST_CASE("HF directories: config round trip, sharded export, slice import, erro
         CHECK(r.sliding_window == c.sliding_window);
         CHECK(r.attn_dropout == c.attn_dropout);
         CHECK(r.resid_dropout == c.resid_dropout);
+        CHECK(r.num_experts == c.num_experts);
+        CHECK(r.moe_intermediate_size == c.moe_intermediate_size);
+        CHECK(r.mlp_only_layers == c.mlp_only_layers);
+        CHECK(r.attn_sinks == c.attn_sinks);
+        CHECK(r.layer_types == (arch == model::Arch::GptOss ? "sliding,full" : ""));
         CHECK(ckpt::arch_differences(c,
                                      [&] {
                                          model::ArchConfig x = r;
@@ -274,10 +311,10 @@ TEST_CASE("HF directories: config round trip, sharded export, slice import, erro
                  {"model.safetensors", "gate_proj", "[48, 32]", "[64, 32]"});
     // an architecture we do not build
     nlohmann::json j = nlohmann::json::parse(slurp(d + "/m/config.json"));
-    j["architectures"] = {"GptOssForCausalLM"};
+    j["architectures"] = {"DeepseekV3ForCausalLM"};
     spit(d + "/m/config.json", j.dump());
     expect_error([&] { ckpt::read_hf_config(d + "/m"); }, core::ErrorKind::Config,
-                 {"config.json", "GptOssForCausalLM", "Qwen3ForCausalLM", "SeedOssForCausalLM"});
+                 {"config.json", "DeepseekV3ForCausalLM", "Qwen3ForCausalLM", "GptOssForCausalLM"});
     j.erase("architectures");
     j["model_type"] = "qwen3";
     j.erase("hidden_size");
@@ -525,4 +562,174 @@ TEST_CASE("manifests carry the LLaMA-family fields; a resume names a changed kv-
     CHECK(back.model.sliding_window == 0);
     CHECK(back.model.rope_scaling.beta_fast == 32.0);
     CHECK(back.model.rope_scaling.truncate);
+}
+
+TEST_CASE("MoE checkpoints: the hub's and transformers 5's expert names, mixtral's config") {
+    const std::string d = ckpt_scratch("hf_moe");
+    for (model::Arch arch : {model::Arch::Qwen3Moe, model::Arch::Mixtral}) {
+        CAPTURE(model::arch_name(arch));
+        const bool mx = arch == model::Arch::Mixtral;
+        const model::ArchConfig c = hf_model(arch);
+        const model::ParamLayout l = model::make_layout(c);
+        std::vector<float> p(l.num_params);
+        model::init_params(l, p.data(), 0.05f, 7);
+        const std::string dir = d + "/" + model::arch_name(arch);
+        ckpt::HfExportOptions o;
+        o.dtype = "fp32";
+        ckpt::export_hf(dir + "/hub", l, p.data(), o);
+        const std::string blk = mx ? "model.layers.1.block_sparse_moe." : "model.layers.1.mlp.";
+        {
+            ckpt::SafetensorsFile hub(dir + "/hub/model.safetensors");
+            CHECK(hub.find(blk + "gate.weight"));
+            CHECK(hub.find(blk + (mx ? "experts.3.w1.weight" : "experts.3.gate_proj.weight")));
+            CHECK(hub.find(blk + (mx ? "experts.3.w3.weight" : "experts.3.up_proj.weight")));
+            CHECK(hub.find(blk + (mx ? "experts.3.w2.weight" : "experts.3.down_proj.weight")));
+            CHECK_FALSE(hub.find("model.layers.1.mlp.experts.gate_up_proj"));
+        }
+        // the same weights under transformers 5's fused names (save_original_format=False):
+        // the router is mlp.gate whatever the hub's block is called
+        std::vector<ckpt::SafetensorsOut> fused;
+        for (const model::HfTensor& t : model::hf_tensors(l, true))
+            fused.push_back({t.name, t.shape, p.data() + t.offset});
+        fs::create_directories(dir + "/fused");
+        fs::copy_file(dir + "/hub/config.json", dir + "/fused/config.json");
+        ckpt::write_safetensors(dir + "/fused/model.safetensors", fused, false);
+        {
+            ckpt::SafetensorsFile f(dir + "/fused/model.safetensors");
+            CHECK(f.find("model.layers.1.mlp.gate.weight"));
+            CHECK(f.find("model.layers.1.mlp.experts.gate_up_proj"));
+            CHECK(f.find("model.layers.1.mlp.experts.down_proj"));
+        }
+        for (const char* src : {"/hub", "/fused"}) {
+            CAPTURE(src);
+            std::vector<float> full(l.num_params, std::nanf(""));
+            ckpt::import_hf(dir + src, l, zero::make_shard_map(l, 1, 0), full.data());
+            CHECK(bit_equal(full, p));
+            for (int rank = 0; rank < 3; rank++) { // ZeRO-3 slices cut across the experts
+                const zero::ShardMap m = zero::make_shard_map(l, 3, rank);
+                std::vector<float> mine(m.local_size, std::nanf("")), want(m.local_size);
+                ckpt::import_hf(dir + src, l, m, mine.data());
+                zero::shard_scatter(l, m, p.data(), want.data());
+                CHECK(bit_equal(mine, want));
+            }
+        }
+    }
+    // mixtral's config.json: MixtralConfig's defaults (8 experts, top 2, the experts as wide as
+    // intermediate_size, rope theta 1e6, no window, 8 kv heads, eps 1e-5), every layer sparse
+    // and renormalized; a nonzero router_jitter_noise refused naming the key and the value
+    auto write = [&](const std::string& name, const std::string& extra) {
+        fs::create_directories(d + "/" + name);
+        std::ofstream(d + "/" + name + "/config.json")
+            << "{\"architectures\": [\"MixtralForCausalLM\"], \"hidden_size\": 256, "
+            << "\"intermediate_size\": 512, \"num_attention_heads\": 16, "
+            << "\"num_hidden_layers\": 2, \"vocab_size\": 100, "
+            << "\"max_position_embeddings\": 64" << extra << "}";
+        return d + "/" + name;
+    };
+    const model::ArchConfig m = ckpt::read_hf_config(write("defaults", ""));
+    CHECK(m.arch == model::Arch::Mixtral);
+    CHECK(m.num_experts == 8);
+    CHECK(m.experts_per_tok == 2);
+    CHECK(m.moe_intermediate_size == 512);
+    CHECK(m.norm_topk_prob);
+    CHECK(m.rope_theta == 1e6);
+    CHECK(m.sliding_window == 0);
+    CHECK(m.kv_heads() == 8);
+    CHECK(m.norm_eps == 1e-5f);
+    CHECK((m.sparse_layer(0) && m.sparse_layer(1)));
+    const std::string jit = write("jitter", ", \"router_jitter_noise\": 0.01");
+    expect_error([&] { ckpt::read_hf_config(jit); }, core::ErrorKind::Config,
+                 {"config.json", "router_jitter_noise = 0.01", "set it to 0.0"});
+    CHECK(ckpt::read_hf_config(write("nojitter", ", \"router_jitter_noise\": 0.0, "
+                                                 "\"num_local_experts\": 4, \"sliding_window\": 9"))
+              .num_experts == 4);
+    // the deck: the experts' width defaults to intermediate_size, another width is refused
+    config::Config deck;
+    deck.model.type = model::Arch::Mixtral;
+    deck.model.intermediate_size = 64;
+    deck.model.num_experts = 4;
+    deck.model.num_experts_per_tok = 2;
+    const model::ArchConfig dm = model::config_for(deck.model);
+    CHECK(dm.moe_intermediate_size == 64);
+    CHECK(dm.norm_topk_prob);
+    model::ArchConfig wrong = dm;
+    wrong.moe_intermediate_size = 32;
+    expect_error([&] { model::validate(wrong); }, core::ErrorKind::Config,
+                 {"model.moe_intermediate_size = 32", "model.intermediate_size = 64", "mixtral"});
+}
+
+TEST_CASE("GPT-OSS checkpoints: transposed experts, biases, config.json defaults") {
+    const std::string d = ckpt_scratch("hf_gptoss");
+    const model::ArchConfig c = hf_model(model::Arch::GptOss);
+    const model::ParamLayout l = model::make_layout(c);
+    std::vector<float> p(l.num_params);
+    model::init_params(l, p.data(), 0.05f, 9);
+    for (float& v : p) // the biases too (their init is zero)
+        v += 0.01f;
+    ckpt::HfExportOptions o;
+    o.dtype = "fp32";
+    ckpt::export_hf(d + "/m", l, p.data(), o);
+    // the files hold transformers' (E, C, 2I) gate_up_proj: element [e, x, r] = ours [e, r, x]
+    const model::TensorInfo* gu = nullptr;
+    for (const model::TensorInfo& t : l.tensors)
+        if (t.layer == 1 && t.kind == model::TensorKind::ExpGateUp) gu = &t;
+    REQUIRE(gu != nullptr);
+    const int E = 4, R = 2 * 48, X = 32;
+    REQUIRE(gu->shape == std::vector<int>{E, R, X});
+    ckpt::SafetensorsFile f(d + "/m/model.safetensors");
+    const ckpt::SafetensorsFile::Tensor* st = f.find("model.layers.1.mlp.experts.gate_up_proj");
+    REQUIRE(st != nullptr);
+    CHECK(st->shape == std::vector<int64_t>{E, X, R});
+    std::vector<float> file(st->numel);
+    f.read_f32(*st, 0, st->numel, file.data());
+    for (int e : {0, 3})
+        for (int r : {0, 1, 95})
+            for (int x : {0, 31})
+                CHECK(file[(static_cast<size_t>(e) * X + x) * R + r] ==
+                      p[gu->offset + (static_cast<size_t>(e) * R + r) * X + x]);
+    for (const char* n :
+         {"model.layers.0.mlp.router.weight", "model.layers.0.mlp.router.bias",
+          "model.layers.0.mlp.experts.gate_up_proj_bias", "model.layers.0.mlp.experts.down_proj",
+          "model.layers.0.mlp.experts.down_proj_bias", "model.layers.0.self_attn.sinks",
+          "model.layers.0.self_attn.o_proj.bias"})
+        CHECK_MESSAGE(f.find(n), n);
+    // config.json: rope_parameters (yarn, truncate false), layer_types, biases, the clamp's keys
+    const nlohmann::json j = nlohmann::json::parse(slurp(d + "/m/config.json"));
+    CHECK(j["rope_parameters"]["rope_type"] == "yarn");
+    CHECK(j["rope_parameters"]["rope_theta"] == 150000.0);
+    CHECK(j["layer_types"] == nlohmann::json({"sliding_attention", "full_attention"}));
+    CHECK(j["attention_bias"] == true);
+    CHECK(j["swiglu_limit"] == 7.0);
+    // GptOssConfig's defaults of absent keys: biases on, theta 150000, its yarn, sliding and full
+    // layers alternating with a window of 128, 128 experts top 4 as wide as intermediate_size
+    nlohmann::json m = j;
+    for (const char* k : {"attention_bias", "rope_parameters", "layer_types", "sliding_window",
+                          "num_local_experts", "num_experts_per_tok", "head_dim"})
+        m.erase(k);
+    m["num_hidden_layers"] = 3;
+    m["num_attention_heads"] = 4;
+    m["hidden_size"] = 256;
+    fs::create_directories(d + "/defaults");
+    spit(d + "/defaults/config.json", m.dump());
+    const model::ArchConfig g = ckpt::read_hf_config(d + "/defaults");
+    CHECK((g.qkv_bias && g.o_bias && g.attn_sinks));
+    CHECK(g.rope_theta == 150000.0);
+    CHECK(g.rope_scaling.type == model::RopeScalingType::Yarn);
+    CHECK(g.rope_scaling.factor == 32.0);
+    CHECK_FALSE(g.rope_scaling.truncate);
+    CHECK(g.sliding_window == 128);
+    CHECK(g.layer_types == "sliding,full,sliding");
+    CHECK(g.num_experts == 128);
+    CHECK(g.experts_per_tok == 4);
+    CHECK(g.moe_intermediate_size == g.intermediate_size);
+    CHECK(g.hdim() == 64);
+    m["swiglu_limit"] = 8.0;
+    spit(d + "/defaults/config.json", m.dump());
+    expect_error([&] { ckpt::read_hf_config(d + "/defaults"); }, core::ErrorKind::Config,
+                 {"config.json", "swiglu_limit = 8"});
+    m.erase("swiglu_limit");
+    m["layer_types"] = {"sliding_attention", "chunked_attention", "full_attention"};
+    spit(d + "/defaults/config.json", m.dump());
+    expect_error([&] { ckpt::read_hf_config(d + "/defaults"); }, core::ErrorKind::Config,
+                 {"config.json", "layer_types[1]", "chunked_attention"});
 }

@@ -6,9 +6,15 @@
 #include <string>
 #include <vector>
 
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "ckpt/hf.h"
 #include "ckpt/mxfp4.h"
 #include "ckpt/safetensors.h"
 #include "ckpt_test_util.h"
+#include "model/block_spec.h"
+#include "model/model.h"
 
 using namespace sof;
 using namespace sof::test;
@@ -92,5 +98,80 @@ TEST_CASE("mxfp4: errors name the file, the tensors and what does not match") {
         ckpt::SafetensorsFile f(p);
         expect_error([&] { ckpt::read_mxfp4(f, "w", &shape); }, core::ErrorKind::Format,
                      {"bf.safetensors", "w_blocks' is BF16", "U8"});
+    }
+}
+
+TEST_CASE("mxfp4: a GPT-OSS directory with quantized experts imports dequantized") {
+    // a tiny gpt_oss (experts 64 wide: every expert row a whole number of 32-value groups)
+    model::ArchConfig c;
+    c.arch = model::Arch::GptOss;
+    model::apply_arch_defaults(&c);
+    c.max_seq_len = 32;
+    c.vocab_size = c.padded_vocab_size = 50;
+    c.num_layers = 2;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.channels = 32;
+    c.head_dim = 8;
+    c.intermediate_size = c.moe_intermediate_size = 64;
+    c.num_experts = 3;
+    c.experts_per_tok = 2;
+    c.norm_topk_prob = c.qkv_bias = c.o_bias = true;
+    const model::ParamLayout l = model::make_layout(c);
+    std::vector<float> p(l.num_params);
+    model::init_params(l, p.data(), 0.05f, 4);
+    const std::string d = ckpt_scratch("mxfp4_gptoss");
+    std::filesystem::create_directories(d + "/q");
+    ckpt::HfExportOptions o;
+    o.dtype = "fp32";
+    ckpt::export_hf(d + "/plain", l, p.data(), o);
+    std::filesystem::copy_file(d + "/plain/config.json", d + "/q/config.json");
+    // the other tensors as they are; each expert tensor as random blocks and scales, and the
+    // weights it must import as (mxfp4_dequantize: our (E, R, X) layout)
+    std::vector<ckpt::SafetensorsOut> plain;
+    nlohmann::json head, wm;
+    std::string bytes;
+    std::vector<float> want = p;
+    uint32_t rng = 12345;
+    auto next = [&] { return (rng = rng * 1664525u + 1013904223u) >> 24; };
+    for (const model::HfTensor& t : model::hf_tensors(l)) {
+        if (!t.transposed) {
+            plain.push_back({t.name, t.shape, p.data() + t.offset});
+            wm[t.name] = "model-00001-of-00002.safetensors";
+            continue;
+        }
+        const size_t E = static_cast<size_t>(t.shape[0]), X = static_cast<size_t>(t.shape[1]),
+                     R = static_cast<size_t>(t.shape[2]), G = X / 32;
+        std::string blocks(E * R * G * 16, '\0'), scales(E * R * G, '\0');
+        for (char& b : blocks)
+            b = static_cast<char>(next());
+        for (char& x : scales)
+            x = static_cast<char>(120 + next() % 10);
+        ckpt::mxfp4_dequantize(reinterpret_cast<const uint8_t*>(blocks.data()),
+                               reinterpret_cast<const uint8_t*>(scales.data()), E * R, G, 16,
+                               want.data() + t.offset, t.name);
+        const size_t at = bytes.size();
+        head[t.name + "_blocks"] = {
+            {"dtype", "U8"}, {"shape", {E, R, G, 16}}, {"data_offsets", {at, at + blocks.size()}}};
+        head[t.name + "_scales"] = {
+            {"dtype", "U8"},
+            {"shape", {E, R, G}},
+            {"data_offsets", {at + blocks.size(), at + blocks.size() + scales.size()}}};
+        bytes += blocks + scales;
+        wm[t.name + "_blocks"] = wm[t.name + "_scales"] = "model-00002-of-00002.safetensors";
+    }
+    ckpt::write_safetensors(d + "/q/model-00001-of-00002.safetensors", plain, false);
+    write_raw(d + "/q/model-00002-of-00002.safetensors", head.dump(), bytes);
+    spit(d + "/q/model.safetensors.index.json", nlohmann::json{{"weight_map", wm}}.dump());
+    std::vector<float> got(l.num_params, std::nanf(""));
+    ckpt::import_hf(d + "/q", l, zero::make_shard_map(l, 1, 0), got.data());
+    CHECK(bit_equal(got, want));
+    CHECK_FALSE(bit_equal(got, p)); // the experts are the dequantized values
+    for (int rank = 0; rank < 3; rank++) {
+        const zero::ShardMap m = zero::make_shard_map(l, 3, rank);
+        std::vector<float> mine(m.local_size, std::nanf("")), slice(m.local_size);
+        ckpt::import_hf(d + "/q", l, m, mine.data());
+        zero::shard_scatter(l, m, want.data(), slice.data());
+        CHECK(bit_equal(mine, slice));
     }
 }

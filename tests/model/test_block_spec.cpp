@@ -276,3 +276,53 @@ TEST_CASE("dropout: the masks do not depend on MLP tiles or recompute; keyed by 
     for (float other : {off, run(0, false, &step5).loss, run(0, false, &row7).loss})
         CHECK(std::fabs(other - base.loss) > 1e-4 * base.loss);
 }
+
+TEST_CASE("mixture-of-experts blocks: qwen3_moe, mixtral and gpt_oss tensors, decay and HF map") {
+    for (Arch a : {Arch::Qwen3Moe, Arch::Mixtral, Arch::GptOss}) {
+        CAPTURE(model::arch_name(a));
+        ArchConfig c = small(a);
+        c.num_experts = 4;
+        c.experts_per_tok = 2;
+        c.moe_intermediate_size = a == Arch::Qwen3Moe ? 16 : c.intermediate_size;
+        c.norm_topk_prob = true;
+        if (a == Arch::Qwen3Moe) c.mlp_only_layers = {0};
+        const model::BlockSpec s = model::block_spec(c);
+        const model::ParamLayout l = model::make_layout(c);
+        CHECK(static_cast<double>(l.num_params) == model::param_count(c));
+        const bool go = a == Arch::GptOss;
+        CHECK(s.moe_bias == go);
+        CHECK(s.topk_softmax == go);
+        CHECK(s.moe_clamp == go);
+        CHECK(s.sinks == go);
+        // the sparse block: the dense attention part, router (+ bias), gate_up (+ bias), down
+        // (+ bias); each decays as transformers' Trainer groups its Hugging Face name
+        const size_t attn = s.block_moe.size() - (go ? 6 : 3);
+        CHECK(s.block_moe[attn].kind == TensorKind::Router);
+        const model::UnitOffsets o = model::unit_offsets(s);
+        CHECK((o.router_bias != model::kNoTensor) == go);
+        CHECK((o.exp_gate_up_bias != model::kNoTensor) == go);
+        CHECK((o.exp_down_bias != model::kNoTensor) == go);
+        int experts = 0;
+        for (const model::TensorInfo& t : l.tensors) {
+            if (t.layer != 1) continue;
+            CAPTURE(t.hf_name);
+            CHECK(t.decay == trainer_decays(t.hf_name));
+            experts += t.kind == TensorKind::ExpGateUp || t.kind == TensorKind::ExpDown;
+        }
+        CHECK(experts == 2);
+        // the HF map: the hub's per-expert tensors (qwen3_moe, mixtral) or gpt_oss's fused
+        // experts transposed, (E, C, 2I) and (E, I, C)
+        int per_expert = 0, transposed = 0;
+        for (const model::HfTensor& h : model::hf_tensors(l)) {
+            if (h.name.rfind("model.layers.1.", 0) != 0) continue;
+            per_expert += h.name.find(".experts.0.") != std::string::npos;
+            if (!h.transposed) continue;
+            transposed++;
+            const bool gu = h.name == "model.layers.1.mlp.experts.gate_up_proj";
+            CHECK(h.shape ==
+                  (gu ? std::vector<int64_t>{4, 32, 96} : std::vector<int64_t>{4, 48, 32}));
+        }
+        CHECK(per_expert == (go ? 0 : 3));
+        CHECK(transposed == (go ? 2 : 0));
+    }
+}

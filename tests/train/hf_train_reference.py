@@ -7,7 +7,9 @@
 # transformers process per run of the script: Llama (fp32, one file), Phi-3 (fused qkv_proj and
 # gate_up_proj), Mistral (a sliding window shorter than the sequence) and Seed-OSS (q/k/v biases,
 # head_dim decoupled from hidden_size; its config's dropout 0.1 overridden to 0 by the deck keys),
-# the last three saved in bf16 and sharded; ours at 1 rank, 2 ranks (ZeRO-3) and sp = 2.
+# the last three saved in bf16 and sharded; ours at 1 rank, 2 ranks (ZeRO-3) and sp = 2. Issue 27's
+# mixtures of experts (Qwen3-MoE, Mixtral, GPT-OSS; --archs, ctest test_moe_train_reference_*)
+# likewise.
 # --device cuda: ours on the CUDA device in fp32 and in bf16 at 1 rank (label gpu; exits 77 where
 # torch sees no GPU); --device cpu: the host device in fp32 against torch on the CPU (label
 # reference).
@@ -76,11 +78,47 @@ ARCHS = {  # config class, extra keys, saved dtype, max_shard_size, transformers
                            moe_intermediate_size=64, norm_topk_prob=False,
                            output_router_logits=True, router_aux_loss_coef=0.1),
                       torch.float32, None, {}),
+    # Mixtral: every layer sparse, 4 experts of the model's intermediate_size (64), top 2, always
+    # renormalized, a sliding window of 24 keys (sequences of 64); saved with the hub's names
+    # (block_sparse_moe.experts.{e}.w1/w3/w2, save_pretrained's default)
+    "mixtral": ("MixtralConfig",
+                dict(rms_norm_eps=1e-5, sliding_window=24, num_local_experts=4,
+                     num_experts_per_tok=2, intermediate_size=64),
+                torch.bfloat16, "150KB", {}),
+    # the load-balancing loss on (coefficient 0.1), no window, transformers 5's fused names
+    # (mlp.gate, mlp.experts.gate_up_proj / down_proj)
+    "mixtral_aux": ("MixtralConfig",
+                    dict(rms_norm_eps=1e-5, num_local_experts=4, num_experts_per_tok=2,
+                         intermediate_size=64, output_router_logits=True,
+                         router_aux_loss_coef=0.1),
+                    torch.float32, None, {}),
+    # GPT-OSS: q/k/v/o biases, sinks, sliding (24 keys) and full layers, YaRN (factor 4 over an
+    # original 64 positions, truncate false); every layer sparse: router bias, top 2 of the
+    # logits then softmax, experts with biases, interleaved gate/up and the clamped SwiGLU (the
+    # gate_up weights drawn N(0, 0.3) so that both clamps bind), transposed fused tensors
+    "gpt_oss": ("GptOssConfig",
+                dict(rms_norm_eps=1e-5, num_local_experts=4, num_experts_per_tok=2,
+                     intermediate_size=64, sliding_window=24,
+                     rope_parameters=dict(rope_type="yarn", rope_theta=150000.0, factor=4.0,
+                                          beta_fast=32.0, beta_slow=1.0, truncate=False,
+                                          original_max_position_embeddings=64)),
+                torch.bfloat16, "150KB", {}),
+    # the load-balancing loss on (coefficient 0.1; over the router logits with their bias), only
+    # full-attention layers, fp32 in one file
+    "gpt_oss_aux": ("GptOssConfig",
+                    dict(rms_norm_eps=1e-5, num_local_experts=4, num_experts_per_tok=2,
+                         intermediate_size=64, layer_types=["full_attention"] * 2,
+                         output_router_logits=True, router_aux_loss_coef=0.1),
+                    torch.float32, None, {}),
 }
 # layouts per architecture where not all: the load-balancing loss is each rank's own over its
 # micro-batch (as DDP computes it), so 2 ranks differ from one process over the whole batch
-ONLY_LAYOUTS = {"qwen3_moe_aux": ("1rank",)}
-SAVE_OPTIONS = {"qwen3_moe_aux": dict(save_original_format=False)}
+ONLY_LAYOUTS = {"qwen3_moe_aux": ("1rank",), "mixtral_aux": ("1rank",), "gpt_oss_aux": ("1rank",)}
+SAVE_OPTIONS = {"qwen3_moe_aux": dict(save_original_format=False),
+                "mixtral_aux": dict(save_original_format=False)}
+MOE_TYPES = ("qwen3_moe", "mixtral", "gpt_oss")
+INIT_STD = {"gpt_oss": {"mlp.experts.gate_up_proj": 0.3},  # tensors drawn wider (name suffix)
+            "gpt_oss_aux": {"mlp.experts.gate_up_proj": 0.3}}  # model_type of the mixture-of-experts architectures
 # ours: name -> (ranks, train.batch_size, parallel.sp); every layout reads the same global batch
 # of B sequences per step (ZeRO-3 shards the state over both ranks)
 LAYOUTS = {"1rank": (1, B, 1), "zero3": (2, B // 2, 1), "sp2": (2, B, 2)}
@@ -144,7 +182,7 @@ parallel: {{zero_stage: 3, sp: {sp}}}
 
 
 def load(d, dev, dtype=torch.float32, info=False, **over):
-    if "moe" in json.load(open(os.path.join(d, "config.json")))["model_type"]:
+    if json.load(open(os.path.join(d, "config.json")))["model_type"] in MOE_TYPES:
         over = dict(over, experts_implementation="eager")  # grouped_mm has no float64
     m = transformers.AutoModelForCausalLM.from_pretrained(
         d, dtype=dtype, attn_implementation="eager", output_loading_info=info, **over)
@@ -215,12 +253,15 @@ def errors(w, logits, losses, ref, init):
 def make_source(work, name):
     cls, extra, dtype, shard, _ = ARCHS[name]
     torch.manual_seed(17)
-    cfg = getattr(transformers, cls)(**COMMON, **extra)
+    cfg = getattr(transformers, cls)(**{**COMMON, **extra})
     model = transformers.AutoModelForCausalLM.from_config(cfg).to(torch.float32)
     with torch.no_grad():  # biases away from their zero init, so their import counts
         for n, p in model.named_parameters():
-            if n.endswith(".bias"):
+            if n.endswith("bias"):  # also gpt_oss's experts.gate_up_proj_bias / down_proj_bias
                 p.normal_(0.0, 0.05)
+            for suffix, std in INIT_STD.get(name, {}).items():
+                if n.endswith(suffix):
+                    p.normal_(0.0, std)
     src = os.path.join(work, "src")
     model.to(dtype).save_pretrained(src, **({"max_shard_size": shard} if shard else {}),
                                     **SAVE_OPTIONS.get(name, {}))
@@ -289,7 +330,8 @@ def main():
     # bundle's run keeps the default
     ap.add_argument("--mpirun", default="mpirun --oversubscribe")
     # the MoE cases run as ctest's test_moe_train_reference* (each its own ~20 s)
-    ap.add_argument("--archs", default=",".join(a for a in ARCHS if "moe" not in a))
+    ap.add_argument("--archs", default=",".join(a for a in ARCHS
+                                                if not a.startswith(MOE_TYPES)))
     args = ap.parse_args()
     args.superoffload = os.path.abspath(args.superoffload)
     if args.device == "cuda" and not torch.cuda.is_available():
