@@ -90,7 +90,8 @@ SrOut run_sr(optim::Optimizer& opt, const SrIn& in, const sof_optim_hparams& hp,
     ABuf<float> ms(nb), vs(nb), mso(nb, pad), vso(nb, pad);
     std::memcpy(p.data(), in.p.data(), 2 * n);
     std::memcpy(m.data(), in.m.data(), n * es), std::memcpy(v.data(), in.v.data(), n * es);
-    std::memcpy(ms.data(), in.ms.data(), 4 * nb), std::memcpy(vs.data(), in.vs.data(), 4 * nb);
+    if (nb > 0) // no scales but for q8 moments (memcpy from an empty vector's null: UB)
+        std::memcpy(ms.data(), in.ms.data(), 4 * nb), std::memcpy(vs.data(), in.vs.data(), 4 * nb);
     const sof_state_format f = in.sd == SOF_STATE_BF16 ? SOF_STATE_BF16 : SOF_STATE_F32;
     sof_optim_slice s = optim::make_slice(n, p.data(), in.grad(gd), gd, m.data(), v.data(), f);
     s.param_dtype = SOF_DTYPE_BF16;
