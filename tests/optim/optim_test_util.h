@@ -142,6 +142,24 @@ inline std::unique_ptr<optim::Optimizer> load_case(const PluginCase& pc, int thr
     return opt;
 }
 
+// cpu_adam forced to its scalar path (loaded with 2 threads) and its vector variants this CPU
+// runs: the pair the vector-vs-scalar bitwise tests compare (scalar null or vector empty: none).
+struct CpuAdamVariants {
+    std::unique_ptr<optim::Optimizer> scalar;
+    std::vector<PluginCase> vector;
+};
+inline CpuAdamVariants cpu_adam_variants() {
+    CpuAdamVariants c;
+    for (const auto& pc : host_plugin_cases()) {
+        if (pc.name != "cpu_adam") continue;
+        if (pc.force == "scalar")
+            c.scalar = load_case(pc, 2);
+        else
+            c.vector.push_back(pc);
+    }
+    return c;
+}
+
 // No plugin steps bitwise like adam_ref_elem (cpu_adam uses FMA and one divide, see
 // plugins/cpu_adam/cpu_adam_kernels.h): steps are compared with the reference within the
 // documented tolerance. Plugins whose step runs the same arithmetic in every vector lane and

@@ -146,15 +146,9 @@ Diff diff(const SrOut& a, const SrOut& b) {
 TEST_CASE("bf16 master: cpu_adam's AVX2/AVX-512 vector stochastic rounding (as the variant "
           "reports) is bitwise its scalar path: every moment format, index0 offsets and 2^32 "
           "draw carries, tails, steps, seeds, placements; a wrong counter word is seen") {
-    std::unique_ptr<optim::Optimizer> scalar;
-    std::vector<PluginCase> vec;
-    for (const auto& pc : host_plugin_cases()) {
-        if (pc.name != "cpu_adam") continue;
-        if (pc.force == "scalar")
-            scalar = load_case(pc, 2);
-        else
-            vec.push_back(pc);
-    }
+    CpuAdamVariants cv = cpu_adam_variants();
+    std::unique_ptr<optim::Optimizer>& scalar = cv.scalar;
+    const std::vector<PluginCase>& vec = cv.vector;
     if (!scalar || vec.empty()) {
         MESSAGE("cpu_adam with a vector variant not available here: nothing to compare");
         return;

@@ -300,15 +300,9 @@ void add_edge_blocks(AdamData& d, int32_t qb) {
 
 TEST_CASE("q8 moments: cpu_adam's AVX2/AVX-512 vector path (as the variant reports) is bitwise its "
           "scalar path: tiles, tails, streaming outputs, edge blocks, every grad/copy dtype") {
-    std::unique_ptr<optim::Optimizer> scalar;
-    std::vector<PluginCase> vec;
-    for (const auto& pc : host_plugin_cases()) {
-        if (pc.name != "cpu_adam") continue;
-        if (pc.force == "scalar")
-            scalar = load_case(pc, 2);
-        else
-            vec.push_back(pc);
-    }
+    CpuAdamVariants cv = cpu_adam_variants();
+    std::unique_ptr<optim::Optimizer>& scalar = cv.scalar;
+    const std::vector<PluginCase>& vec = cv.vector;
     if (!scalar || vec.empty()) {
         MESSAGE("cpu_adam with a vector variant not available here: nothing to compare");
         return;
