@@ -39,7 +39,7 @@ BucketStages bucket_stages(const CostInputs& c, const HardwareProfile& hw,
     const bool flow = weights == config::WeightsPolicy::Flow;
     if (!flow_pinned_grads(c, weights))
         s.d2h = transfer_seconds(hw.d2h, c.bucket_params * c.grad_move_bytes);
-    s.step = c.bucket_params / hw.cpu_adam_params_per_s;
+    s.step = c.bucket_params / cpu_adam_rate(c, hw);
     // stationary: the new params go back H2D (bf16 with the cast on the host, written by the
     // step in the same pass); weight flow: the step updates the master, fetches read it
     if (!flow) {
@@ -79,6 +79,13 @@ void finish_times(IterationTimes& t) {
 }
 
 } // namespace
+
+double cpu_adam_rate(const CostInputs& c, const HardwareProfile& hw) {
+    double r = 0;
+    if (c.modes.moments == SOF_STATE_BF16) r = hw.cpu_adam_params_per_s_bf16;
+    if (c.modes.moments == SOF_STATE_Q8) r = hw.cpu_adam_params_per_s_q8;
+    return r > 0 ? r : hw.cpu_adam_params_per_s;
+}
 
 ActivationEstimate activation_estimate(const model::ArchConfig& m, double batch, double seq_len,
                                        double sp, double eb, bool recompute) {
@@ -365,7 +372,7 @@ IterationTimes interleaved_times(const CostInputs& c, const HardwareProfile& hw,
     int gpu_groups = k >= 1 ? N / k : 0; // subgroups i with (i+1) % k == 0
     int cpu_groups = N - gpu_groups;
     double grad_out = transfer_seconds(hw.d2h, S * c.grad_move_bytes); // last bucket exposed
-    double cpu = cpu_groups * S * (1.0 / hw.cpu_adam_params_per_s + 1.0 / hw.cpu_cast_params_per_s);
+    double cpu = cpu_groups * S * (1.0 / cpu_adam_rate(c, hw) + 1.0 / hw.cpu_cast_params_per_s);
     // streamed p, m, v bytes per param (q8: the codes; the scales add 4/block)
     const double mb =
         c.modes.moments == SOF_STATE_F32

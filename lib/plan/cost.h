@@ -134,6 +134,10 @@ offload::MemoryPlanInputs offload_plan_inputs(const offload::MemoryPlanInputs& b
 // activations.
 double gpu_only_memory(const CostInputs& c);
 
+// The CPU optimizer's throughput (params/s) with c's moments: the profile's figure for that
+// format (cpu.adam_params_per_s_bf16 / _q8), else the fp32 one.
+double cpu_adam_rate(const CostInputs& c, const HardwareProfile& hw);
+
 // Forward and backward time of one step (all micro-batches) with `weights`; with Flow the
 // per-layer fetches overlap compute and only the excess plus the first fetch is exposed.
 void pass_times(const CostInputs& c, const HardwareProfile& hw, config::WeightsPolicy weights,

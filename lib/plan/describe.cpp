@@ -97,6 +97,10 @@ std::string describe(const Plan& p) {
                       "%.1f%% efficiency, MFU %.1f%%\n",
                       1e3 * p.iteration_s, 1e3 * p.compute_s, 1e3 * p.exposed_s,
                       100.0 * p.efficiency, 100.0 * p.mfu);
+    if (p.before_s > 0)
+        s += core::strfmt("CPU-step gap closed by the planner: %.2f ms per step before, %.2f ms "
+                          "after (%s moments; gap levers above)\n",
+                          1e3 * p.before_s, 1e3 * p.iteration_s, state_dtype_name(p.state_dtype));
     return s;
 }
 

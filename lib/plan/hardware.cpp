@@ -147,6 +147,8 @@ HardwareProfile parse_profile(const YAML::Node& root, const std::string& file) {
     hw.cpu_cores = static_cast<int>(cpu.number("cores", true, 0, 1, 1e5));
     hw.cpu_adam_params_per_s = cpu.number("adam_params_per_s", true, 0, 1e3, 1e15);
     hw.cpu_cast_params_per_s = cpu.number("cast_params_per_s", true, 0, 1e3, 1e15);
+    hw.cpu_adam_params_per_s_bf16 = cpu.number("adam_params_per_s_bf16", false, 0, 1e3, 1e15);
+    hw.cpu_adam_params_per_s_q8 = cpu.number("adam_params_per_s_q8", false, 0, 1e3, 1e15);
     cpu.finish();
 
     MapReader link(top.get("link", true), file, "link");

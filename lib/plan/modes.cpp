@@ -18,11 +18,6 @@ namespace {
 // Two predicted step times within this fraction of each other are a tie (offload.cast).
 constexpr double kTie = 0.005;
 
-// "958.95 GB", or "12.34 MB" below a GB (test decks)
-std::string size_text(double b) {
-    return b >= 1e9 ? core::strfmt("%.2f GB", b / 1e9) : core::strfmt("%.2f MB", b / 1e6);
-}
-
 CostInputs with_modes(const CostInputs& c, const EngineModes& m) {
     CostInputs t = c;
     apply_modes(t, m);
@@ -471,6 +466,10 @@ ModeChoice explain_master(const CostInputs& c, Ctx& x, const Figures& mine) {
 }
 
 } // namespace
+
+std::string size_text(double b) {
+    return b >= 1e9 ? core::strfmt("%.2f GB", b / 1e9) : core::strfmt("%.2f MB", b / 1e6);
+}
 
 std::vector<ModeChoice> resolve_modes(CostInputs& c, const HardwareProfile& hw,
                                       const config::Config& cfg, Plan& p) {

@@ -14,6 +14,9 @@ namespace sof::plan {
 int choose_tail(const CostInputs& c, const HardwareProfile& hw, config::WeightsPolicy w,
                 const config::Config& cfg, Plan& p);
 
+// "958.95 GB", or "12.34 MB" below a GB (test decks): the sizes the why-lines quote.
+std::string size_text(double bytes);
+
 // The placement stride for memory plans: the interleaved schedule's k, else 0.
 int stride_of(const config::Config& cfg, const Plan& p);
 

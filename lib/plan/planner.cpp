@@ -9,6 +9,7 @@
 #include "device/device.h"
 #include "plan/comm_model.h"
 #include "plan/cost.h"
+#include "plan/gap.h"
 #include "plan/long_seq.h"
 #include "plan/modes.h"
 #include "plan/planner.h"
@@ -71,7 +72,7 @@ int choose_tail(const CostInputs& c, const HardwareProfile& hw, config::WeightsP
     }
     double bk = c.bucket_params;
     double move_g = transfer_seconds(hw.d2h, bk * c.grad_move_bytes);
-    double step = bk / hw.cpu_adam_params_per_s;
+    double step = bk / cpu_adam_rate(c, hw);
     if (c.param_move_bytes < 4) step += bk / hw.cpu_cast_params_per_s;
     double move_p = transfer_seconds(hw.h2d, bk * c.param_move_bytes);
     double flops = hw.gpu_peak_tflops * 1e12 * hw.gpu_achievable_fraction;
@@ -168,6 +169,13 @@ int tail_buckets_eq45(double move_grad_s, double step_cpu_s, double move_param_s
 }
 
 Plan make_plan(const config::Config& cfg, const model::ArchConfig& model, const HardwareProfile& hw,
+               int shard_ranks) {
+    Plan p = plan_once(cfg, model, hw, shard_ranks);
+    close_gap(p, cfg, model, hw, shard_ranks);
+    return p;
+}
+
+Plan plan_once(const config::Config& cfg, const model::ArchConfig& model, const HardwareProfile& hw,
                int shard_ranks) {
     SOF_CHECK(!hw.h2d.empty() && !hw.d2h.empty(), "hardware profile '%s' without link curves",
               hw.name.c_str());

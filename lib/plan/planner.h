@@ -34,6 +34,8 @@ struct HardwareProfile {
     double cpu_memory_gb = 16.0;
     int cpu_cores = 2;
     double cpu_adam_params_per_s = 3.0e9; // CPU optimizer throughput incl. bf16 copy (U_c)
+    // the same with bf16 or q8 moments (optimizer.state_dtype); 0: as with fp32 moments
+    double cpu_adam_params_per_s_bf16 = 0, cpu_adam_params_per_s_q8 = 0;
     double cpu_cast_params_per_s = 4.0e9; // CPU fp32 -> bf16 downscale throughput (D_c)
 
     // CPU <-> GPU link: bandwidth as a function of transfer size, log-size interpolated
@@ -142,6 +144,18 @@ struct ModeChoice {
     double other_host_bytes = 0, other_device_bytes = 0, other_step_s = 0; // the flipped plan's
 };
 
+// One way to close the CPU-step gap (gap.h): the plan with `settings` changed from the deck,
+// its predicted step and tokens per step (a change of train.grad_accum changes the batch: per
+// token it is iteration_s / tokens).
+struct GapLever {
+    std::string settings;   // "optimizer.state_dtype=bf16", "train.grad_accum=4", ...
+    double iteration_s = 0; // predicted step, collectives included
+    double tokens = 0;      // per optimizer step on this rank
+    int tail_buckets = 0;   // the lever's own tail count
+    bool fits = true;
+    bool chosen = false; // the planner took it (the deck left the key `auto`)
+};
+
 struct Plan {
     config::WeightsPolicy weights = config::WeightsPolicy::Stationary; // never Auto
     // the engine modes the plan assumes (the deck's, or the planner's choice where `auto`)
@@ -183,6 +197,10 @@ struct Plan {
     std::vector<ModeChoice> mode_choices;  // flow grads (weight flow), cast, rollback, moments
     std::vector<std::string> notes;        // why each choice was made
     std::vector<std::string> auto_notes;   // the subset for choices the deck left `auto`
+    // The CPU-step gap (superoffload schedule, exposed time > 5% of the step): what closes it,
+    // each lever's plan, and the step before the planner chose one (0: none was chosen).
+    std::vector<GapLever> levers;
+    double before_s = 0;
 };
 
 // Builds the plan for a deck and a model on a hardware profile. Deck values that are not `auto`

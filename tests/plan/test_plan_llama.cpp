@@ -358,3 +358,109 @@ TEST_CASE("a mixture-of-experts model: FLOPs from the active params, memory from
     MESSAGE(moe_line(pq));
     CHECK(moe_line(pq).find("the longest term is the optimizer step") != std::string::npos);
 }
+
+namespace {
+
+const GapLever* lever(const Plan& p, const std::string& settings) {
+    for (const GapLever& l : p.levers)
+        if (l.settings == settings) return &l;
+    return nullptr;
+}
+
+} // namespace
+
+// Issue 27 section 3: the CPU step over all 30.5B parameters outlasts the compute of the 3.3B
+// active ones; the planner prices what closes the gap, each lever by its own plan, and takes leaner
+// moments where the deck says `auto` (docs/planner.md "Closing the CPU-step gap").
+TEST_CASE("the CPU-step gap of a MoE model: levers priced, the moments chosen only when auto") {
+    HardwareProfile hw = gh200();
+    config::Config c = deck("qwen3-30b-a3b-gh200x2.yaml");
+    c.model.init_from = kSrc + "/inputs/hf/qwen3-30b-a3b";
+    const model::ArchConfig m = ckpt::resolve_model(&c);
+    REQUIRE(c.optimizer.state_dtype == config::StateDtype::Auto);
+    config::Config f32 = c;
+    f32.optimizer.state_dtype = config::StateDtype::FP32;
+    const Plan f = make_plan(f32, m, hw, 2);
+    CHECK(f.state_dtype == config::StateDtype::FP32);
+    CHECK(f.before_s == 0); // the deck fixed the moments: nothing chosen
+    CHECK(f.exposed_s > 0.05 * f.iteration_s);
+    const GapLever* bf = lever(f, "optimizer.state_dtype=bf16");
+    REQUIRE(bf);
+    CHECK(bf->fits);
+    CHECK(!bf->chosen);
+    CHECK(bf->tail_buckets > f.tail_buckets); // 6 bytes per param less on the device
+    config::Config b16 = c;
+    b16.optimizer.state_dtype = config::StateDtype::BF16;
+    const Plan pb = make_plan(b16, m, hw, 2);
+    CHECK(bf->iteration_s == pb.iteration_s); // the lever is that deck's own plan
+    CHECK(pb.iteration_s < 0.95 * f.iteration_s);
+    // the same 32768 tokens in one micro-batch of 8 hide more than accumulating twice as many
+    const GapLever* big = lever(f, "train.batch_size=8 + train.grad_accum=1");
+    const GapLever* acc = lever(f, "train.batch_size=4 + train.grad_accum=4");
+    REQUIRE(big);
+    REQUIRE(acc);
+    CHECK(big->tokens == f.tokens);
+    CHECK(acc->tokens == 2 * f.tokens);
+    CHECK(big->fits);
+    CHECK(big->iteration_s < f.iteration_s);
+    CHECK(acc->iteration_s / acc->tokens < f.iteration_s / f.tokens); // spread over more tokens
+    CHECK(big->iteration_s / big->tokens < acc->iteration_s / acc->tokens);
+
+    // auto: bf16 moments taken (more than 5% faster; q8 not 2% faster than bf16), before/after
+    const Plan a = make_plan(c, m, hw, 2);
+    CHECK(a.state_dtype == config::StateDtype::BF16);
+    CHECK(a.before_s == f.iteration_s);
+    CHECK(a.iteration_s == pb.iteration_s);
+    CHECK(a.tail_buckets == pb.tail_buckets);
+    REQUIRE(lever(a, "optimizer.state_dtype=bf16"));
+    CHECK(lever(a, "optimizer.state_dtype=bf16")->chosen);
+    bool explained = false;
+    for (const ModeChoice& mc : a.mode_choices)
+        if (mc.key == "optimizer.state_dtype") {
+            CHECK(!mc.from_deck);
+            CHECK(mc.other_step_s == f.iteration_s - f.comm_exposed_s);
+            explained = mc.line.find("shorten the step") != std::string::npos;
+        }
+    CHECK(explained);
+    config::Config r = c; // the trainer's deck after the plan: the choice, then no gap choice
+    resolve_auto(r, a);
+    CHECK(r.optimizer.state_dtype == config::StateDtype::BF16);
+
+    // a plan whose CPU step is hidden has no levers (Llama-3-8B on one GH200: 1.7% exposed)
+    config::Config d = deck("llama3-8b-gh200.yaml");
+    d.optimizer.state_dtype = config::StateDtype::Auto;
+    const Plan h = make_plan(d, model::config_for(d.model), hw);
+    CHECK(h.exposed_s <= 0.05 * h.iteration_s);
+    CHECK(h.levers.empty());
+    CHECK(h.before_s == 0);
+    CHECK(h.state_dtype == config::StateDtype::FP32);
+}
+
+// GPT-OSS-20B from its published config.json on one GH200 at the release's setting (sequence
+// 8192, batch 4, recompute): 20.9B parameters, 3.6B active (OpenAI's count: blocks' active and
+// the unembedding); it fits, compute is the longest term, and the superoffload schedule hides
+// what the synchronous (ZeRO-Offload) one exposes.
+TEST_CASE("GPT-OSS-20B on one GH200 from config.json: fits at sequence 8192, batch 4") {
+    HardwareProfile hw = gh200();
+    config::Config c = deck("gpt-oss-20b-gh200.yaml");
+    c.model.init_from = kSrc + "/inputs/hf/gpt-oss-20b";
+    const model::ArchConfig m = ckpt::resolve_model(&c);
+    CHECK(m.arch == model::Arch::GptOss);
+    CHECK(c.train.seq_len == 8192);
+    CHECK(c.train.batch_size == 4);
+    CHECK(c.model.recompute);
+    const double n = static_cast<double>(model::make_layout(m).num_params);
+    CHECK(std::abs(n / 20.91e9 - 1) < 0.005);
+    const double active = model::block_params(m).active + double(m.vocab_size) * m.channels;
+    CHECK(std::abs(active / 3.61e9 - 1) < 0.01);
+    const Plan p = make_plan(c, m, hw, 1);
+    CHECK(p.fits);
+    MESSAGE("GPT-OSS-20B: " << p.iteration_s << " s per step, MFU " << 100 * p.mfu << "%");
+    CHECK(p.mfu > 0.3);
+    for (const std::string& note : p.notes)
+        if (note.find("mixture of experts") != std::string::npos)
+            CHECK(note.find("the longest term is compute") != std::string::npos);
+    const IterationTimes& sync = p.schedules[2];
+    CHECK(sync.schedule == "synchronous");
+    CHECK(p.iteration_s < 0.8 * sync.iteration);
+}

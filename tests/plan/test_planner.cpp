@@ -74,6 +74,17 @@ TEST_CASE("hardware files load; this-host.yaml equals the built-in profile") {
     CHECK(a.cpu_cores == b.cpu_cores);
     CHECK(a.cpu_adam_params_per_s == b.cpu_adam_params_per_s);
     CHECK(a.cpu_cast_params_per_s == b.cpu_cast_params_per_s);
+    CHECK(a.cpu_adam_params_per_s_bf16 == b.cpu_adam_params_per_s_bf16);
+    CHECK(a.cpu_adam_params_per_s_q8 == b.cpu_adam_params_per_s_q8);
+    // per-format CPU step rates: optional keys; a missing one prices the step at the fp32 rate
+    const HardwareProfile g = load_hardware(kSrc + "/inputs/hardware/gh200.yaml");
+    CHECK(g.cpu_adam_params_per_s_bf16 == 1.66e10);
+    CHECK(g.cpu_adam_params_per_s_q8 == 0);
+    CostInputs ci;
+    ci.modes.moments = SOF_STATE_BF16;
+    CHECK(cpu_adam_rate(ci, g) == 1.66e10);
+    ci.modes.moments = SOF_STATE_Q8;
+    CHECK(cpu_adam_rate(ci, g) == g.cpu_adam_params_per_s);
     CHECK(a.ranks_per_node == b.ranks_per_node);
     CHECK(a.intra_node == b.intra_node);
     CHECK(a.intra_node_gbps == b.intra_node_gbps);
