@@ -266,10 +266,11 @@ int cmd_generate(int argc, char** argv) {
             script + "encode --tokenizer " + sh_quote(tok) +
                 (a.has_prompt ? " --text " + sh_quote(a.prompt) : " --chat " + sh_quote(a.chat)),
             "generate: tokenizing the prompt with scripts/hf_tokenize.py");
-        const ckpt::Json j = ckpt::json_parse(out, "hf_tokenize.py encode");
-        for (const ckpt::Json& v : ckpt::json_arr(j, "ids", "hf_tokenize.py encode"))
+        const std::string src = "hf_tokenize.py encode";
+        const ckpt::Json j = ckpt::json_parse(out, src);
+        for (const ckpt::Json& v : ckpt::json_arr(j, "ids", src))
             prompt.push_back(v.get<int>());
-        for (const ckpt::Json& v : ckpt::json_arr(j, "stop", "hf_tokenize.py encode"))
+        for (const ckpt::Json& v : ckpt::json_arr(j, "stop", src))
             stop.push_back(v.get<int>());
     } else {
         prompt = parse_ids(a.prompt_ids);
@@ -277,8 +278,11 @@ int cmd_generate(int argc, char** argv) {
             const std::string out =
                 run_capture(script + "encode --tokenizer " + sh_quote(tok) + " --text ''",
                             "generate: reading the stop ids");
-            for (const ckpt::Json& v : ckpt::json_arr(ckpt::json_parse(out, "hf_tokenize.py"),
-                                                      "stop", "hf_tokenize.py encode"))
+            // (the parsed document must outlive the loop: a temporary in the range expression
+            // would die before it, C++20)
+            const std::string src = "hf_tokenize.py encode";
+            const ckpt::Json j = ckpt::json_parse(out, src);
+            for (const ckpt::Json& v : ckpt::json_arr(j, "stop", src))
                 stop.push_back(v.get<int>());
         }
     }

@@ -66,21 +66,21 @@ Json json_parse(const std::string& text, const std::string& source) {
     return root;
 }
 
-const Json& json_get(const Json& obj, const std::string& key, const std::string& source) {
+const Json& json_get(const Json& obj, const char* key, const std::string& source) {
     if (!obj.is_object())
-        SOF_FAIL(Format, "%s: expected an object holding \"%s\", found %s", source.c_str(),
-                 key.c_str(), type_name(obj));
+        SOF_FAIL(Format, "%s: expected an object holding \"%s\", found %s", source.c_str(), key,
+                 type_name(obj));
     auto it = obj.find(key);
     if (it == obj.end())
         SOF_FAIL(Format,
                  "%s: missing key \"%s\" (the manifest is incomplete or from another program; "
                  "resume from another checkpoint)",
-                 source.c_str(), key.c_str());
+                 source.c_str(), key);
     return *it;
 }
 
 int64_t json_int(const Json& obj, const std::string& key, const std::string& source) {
-    const Json& v = json_get(obj, key, source);
+    const Json& v = json_get(obj, key.c_str(), source);
     if (v.is_number_unsigned()) {
         uint64_t u = v.get<uint64_t>();
         if (u > static_cast<uint64_t>(INT64_MAX))
@@ -95,17 +95,17 @@ int64_t json_int(const Json& obj, const std::string& key, const std::string& sou
 }
 
 std::string json_str(const Json& obj, const std::string& key, const std::string& source) {
-    const Json& v = json_get(obj, key, source);
+    const Json& v = json_get(obj, key.c_str(), source);
     if (!v.is_string())
         SOF_FAIL(Format, "%s: \"%s\" must be a string, found %s", source.c_str(), key.c_str(),
                  type_name(v));
     return v.get<std::string>();
 }
 
-const Json& json_arr(const Json& obj, const std::string& key, const std::string& source) {
+const Json& json_arr(const Json& obj, const char* key, const std::string& source) {
     const Json& v = json_get(obj, key, source);
     if (!v.is_array())
-        SOF_FAIL(Format, "%s: \"%s\" must be an array, found %s", source.c_str(), key.c_str(),
+        SOF_FAIL(Format, "%s: \"%s\" must be an array, found %s", source.c_str(), key,
                  type_name(v));
     return v;
 }

@@ -25,7 +25,7 @@ OJson file_entry_json(const FileEntry& f) {
 }
 
 FileEntry file_entry_from(const Json& obj, const std::string& key, const std::string& path) {
-    const Json& v = json_get(obj, key, path);
+    const Json& v = json_get(obj, key.c_str(), path);
     FileEntry f;
     f.file = json_str(v, "file", path);
     if (f.file.empty() || f.file.find('/') != std::string::npos || f.file == "." || f.file == "..")
