@@ -147,6 +147,20 @@ SOF_AVX2_INLINE void weight_decay16(const V8Consts& k, __m256& p0, __m256& p1, _
 // operations on two 8-lane vectors), stored to po/mo/vo/lowp indexed from 0 (the destinations or
 // L1 staging buffers; mo, vo of the state dtype SD); the fp32 lane sums of the squared grads come
 // back in sa, sb.
+// The Adam update of 16 lanes (two vectors) after weight decay: m, v in place from their old
+// values and the scaled grads g, then p += -step_size * m / (sqrt(v) / bc2_sqrt + eps).
+SOF_AVX2_INLINE void adam16(const V8Consts& k, __m256 g0, __m256 g1, __m256& m0, __m256& m1,
+                            __m256& v0, __m256& v1, __m256& p0, __m256& p1) {
+    m0 = _mm256_fmadd_ps(k.b1, m0, _mm256_mul_ps(k.omb1, g0));
+    m1 = _mm256_fmadd_ps(k.b1, m1, _mm256_mul_ps(k.omb1, g1));
+    v0 = _mm256_fmadd_ps(k.b2, v0, _mm256_mul_ps(_mm256_mul_ps(k.omb2, g0), g0));
+    v1 = _mm256_fmadd_ps(k.b2, v1, _mm256_mul_ps(_mm256_mul_ps(k.omb2, g1), g1));
+    const __m256 d0 = _mm256_fmadd_ps(_mm256_sqrt_ps(v0), k.rbc2, k.eps);
+    const __m256 d1 = _mm256_fmadd_ps(_mm256_sqrt_ps(v1), k.rbc2, k.eps);
+    p0 = _mm256_fmadd_ps(k.nss, _mm256_div_ps(m0, d0), p0);
+    p1 = _mm256_fmadd_ps(k.nss, _mm256_div_ps(m1, d1), p1);
+}
+
 template <int GD, int LD, int SD, bool WD, bool L2>
 SOF_AVX2_INLINE void block16(const V8Consts& k, const Tile& t, int64_t i0, int64_t len, float* po,
                              void* mo, void* vo, uint16_t* lowp, __m256& sa, __m256& sb) {
@@ -160,17 +174,10 @@ SOF_AVX2_INLINE void block16(const V8Consts& k, const Tile& t, int64_t i0, int64
         s1 = _mm256_fmadd_ps(g1, g1, s1);
         __m256 p0 = _mm256_loadu_ps(t.p + i), p1 = _mm256_loadu_ps(t.p + i + 8);
         weight_decay16<WD, L2>(k, p0, p1, g0, g1);
-        __m256 mi0, mi1, vi0, vi1;
-        load_state16<SD>(t.m, i, mi0, mi1);
-        load_state16<SD>(t.v, i, vi0, vi1);
-        __m256 m0 = _mm256_fmadd_ps(k.b1, mi0, _mm256_mul_ps(k.omb1, g0));
-        __m256 m1 = _mm256_fmadd_ps(k.b1, mi1, _mm256_mul_ps(k.omb1, g1));
-        __m256 v0 = _mm256_fmadd_ps(k.b2, vi0, _mm256_mul_ps(_mm256_mul_ps(k.omb2, g0), g0));
-        __m256 v1 = _mm256_fmadd_ps(k.b2, vi1, _mm256_mul_ps(_mm256_mul_ps(k.omb2, g1), g1));
-        __m256 d0 = _mm256_fmadd_ps(_mm256_sqrt_ps(v0), k.rbc2, k.eps);
-        __m256 d1 = _mm256_fmadd_ps(_mm256_sqrt_ps(v1), k.rbc2, k.eps);
-        p0 = _mm256_fmadd_ps(k.nss, _mm256_div_ps(m0, d0), p0);
-        p1 = _mm256_fmadd_ps(k.nss, _mm256_div_ps(m1, d1), p1);
+        __m256 m0, m1, v0, v1; // the old moments, then the new
+        load_state16<SD>(t.m, i, m0, m1);
+        load_state16<SD>(t.v, i, v0, v1);
+        adam16(k, g0, g1, m0, m1, v0, v1, p0, p1);
         _mm256_storeu_ps(po + j, p0);
         _mm256_storeu_ps(po + j + 8, p1);
         store_state16<SD>(mo, j, m0, m1);
@@ -590,22 +597,15 @@ SOF_AVX2_INLINE void q_block(const StepConsts& c, const V8Consts& k, const SrKey
             else
                 load_state16<SOF_DTYPE_BF16>(t.p16, i, p0, p1);
             weight_decay16<WD, L2>(k, p0, p1, g0, g1);
-            __m256 mi0, mi1, vi0, vi1;
+            __m256 m0, m1, v0, v1; // the old moments, then the new
             if constexpr (q8) {
-                mi0 = load_q8x8<true>(mc, i, ms), mi1 = load_q8x8<true>(mc, i + 8, ms);
-                vi0 = load_q8x8<false>(vc, i, vs), vi1 = load_q8x8<false>(vc, i + 8, vs);
+                m0 = load_q8x8<true>(mc, i, ms), m1 = load_q8x8<true>(mc, i + 8, ms);
+                v0 = load_q8x8<false>(vc, i, vs), v1 = load_q8x8<false>(vc, i + 8, vs);
             } else {
-                load_state16<SD>(t.m, i, mi0, mi1);
-                load_state16<SD>(t.v, i, vi0, vi1);
+                load_state16<SD>(t.m, i, m0, m1);
+                load_state16<SD>(t.v, i, v0, v1);
             }
-            __m256 m0 = _mm256_fmadd_ps(k.b1, mi0, _mm256_mul_ps(k.omb1, g0));
-            __m256 m1 = _mm256_fmadd_ps(k.b1, mi1, _mm256_mul_ps(k.omb1, g1));
-            __m256 v0 = _mm256_fmadd_ps(k.b2, vi0, _mm256_mul_ps(_mm256_mul_ps(k.omb2, g0), g0));
-            __m256 v1 = _mm256_fmadd_ps(k.b2, vi1, _mm256_mul_ps(_mm256_mul_ps(k.omb2, g1), g1));
-            __m256 d0 = _mm256_fmadd_ps(_mm256_sqrt_ps(v0), k.rbc2, k.eps);
-            __m256 d1 = _mm256_fmadd_ps(_mm256_sqrt_ps(v1), k.rbc2, k.eps);
-            p0 = _mm256_fmadd_ps(k.nss, _mm256_div_ps(m0, d0), p0);
-            p1 = _mm256_fmadd_ps(k.nss, _mm256_div_ps(m1, d1), p1);
+            adam16(k, g0, g1, m0, m1, v0, v1, p0, p1);
             if constexpr (PD == SOF_DTYPE_F32) {
                 float* po = NT ? x.p + s : t.po + i;
                 _mm256_storeu_ps(po, p0);
