@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # Table of the state-format convergence runs (scripts/bench/state_formats_convergence.sh): every
 # 100 steps each format's train loss (mean of the 10 steps ending there) and its gap to the yardstick.
+# usage: state_formats_table.py OUT_DIR [EVERY]   (EVERY: the table's step interval, default 100)
 import json
 import os
 import sys
@@ -31,6 +32,7 @@ def smooth(train, step):
 
 def main():
     out = sys.argv[1]
+    every = int(sys.argv[2]) if len(sys.argv) > 2 else 100
     runs = {f: load(os.path.join(out, f, "metrics.jsonl")) for f in FORMATS
             if os.path.exists(os.path.join(out, f, "metrics.jsonl"))}
     names = list(runs)
@@ -38,7 +40,7 @@ def main():
     print("train loss (mean of 10 steps) and gap to yardstick (fp32; bf16_master: bf16_train)")
     print("step  " + "  ".join(f"{n:>22}" for n in names))
     gaps = {n: [] for n in names}
-    for step in range(100, last + 1, 100):
+    for step in range(every, last + 1, every):
         cells = []
         for n in names:
             v = smooth(runs[n][0], step)
@@ -49,9 +51,9 @@ def main():
             gaps[n].append(v - y)
             cells.append(f"{v:10.4f} ({v - y:+.4f})")
         print(f"{step:<5} " + "  ".join(cells))
-    print("val loss every 100 steps and gap to yardstick")
+    print(f"val loss every {every} steps and gap to yardstick")
     print("step  " + "  ".join(f"{n:>22}" for n in names))
-    for step in range(100, last + 1, 100):
+    for step in range(every, last + 1, every):
         cells = []
         for n in names:
             v, y = runs[n][1].get(step), runs.get(YARDSTICK.get(n, "fp32"), ({}, {}))[1].get(step)
@@ -63,7 +65,7 @@ def main():
         v = runs[n][1][vstep]
         y = runs[YARDSTICK.get(n, "fp32")][1].get(vstep, float("nan"))
         mg = max((abs(g) for g in gaps[n]), default=float("nan"))
-        print(f"{n:>14} step {vstep}: val {v:.4f} gap {v - y:+.4f}; max |train gap| steps 100..{last}: {mg:.4f}")
+        print(f"{n:>14} step {vstep}: val {v:.4f} gap {v - y:+.4f}; max |train gap| steps {every}..{last}: {mg:.4f}")
 
 
 if __name__ == "__main__":
