@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # Table of the state-format convergence runs (scripts/bench/state_formats_convergence.sh): every
 # 100 steps each format's train loss (mean of the 10 steps ending there) and its gap to the yardstick.
-# usage: state_formats_table.py OUT_DIR [EVERY]   (EVERY: the table's step interval, default 100)
+# usage: state_formats_table.py OUT_DIR [EVERY] [--markdown]   (EVERY: the step interval, default 100;
+# --markdown: only the val-loss table, as docs/optimizer-plugins.md shows it)
 import json
 import os
 import sys
@@ -30,13 +31,39 @@ def smooth(train, step):
     return sum(xs) / len(xs) if len(xs) == 10 else None
 
 
+LABEL = {"fp32": "fp32", "bf16_moments": "bf16 moments", "q8_moments": "q8 moments",
+         "bf16_train": "bf16 compute", "bf16_master": "bf16 master (gap to bf16 compute)"}
+
+
+def markdown(runs, names, every, last):
+    """The val loss every `every` steps and each format's gap to its yardstick, as a Markdown table."""
+    print("| step | " + " | ".join(LABEL[n] for n in names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    for step in range(every, last + 1, every):
+        cells = []
+        for n in names:
+            v, ref = runs[n][1].get(step), YARDSTICK.get(n, "fp32")
+            y = runs[ref][1].get(step) if ref in runs else None
+            if v is None:
+                cells.append("-")
+            elif n == "fp32" or y is None:
+                cells.append(f"{v:.4f}")
+            else:
+                cells.append(f"{v:.4f} ({v - y:+.4f})")
+        print(f"| {step} | " + " | ".join(cells) + " |")
+
+
 def main():
-    out = sys.argv[1]
-    every = int(sys.argv[2]) if len(sys.argv) > 2 else 100
+    args = [a for a in sys.argv[1:] if a != "--markdown"]
+    out = args[0]
+    every = int(args[1]) if len(args) > 1 else 100
     runs = {f: load(os.path.join(out, f, "metrics.jsonl")) for f in FORMATS
             if os.path.exists(os.path.join(out, f, "metrics.jsonl"))}
     names = list(runs)
     last = min(max(t) for t, _ in runs.values())
+    if "--markdown" in sys.argv:
+        markdown(runs, names, every, last)
+        return
     print("train loss (mean of 10 steps) and gap to yardstick (fp32; bf16_master: bf16_train)")
     print("step  " + "  ".join(f"{n:>22}" for n in names))
     gaps = {n: [] for n in names}
