@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-# A GGUF file of a Llama-family model -> a Hugging Face directory (fp32 safetensors, config, tokenizer)
-# that `model.init_from` reads: transformers dequantizes the GGUF tensors; used by finetune_smollm2_prepare.sh.
+# A GGUF file of a Llama-family model -> a Hugging Face directory (fp32 safetensors, config,
+# tokenizer) for `model.init_from`: transformers dequantizes it (finetune_smollm2_prepare.sh).
 """Usage: gguf_to_hf.py GGUF_DIR GGUF_FILE OUT_DIR [TEXT_FILE]
 
 Needs torch and transformers (the test venv, scripts/python_env.sh test) and the packages gguf and

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-# Validation-loss curves of the state-format convergence runs (scripts/bench/state_formats_convergence.sh)
-# as a small hand-written SVG (text, diff-able, no plotting package): one column per run directory.
+# Validation-loss curves of the state-format convergence runs (state_formats_convergence.sh) as a
+# small hand-written SVG (text, diff-able, no plotting package): one column per run directory.
 """Usage: state_formats_plot.py OUT_DIR[=TITLE] [OUT_DIR[=TITLE] ...] -o FILE.svg [--skip-first]
 
 Reads OUT_DIR/<format>/metrics.jsonl as scripts/bench/state_formats_table.py does (the same
@@ -116,7 +116,8 @@ def column(out, x0, out_dir, title, skip_first):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dirs", nargs="+", help="run directories, each OUT_DIR or OUT_DIR=TITLE")
     ap.add_argument("-o", "--out", required=True, help="the SVG file to write")
     ap.add_argument("--skip-first", action="store_true", help="no step-0 eval in the loss panels")

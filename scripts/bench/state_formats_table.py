@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # Table of the state-format convergence runs (scripts/bench/state_formats_convergence.sh): every
 # 100 steps each format's train loss (mean of the 10 steps ending there) and its gap to the yardstick.
-# usage: state_formats_table.py OUT_DIR [EVERY] [--markdown]   (EVERY: the step interval, default 100;
-# --markdown: only the val-loss table, as docs/optimizer-plugins.md shows it)
+# usage: state_formats_table.py OUT_DIR [EVERY] [--markdown]
+#   EVERY: the step interval (default 100); --markdown: only the val-loss table, as the docs show it
 import json
 import os
 import sys
@@ -36,7 +36,7 @@ LABEL = {"fp32": "fp32", "bf16_moments": "bf16 moments", "q8_moments": "q8 momen
 
 
 def markdown(runs, names, every, last):
-    """The val loss every `every` steps and each format's gap to its yardstick, as a Markdown table."""
+    """The val loss every `every` steps and each format's gap to its yardstick (Markdown)."""
     print("| step | " + " | ".join(LABEL[n] for n in names) + " |")
     print("|---" * (len(names) + 1) + "|")
     for step in range(every, last + 1, every):
