@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 # Table of the state-format convergence runs (scripts/bench/state_formats_convergence.sh): every
 # 100 steps each format's train loss (mean of the 10 steps ending there) and its gap to the yardstick.
+# usage: state_formats_table.py OUT_DIR [EVERY] [--markdown]
+#   EVERY: the step interval (default 100); --markdown: only the val-loss table, as the docs show it
 import json
 import os
 import sys
@@ -29,16 +31,43 @@ def smooth(train, step):
     return sum(xs) / len(xs) if len(xs) == 10 else None
 
 
+LABEL = {"fp32": "fp32", "bf16_moments": "bf16 moments", "q8_moments": "q8 moments",
+         "bf16_train": "bf16 compute", "bf16_master": "bf16 master (gap to bf16 compute)"}
+
+
+def markdown(runs, names, every, last):
+    """The val loss every `every` steps and each format's gap to its yardstick (Markdown)."""
+    print("| step | " + " | ".join(LABEL[n] for n in names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    for step in range(every, last + 1, every):
+        cells = []
+        for n in names:
+            v, ref = runs[n][1].get(step), YARDSTICK.get(n, "fp32")
+            y = runs[ref][1].get(step) if ref in runs else None
+            if v is None:
+                cells.append("-")
+            elif n == "fp32" or y is None:
+                cells.append(f"{v:.4f}")
+            else:
+                cells.append(f"{v:.4f} ({v - y:+.4f})")
+        print(f"| {step} | " + " | ".join(cells) + " |")
+
+
 def main():
-    out = sys.argv[1]
+    args = [a for a in sys.argv[1:] if a != "--markdown"]
+    out = args[0]
+    every = int(args[1]) if len(args) > 1 else 100
     runs = {f: load(os.path.join(out, f, "metrics.jsonl")) for f in FORMATS
             if os.path.exists(os.path.join(out, f, "metrics.jsonl"))}
     names = list(runs)
     last = min(max(t) for t, _ in runs.values())
+    if "--markdown" in sys.argv:
+        markdown(runs, names, every, last)
+        return
     print("train loss (mean of 10 steps) and gap to yardstick (fp32; bf16_master: bf16_train)")
     print("step  " + "  ".join(f"{n:>22}" for n in names))
     gaps = {n: [] for n in names}
-    for step in range(100, last + 1, 100):
+    for step in range(every, last + 1, every):
         cells = []
         for n in names:
             v = smooth(runs[n][0], step)
@@ -49,9 +78,9 @@ def main():
             gaps[n].append(v - y)
             cells.append(f"{v:10.4f} ({v - y:+.4f})")
         print(f"{step:<5} " + "  ".join(cells))
-    print("val loss every 100 steps and gap to yardstick")
+    print(f"val loss every {every} steps and gap to yardstick")
     print("step  " + "  ".join(f"{n:>22}" for n in names))
-    for step in range(100, last + 1, 100):
+    for step in range(every, last + 1, every):
         cells = []
         for n in names:
             v, y = runs[n][1].get(step), runs.get(YARDSTICK.get(n, "fp32"), ({}, {}))[1].get(step)
@@ -63,7 +92,7 @@ def main():
         v = runs[n][1][vstep]
         y = runs[YARDSTICK.get(n, "fp32")][1].get(vstep, float("nan"))
         mg = max((abs(g) for g in gaps[n]), default=float("nan"))
-        print(f"{n:>14} step {vstep}: val {v:.4f} gap {v - y:+.4f}; max |train gap| steps 100..{last}: {mg:.4f}")
+        print(f"{n:>14} step {vstep}: val {v:.4f} gap {v - y:+.4f}; max |train gap| steps {every}..{last}: {mg:.4f}")
 
 
 if __name__ == "__main__":
