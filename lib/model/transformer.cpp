@@ -145,6 +145,7 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ModelOptions& opts, int max_B, 
                              std::vector<int>(static_cast<size_t>(s_.E) + 1, 0));
         moe_aux_on_ = cfg.output_router_logits && cfg.router_aux_loss_coef > 0.0f;
         moe_coef_ = cfg.router_aux_loss_coef;
+        moe_z_coef_ = opts.router_z_loss_coef;
     }
     if (s_.pos == PosKind::Rope) {
         rope_inv_ = rope_inv_freq(cfg);
@@ -318,8 +319,8 @@ float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets
     }
     const float ce = detail::mean_loss(losses, h_targets_.data(), N);
     if (!moe_stats_) return ce;
-    moe_losses(); // transformers' loss: + router_aux_loss_coef x balance when it is on
-    return moe_aux_on_ ? ce + static_cast<float>(moe_coef_ * moe_balance_) : ce;
+    // transformers' loss: + router_aux_loss_coef x balance when it is on; + the z-loss's term
+    return ce + static_cast<float>(moe_losses());
 }
 
 // The new rows run through the same block code as training, on the rows r0_ = pos0.. of the
@@ -566,6 +567,18 @@ Transformer::Transformer(const ArchConfig& cfg, const ModelOptions& opts, int ma
     if (max_T > cfg.max_seq_len)
         SOF_FAIL(Config, "sequence length %d exceeds model.max_seq_len = %d", max_T,
                  cfg.max_seq_len);
+    if (opts.router_z_loss_coef != 0.0f) {
+        bool sparse = false;
+        for (int l = 0; l < cfg.num_layers; l++)
+            sparse |= cfg.sparse_layer(l);
+        if (!(opts.router_z_loss_coef > 0.0f) || !sparse)
+            SOF_FAIL(Config, "model.router_z_loss_coef = %g: %s; set it to 0 (off)",
+                     opts.router_z_loss_coef,
+                     sparse ? "it must be >= 0"
+                            : "the router z-loss needs a mixture-of-experts model, and this "
+                              "model has no sparse layer (model.num_experts = 0 or every layer "
+                              "in model.mlp_only_layers)");
+    }
     const bool cuda = opts.device && !opts.device->host_accessible();
     if (cuda && opts.bf16)
         impl_ = std::make_unique<DriverT<core::bf16>>(cfg, opts, max_B, max_T);
@@ -593,6 +606,9 @@ std::vector<float> Transformer::logits() const {
 }
 size_t Transformer::activation_bytes() const {
     return impl_->activation_bytes();
+}
+RouterLosses Transformer::router_losses() const {
+    return impl_->router_losses();
 }
 
 } // namespace sof::model
