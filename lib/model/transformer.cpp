@@ -146,6 +146,7 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ModelOptions& opts, int max_B, 
         moe_aux_on_ = cfg.output_router_logits && cfg.router_aux_loss_coef > 0.0f;
         moe_coef_ = cfg.router_aux_loss_coef;
         moe_z_coef_ = opts.router_z_loss_coef;
+        moe_sparse_ = std::find(s_.sparse.begin(), s_.sparse.end(), 1) != s_.sparse.end();
     }
     if (s_.pos == PosKind::Rope) {
         rope_inv_ = rope_inv_freq(cfg);
@@ -292,7 +293,7 @@ float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets
                                s_.pos == PosKind::Learned ? p0 + off_.wpe : nullptr, N, C);
     if (!tied) w.release(0, Pass::Forward);
     save_checkpoint(0);
-    moe_stats_ = s_.E > 0 && targets; // the load-balancing statistics of a training forward
+    moe_stats_ = moe_sparse_ && targets; // the load-balancing statistics of a training forward
     if (moe_stats_)
         kernels::zero(ex_, f32(Act::MoeStats),
                       static_cast<size_t>(kernels::moe_aux_stats_size(s_.E)) * sizeof(float));

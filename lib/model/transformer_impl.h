@@ -43,7 +43,7 @@ template <class T> class DriverT : public Transformer::Driver {
     void backward(WeightSource& w, GradSink& sink, float dloss) override;
     std::vector<float> logits() const override;
     size_t activation_bytes() const override { return act_bytes_; }
-    RouterLosses router_losses() const override { return {s_.E > 0, moe_balance_, moe_z_}; }
+    RouterLosses router_losses() const override { return {moe_sparse_, moe_balance_, moe_z_}; }
 
   private:
     // block l's parameters / grads start at the unit's start; `set`: the activation set of l
@@ -143,6 +143,7 @@ template <class T> class DriverT : public Transformer::Driver {
     // forward pools the load-balancing statistics, the loss's scale in the last backward, the
     // last training forward's balance loss and z (unscaled)
     std::vector<std::vector<int>> moe_host_off_;
+    bool moe_sparse_ = false; // a layer is sparse (E > 0 and not every layer in mlp_only_layers)
     bool moe_stats_ = false;
     bool moe_aux_on_ = false; // output_router_logits: coef x balance joins the loss
     float moe_coef_ = 0.0f;   // router_aux_loss_coef

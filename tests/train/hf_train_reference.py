@@ -111,10 +111,10 @@ ARCHS = {  # config class, extra keys, saved dtype, max_shard_size, transformers
                          output_router_logits=True, router_aux_loss_coef=0.1),
                     torch.float32, None, {}),
     # the router z-loss on (ours: model.router_z_loss_coef; the oracle adds coef x z to
-    # transformers' loss), the load-balancing loss off; expert 3's router bias -0.4 in both
+    # transformers' loss), the load-balancing loss off; expert 3's router bias -0.45 in both
     # layers (IDLE): the oracle routes no token to it in layer 0 (its AdamW step is the weight
-    # decay alone), in layer 1 a few in the first steps and none in step 6 (asserted: that step
-    # decays its moments and weights without a gradient), as torch's AdamW does
+    # decay alone), in layer 1 five in step 1 and none in steps 3, 4, 6, 8 (asserted: those steps
+    # decay its moments and weights without a gradient), as torch's AdamW does
     "gpt_oss_z": ("GptOssConfig",
                   dict(rms_norm_eps=1e-5, num_local_experts=4, num_experts_per_tok=2,
                        intermediate_size=64, layer_types=["full_attention"] * 2),
@@ -124,7 +124,7 @@ ARCHS = {  # config class, extra keys, saved dtype, max_shard_size, transformers
 DECK_MODEL = {"gpt_oss_z": dict(router_z_loss_coef=0.05)}
 # an expert that the oracle must see idle (no token, in a layer) in some step after one where
 # it had tokens; its slices of the expert tensors are compared as tensors of their own
-IDLE = {"gpt_oss_z": (3, -0.4)}  # (expert, its router bias)
+IDLE = {"gpt_oss_z": (3, -0.45)}  # (expert, its router bias)
 # layouts per architecture where not all: the load-balancing loss is each rank's own over its
 # micro-batch (as DDP computes it), so 2 ranks differ from one process over the whole batch
 ONLY_LAYOUTS = {"qwen3_moe_aux": ("1rank",), "mixtral_aux": ("1rank",), "gpt_oss_aux": ("1rank",),
@@ -289,7 +289,7 @@ def torch_train(src, toks, dev, mode, over, clip, z_coef=0.0, mutate=""):
             skip_idle(opt, model, saved, terms[2])
         losses.append(loss.item())
         if terms:
-            aux.append((float(terms[0]), float(terms[1]), terms[2]))
+            aux.append((terms[0].item(), terms[1].item(), terms[2]))
     return model.eval(), losses, norms, aux
 
 
@@ -390,7 +390,7 @@ def check_arch(args, name, dev, toks, held_out, shard, fails):
     ref = (state(m64, idle), logits_of(m64, held_out), l64)
     if idle is not None:
         check_idle(name, idle, a64, fails)
-    moved = min((ref[0][k] - init[k]).norm().item() for k in init)
+    moved = min((ref[0][k] - init[k]).norm().item() for k in init if not k.endswith("]"))
     if not (moved > 0 and 2 <= sum(clipped64) <= STEPS - 2):  # (random tokens: no loss trend)
         fails.append(f"{name}: the reference did not train as intended (smallest update {moved}, "
                      f"clipped {clipped64})")
@@ -400,7 +400,8 @@ def check_arch(args, name, dev, toks, held_out, shard, fails):
     layouts = ("1rank",) if args.device == "cuda" or name == "llama" else tuple(LAYOUTS)
     layouts = tuple(x for x in layouts if x in ONLY_LAYOUTS.get(name, layouts))
     for mode in modes:
-        mt, lt, _, at = torch_train(src, toks, dev, mode, over, clip, zc)
+        # (a mutation applies to torch's own run too: its noise floor stays that of fp32)
+        mt, lt, _, at = torch_train(src, toks, dev, mode, over, clip, zc, args.mutate)
         floor = errors(state(mt, idle), logits_of(mt, held_out), lt, ref, init)
         for lay in layouts:
             out, lo, cl, ao = ours(args, work, name, src, shard, clip, mode, args.device, lay)
