@@ -131,10 +131,10 @@ ONLY_LAYOUTS = {"qwen3_moe_aux": ("1rank",), "mixtral_aux": ("1rank",), "gpt_oss
                 "gpt_oss_z": ("1rank",)}
 SAVE_OPTIONS = {"qwen3_moe_aux": dict(save_original_format=False),
                 "mixtral_aux": dict(save_original_format=False)}
-MOE_TYPES = ("qwen3_moe", "mixtral", "gpt_oss")
+MOE_TYPES = ("qwen3_moe", "mixtral", "gpt_oss")  # model_type of the mixture-of-experts archs
 INIT_STD = {"gpt_oss": {"mlp.experts.gate_up_proj": 0.3},  # tensors drawn wider (name suffix)
             "gpt_oss_aux": {"mlp.experts.gate_up_proj": 0.3},
-            "gpt_oss_z": {"mlp.experts.gate_up_proj": 0.3}}  # model_type of the mixture-of-experts architectures
+            "gpt_oss_z": {"mlp.experts.gate_up_proj": 0.3}}
 # ours: name -> (ranks, train.batch_size, parallel.sp); every layout reads the same global batch
 # of B sequences per step (ZeRO-3 shards the state over both ranks)
 LAYOUTS = {"1rank": (1, B, 1), "zero3": (2, B // 2, 1), "sp2": (2, B, 2)}
