@@ -102,6 +102,9 @@ struct ModelConfig {
     std::string mlp_only_layers = ""; // comma list of layer indices
     float router_aux_loss_coef = 0.001f;
     bool output_router_logits = false;
+    // ours (not in config.json): the router z-loss's weight, coef x z joins the training loss
+    // (z: the mean over the sparse layers' tokens of logsumexp(router logits)^2); 0 = off
+    float router_z_loss_coef = 0.0f;
     float attention_dropout = -1.0f; // attention-probability dropout; -1 = auto (the model's:
                                      // config.json's with init_from, else 0)
     float residual_dropout = -1.0f;  // dropout of each block branch before its residual add;

@@ -294,6 +294,8 @@ std::vector<Field> bind_fields(Config& c) {
     v.push_back(with(make("model.router_aux_loss_coef", &m.router_aux_loss_coef, at_least(0)),
                      Resume::Arch));
     v.push_back(with(make("model.output_router_logits", &m.output_router_logits), Resume::Arch));
+    // the loss, not the model: it may change on resume (reported), as the dropout rates
+    v.push_back(make("model.router_z_loss_coef", &m.router_z_loss_coef, at_least(0)));
     v.push_back(float_or_auto("model.attention_dropout", &m.attention_dropout, half_open(0, 1)));
     v.push_back(float_or_auto("model.residual_dropout", &m.residual_dropout, half_open(0, 1)));
     v.push_back(make("model.init_from", &m.init_from));

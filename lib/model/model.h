@@ -108,6 +108,18 @@ struct ModelOptions {
     // the model's); applied only by forwards after a set_dropout with a step, never in decode
     float attn_dropout = 0.0f;  // attention probabilities
     float resid_dropout = 0.0f; // each block branch before its residual add
+    // Mixture of experts: the router z-loss's weight (model.router_z_loss_coef; docs/moe.md):
+    // > 0 adds coef x z (moe_aux.h) to the training loss; a model without experts refuses it
+    float router_z_loss_coef = 0.0f;
+};
+
+// Mixture of experts: the router's auxiliary losses of the last forward with targets, unscaled
+// (kernels/moe_aux.h: pooled over its sparse layers), whether or not they join the loss; moe =
+// false for a model without experts (then both are 0).
+struct RouterLosses {
+    bool moe = false;
+    double balance = 0.0; // transformers' load_balancing_loss_func (x router_aux_loss_coef)
+    double z = 0.0;       // mean over layers and tokens of logsumexp(logits)^2 (x z coef)
 };
 
 // The key of the training dropout masks of the next forwards and their backward (and recompute):
@@ -170,6 +182,8 @@ class Model {
     virtual std::vector<float> logits() const = 0;
     // Bytes of device memory the activation buffers take (activations.h's list, allocated).
     virtual size_t activation_bytes() const = 0;
+    // The router's auxiliary losses of the last forward with targets (RouterLosses).
+    virtual RouterLosses router_losses() const { return {}; }
 };
 
 // The architecture named by cfg.arch. Throws Config errors for bad sizes or options.

@@ -145,6 +145,8 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ModelOptions& opts, int max_B, 
                              std::vector<int>(static_cast<size_t>(s_.E) + 1, 0));
         moe_aux_on_ = cfg.output_router_logits && cfg.router_aux_loss_coef > 0.0f;
         moe_coef_ = cfg.router_aux_loss_coef;
+        moe_z_coef_ = opts.router_z_loss_coef;
+        moe_sparse_ = std::find(s_.sparse.begin(), s_.sparse.end(), 1) != s_.sparse.end();
     }
     if (s_.pos == PosKind::Rope) {
         rope_inv_ = rope_inv_freq(cfg);
@@ -291,7 +293,7 @@ float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets
                                s_.pos == PosKind::Learned ? p0 + off_.wpe : nullptr, N, C);
     if (!tied) w.release(0, Pass::Forward);
     save_checkpoint(0);
-    moe_stats_ = s_.E > 0 && targets; // the load-balancing statistics of a training forward
+    moe_stats_ = moe_sparse_ && targets; // the load-balancing statistics of a training forward
     if (moe_stats_)
         kernels::zero(ex_, f32(Act::MoeStats),
                       static_cast<size_t>(kernels::moe_aux_stats_size(s_.E)) * sizeof(float));
@@ -318,8 +320,8 @@ float DriverT<T>::forward(WeightSource& w, const int* inputs, const int* targets
     }
     const float ce = detail::mean_loss(losses, h_targets_.data(), N);
     if (!moe_stats_) return ce;
-    moe_losses(); // transformers' loss: + router_aux_loss_coef x balance when it is on
-    return moe_aux_on_ ? ce + static_cast<float>(moe_coef_ * moe_balance_) : ce;
+    // transformers' loss: + router_aux_loss_coef x balance when it is on; + the z-loss's term
+    return ce + static_cast<float>(moe_losses());
 }
 
 // The new rows run through the same block code as training, on the rows r0_ = pos0.. of the
@@ -566,6 +568,18 @@ Transformer::Transformer(const ArchConfig& cfg, const ModelOptions& opts, int ma
     if (max_T > cfg.max_seq_len)
         SOF_FAIL(Config, "sequence length %d exceeds model.max_seq_len = %d", max_T,
                  cfg.max_seq_len);
+    if (opts.router_z_loss_coef != 0.0f) {
+        bool sparse = false;
+        for (int l = 0; l < cfg.num_layers; l++)
+            sparse |= cfg.sparse_layer(l);
+        if (!(opts.router_z_loss_coef > 0.0f) || !sparse)
+            SOF_FAIL(Config, "model.router_z_loss_coef = %g: %s; set it to 0 (off)",
+                     opts.router_z_loss_coef,
+                     sparse ? "it must be >= 0"
+                            : "the router z-loss needs a mixture-of-experts model, and this "
+                              "model has no sparse layer (model.num_experts = 0 or every layer "
+                              "in model.mlp_only_layers)");
+    }
     const bool cuda = opts.device && !opts.device->host_accessible();
     if (cuda && opts.bf16)
         impl_ = std::make_unique<DriverT<core::bf16>>(cfg, opts, max_B, max_T);
@@ -593,6 +607,9 @@ std::vector<float> Transformer::logits() const {
 }
 size_t Transformer::activation_bytes() const {
     return impl_->activation_bytes();
+}
+RouterLosses Transformer::router_losses() const {
+    return impl_->router_losses();
 }
 
 } // namespace sof::model

@@ -28,6 +28,7 @@ class Transformer : public Model {
     void backward(WeightSource& w, GradSink& sink, float dloss) override;
     std::vector<float> logits() const override;
     size_t activation_bytes() const override;
+    RouterLosses router_losses() const override;
 
     class Driver; // the dtype-specific implementation (transformer_impl.h)
 

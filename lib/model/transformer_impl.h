@@ -29,6 +29,7 @@ class Transformer::Driver {
     virtual void backward(WeightSource& w, GradSink& sink, float dloss) = 0;
     virtual std::vector<float> logits() const = 0;
     virtual size_t activation_bytes() const = 0;
+    virtual RouterLosses router_losses() const = 0;
 };
 
 template <class T> class DriverT : public Transformer::Driver {
@@ -42,6 +43,7 @@ template <class T> class DriverT : public Transformer::Driver {
     void backward(WeightSource& w, GradSink& sink, float dloss) override;
     std::vector<float> logits() const override;
     size_t activation_bytes() const override { return act_bytes_; }
+    RouterLosses router_losses() const override { return {moe_sparse_, moe_balance_, moe_z_}; }
 
   private:
     // block l's parameters / grads start at the unit's start; `set`: the activation set of l
@@ -59,8 +61,9 @@ template <class T> class DriverT : public Transformer::Driver {
     // the router's and experts' grads added into g (with the load-balancing loss's term)
     void moe_backward(const T* p, float* g, int set, const T* dr);
     kernels::GroupedShape moe_shape(int set, int C, int OC) const;
-    // the forward's balance loss (and z) from the pooled statistics, host values
-    void moe_losses();
+    // the forward's balance loss and z from the pooled statistics (host values), and the loss
+    // terms that join the cross-entropy: coef x balance when it is on, z coef x z
+    double moe_losses();
     // residual dropout of rows [r0, r0+n) of the B*T rows (x: row r0), block l, one branch:
     // out = x * keep / (1 - p) with the step's key (forward and backward: the same mask)
     bool resid_drop() const { return drop_on_ && resid_p_ > 0.0f; }
@@ -138,13 +141,15 @@ template <class T> class DriverT : public Transformer::Driver {
     float attn_p_ = 0.0f, resid_p_ = 0.0f;
     // mixture of experts: the plan's offsets on the host per block set ((E+1) each), whether the
     // forward pools the load-balancing statistics, the loss's scale in the last backward, the
-    // last forward's balance loss
+    // last training forward's balance loss and z (unscaled)
     std::vector<std::vector<int>> moe_host_off_;
+    bool moe_sparse_ = false; // a layer is sparse (E > 0 and not every layer in mlp_only_layers)
     bool moe_stats_ = false;
     bool moe_aux_on_ = false; // output_router_logits: coef x balance joins the loss
     float moe_coef_ = 0.0f;   // router_aux_loss_coef
+    float moe_z_coef_ = 0.0f; // ModelOptions::router_z_loss_coef (0: off)
     float dloss_ = 0.0f;
-    double moe_balance_ = 0.0;
+    double moe_balance_ = 0.0, moe_z_ = 0.0;
     int loss_rows_ = 0; // rows per LM head + loss tile (max_BT_: untiled)
     int mlp_rows_ = 0;  // rows per MLP tile (max_BT_: untiled)
     bool mlp_tiled_ = false;

@@ -121,11 +121,14 @@ template <class T> void DriverT<T>::moe_backward(const T* p, float* g, int set, 
                                         opt_at(g, off_.exp_gate_up_bias), dgu, act(Act::MoeXs, set),
                                         p + off_.exp_gate_up, moe_shape(set, C, 2 * IE));
     kernels::moe_gather_backward<T>(ex_, dln, dxs, slot, N, K, C);
-    // the load-balancing loss: coef x balance joins the loss of this micro-batch, whose mean
-    // cross-entropy enters with the scale dloss x N (1 / (accumulation x data-parallel ranks))
+    // the load-balancing loss and the z-loss: coef x balance and z coef x z join the loss of
+    // this micro-batch, whose mean cross-entropy enters with the scale dloss x N (1 /
+    // (accumulation x data-parallel ranks))
     kernels::RouterAuxGrad aux;
     aux.stats = f32(Act::MoeStats);
-    aux.d_aux = moe_stats_ && moe_aux_on_ ? moe_coef_ * dloss_ * static_cast<float>(N) : 0.0f;
+    const float scale = moe_stats_ ? dloss_ * static_cast<float>(N) : 0.0f;
+    aux.d_aux = moe_aux_on_ ? moe_coef_ * scale : 0.0f;
+    aux.d_z = moe_z_coef_ * scale;
     kernels::moe_router_backward<T>(ex_, dlogits, dw, logits, idx, router_args(s_, N), &aux);
     // the router's input grad in dys (consumed above), added to the experts' path
     kernels::matmul_backward<T>(ex_, dys, g + off_.router, dlogits, x, p + off_.router, N, C, E);
@@ -134,7 +137,7 @@ template <class T> void DriverT<T>::moe_backward(const T* p, float* g, int set, 
     kernels::add_inplace<T>(ex_, dln, dys, static_cast<long>(N) * C);
 }
 
-template <class T> void DriverT<T>::moe_losses() {
+template <class T> double DriverT<T>::moe_losses() {
     const size_t n = static_cast<size_t>(kernels::moe_aux_stats_size(s_.E));
     std::vector<float> st(n);
     if (host_mem_) {
@@ -143,7 +146,10 @@ template <class T> void DriverT<T>::moe_losses() {
         dev_->copy(st.data(), f32(Act::MoeStats), n * 4, device::CopyKind::DeviceToHost, *stream_);
         sync();
     }
-    moe_balance_ = kernels::moe_aux_losses(st.data(), s_.E).balance;
+    const kernels::MoeAuxLosses l = kernels::moe_aux_losses(st.data(), s_.E);
+    moe_balance_ = l.balance;
+    moe_z_ = l.z;
+    return (moe_aux_on_ ? moe_coef_ * l.balance : 0.0) + moe_z_coef_ * l.z;
 }
 
 template class DriverT<float>;

@@ -133,6 +133,7 @@ void Trainer::Impl::setup() {
     // resolved by resolve_model (auto: the model's rates); masks keyed per micro-step below
     mopts.attn_dropout = std::max(0.0f, cfg.model.attention_dropout);
     mopts.resid_dropout = std::max(0.0f, cfg.model.residual_dropout);
+    mopts.router_z_loss_coef = cfg.model.router_z_loss_coef;
     mopts.attention_kernel =
         cfg.debug.attention_kernel == "cuda_cores"
             ? kernels::AttnKernel::CudaCores
@@ -483,6 +484,7 @@ RunSummary Trainer::run() {
             if (st == s.step) hp.inject_nonfinite = true;
         s.updater->begin_step(hp);
         double loss_sum = 0.0, fwd_ms = 0.0, bwd_ms = 0.0;
+        double balance_sum = 0.0, z_sum = 0.0; // MoE: the routers' losses of the micro-batches
         // d(mean loss over the global batch): grads are summed over every rank. With loss masks
         // the mean is over the counted targets of the whole global batch: the step's micro-
         // batches are read first and their counted targets summed over all ranks (rank order).
@@ -521,6 +523,9 @@ RunSummary Trainer::run() {
             const float l = s.model->forward(s.updater->weights(), s.linputs.data(),
                                              s.ltargets.data(), s.seg_ptr(), B, Tl);
             loss_sum += masked ? static_cast<double>(l) * counts[static_cast<size_t>(micro)] : l;
+            const model::RouterLosses rl = s.model->router_losses(); // host values: no cost
+            balance_sum += rl.balance;
+            z_sum += rl.z;
             dev.record(*marks[static_cast<size_t>(3 * micro + 1)], compute);
             s.updater->begin_micro(micro, micro == accum - 1);
             s.model->backward(s.updater->weights(), s.updater->grads(), dloss);
@@ -534,6 +539,11 @@ RunSummary Trainer::run() {
         float loss = masked ? (s.world.size() > 1 ? s.ctx->all().ordered_sum(loss_sum) : loss_sum) /
                                   std::max(1.0, step_counted)
                             : s.global_loss(loss_sum / accum);
+        // MoE: the balance loss and z, unscaled, each the mean over the micro-batches and ranks
+        // (each rank's over its own tokens, as the loss term is computed)
+        const bool moe = s.model->router_losses().moe;
+        const double balance = moe ? s.global_loss(balance_sum / accum) : 0.0;
+        const double router_z = moe ? s.global_loss(z_sum / accum) : 0.0;
         double ms = step_timer.ms();
         const comm::CommBytes bytes1 = s.ctx->bytes(), db = bytes1 - bytes0;
         const double busy1 = s.ctx->lane().busy_ms(), waited1 = s.ctx->lane().waited_ms();
@@ -564,10 +574,12 @@ RunSummary Trainer::run() {
         double tflops = flops_per_step / (ms / 1e3) / 1e12;
         if (tc.log_every > 0 && (s.step % tc.log_every == 0 || s.step == stop))
             log.info(
-                "step %5lld/%d | loss %.4f | lr %.3e | norm %.4f%s | %.0f tok/s | %.3f TFLOPS"
+                "step %5lld/%d | loss %.4f%s | lr %.3e | norm %.4f%s | %.0f tok/s | %.3f TFLOPS"
                 " | %.1f ms (fwd %.1f bwd %.1f opt %.1f xfer %.1f%s) | skips %lld rollbacks %lld"
                 " | elapsed %s eta %s",
-                static_cast<long long>(s.step), tc.steps, loss, hp.lr, rep.grad_norm,
+                static_cast<long long>(s.step), tc.steps, loss,
+                moe ? core::strfmt(" | router balance %.4f z %.4f", balance, router_z).c_str() : "",
+                hp.lr, rep.grad_norm,
                 rep.skipped ? " (skipped)" : (rep.clipped ? " (clipped)" : ""), tok_s, tflops, ms,
                 fwd_ms, bwd_ms, rep.exposed_optimizer_ms, rep.exposed_transfer_ms,
                 s.world.size() > 1
@@ -578,42 +590,48 @@ RunSummary Trainer::run() {
                 static_cast<long long>(s.skips0 + st.skips),
                 static_cast<long long>(s.rollbacks0 + st.rollbacks),
                 format_duration(elapsed_s).c_str(), format_duration(eta_s).c_str());
-        metrics.write("step", {{"step", static_cast<double>(s.step)},
-                               {"loss", loss},
-                               {"lr", hp.lr},
-                               {"grad_norm", rep.grad_norm},
-                               {"skipped", rep.skipped ? 1.0 : 0.0},
-                               {"clipped", rep.clipped ? 1.0 : 0.0},
-                               {"tokens_per_s", tok_s},
-                               {"tflops", tflops},
-                               {"ms", ms},
-                               {"elapsed_s", elapsed_s},
-                               {"eta_s", eta_s},
-                               {"forward_ms", fwd_ms},
-                               {"backward_ms", bwd_ms},
-                               {"exposed_optimizer_ms", rep.exposed_optimizer_ms},
-                               {"exposed_transfer_ms", rep.exposed_transfer_ms},
-                               {"skips", static_cast<double>(s.skips0 + st.skips)},
-                               {"rollbacks", static_cast<double>(s.rollbacks0 + st.rollbacks)},
-                               {"rank", static_cast<double>(s.world.rank())},
-                               {"comm_ms", comm_ms},
-                               {"comm_wait_ms", comm_wait_ms},
-                               {"sent_allgather", static_cast<double>(db.sent[0])},
-                               {"recv_allgather", static_cast<double>(db.recv[0])},
-                               {"sent_reduce_scatter", static_cast<double>(db.sent[1])},
-                               {"recv_reduce_scatter", static_cast<double>(db.recv[1])},
-                               {"sent_allreduce", static_cast<double>(db.sent[2])},
-                               {"recv_allreduce", static_cast<double>(db.recv[2])},
-                               {"sent_alltoall", static_cast<double>(db.sent[3])},
-                               {"recv_alltoall", static_cast<double>(db.recv[3])},
-                               {"sent_small", static_cast<double>(db.sent[4])},
-                               {"recv_small", static_cast<double>(db.recv[4])},
-                               {"commits", static_cast<double>(st.commits)},
-                               {"grads_d2h_bytes", static_cast<double>(rep.bytes.grads_d2h)},
-                               {"params_h2d_bytes", static_cast<double>(rep.bytes.params_h2d)},
-                               {"params_d2h_bytes", static_cast<double>(rep.bytes.params_d2h)},
-                               {"state_h2d_bytes", static_cast<double>(rep.bytes.state_h2d)},
-                               {"state_d2h_bytes", static_cast<double>(rep.bytes.state_d2h)}});
+        std::vector<std::pair<std::string, double>> rec = {
+            {"step", static_cast<double>(s.step)},
+            {"loss", loss},
+            {"lr", hp.lr},
+            {"grad_norm", rep.grad_norm},
+            {"skipped", rep.skipped ? 1.0 : 0.0},
+            {"clipped", rep.clipped ? 1.0 : 0.0},
+            {"tokens_per_s", tok_s},
+            {"tflops", tflops},
+            {"ms", ms},
+            {"elapsed_s", elapsed_s},
+            {"eta_s", eta_s},
+            {"forward_ms", fwd_ms},
+            {"backward_ms", bwd_ms},
+            {"exposed_optimizer_ms", rep.exposed_optimizer_ms},
+            {"exposed_transfer_ms", rep.exposed_transfer_ms},
+            {"skips", static_cast<double>(s.skips0 + st.skips)},
+            {"rollbacks", static_cast<double>(s.rollbacks0 + st.rollbacks)},
+            {"rank", static_cast<double>(s.world.rank())},
+            {"comm_ms", comm_ms},
+            {"comm_wait_ms", comm_wait_ms},
+            {"sent_allgather", static_cast<double>(db.sent[0])},
+            {"recv_allgather", static_cast<double>(db.recv[0])},
+            {"sent_reduce_scatter", static_cast<double>(db.sent[1])},
+            {"recv_reduce_scatter", static_cast<double>(db.recv[1])},
+            {"sent_allreduce", static_cast<double>(db.sent[2])},
+            {"recv_allreduce", static_cast<double>(db.recv[2])},
+            {"sent_alltoall", static_cast<double>(db.sent[3])},
+            {"recv_alltoall", static_cast<double>(db.recv[3])},
+            {"sent_small", static_cast<double>(db.sent[4])},
+            {"recv_small", static_cast<double>(db.recv[4])},
+            {"commits", static_cast<double>(st.commits)},
+            {"grads_d2h_bytes", static_cast<double>(rep.bytes.grads_d2h)},
+            {"params_h2d_bytes", static_cast<double>(rep.bytes.params_h2d)},
+            {"params_d2h_bytes", static_cast<double>(rep.bytes.params_d2h)},
+            {"state_h2d_bytes", static_cast<double>(rep.bytes.state_h2d)},
+            {"state_d2h_bytes", static_cast<double>(rep.bytes.state_d2h)}};
+        if (moe) { // unscaled; coef x each joins "loss" only where it is on (docs/moe.md)
+            rec.emplace_back("router_balance", balance);
+            rec.emplace_back("router_z", router_z);
+        }
+        metrics.write("step", rec);
         if (tc.eval_every > 0 && s.step % tc.eval_every == 0 && s.step < stop) {
             float vl = s.evaluate();
             log.info("step %lld: val loss %.4f", static_cast<long long>(s.step), vl);

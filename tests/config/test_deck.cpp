@@ -252,6 +252,7 @@ TEST_CASE("effective deck round trip is exact with every key changed") {
   mlp_only_layers: "0,2"
   router_aux_loss_coef: 0.015625
   output_router_logits: true
+  router_z_loss_coef: 0.00390625
   attention_dropout: 0.125
   residual_dropout: 0.0625
   init_from: "D/init.bin"

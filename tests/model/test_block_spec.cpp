@@ -326,3 +326,48 @@ TEST_CASE("mixture-of-experts blocks: qwen3_moe, mixtral and gpt_oss tensors, de
         CHECK(transposed == (go ? 2 : 0));
     }
 }
+
+TEST_CASE("router losses: reported balance and z; the z-loss joins the loss; a dense model refuses "
+          "it") {
+    ArchConfig c = small(Arch::Qwen3Moe);
+    c.num_experts = 4;
+    c.experts_per_tok = 2;
+    c.moe_intermediate_size = 16;
+    const model::ParamLayout l = model::make_layout(c);
+    std::vector<float> p(l.num_params);
+    model::init_params(l, p.data(), 0.2f, 5);
+    const int B = 2, T = 6;
+    std::vector<int> in(B * T), tg(B * T);
+    for (int i = 0; i < B * T; i++) {
+        in[static_cast<size_t>(i)] = (7 * i + 3) % c.vocab_size;
+        tg[static_cast<size_t>(i)] = (5 * i + 1) % c.vocab_size;
+    }
+    model::FlatWeights w(l, p.data());
+    auto run = [&](float zc, model::RouterLosses* rl) {
+        model::ModelOptions o;
+        o.router_z_loss_coef = zc;
+        model::Transformer m(c, o, B, T);
+        const float loss = m.forward(w, in.data(), tg.data(), B, T);
+        *rl = m.router_losses();
+        return loss;
+    };
+    model::RouterLosses off, on;
+    const float ce = run(0.0f, &off), with_z = run(0.25f, &on);
+    // reported whether or not they join the loss (the same values), and coef x z joins it
+    CHECK(off.moe);
+    CHECK(off.balance == on.balance);
+    CHECK(off.z == on.z);
+    CHECK(off.balance > 0.5);
+    CHECK(off.z > 0.0);
+    CHECK(with_z == doctest::Approx(ce + 0.25 * off.z).epsilon(1e-6));
+    // a model without a sparse layer: nothing to report, and the option is refused by its key
+    c.mlp_only_layers = {0, 1, 2};
+    model::RouterLosses dense;
+    CHECK_FALSE(model::Transformer(c, model::ModelOptions{}, B, T).router_losses().moe);
+    try {
+        run(0.25f, &dense);
+        FAIL("a model without a sparse layer took model.router_z_loss_coef");
+    } catch (const core::Error& e) {
+        CHECK(std::string(e.what()).find("model.router_z_loss_coef") != std::string::npos);
+    }
+}

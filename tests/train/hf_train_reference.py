@@ -110,15 +110,30 @@ ARCHS = {  # config class, extra keys, saved dtype, max_shard_size, transformers
                          intermediate_size=64, layer_types=["full_attention"] * 2,
                          output_router_logits=True, router_aux_loss_coef=0.1),
                     torch.float32, None, {}),
+    # the router z-loss on (ours: model.router_z_loss_coef; the oracle adds coef x z to
+    # transformers' loss), the load-balancing loss off; layer 0's expert 3 routed one token in
+    # step 1 and none after (IDLE, asserted): steps 2-10 decay its moments and weights without
+    # a gradient, as torch's AdamW does
+    "gpt_oss_z": ("GptOssConfig",
+                  dict(rms_norm_eps=1e-5, num_local_experts=4, num_experts_per_tok=2,
+                       intermediate_size=64, layer_types=["full_attention"] * 2),
+                  torch.float32, None, {}),
 }
+# our deck's extra model keys per architecture
+DECK_MODEL = {"gpt_oss_z": dict(router_z_loss_coef=0.05)}
+# an expert that the oracle must see idle (no token, in a layer) in some step after one where
+# it had tokens (idle_router); its slices of the expert tensors are compared as tensors of their
+# own
+IDLE = {"gpt_oss_z": 3}
 # layouts per architecture where not all: the load-balancing loss is each rank's own over its
 # micro-batch (as DDP computes it), so 2 ranks differ from one process over the whole batch
 ONLY_LAYOUTS = {"qwen3_moe_aux": ("1rank",), "mixtral_aux": ("1rank",), "gpt_oss_aux": ("1rank",)}
 SAVE_OPTIONS = {"qwen3_moe_aux": dict(save_original_format=False),
                 "mixtral_aux": dict(save_original_format=False)}
-MOE_TYPES = ("qwen3_moe", "mixtral", "gpt_oss")
+MOE_TYPES = ("qwen3_moe", "mixtral", "gpt_oss")  # model_type of the mixture-of-experts archs
 INIT_STD = {"gpt_oss": {"mlp.experts.gate_up_proj": 0.3},  # tensors drawn wider (name suffix)
-            "gpt_oss_aux": {"mlp.experts.gate_up_proj": 0.3}}  # model_type of the mixture-of-experts architectures
+            "gpt_oss_aux": {"mlp.experts.gate_up_proj": 0.3},
+            "gpt_oss_z": {"mlp.experts.gate_up_proj": 0.3}}
 # ours: name -> (ranks, train.batch_size, parallel.sp); every layout reads the same global batch
 # of B sequences per step (ZeRO-3 shards the state over both ranks)
 LAYOUTS = {"1rank": (1, B, 1), "zero3": (2, B // 2, 1), "sp2": (2, B, 2)}
@@ -147,14 +162,16 @@ def write_shard(path, toks):
         f.write(np.asarray(toks, dtype="<u2").tobytes())
 
 
-def ours(args, work, src, shard, clip, dtype, device, layout):
-    """superoffload train (10 steps from the HF dir) + export --hf; the export's directory and the
-    per-step (loss, clipped) of the run (rank 0's metrics)."""
+def ours(args, work, name, src, shard, clip, dtype, device, layout):
+    """superoffload train (10 steps from the HF dir) + export --hf; the export's directory, the
+    per-step (loss, clipped) of the run and the MoE models' per-step (router balance, z) (rank
+    0's metrics)."""
     ranks, batch, sp = LAYOUTS[layout]
+    extra = "".join(f", {k}: {v!r}" for k, v in DECK_MODEL.get(name, {}).items())
     d = os.path.join(work, f"ours_{dtype}_{layout}")
     os.makedirs(d)
     with open(os.path.join(d, "deck.yaml"), "w") as f:
-        f.write(f"""model: {{init_from: {src}, attention_dropout: 0, residual_dropout: 0}}
+        f.write(f"""model: {{init_from: {src}, attention_dropout: 0, residual_dropout: 0{extra}}}
 data: {{train: {shard}, val: {shard}, shuffle: false}}
 train: {{batch_size: {batch}, seq_len: {T}, steps: {STEPS}, lr: {LR}, warmup_steps: 0,
   schedule: constant, grad_clip: {clip!r}, eval_batches: 1, log_every: 0, dtype: {dtype},
@@ -178,7 +195,8 @@ parallel: {{zero_stage: 3, sp: {sp}}}
          "fp32"], cwd=d)
     lines = [json.loads(x) for x in open(os.path.join(d, "metrics.jsonl")) if x.strip()]
     steps = [x for x in lines if x.get("kind") == "step"]
-    return out, [x["loss"] for x in steps], [bool(x["clipped"]) for x in steps]
+    aux = [(x["router_balance"], x["router_z"]) for x in steps if "router_balance" in x]
+    return out, [x["loss"] for x in steps], [bool(x["clipped"]) for x in steps], aux
 
 
 def load(d, dev, dtype=torch.float32, info=False, **over):
@@ -201,38 +219,86 @@ def trainer_groups(model):
             {"params": [p for n, p in params.items() if n not in decay], "weight_decay": 0.0}]
 
 
-def torch_train(src, toks, dev, mode, over, clip):
+def router_terms(model, out):
+    """MoE: (balance, z, counts) of a forward: transformers' load-balancing loss (unscaled), the
+    router z-loss (the mean over every sparse layer's tokens of logsumexp(logits)^2, pooled as
+    ours) and the tokens each expert got per layer ((L, E), top-k of the logits: the same
+    experts as top-k of the softmax)."""
+    if not hasattr(out, "router_logits"):
+        return None
+    k = model.config.num_experts_per_tok
+    z = (torch.cat(out.router_logits).logsumexp(-1) ** 2).mean()
+    counts = [torch.bincount(r.topk(k, dim=-1).indices.reshape(-1), minlength=r.shape[-1]).tolist()
+              for r in out.router_logits]
+    return out.aux_loss, z, counts
+
+
+def skip_idle(opt, model, saved, counts):
+    """--mutate skip_idle: undo the AdamW step (weights and moments) of the expert slices that got
+    no token in this step (what an engine that skipped idle experts would do)."""
+    for n, p in model.named_parameters():
+        if n in saved:
+            layer = int(n.split(".layers.")[1].split(".")[0])
+            for e, c in enumerate(counts[layer]):
+                if c == 0:
+                    with torch.no_grad():
+                        p[e] = saved[n][0][e]
+                        for j, key in enumerate(("exp_avg", "exp_avg_sq")[:len(saved[n]) - 1]):
+                            opt.state[p][key][e] = saved[n][1 + j][e]
+
+
+def torch_train(src, toks, dev, mode, over, clip, z_coef=0.0, mutate=""):
     """10 steps of transformers + torch.optim.AdamW (Trainer's groups) with clip_grad_norm_ (clip
     None: unclipped) on the batches our loader gives with shuffle false: step s reads tokens
     [s*B*T, s*B*T + B*T + 1). mode: fp64 (the oracle), fp32, bf16 (autocast, fp32 master weights
-    and optimizer). Returns the model, the losses and the pre-clip gradient norms."""
+    and optimizer). z_coef: + z_coef x the router z-loss (ours: model.router_z_loss_coef).
+    Returns the model, the losses, the pre-clip gradient norms and for a MoE model each step's
+    (balance, z, per-layer expert counts)."""
     model = load(src, dev, torch.float64 if mode == "fp64" else torch.float32, **over).train()
     opt = torch.optim.AdamW(trainer_groups(model), lr=LR, betas=(BETA1, BETA2), eps=EPS)
-    losses, norms = [], []
+    moe = model.config.model_type in MOE_TYPES
+    fwd = dict(output_router_logits=True) if moe else {}
+    losses, norms, aux = [], [], []
     for s in range(STEPS):
         chunk = torch.tensor(toks[s * B * T: s * B * T + B * T + 1].astype(np.int64), device=dev)
         idx, tgt = chunk[:-1].view(B, T), chunk[1:].view(B, T)
         opt.zero_grad()
         if mode == "bf16":
             with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
-                out = model(idx)
+                out = model(idx, **fwd)
         else:
-            out = model(idx)
+            out = model(idx, **fwd)
         logits = out.logits
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, VOCAB) if mode != "fp64"
                                                  else logits.reshape(-1, VOCAB), tgt.reshape(-1))
+        terms = router_terms(model, out) if moe else None
         if getattr(model.config, "output_router_logits", False):  # MoE: + coef x balance
             loss = loss + model.config.router_aux_loss_coef * out.aux_loss
+        if z_coef and mutate != "no_z":  # ours: + coef x z
+            loss = loss + (2 * z_coef if mutate == "double_z" else z_coef) * terms[1]
         loss.backward()
         norms.append(float(torch.nn.utils.clip_grad_norm_(
             model.parameters(), clip if clip is not None else float("inf"))))
+        saved = {n: [p.detach().clone()] + ([opt.state[p][k].clone() for k in
+                                             ("exp_avg", "exp_avg_sq")] if opt.state.get(p) else [])
+                 for n, p in model.named_parameters() if ".mlp.experts." in n} \
+            if mutate == "skip_idle" else None
         opt.step()
+        if saved is not None:
+            skip_idle(opt, model, saved, terms[2])
         losses.append(loss.item())
-    return model.eval(), losses, norms
+        if terms:
+            aux.append((terms[0].item(), terms[1].item(), terms[2]))
+    return model.eval(), losses, norms, aux
 
 
-def state(model):
-    return {k: v.detach().double().cpu() for k, v in model.state_dict().items()}
+def state(model, idle=None):
+    """the state dict in float64; idle: an expert whose slices of the expert tensors join as
+    tensors of their own (name[e]), so that its error is relative to its own (small) update"""
+    s = {k: v.detach().double().cpu() for k, v in model.state_dict().items()}
+    if idle is not None:
+        s.update({f"{k}[{idle}]": v[idle] for k, v in list(s.items()) if ".mlp.experts." in k})
+    return s
 
 
 def logits_of(model, idx):
@@ -250,7 +316,34 @@ def errors(w, logits, losses, ref, init):
     return we, le, se
 
 
-def make_source(work, name):
+def idle_router(model, toks, e):
+    """Layer 0's expert e made to receive exactly one token id, one that occurs in step 1's batch
+    and in no later step: its router row along that token's router input (less the batch's mean
+    input) in the initial model, unit length, its bias half way between that token's logit and
+    the largest of the other tokens' (a margin of 0.4 or more to the top-k boundary in every step
+    of the oracle, measured: no near tie that rounding could flip)."""
+    first = toks[:B * T]
+    later = set(toks[B * T:STEPS * B * T].tolist())
+    v = next(int(x) for x in first if int(x) not in later)
+    cap = {}
+
+    def hook(mod, inp, out):
+        cap.setdefault("x", inp[0].detach().reshape(-1, inp[0].shape[-1]))
+    router = model.model.layers[0].mlp.router
+    hk = router.register_forward_hook(hook)
+    with torch.no_grad():
+        model(torch.tensor(first.reshape(B, T).astype(np.int64)))
+    hk.remove()
+    x, pos = cap["x"], torch.tensor(first == v)
+    d = x[pos].mean(0) - x.mean(0)
+    d = d / d.norm()
+    lg = x @ d
+    with torch.no_grad():
+        router.weight[e] = d
+        router.bias[e] = -(float(lg[pos].min()) + float(lg[~pos].max())) / 2
+
+
+def make_source(work, name, toks):
     cls, extra, dtype, shard, _ = ARCHS[name]
     torch.manual_seed(17)
     cfg = getattr(transformers, cls)(**{**COMMON, **extra})
@@ -262,6 +355,8 @@ def make_source(work, name):
             for suffix, std in INIT_STD.get(name, {}).items():
                 if n.endswith(suffix):
                     p.normal_(0.0, std)
+    if name in IDLE:
+        idle_router(model, toks, IDLE[name])
     src = os.path.join(work, "src")
     model.to(dtype).save_pretrained(src, **({"max_shard_size": shard} if shard else {}),
                                     **SAVE_OPTIONS.get(name, {}))
@@ -270,20 +365,58 @@ def make_source(work, name):
     return src
 
 
+def rel(a, b):
+    return abs(a - b) / abs(b)
+
+
+def check_router(tag, mode, layout, ours_aux, ref, torch_aux, fails):
+    """MoE: our step log's router balance and z (metrics.jsonl) against the oracle's. The first
+    step (the same weights) both; z at every step (smooth in the weights; the balance counts
+    top-k choices, which a last-bit difference may flip later). The balance is each rank's over
+    its own micro-batch (as the loss term is), so it is compared at 1 rank only; z is a mean
+    over tokens and equal at every layout."""
+    if len(ours_aux) != STEPS:
+        fails.append(f"{tag}: {len(ours_aux)} steps with router_balance / router_z in "
+                     f"metrics.jsonl, expected {STEPS}")
+        return
+    tol = max(FLOOR[mode][2], K[mode] * max(rel(t[1], r[1]) for t, r in zip(torch_aux, ref)))
+    checks = [("router z (every step)", max(rel(o[1], r[1]) for o, r in zip(ours_aux, ref)))]
+    if layout == "1rank":
+        checks.append(("router balance (step 1)", rel(ours_aux[0][0], ref[0][0])))
+    for what, e in checks:
+        print(f"  {tag} {what}: ours {e:.3e} against fp64 (step 1: balance {ref[0][0]:.6f}, z "
+              f"{ref[0][1]:.6f}), tolerance {tol:.3e}")
+        if not e <= tol:
+            fails.append(f"{tag} {what}: ours {e:.3e} > tolerance {tol:.3e}")
+
+
+def check_idle(name, e, aux, fails):
+    """the oracle's expert e gets no token in any layer in some step after one where it had
+    tokens (so its AdamW step, decaying moments and weights without a gradient, is tested)"""
+    got = [[a[2][layer][e] for a in aux] for layer in range(len(aux[0][2]))]
+    print(f"  {name}: expert {e}'s tokens per step, each layer: {got}")
+    if not any(c[i] > 0 and 0 in c[i + 1:] for c in got for i in range(len(c))):
+        fails.append(f"{name}: expert {e} is never idle after a step with tokens: {got}")
+
+
 def check_arch(args, name, dev, toks, held_out, shard, fails):
     work = os.path.join(args.work, name)
     os.makedirs(work)
-    src = make_source(work, name)
+    src = make_source(work, name, toks)
     over = ARCHS[name][4]
-    init = state(load(src, "cpu", **over))
+    zc = DECK_MODEL.get(name, {}).get("router_z_loss_coef", 0.0)
+    idle = IDLE.get(name)
+    init = state(load(src, "cpu", **over), idle)
     # the clip threshold from an unclipped float64 run, then the clipped oracle
-    _, _, n64 = torch_train(src, toks, dev, "fp64", over, None)
+    _, _, n64, _ = torch_train(src, toks, dev, "fp64", over, None, zc, args.mutate)
     top = sorted(n64, reverse=True)
     clip = float((top[4] + top[5]) / 2)
-    m64, l64, c64 = torch_train(src, toks, dev, "fp64", over, clip)
+    m64, l64, c64, a64 = torch_train(src, toks, dev, "fp64", over, clip, zc, args.mutate)
     clipped64 = [n > clip for n in c64]
-    ref = (state(m64), logits_of(m64, held_out), l64)
-    moved = min((ref[0][k] - init[k]).norm().item() for k in init)
+    ref = (state(m64, idle), logits_of(m64, held_out), l64)
+    if idle is not None:
+        check_idle(name, idle, a64, fails)
+    moved = min((ref[0][k] - init[k]).norm().item() for k in init if not k.endswith("]"))
     if not (moved > 0 and 2 <= sum(clipped64) <= STEPS - 2):  # (random tokens: no loss trend)
         fails.append(f"{name}: the reference did not train as intended (smallest update {moved}, "
                      f"clipped {clipped64})")
@@ -293,10 +426,11 @@ def check_arch(args, name, dev, toks, held_out, shard, fails):
     layouts = ("1rank",) if args.device == "cuda" or name == "llama" else tuple(LAYOUTS)
     layouts = tuple(x for x in layouts if x in ONLY_LAYOUTS.get(name, layouts))
     for mode in modes:
-        mt, lt, _ = torch_train(src, toks, dev, mode, over, clip)
-        floor = errors(state(mt), logits_of(mt, held_out), lt, ref, init)
+        # (a mutation applies to torch's own run too: its noise floor stays that of fp32)
+        mt, lt, _, at = torch_train(src, toks, dev, mode, over, clip, zc, args.mutate)
+        floor = errors(state(mt, idle), logits_of(mt, held_out), lt, ref, init)
         for lay in layouts:
-            out, lo, cl = ours(args, work, src, shard, clip, mode, args.device, lay)
+            out, lo, cl, ao = ours(args, work, name, src, shard, clip, mode, args.device, lay)
             tag = f"{name} {mode} {lay}"
             if len(lo) != STEPS:
                 fails.append(f"{tag}: {len(lo)} step losses in metrics.jsonl, expected {STEPS}")
@@ -307,7 +441,9 @@ def check_arch(args, name, dev, toks, held_out, shard, fails):
             for k in ("missing_keys", "unexpected_keys", "mismatched_keys"):
                 if info.get(k):
                     fails.append(f"{tag}: from_pretrained {k}: {info.get(k)}")
-            got = errors(state(exp), logits_of(exp, held_out), lo, ref, init)
+            got = errors(state(exp, idle), logits_of(exp, held_out), lo, ref, init)
+            if a64:
+                check_router(tag, mode, lay, ao, a64, at, fails)
             for i, what in enumerate(("weights", "logits", "step losses")):
                 g, f = got[i], floor[i]
                 gv, fv = (g[0], f[0]) if i == 0 else (g, f)
@@ -332,6 +468,9 @@ def main():
     # the MoE cases run as ctest's test_moe_train_reference* (each its own ~20 s)
     ap.add_argument("--archs", default=",".join(a for a in ARCHS
                                                 if not a.startswith(MOE_TYPES)))
+    # a wrong oracle that ours must fail (by hand): no_z / double_z (the z-loss term missing or
+    # doubled), skip_idle (an expert with no token in a step skips its AdamW step)
+    ap.add_argument("--mutate", choices=("", "no_z", "double_z", "skip_idle"), default="")
     args = ap.parse_args()
     args.superoffload = os.path.abspath(args.superoffload)
     if args.device == "cuda" and not torch.cuda.is_available():
