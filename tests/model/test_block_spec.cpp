@@ -63,6 +63,14 @@ bool trainer_decays(const std::string& name) {
     return true;
 }
 
+// n token ids (a * i + b) % vocab: deterministic inputs and targets for the block tests
+std::vector<int> ids(int n, int a, int b, int vocab) {
+    std::vector<int> v(static_cast<size_t>(n));
+    for (int i = 0; i < n; i++)
+        v[static_cast<size_t>(i)] = (a * i + b) % vocab;
+    return v;
+}
+
 } // namespace
 
 TEST_CASE("the LLaMA family's layouts are the ones checkpoints and ZeRO-3 shards were written in") {
@@ -234,11 +242,7 @@ TEST_CASE("dropout: the masks do not depend on MLP tiles or recompute; keyed by 
     std::vector<float> p(l.num_params);
     model::init_params(l, p.data(), 0.2f, 3);
     const int B = 3, T = 10;
-    std::vector<int> in(B * T), tg(B * T);
-    for (int i = 0; i < B * T; i++) {
-        in[static_cast<size_t>(i)] = (7 * i + 3) % c.vocab_size;
-        tg[static_cast<size_t>(i)] = (5 * i + 1) % c.vocab_size;
-    }
+    const std::vector<int> in = ids(B * T, 7, 3, c.vocab_size), tg = ids(B * T, 5, 1, c.vocab_size);
     struct Out {
         float loss;
         std::vector<float> g;
@@ -337,11 +341,7 @@ TEST_CASE("router losses: reported balance and z; the z-loss joins the loss; a d
     std::vector<float> p(l.num_params);
     model::init_params(l, p.data(), 0.2f, 5);
     const int B = 2, T = 6;
-    std::vector<int> in(B * T), tg(B * T);
-    for (int i = 0; i < B * T; i++) {
-        in[static_cast<size_t>(i)] = (7 * i + 3) % c.vocab_size;
-        tg[static_cast<size_t>(i)] = (5 * i + 1) % c.vocab_size;
-    }
+    const std::vector<int> in = ids(B * T, 7, 3, c.vocab_size), tg = ids(B * T, 5, 1, c.vocab_size);
     model::FlatWeights w(l, p.data());
     auto run = [&](float zc, model::RouterLosses* rl) {
         model::ModelOptions o;
