@@ -1,10 +1,11 @@
 // What a plan that does not fit the device could change: only the settings the deck does not
-// have already (see cost.h device_memory_advice).
+// have already (see advice.h).
+#include "plan/advice.h"
+
 #include <string>
 #include <vector>
 
 #include "model/activations.h"
-#include "plan/cost.h"
 
 namespace sof::plan {
 

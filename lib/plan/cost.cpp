@@ -87,17 +87,6 @@ double cpu_adam_rate(const CostInputs& c, const HardwareProfile& hw) {
     return r > 0 ? r : hw.cpu_adam_params_per_s;
 }
 
-ActivationEstimate activation_estimate(const model::ArchConfig& m, double batch, double seq_len,
-                                       double sp, double eb, bool recompute) {
-    model::ActShape shape;
-    shape.B = static_cast<int>(batch);
-    shape.T = static_cast<int>(seq_len / sp);
-    shape.P = static_cast<int>(sp);
-    shape.recompute = recompute;
-    shape.act_bytes = static_cast<int>(eb);
-    return activation_estimate(m, shape);
-}
-
 CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& m,
                             const HardwareProfile& hw, int shard_ranks) {
     CostInputs c;
@@ -132,12 +121,8 @@ CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& 
     // the host device runs the CPU twins: fp32 activations whatever train.dtype
     const model::ActShape shape = activation_shape(cfg, hw.host_device ? 4.0 : c.weight_bytes);
     c.activation_bytes = activation_estimate(m, shape).total;
-    const LongSeqCost ls = long_seq_cost(m, shape, hw, c.fwd_s, c.bwd_s);
-    c.bwd_s += ls.extra_bwd_flops / achievable;
-    c.activation_host_bytes = ls.host_bytes;
-    c.ckpt_link_s = ls.ckpt_link_s;
-    c.ckpt_fwd_exposed_s = ls.ckpt_fwd_exposed_s;
-    c.ckpt_bwd_exposed_s = ls.ckpt_bwd_exposed_s;
+    c.long_seq = long_seq_cost(m, shape, hw, c.fwd_s, c.bwd_s);
+    c.bwd_s += c.long_seq.extra_bwd_flops / achievable;
 
     c.bucket_params = std::max(1.0, cfg.offload.bucket_mb * kMiB / 4.0);
     double mem = hw.host_device && cfg.device.memory_gb > 0 ? cfg.device.memory_gb * kGiB
@@ -252,7 +237,7 @@ MemoryEstimate rank_memory(const CostInputs& c, const offload::MemoryPlanInputs&
     m.host_grads = host(MemKind::Grads);
     m.host_state = host(MemKind::State);
     m.host_staging = host(MemKind::Staging);
-    m.host_activations = c.activation_host_bytes;
+    m.host_activations = c.long_seq.host_bytes;
     m.host_total =
         m.host_weights + m.host_grads + m.host_state + m.host_staging + m.host_activations;
     // the host device's "device" memory is an arena in host memory
@@ -304,9 +289,9 @@ void pass_times(const CostInputs& c, const HardwareProfile& hw, config::WeightsP
                 double* forward, double* backward, double* weight_transfer) {
     double ga = c.grad_accum;
     if (weights != config::WeightsPolicy::Flow) { // (+ offloaded checkpoints not hidden)
-        *forward = ga * (c.fwd_s + c.ckpt_fwd_exposed_s);
-        *backward = ga * (c.bwd_s + c.ckpt_bwd_exposed_s);
-        *weight_transfer = ga * c.ckpt_link_s;
+        *forward = ga * (c.fwd_s + c.long_seq.ckpt_fwd_exposed_s);
+        *backward = ga * (c.bwd_s + c.long_seq.ckpt_bwd_exposed_s);
+        *weight_transfer = ga * c.long_seq.ckpt_link_s;
         return;
     }
     // per block: fetch its weights (the fp32 master, cast on the device) while the previous
@@ -318,9 +303,9 @@ void pass_times(const CostInputs& c, const HardwareProfile& hw, config::WeightsP
     double f_layer = c.fwd_s / c.layers, b_layer = c.bwd_s / c.layers;
     double f = c.fwd_s + embed_fetch + c.layers * std::max(0.0, fetch - f_layer);
     double b = c.bwd_s + embed_fetch + c.layers * std::max(0.0, fetch - b_layer);
-    *forward = ga * (f + c.ckpt_fwd_exposed_s);
-    *backward = ga * (b + c.ckpt_bwd_exposed_s);
-    *weight_transfer = ga * (2.0 * (c.layers * fetch + embed_fetch) + c.ckpt_link_s);
+    *forward = ga * (f + c.long_seq.ckpt_fwd_exposed_s);
+    *backward = ga * (b + c.long_seq.ckpt_bwd_exposed_s);
+    *weight_transfer = ga * (2.0 * (c.layers * fetch + embed_fetch) + c.long_seq.ckpt_link_s);
 }
 
 IterationTimes superoffload_times(const CostInputs& c, const HardwareProfile& hw,
@@ -405,6 +390,17 @@ IterationTimes gpu_only_times(const CostInputs& c, const HardwareProfile& hw) {
     t.fits = gpu_only_memory(c) <= c.capacity_bytes;
     finish_times(t);
     return t;
+}
+
+int tail_buckets_eq45(double move_grad_s, double step_cpu_s, double move_param_s,
+                      double bucket_params, double tokens, double flops,
+                      double gpu_update_params_per_s) {
+    double lhs = move_grad_s + step_cpu_s + move_param_s;
+    double per_bucket =
+        4.0 * tokens * bucket_params / flops + bucket_params / gpu_update_params_per_s;
+    SOF_CHECK(per_bucket > 0, "tail_buckets_eq45: non-positive backward+step time per bucket");
+    double n = std::ceil(lhs / per_bucket - 1e-12);
+    return static_cast<int>(std::max(0.0, n));
 }
 
 bool tail_hides_cpu(const CostInputs& c, const HardwareProfile& hw, config::WeightsPolicy weights,

@@ -6,6 +6,7 @@
 #include "model/activations.h"
 #include "model/layout.h"
 #include "offload/memory_plan.h"
+#include "plan/long_seq.h"
 #include "plan/planner.h"
 
 namespace sof::plan {
@@ -46,10 +47,9 @@ struct CostInputs {
     double fwd_s = 0;            // forward (GEMMs + attention) at the achievable peak
     double bwd_s = 0;            // backward (2x forward, +1x forward with recompute)
     double activation_bytes = 0; // saved activations + logits of one micro-batch
-    // long sequences (long_seq.h): offloaded checkpoints in pinned host memory, their link time
-    // per micro-batch in all and not hidden behind compute (forward, backward)
-    double activation_host_bytes = 0;
-    double ckpt_link_s = 0, ckpt_fwd_exposed_s = 0, ckpt_bwd_exposed_s = 0;
+    // long sequences: offloaded checkpoints of one micro-batch (pinned host bytes, link time in
+    // all and not hidden behind compute) and the backward work tiling adds
+    LongSeqCost long_seq;
     // buckets
     double bucket_params = 0; // deck bucket size in fp32 params
     int num_buckets = 1;
@@ -75,28 +75,6 @@ struct CostInputs {
 // whether weight flow has a grad ring (flow_ring).
 void apply_modes(CostInputs& c, const EngineModes& m);
 
-// Saved activations of one micro-batch on one rank, bytes (see docs/planner.md "Activations").
-struct ActivationEstimate {
-    double per_layer = 0;    // one block's saved tensors (with recompute: its working set)
-    double layer_inputs = 0; // recompute only: the L block inputs kept for the re-run
-    double blocks = 0;       // all blocks: L * per_layer, or per_layer + layer_inputs
-    double head = 0;         // embedding output, final norm output (+ its rstd)
-    double logits = 0;       // the logits buffer (B*T or one tile of rows, Vp)
-    double total = 0;        // blocks + head + logits: device memory
-    double host = 0;         // offloaded checkpoints in pinned host memory
-};
-// B sequences of T tokens, Ulysses degree sp (T/sp tokens per rank outside attention, NH/sp heads
-// inside), `eb` bytes per saved element (2 = bf16), per-layer recomputation on or off.
-// GPT-2 (llm.c layout): 16*C per token + 2 (B, NH, T, T) score/prob maps + 4 LayerNorm stats.
-// LLaMA family: norms 2C + rstd, fused qkv (NH*hd + 2*NKV*hd), post-RoPE q and k, qk-norm outputs
-// and rstd (qwen3), the (B, NH, T, T) probabilities, attention output NH*hd, the residual after
-// attention and the block output 2C, SwiGLU gate and up 2I and their product I.
-ActivationEstimate activation_estimate(const model::ArchConfig& m, double batch, double seq_len,
-                                       double sp, double eb, bool recompute);
-// The same for any driver shape (tiles, offloaded checkpoints: long_seq.h), defined in
-// long_seq.cpp.
-ActivationEstimate activation_estimate(const model::ArchConfig& m, const model::ActShape& shape);
-
 // shard_ranks: ZeRO-3 ranks the parameters, grads and optimizer state are sharded over. On a GPU
 // profile the model runs on the GPU: the engine's buffers are what the engine allocates there.
 CostInputs make_cost_inputs(const config::Config& cfg, const model::ArchConfig& model,
@@ -114,16 +92,6 @@ MemoryEstimate offload_memory(const CostInputs& c, config::WeightsPolicy weights
 // host memory (what the planner falls back to).
 MemoryEstimate flow_memory(const CostInputs& c, const config::Config& cfg, int tail = 0,
                            int interleave_k = 0);
-// What could make a plan with `weights` and `tail` tail buckets fit the device, among the
-// settings the deck does not have already (weight flow, tail buckets, the interleave stride,
-// bucket size, batch, recompute, offloaded checkpoints, tiles; a shorter sequence and more ranks
-// always): "use a, b or c" (advice.cpp).
-std::string device_memory_advice(const config::Config& cfg, config::WeightsPolicy weights,
-                                 int tail);
-// The same for host memory, with the plan's resolved modes: one state set (inverse rollback),
-// bf16 moments, bf16 grads (cast host), checkpoints kept on the device, where the plan does not
-// have them; a shorter sequence (with offloaded checkpoints) and more ranks always.
-std::string host_memory_advice(const config::Config& cfg, const Plan& p);
 // The engine's memory plan inputs for that choice (what offload_memory sums).
 offload::MemoryPlanInputs offload_plan_inputs(const CostInputs& c, config::WeightsPolicy weights,
                                               int tail, int interleave_k);

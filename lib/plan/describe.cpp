@@ -42,10 +42,6 @@ std::string host_line(const char* what, const MemoryEstimate& m, Unit u) {
 
 } // namespace
 
-const char* state_dtype_name(config::StateDtype d) {
-    return d == config::StateDtype::Q8 ? "q8" : (d == config::StateDtype::BF16 ? "bf16" : "fp32");
-}
-
 std::string describe(const Plan& p) {
     std::string s;
     Unit u = unit_for(p);

@@ -9,6 +9,7 @@
 
 #include "core/strfmt.h"
 #include "plan/modes.h"
+#include "plan/pass.h"
 
 namespace sof::plan {
 

@@ -6,13 +6,9 @@
 
 namespace sof::plan {
 
-// make_plan without the gap analysis (planner.cpp): the plan for exactly these deck values.
-Plan plan_once(const config::Config& cfg, const model::ArchConfig& model, const HardwareProfile& hw,
-               int shard_ranks);
-
 // When p (the deck's superoffload schedule; a plan that fits) exposes more than 5% of its step,
 // prices the levers (leaner moments, the same tokens in larger micro-batches, more tokens per
-// step) with plan_once, and takes the fastest leaner moments format when the deck's
+// step) with plan_once (pass.h), and takes the fastest leaner moments format when the deck's
 // optimizer.state_dtype is `auto` and it shortens the step by more than 5% (p becomes that
 // plan, p.before_s the step it replaces). Adds the why-lines.
 void close_gap(Plan& p, const config::Config& cfg, const model::ArchConfig& model,

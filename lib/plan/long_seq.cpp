@@ -9,7 +9,6 @@
 #include "device/device.h"
 #include "model/block_spec.h"
 #include "offload/memory_plan.h"
-#include "plan/cost.h"
 
 namespace sof::plan {
 
@@ -26,6 +25,17 @@ model::ActShape activation_shape(const config::Config& cfg, double act_bytes) {
     a.offload = cfg.model.offload_checkpoints && cfg.model.recompute;
     a.device_ckpt = cfg.model.device_checkpoints;
     return a;
+}
+
+ActivationEstimate activation_estimate(const model::ArchConfig& m, double batch, double seq_len,
+                                       double sp, double eb, bool recompute) {
+    model::ActShape shape;
+    shape.B = static_cast<int>(batch);
+    shape.T = static_cast<int>(seq_len / sp);
+    shape.P = static_cast<int>(sp);
+    shape.recompute = recompute;
+    shape.act_bytes = static_cast<int>(eb);
+    return activation_estimate(m, shape);
 }
 
 ActivationEstimate activation_estimate(const model::ArchConfig& m, const model::ActShape& shape) {
@@ -80,8 +90,8 @@ LongSeqCost long_seq_cost(const model::ArchConfig& m, const model::ActShape& a,
     return c;
 }
 
-std::string long_seq_note(const CostInputs& c, const config::Config& cfg,
-                          const model::ArchConfig& m) {
+std::string long_seq_note(const config::Config& cfg, const model::ArchConfig& m,
+                          const LongSeqCost& ls, int grad_accum) {
     const model::ActShape a = activation_shape(cfg, 4.0);
     const int BT = a.B * a.T, rl = model::loss_rows(a), rm = model::mlp_rows(a);
     std::string s;
@@ -91,10 +101,9 @@ std::string long_seq_note(const CostInputs& c, const config::Config& cfg,
     if (moved > 0)
         s += core::strfmt("%s%d block inputs offloaded to host memory (%s pinned), %.3f s over "
                           "the CPU-GPU link per step, %.3f s of it not hidden behind the blocks",
-                          s.empty() ? "" : "; ", moved,
-                          device::format_bytes(c.activation_host_bytes).c_str(),
-                          c.grad_accum * c.ckpt_link_s,
-                          c.grad_accum * (c.ckpt_fwd_exposed_s + c.ckpt_bwd_exposed_s));
+                          s.empty() ? "" : "; ", moved, device::format_bytes(ls.host_bytes).c_str(),
+                          grad_accum * ls.ckpt_link_s,
+                          grad_accum * (ls.ckpt_fwd_exposed_s + ls.ckpt_bwd_exposed_s));
     return s.empty() ? s : "long sequence: " + s;
 }
 

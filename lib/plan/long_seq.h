@@ -11,6 +11,27 @@
 
 namespace sof::plan {
 
+// Saved activations of one micro-batch on one rank, bytes (see docs/planner.md "Activations").
+struct ActivationEstimate {
+    double per_layer = 0;    // one block's saved tensors (with recompute: its working set)
+    double layer_inputs = 0; // recompute only: the L block inputs kept for the re-run
+    double blocks = 0;       // all blocks: L * per_layer, or per_layer + layer_inputs
+    double head = 0;         // embedding output, final norm output (+ its rstd)
+    double logits = 0;       // the logits buffer (B*T or one tile of rows, Vp)
+    double total = 0;        // blocks + head + logits: device memory
+    double host = 0;         // offloaded checkpoints in pinned host memory
+};
+// B sequences of T tokens, Ulysses degree sp (T/sp tokens per rank outside attention, NH/sp heads
+// inside), `eb` bytes per saved element (2 = bf16), per-layer recomputation on or off.
+// GPT-2 (llm.c layout): 16*C per token + 2 (B, NH, T, T) score/prob maps + 4 LayerNorm stats.
+// LLaMA family: norms 2C + rstd, fused qkv (NH*hd + 2*NKV*hd), post-RoPE q and k, qk-norm outputs
+// and rstd (qwen3), the (B, NH, T, T) probabilities, attention output NH*hd, the residual after
+// attention and the block output 2C, SwiGLU gate and up 2I and their product I.
+ActivationEstimate activation_estimate(const model::ArchConfig& m, double batch, double seq_len,
+                                       double sp, double eb, bool recompute);
+// The same for any driver shape (tiles, offloaded checkpoints).
+ActivationEstimate activation_estimate(const model::ArchConfig& m, const model::ActShape& shape);
+
 // The activation shape the trainer builds for a deck: B, T/sp local tokens, sp, recompute, the
 // tile requests and offloaded checkpoints; act_bytes per element (4 on the host device's CPU
 // twins, the working precision on a GPU).
@@ -43,10 +64,10 @@ LongSeqCost long_seq_cost(const model::ArchConfig& m, const model::ActShape& a,
 double forward_flops(const model::ArchConfig& m, double active_block_params, double batch,
                      double seq_len, double sp);
 
-struct CostInputs;
 // One line for the plan's notes when the deck tiles the loss or the MLP or offloads checkpoints
-// (tile sizes, host bytes, link time per step and the part not hidden); "" otherwise.
-std::string long_seq_note(const CostInputs& c, const config::Config& cfg,
-                          const model::ArchConfig& m);
+// (tile sizes, host bytes, link time per step and the part not hidden); "" otherwise. ls: one
+// micro-batch's checkpoint costs (long_seq_cost), grad_accum micro-batches per step.
+std::string long_seq_note(const config::Config& cfg, const model::ArchConfig& m,
+                          const LongSeqCost& ls, int grad_accum);
 
 } // namespace sof::plan

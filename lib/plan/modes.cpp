@@ -33,45 +33,23 @@ int ring_slots(const CostInputs& c, const config::Config& cfg, const Plan& p) {
     return offload::grad_ring_slots(offload_plan_inputs(c, p.weights, 0, stride_of(cfg, p)));
 }
 
-// The step of the deck's schedule with `tail` buckets (before collectives), as make_plan
-// predicts it.
-double step_time(const CostInputs& c, const HardwareProfile& hw, const config::Config& cfg,
-                 const Plan& p, int tail) {
-    if (cfg.offload.schedule == config::Schedule::Interleaved)
-        return interleaved_times(c, hw, p.weights, p.interleave_k, tail).iteration;
-    if (cfg.offload.schedule == config::Schedule::Synchronous)
-        return synchronous_times(c, hw, p.weights).iteration;
-    return superoffload_times(c, hw, p.weights, tail, c.stv).iteration;
-}
-
-// A plan's figures for c's modes: its tail count (chosen as make_plan would), memory, step.
-struct Figures {
-    int tail = 0;
-    MemoryEstimate mem;
-    double step = 0;
-};
-
 bool same_modes(const EngineModes& a, const EngineModes& b) {
     return a.cast_host == b.cast_host && a.exact == b.exact && a.moments == b.moments &&
            a.master == b.master && a.ring_ok == b.ring_ok && a.speculate == b.speculate;
 }
 
-// One make_plan's mode decisions: the deck, the profile, the plan (weights and interleave k are
-// final) and the figures computed so far, by modes (the tail search is the expensive part).
+// One plan's mode decisions: the deck, the profile, the plan (weights and interleave k are final)
+// and the candidates priced so far, by modes (the tail search is the expensive part).
 struct Ctx {
     const HardwareProfile& hw;
     const config::Config& cfg;
     const Plan& p;
-    std::vector<std::pair<EngineModes, Figures>> memo;
+    std::vector<std::pair<EngineModes, Priced>> memo;
 
-    Figures of(const CostInputs& c) {
+    Priced of(const CostInputs& c) {
         for (const auto& [m, f] : memo)
             if (same_modes(m, c.modes)) return f;
-        Figures f;
-        Plan scratch;
-        f.tail = choose_tail(c, hw, p.weights, cfg, scratch);
-        f.mem = offload_memory(c, p.weights, f.tail, stride_of(cfg, p));
-        f.step = step_time(c, hw, cfg, p, f.tail);
+        const Priced f = price(c, hw, cfg, p);
         memo.emplace_back(c.modes, f);
         return f;
     }
@@ -104,7 +82,7 @@ void decide_flow_grads(CostInputs& c, const config::Config& cfg, Plan& p) {
 // The cast rule of offload.cast: auto: the faster predicted step wins; within kTie (a tie) the
 // one with less host memory; at equal host memory `device` (fp32 grads: nothing is rounded). One
 // that does not fit the host loses to one that does. f[0]: cast device, f[1]: cast host.
-int cast_pick(const Figures f[2]) {
+int cast_pick(const Priced f[2]) {
     int pick = 0;
     if (f[1].step < f[0].step * (1 - kTie))
         pick = 1;
@@ -129,7 +107,7 @@ void decide_cast(CostInputs& c, Ctx& x, Plan& p) {
         return;
     }
     CostInputs opt[2];
-    Figures f[2];
+    Priced f[2];
     for (int h = 0; h < 2; h++) {
         EngineModes m = c.modes;
         m.cast_host = h == 1;
@@ -203,7 +181,7 @@ void decide_host_modes(CostInputs& c, const config::Config& cfg, Plan& p) {
 }
 
 // A choice with the plan's figures, and the flipped plan's when `other` names one.
-ModeChoice choice(const char* key, const char* value, bool from_deck, const Figures& mine) {
+ModeChoice choice(const char* key, const char* value, bool from_deck, const Priced& mine) {
     ModeChoice mc;
     mc.key = key;
     mc.value = value;
@@ -213,7 +191,7 @@ ModeChoice choice(const char* key, const char* value, bool from_deck, const Figu
     mc.step_s = mine.step;
     return mc;
 }
-void set_other(ModeChoice& mc, std::vector<std::string> other, const Figures& f) {
+void set_other(ModeChoice& mc, std::vector<std::string> other, const Priced& f) {
     mc.other = std::move(other);
     mc.other_host_bytes = f.mem.host_total;
     mc.other_device_bytes = f.mem.total;
@@ -254,7 +232,7 @@ std::string accumulation_text(const CostInputs& c) {
         c.grad_accum, state + 4, state);
 }
 
-ModeChoice explain_flow_grads(const CostInputs& c, Ctx& x, const Figures& mine) {
+ModeChoice explain_flow_grads(const CostInputs& c, Ctx& x, const Priced& mine) {
     const config::Config& cfg = x.cfg;
     const Plan& p = x.p;
     const config::FlowGrads deck = cfg.offload.flow_grads;
@@ -288,7 +266,7 @@ ModeChoice explain_flow_grads(const CostInputs& c, Ctx& x, const Figures& mine) 
         return mc;
     }
     m.ring_ok = host; // the other choice
-    const Figures o = x.of(with_modes(c, m));
+    const Priced o = x.of(with_modes(c, m));
     set_other(mc, {std::string("offload.flow_grads=") + (host ? "device" : "host")}, o);
     const std::string cap = size_text(c.capacity_bytes);
     if (!host) {
@@ -302,7 +280,7 @@ ModeChoice explain_flow_grads(const CostInputs& c, Ctx& x, const Figures& mine) 
                 ? ("with pinned grads " + size_text(o.mem.host_total)).c_str()
                 : "the same with pinned grads");
     } else {
-        Figures ring0;
+        Priced ring0;
         ring0.mem = offload_memory(ring_c, p.weights, 0, stride_of(cfg, p));
         mc.line = core::strfmt(
             "flow grads: host: the device ring of %d unit slots does not fit (device %s > %s "
@@ -313,7 +291,7 @@ ModeChoice explain_flow_grads(const CostInputs& c, Ctx& x, const Figures& mine) 
     return mc;
 }
 
-ModeChoice explain_cast(const CostInputs& c, Ctx& x, const Figures& mine) {
+ModeChoice explain_cast(const CostInputs& c, Ctx& x, const Priced& mine) {
     const config::Config& cfg = x.cfg;
     const Plan& p = x.p;
     const HardwareProfile& hw = x.hw;
@@ -331,9 +309,9 @@ ModeChoice explain_cast(const CostInputs& c, Ctx& x, const Figures& mine) {
     }
     EngineModes m = c.modes;
     m.cast_host = !host;
-    const Figures o = x.of(with_modes(c, m));
+    const Priced o = x.of(with_modes(c, m));
     set_other(mc, {std::string("offload.cast=") + (host ? "device" : "host")}, o);
-    const Figures f[2] = {host ? o : mine, host ? mine : o}; // device, host
+    const Priced f[2] = {host ? o : mine, host ? mine : o}; // device, host
     // where the grads cross the link: the bucket pipeline's D2H (stationary, the grad ring);
     // weight flow's pinned grads are written by the backward and rounded in place
     const bool d2h = !is_flow(p) || ring_slots(c, cfg, p) > 0;
@@ -366,7 +344,7 @@ ModeChoice explain_cast(const CostInputs& c, Ctx& x, const Figures& mine) {
     return mc;
 }
 
-ModeChoice explain_rollback(const CostInputs& c, Ctx& x, const Figures& mine) {
+ModeChoice explain_rollback(const CostInputs& c, Ctx& x, const Priced& mine) {
     const config::Config& cfg = x.cfg;
     const Plan& p = x.p;
     const bool exact = p.rollback == config::Rollback::Exact;
@@ -380,7 +358,7 @@ ModeChoice explain_rollback(const CostInputs& c, Ctx& x, const Figures& mine) {
         mc.line = "rollback: exact (nothing speculates in this schedule: one state set)";
         return mc;
     }
-    const Figures o = x.of(with_host(c, !exact, c.modes.moments, c.modes.master));
+    const Priced o = x.of(with_host(c, !exact, c.modes.moments, c.modes.master));
     set_other(mc, {std::string("offload.rollback=") + (exact ? "inverse" : "exact")}, o);
     const std::string cap = size_text(c.host_capacity_bytes);
     if (exact)
@@ -399,7 +377,7 @@ ModeChoice explain_rollback(const CostInputs& c, Ctx& x, const Figures& mine) {
     return mc;
 }
 
-ModeChoice explain_state(const CostInputs& c, Ctx& x, const Figures& mine) {
+ModeChoice explain_state(const CostInputs& c, Ctx& x, const Priced& mine) {
     const config::Config& cfg = x.cfg;
     const Plan& p = x.p;
     const char* mom = offload::moments_deck_name(c.modes.moments);
@@ -417,7 +395,7 @@ ModeChoice explain_state(const CostInputs& c, Ctx& x, const Figures& mine) {
     const sof_state_format prev = c.modes.moments == SOF_STATE_Q8 ? SOF_STATE_BF16 : SOF_STATE_F32;
     const bool e = rb_auto ? c.modes.master != SOF_DTYPE_F32 : c.modes.exact;
     const CostInputs oc = with_host(c, e, prev, c.modes.master);
-    const Figures o = x.of(oc);
+    const Priced o = x.of(oc);
     std::vector<std::string> other = {std::string("optimizer.state_dtype=") +
                                       offload::moments_deck_name(prev)};
     if (rb_auto) other.push_back(e ? "offload.rollback=exact" : "offload.rollback=inverse");
@@ -436,7 +414,7 @@ ModeChoice explain_state(const CostInputs& c, Ctx& x, const Figures& mine) {
     return mc;
 }
 
-ModeChoice explain_master(const CostInputs& c, Ctx& x, const Figures& mine) {
+ModeChoice explain_master(const CostInputs& c, Ctx& x, const Priced& mine) {
     const config::Config& cfg = x.cfg;
     const bool b16 = c.modes.master == SOF_DTYPE_BF16;
     ModeChoice mc = choice("optimizer.master_dtype", b16 ? "bf16" : "fp32",
@@ -451,7 +429,7 @@ ModeChoice explain_master(const CostInputs& c, Ctx& x, const Figures& mine) {
     const bool sd_auto = cfg.optimizer.state_dtype == config::StateDtype::Auto;
     const sof_state_format f = sd_auto ? SOF_STATE_Q8 : c.modes.moments;
     const CostInputs oc = with_host(c, true, f, SOF_DTYPE_F32);
-    const Figures o = x.of(oc);
+    const Priced o = x.of(oc);
     std::vector<std::string> other = {"optimizer.master_dtype=fp32"};
     if (sd_auto)
         other.push_back(std::string("optimizer.state_dtype=") + offload::moments_deck_name(f));
@@ -467,12 +445,16 @@ ModeChoice explain_master(const CostInputs& c, Ctx& x, const Figures& mine) {
 
 } // namespace
 
+const char* state_dtype_name(config::StateDtype d) {
+    return d == config::StateDtype::Q8 ? "q8" : (d == config::StateDtype::BF16 ? "bf16" : "fp32");
+}
+
 std::string size_text(double b) {
     return b >= 1e9 ? core::strfmt("%.2f GB", b / 1e9) : core::strfmt("%.2f MB", b / 1e6);
 }
 
-std::vector<ModeChoice> resolve_modes(CostInputs& c, const HardwareProfile& hw,
-                                      const config::Config& cfg, Plan& p) {
+ModeDecision resolve_modes(CostInputs& c, const HardwareProfile& hw, const config::Config& cfg,
+                           Plan& p) {
     Ctx x{hw, cfg, p, {}};
     for (int pass = 0; pass < 3; pass++) {
         const EngineModes seen = c.modes; // the host modes flow grads and cast are decided with
@@ -484,14 +466,15 @@ std::vector<ModeChoice> resolve_modes(CostInputs& c, const HardwareProfile& hw,
             break;
     }
     // the why-lines, from the final modes
-    const Figures mine = x.of(c);
-    std::vector<ModeChoice> v;
-    if (is_flow(p)) v.push_back(explain_flow_grads(c, x, mine));
-    v.push_back(explain_cast(c, x, mine));
-    v.push_back(explain_rollback(c, x, mine));
-    v.push_back(explain_state(c, x, mine));
-    v.push_back(explain_master(c, x, mine));
-    return v;
+    ModeDecision d;
+    d.plan = x.of(c);
+    const Priced& mine = d.plan;
+    if (is_flow(p)) d.choices.push_back(explain_flow_grads(c, x, mine));
+    d.choices.push_back(explain_cast(c, x, mine));
+    d.choices.push_back(explain_rollback(c, x, mine));
+    d.choices.push_back(explain_state(c, x, mine));
+    d.choices.push_back(explain_master(c, x, mine));
+    return d;
 }
 
 } // namespace sof::plan

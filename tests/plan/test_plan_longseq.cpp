@@ -182,23 +182,23 @@ TEST_CASE("offloaded checkpoints: host bytes, link time over the profile, hidden
     const model::ArchConfig m = model::config_for(c.model);
     const CostInputs ci = make_cost_inputs(c, m, hw, 8);
     const double one = 131072.0 * 5120 * 2; // one block input, bf16
-    CHECK(ci.activation_host_bytes == doctest::Approx(39 * one));
-    CHECK(ci.ckpt_link_s ==
+    CHECK(ci.long_seq.host_bytes == doctest::Approx(39 * one));
+    CHECK(ci.long_seq.ckpt_link_s ==
           doctest::Approx(39 * (transfer_seconds(hw.d2h, one) + transfer_seconds(hw.h2d, one))));
-    CHECK(ci.ckpt_fwd_exposed_s == 0.0); // ~3 ms per copy against seconds per block
-    CHECK(ci.ckpt_bwd_exposed_s == 0.0);
+    CHECK(ci.long_seq.ckpt_fwd_exposed_s == 0.0); // ~3 ms per copy against seconds per block
+    CHECK(ci.long_seq.ckpt_bwd_exposed_s == 0.0);
     // 14 kept on the device: 25 cross the link
     const config::Config k = deck("llama-13b-1m-gh200.yaml", {"model.device_checkpoints=14"});
     const CostInputs ck = make_cost_inputs(k, m, hw, 8);
-    CHECK(ck.activation_host_bytes == doctest::Approx(25 * one));
+    CHECK(ck.long_seq.host_bytes == doctest::Approx(25 * one));
     CHECK(ck.activation_bytes - ci.activation_bytes == doctest::Approx(14 * one));
-    CHECK(ck.ckpt_link_s == doctest::Approx(25.0 / 39.0 * ci.ckpt_link_s));
+    CHECK(ck.long_seq.ckpt_link_s == doctest::Approx(25.0 / 39.0 * ci.long_seq.ckpt_link_s));
     // a link too slow for the blocks shows up as exposed time
     HardwareProfile slow = hw;
     for (BandwidthPoint& q : slow.h2d)
         q.gbps = 0.01;
     const CostInputs cs = make_cost_inputs(c, m, slow, 8);
-    CHECK(cs.ckpt_bwd_exposed_s > 0.0);
+    CHECK(cs.long_seq.ckpt_bwd_exposed_s > 0.0);
 }
 
 TEST_CASE("plan: heads or T not divisible by parallel.sp are refused naming both numbers") {
