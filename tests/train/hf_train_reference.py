@@ -9,7 +9,9 @@
 # head_dim decoupled from hidden_size; its config's dropout 0.1 overridden to 0 by the deck keys),
 # the last three saved in bf16 and sharded; ours at 1 rank, 2 ranks (ZeRO-3) and sp = 2. Issue 27's
 # mixtures of experts (Qwen3-MoE, Mixtral, GPT-OSS; --archs, ctest test_moe_train_reference_*)
-# likewise.
+# likewise; gpt_oss_mxfp4: GPT-OSS with its experts stored as MXFP4 as the hub's are, which
+# transformers dequantizes on load (Mxfp4Config(dequantize=True), its CPU path) and ours on import:
+# also compared bitwise before training (an lr-0 step exported).
 # --device cuda: ours on the CUDA device in fp32 and in bf16 at 1 rank (label gpu; exits 77 where
 # torch sees no GPU); --device cpu: the host device in fp32 against torch on the CPU (label
 # reference).
@@ -56,6 +58,11 @@ COMMON = dict(vocab_size=VOCAB, hidden_size=128, intermediate_size=256, num_hidd
               num_attention_heads=4, num_key_value_heads=2, head_dim=64,
               max_position_embeddings=256, rope_theta=10000.0, tie_word_embeddings=False,
               bos_token_id=1, eos_token_id=0, pad_token_id=None)
+GPT_OSS = dict(rms_norm_eps=1e-5, num_local_experts=4, num_experts_per_tok=2, intermediate_size=64,
+               sliding_window=24,
+               rope_parameters=dict(rope_type="yarn", rope_theta=150000.0, factor=4.0,
+                                    beta_fast=32.0, beta_slow=1.0, truncate=False,
+                                    original_max_position_embeddings=64))
 ARCHS = {  # config class, extra keys, saved dtype, max_shard_size, transformers' dropout overrides
     "llama": ("LlamaConfig", dict(rms_norm_eps=1e-5), torch.float32, None, {}),
     "phi3": ("Phi3Config", dict(rms_norm_eps=1e-5), torch.bfloat16, "150KB", {}),
@@ -96,13 +103,10 @@ ARCHS = {  # config class, extra keys, saved dtype, max_shard_size, transformers
     # original 64 positions, truncate false); every layer sparse: router bias, top 2 of the
     # logits then softmax, experts with biases, interleaved gate/up and the clamped SwiGLU (the
     # gate_up weights drawn N(0, 0.3) so that both clamps bind), transposed fused tensors
-    "gpt_oss": ("GptOssConfig",
-                dict(rms_norm_eps=1e-5, num_local_experts=4, num_experts_per_tok=2,
-                     intermediate_size=64, sliding_window=24,
-                     rope_parameters=dict(rope_type="yarn", rope_theta=150000.0, factor=4.0,
-                                          beta_fast=32.0, beta_slow=1.0, truncate=False,
-                                          original_max_position_embeddings=64)),
-                torch.bfloat16, "150KB", {}),
+    "gpt_oss": ("GptOssConfig", GPT_OSS, torch.bfloat16, "150KB", {}),
+    # gpt_oss with every expert tensor (both layers' gate_up_proj and down_proj) stored as MXFP4
+    # (MXFP4 below; the biases and everything else bf16) and the hub's quantization_config
+    "gpt_oss_mxfp4": ("GptOssConfig", GPT_OSS, torch.bfloat16, "150KB", {}),
     # the load-balancing loss on (coefficient 0.1; over the router logits with their bias), only
     # full-attention layers, fp32 in one file
     "gpt_oss_aux": ("GptOssConfig",
@@ -131,6 +135,14 @@ ONLY_LAYOUTS = {"qwen3_moe_aux": ("1rank",), "mixtral_aux": ("1rank",), "gpt_oss
 SAVE_OPTIONS = {"qwen3_moe_aux": dict(save_original_format=False),
                 "mixtral_aux": dict(save_original_format=False)}
 MOE_TYPES = ("qwen3_moe", "mixtral", "gpt_oss")  # model_type of the mixture-of-experts archs
+# archs whose expert tensors are rewritten as MXFP4 after save_pretrained: random codes (every byte
+# value: both nibbles, every code, negative ones and -0) and E8M0 scale bytes drawn uniformly from
+# these ranges per tensor name (2^-6..2^-2 times codes of RMS 2.9: gate_up elements of RMS 0.38,
+# so that both clamps bind as gpt_oss's N(0, 0.3); down 2^-10..2^-6: RMS 0.024, its init's 0.02)
+MXFP4 = {"gpt_oss_mxfp4": {"gate_up_proj": (121, 125), "down_proj": (117, 121)}}
+# the hub's quantization_config (openai/gpt-oss-20b's config.json, kept in inputs/hf)
+HUB_GPT_OSS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "inputs", "hf",
+                           "gpt-oss-20b", "config.json")
 INIT_STD = {"gpt_oss": {"mlp.experts.gate_up_proj": 0.3},  # tensors drawn wider (name suffix)
             "gpt_oss_aux": {"mlp.experts.gate_up_proj": 0.3},
             "gpt_oss_z": {"mlp.experts.gate_up_proj": 0.3}}
@@ -162,18 +174,18 @@ def write_shard(path, toks):
         f.write(np.asarray(toks, dtype="<u2").tobytes())
 
 
-def ours(args, work, name, src, shard, clip, dtype, device, layout):
+def ours(args, work, name, src, shard, clip, dtype, device, layout, steps=STEPS, lr=LR, tag=""):
     """superoffload train (10 steps from the HF dir) + export --hf; the export's directory, the
     per-step (loss, clipped) of the run and the MoE models' per-step (router balance, z) (rank
     0's metrics)."""
     ranks, batch, sp = LAYOUTS[layout]
     extra = "".join(f", {k}: {v!r}" for k, v in DECK_MODEL.get(name, {}).items())
-    d = os.path.join(work, f"ours_{dtype}_{layout}")
+    d = os.path.join(work, f"ours_{dtype}_{layout}{tag}")
     os.makedirs(d)
     with open(os.path.join(d, "deck.yaml"), "w") as f:
         f.write(f"""model: {{init_from: {src}, attention_dropout: 0, residual_dropout: 0{extra}}}
 data: {{train: {shard}, val: {shard}, shuffle: false}}
-train: {{batch_size: {batch}, seq_len: {T}, steps: {STEPS}, lr: {LR}, warmup_steps: 0,
+train: {{batch_size: {batch}, seq_len: {T}, steps: {steps}, lr: {lr}, warmup_steps: 0,
   schedule: constant, grad_clip: {clip!r}, eval_batches: 1, log_every: 0, dtype: {dtype},
   checkpoint_dir: {d}/ckpt, metrics: {d}/metrics.jsonl}}
 optimizer: {{type: adamw, weight_decay: {WD}, beta1: {BETA1}, beta2: {BETA2}, eps: {EPS},
@@ -200,8 +212,16 @@ parallel: {{zero_stage: 3, sp: {sp}}}
 
 
 def load(d, dev, dtype=torch.float32, info=False, **over):
-    if json.load(open(os.path.join(d, "config.json")))["model_type"] in MOE_TYPES:
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    if cfg["model_type"] in MOE_TYPES:
         over = dict(over, experts_implementation="eager")  # grouped_mm has no float64
+    if cfg.get("quantization_config", {}).get("quant_method") == "mxfp4":
+        # transformers' own dequantization (integrations/mxfp4.py convert_moe_packed_tensors, into
+        # the parameters' dtype): the path its quantizer's is_trainable names for training, and
+        # the one a CPU without triton and the hub kernels has (without this argument this venv's
+        # from_pretrained raises quantizer_mxfp4.py's "Using mxfp4 requires Accelerate"; with
+        # accelerate and no triton it falls back to the same dequantization)
+        over = dict(over, quantization_config=transformers.Mxfp4Config(dequantize=True))
     m = transformers.AutoModelForCausalLM.from_pretrained(
         d, dtype=dtype, attn_implementation="eager", output_loading_info=info, **over)
     if info:
@@ -343,6 +363,103 @@ def idle_router(model, toks, e):
         router.bias[e] = -(float(lg[pos].min()) + float(lg[~pos].max())) / 2
 
 
+def write_mxfp4(src, ranges):
+    """The expert tensors of a saved GPT-OSS directory replaced, in their own files, by MXFP4 as
+    the hub stores them: `<name>_blocks` (E, R, X/32, 16) uint8, byte b of a block holding elements
+    2b (low nibble) and 2b + 1 (high) of its 32, and `<name>_scales` (E, R, X/32) uint8 (value =
+    E2M1 code x 2^(scale - 127)), where the parameter is (E, X, R) (transformers' dequantization
+    transposes); config.json gets the hub's quantization_config. Random codes and scales (ranges:
+    the scale bytes per tensor name); returns per tensor name the byte values and scales used."""
+    from safetensors.torch import load_file, save_file
+    g = torch.Generator().manual_seed(27)
+    used = {}
+    index = json.load(open(os.path.join(src, "model.safetensors.index.json")))
+    for f in sorted(set(index["weight_map"].values())):
+        path = os.path.join(src, f)
+        t = load_file(path)
+        for k in [k for k in t if k.rsplit(".", 1)[1] in ranges]:
+            e, x, r = t.pop(k).shape
+            lo, hi = ranges[k.rsplit(".", 1)[1]]
+            t[k + "_blocks"] = torch.randint(0, 256, (e, r, x // 32, 16), generator=g,
+                                             dtype=torch.uint8)
+            t[k + "_scales"] = torch.randint(lo, hi + 1, (e, r, x // 32), generator=g,
+                                             dtype=torch.uint8)
+            used[k] = (set(t[k + "_blocks"].unique().tolist()),
+                       set(t[k + "_scales"].unique().tolist()))
+            del index["weight_map"][k]
+            index["weight_map"].update({k + "_blocks": f, k + "_scales": f})
+        save_file(t, path, metadata={"format": "pt"})
+    json.dump(index, open(os.path.join(src, "model.safetensors.index.json"), "w"), indent=2)
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    cfg["quantization_config"] = json.load(open(HUB_GPT_OSS))["quantization_config"]
+    json.dump(cfg, open(os.path.join(src, "config.json"), "w"), indent=2)
+    return used
+
+
+def check_mxfp4_cover(name, used, ranges, fails):
+    """every expert tensor of every layer is MXFP4, holds all 256 byte values (each E2M1 code in
+    both nibbles) and every scale byte of its range"""
+    want = {f"model.layers.{i}.mlp.experts.{p}" for i in range(COMMON["num_hidden_layers"])
+            for p in ranges}
+    if set(used) != want:
+        fails.append(f"{name}: MXFP4 tensors {sorted(used)}, expected {sorted(want)}")
+    for k, (b, sc) in sorted(used.items()):
+        lo, hi = ranges[k.rsplit(".", 1)[1]]
+        if len(b) != 256 or sc != set(range(lo, hi + 1)):
+            fails.append(f"{name}: {k}: {len(b)} of 256 byte values, scales {sorted(sc)}")
+    print(f"  {name}: {len(used)} expert tensors as MXFP4, every byte value in each; scale bytes "
+          + ", ".join(f"{p} {lo}..{hi}" for p, (lo, hi) in ranges.items()))
+
+
+def mutate_mxfp4(src, work, how):
+    """--mutate mxfp4_nibbles / mxfp4_scale: a copy of the source for ours only, every block
+    byte's nibbles swapped or every scale one higher (what a reader with that bug would see)"""
+    from safetensors.torch import load_file, save_file
+    out = os.path.join(work, "src_mutated")
+    shutil.copytree(src, out)
+    for f in os.listdir(out):
+        if f.endswith(".safetensors"):
+            t = load_file(os.path.join(out, f))
+            for k in list(t):
+                if how == "mxfp4_nibbles" and k.endswith("_blocks"):
+                    t[k] = (t[k] >> 4) | (t[k] << 4)
+                elif how == "mxfp4_scale" and k.endswith("_scales"):
+                    t[k] = t[k] + 1
+            save_file(t, os.path.join(out, f), metadata={"format": "pt"})
+    return out
+
+
+def check_import(args, work, name, src, ours_src, shard, clip, fails):
+    """ours at step 0 (one step at lr 0, exported in fp32) against transformers' parameters as it
+    loads the directory (fp32), every tensor: the same bits, but that the lr-0 step adds a signed
+    zero (-0 x m / ...) to each weight, which turns -0 into +0 where m < 0 (never +0 into -0): a
+    zero may be transformers' -0 and our +0, and some of transformers' -0 (E2M1 code 8) must stay
+    ours"""
+    out, _, _, _ = ours(args, work, name, ours_src, shard, clip, "fp32", "cpu", "1rank", steps=1,
+                        lr=0.0, tag="_lr0")
+    w, ref = load(out, "cpu").state_dict(), load(src, "cpu").state_dict()
+    bad, n, neg0, flipped = [], 0, 0, 0
+    for k, r in ref.items():
+        a, b = w[k].view(torch.int32), r.view(torch.int32)
+        n += r.numel()
+        rneg0 = (r == 0) & (b < 0)
+        neg0 += int(rneg0.sum())
+        flip = rneg0 & (a == 0)  # transformers' -0 (bits 0x80000000), ours +0 (bits 0)
+        flipped += int(flip.sum())
+        if not torch.equal(a[~flip], b[~flip]):
+            d = (w[k] - r).abs().max() / r.abs().max()
+            bad.append((float(d), int((a != b).sum() - flip.sum()), k))
+    print(f"  {name} import (step 0, 1 rank): {len(ref) - len(bad)} of {len(ref)} tensors "
+          f"({n} values) bitwise equal to transformers' dequantized ones; of its {neg0} -0, "
+          f"{neg0 - flipped} are -0 in ours, {flipped} turned +0 by the lr-0 step")
+    if bad:
+        e, c, k = max(bad)
+        fails.append(f"{name} import: {len(bad)} tensors differ from transformers' dequantized "
+                     f"ones, worst {k}: {c} values, max |diff| / max |value| {e:.3e}")
+    elif not 0 < neg0 - flipped:
+        fails.append(f"{name} import: none of transformers' {neg0} -0 is -0 in ours")
+
+
 def make_source(work, name, toks):
     cls, extra, dtype, shard, _ = ARCHS[name]
     torch.manual_seed(17)
@@ -362,7 +479,7 @@ def make_source(work, name, toks):
                                     **SAVE_OPTIONS.get(name, {}))
     if shard and not os.path.exists(os.path.join(src, "model.safetensors.index.json")):
         raise SystemExit(f"{name}: save_pretrained wrote one file, not shards")
-    return src
+    return src, (write_mxfp4(src, MXFP4[name]) if name in MXFP4 else None)
 
 
 def rel(a, b):
@@ -402,7 +519,12 @@ def check_idle(name, e, aux, fails):
 def check_arch(args, name, dev, toks, held_out, shard, fails):
     work = os.path.join(args.work, name)
     os.makedirs(work)
-    src = make_source(work, name, toks)
+    src, mx = make_source(work, name, toks)
+    ours_src = src  # --mutate mxfp4_*: ours reads mutated files, transformers the right ones
+    if mx is not None:
+        check_mxfp4_cover(name, mx, MXFP4[name], fails)
+        if args.mutate.startswith("mxfp4"):
+            ours_src = mutate_mxfp4(src, work, args.mutate)
     over = ARCHS[name][4]
     zc = DECK_MODEL.get(name, {}).get("router_z_loss_coef", 0.0)
     idle = IDLE.get(name)
@@ -420,23 +542,29 @@ def check_arch(args, name, dev, toks, held_out, shard, fails):
     if not (moved > 0 and 2 <= sum(clipped64) <= STEPS - 2):  # (random tokens: no loss trend)
         fails.append(f"{name}: the reference did not train as intended (smallest update {moved}, "
                      f"clipped {clipped64})")
+    if mx is not None:
+        check_import(args, work, name, src, ours_src, shard, clip, fails)
     modes = ("fp32", "bf16") if args.device == "cuda" else ("fp32",)
     # the 2-rank layouts for the architectures of issue 26 (llama's ZeRO-3 and Ulysses runs are
     # tests/mpi's); on the GPU one rank
     layouts = ("1rank",) if args.device == "cuda" or name == "llama" else tuple(LAYOUTS)
-    layouts = tuple(x for x in layouts if x in ONLY_LAYOUTS.get(name, layouts))
+    layouts = tuple(x for x in layouts if x in ONLY_LAYOUTS.get(name, layouts)
+                    and x in args.layouts.split(","))
     for mode in modes:
         # (a mutation applies to torch's own run too: its noise floor stays that of fp32)
         mt, lt, _, at = torch_train(src, toks, dev, mode, over, clip, zc, args.mutate)
         floor = errors(state(mt, idle), logits_of(mt, held_out), lt, ref, init)
         for lay in layouts:
-            out, lo, cl, ao = ours(args, work, name, src, shard, clip, mode, args.device, lay)
+            out, lo, cl, ao = ours(args, work, name, ours_src, shard, clip, mode, args.device,
+                                   lay)
             tag = f"{name} {mode} {lay}"
             if len(lo) != STEPS:
                 fails.append(f"{tag}: {len(lo)} step losses in metrics.jsonl, expected {STEPS}")
                 continue
             if cl != clipped64:
                 fails.append(f"{tag}: clipped steps {cl}, the oracle's {clipped64}")
+            if "quantization_config" in json.load(open(os.path.join(out, "config.json"))):
+                fails.append(f"{tag}: the export's config.json has a quantization_config")
             exp, info = load(out, "cpu", info=True, **over)
             for k in ("missing_keys", "unexpected_keys", "mismatched_keys"):
                 if info.get(k):
@@ -466,12 +594,19 @@ def main():
     # bundle's run keeps the default
     ap.add_argument("--mpirun", default="mpirun --oversubscribe")
     # the MoE cases run as ctest's test_moe_train_reference* (each its own ~20 s)
+    # a subset of the layouts (1rank, zero3, sp2) where an architecture has them all
+    ap.add_argument("--layouts", default=",".join(LAYOUTS))
     ap.add_argument("--archs", default=",".join(a for a in ARCHS
                                                 if not a.startswith(MOE_TYPES)))
     # a wrong oracle that ours must fail (by hand): no_z / double_z (the z-loss term missing or
-    # doubled), skip_idle (an expert with no token in a step skips its AdamW step)
-    ap.add_argument("--mutate", choices=("", "no_z", "double_z", "skip_idle"), default="")
+    # doubled), skip_idle (an expert with no token in a step skips its AdamW step); a wrong MXFP4
+    # reader on our side (gpt_oss_mxfp4): mxfp4_nibbles (the two codes of a byte swapped),
+    # mxfp4_scale (every exponent one too high)
+    ap.add_argument("--mutate", choices=("", "no_z", "double_z", "skip_idle", "mxfp4_nibbles",
+                                         "mxfp4_scale"), default="")
     args = ap.parse_args()
+    if set(args.layouts.split(",")) - set(LAYOUTS):
+        raise SystemExit(f"--layouts {args.layouts!r}: known are {', '.join(LAYOUTS)}")
     args.superoffload = os.path.abspath(args.superoffload)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("SKIPPED: torch sees no CUDA device")
