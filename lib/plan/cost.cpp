@@ -80,6 +80,14 @@ void finish_times(IterationTimes& t) {
 
 } // namespace
 
+double state_set_bytes(const CostInputs& c) {
+    const double mb =
+        c.modes.moments == SOF_STATE_F32
+            ? 4.0
+            : (c.modes.moments == SOF_STATE_BF16 ? 2.0 : 1.0 + 4.0 / c.mem_base.q8_block);
+    return (c.modes.master == SOF_DTYPE_BF16 ? 2.0 : 4.0) + 2.0 * mb;
+}
+
 double cpu_adam_rate(const CostInputs& c, const HardwareProfile& hw) {
     double r = 0;
     if (c.modes.moments == SOF_STATE_BF16) r = hw.cpu_adam_params_per_s_bf16;
@@ -358,12 +366,7 @@ IterationTimes interleaved_times(const CostInputs& c, const HardwareProfile& hw,
     int cpu_groups = N - gpu_groups;
     double grad_out = transfer_seconds(hw.d2h, S * c.grad_move_bytes); // last bucket exposed
     double cpu = cpu_groups * S * (1.0 / cpu_adam_rate(c, hw) + 1.0 / hw.cpu_cast_params_per_s);
-    // streamed p, m, v bytes per param (q8: the codes; the scales add 4/block)
-    const double mb =
-        c.modes.moments == SOF_STATE_F32
-            ? 4.0
-            : (c.modes.moments == SOF_STATE_BF16 ? 2.0 : 1.0 + 4.0 / c.mem_base.q8_block);
-    const double sb = (c.modes.master == SOF_DTYPE_BF16 ? 2.0 : 4.0) + 2.0 * mb;
+    const double sb = state_set_bytes(c); // streamed p, m, v bytes per param
     double state = transfer_seconds(hw.h2d, S * sb);
     double h2d = gpu_groups * state + cpu_groups * transfer_seconds(hw.h2d, S * c.weight_bytes);
     double d2h = gpu_groups * transfer_seconds(hw.d2h, S * sb);

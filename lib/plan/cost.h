@@ -102,6 +102,10 @@ offload::MemoryPlanInputs offload_plan_inputs(const offload::MemoryPlanInputs& b
 // activations.
 double gpu_only_memory(const CostInputs& c);
 
+// Bytes per parameter of one optimizer state set with c's modes: master, m and v (q8: the code
+// + 4/block for the scale).
+double state_set_bytes(const CostInputs& c);
+
 // The CPU optimizer's throughput (params/s) with c's moments: the profile's figure for that
 // format (cpu.adam_params_per_s_bf16 / _q8), else the fp32 one.
 double cpu_adam_rate(const CostInputs& c, const HardwareProfile& hw);

@@ -199,14 +199,9 @@ void set_other(ModeChoice& mc, std::vector<std::string> other, const Priced& f) 
 }
 
 // Host bytes per parameter of the optimizer state with c's modes: the state set(s) of master,
-// m and v (q8: the code + 4/block for the scale).
+// m and v.
 double state_bytes_per_param(const CostInputs& c) {
-    const double mb =
-        c.modes.moments == SOF_STATE_F32
-            ? 4.0
-            : (c.modes.moments == SOF_STATE_BF16 ? 2.0 : 1.0 + 4.0 / c.mem_base.q8_block);
-    const double set = (c.modes.master == SOF_DTYPE_BF16 ? 2.0 : 4.0) + 2.0 * mb;
-    return (c.modes.exact && c.modes.speculate ? 2.0 : 1.0) * set;
+    return (c.modes.exact && c.modes.speculate ? 2.0 : 1.0) * state_set_bytes(c);
 }
 
 // "fp32 master, q8 moments (2 x 6.03 B/param)"
