@@ -68,9 +68,7 @@ int choose_tail(const CostInputs& c, const HardwareProfile& hw, config::WeightsP
         *note = "tail buckets: 0: the device is full even without tail buckets";
         return 0;
     }
-    int n = std::min(eq45, fit_max);
-    while (n < fit_max && !tail_hides_cpu(c, hw, w, n))
-        ++n;
+    const int n = first_hiding_tail(c, hw, w, std::min(eq45, fit_max), fit_max);
     if (tail_hides_cpu(c, hw, w, n) && n >= eq45) {
         *note = core::strfmt(
             "tail buckets: %d: Eq. 4-5 needs %d for the last bucket (%.2f ms out+step+back vs "
@@ -82,8 +80,9 @@ int choose_tail(const CostInputs& c, const HardwareProfile& hw, config::WeightsP
     // memory-bound: take the fitting count with the shortest predicted iteration
     int best = 0;
     double best_t = std::numeric_limits<double>::infinity();
+    const std::vector<double> its = superoffload_iterations(c, hw, w, fit_max, c.stv);
     for (int k = 0; k <= fit_max; ++k) {
-        double t = superoffload_times(c, hw, w, k, c.stv, false).iteration;
+        double t = its[static_cast<size_t>(k)];
         if (t < best_t - 1e-15) best_t = t, best = k;
     }
     *note = core::strfmt(

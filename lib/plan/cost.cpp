@@ -49,28 +49,63 @@ BucketStages bucket_stages(const CostInputs& c, const HardwareProfile& hw,
     return s;
 }
 
-// Simulates the CPU buckets of the last backward. Bucket i (backward order) is ready at
-// (i+1)/N of the backward; the first `cpu` buckets go to the CPU, the last N-cpu stay on the
-// device. With wait_all the CPU starts only once every grad is on the host (no STV).
-// Returns the time (from the start of the last backward) when the last bucket is back.
+// The CPU bucket pipeline of the last backward, speculative (the CPU starts on the first grads):
+// bucket i (backward order) is ready at (i+1)/N of the backward and the first k buckets go to the
+// CPU. The pipeline of k buckets is the first k stages of any longer one, so one pass gives the
+// time (from the start of the last backward) when the last of them is back, for every k in
+// 0..cpu_max: ends[k].
+std::vector<double> cpu_pipeline_ends(const CostInputs& c, const BucketStages& s, double bwd_last,
+                                      int cpu_max) {
+    std::vector<double> ends(static_cast<size_t>(std::max(cpu_max, 0)) + 1, 0.0);
+    double d2h_free = 0, cpu_free = 0, h2d_free = 0;
+    for (int i = 0; i < cpu_max; ++i) {
+        double ready = bwd_last * (i + 1) / c.num_buckets;
+        d2h_free = std::max(ready, d2h_free) + s.d2h;
+        cpu_free = std::max(d2h_free, cpu_free) + s.step;
+        h2d_free = std::max(cpu_free, h2d_free) + s.h2d;
+        ends[static_cast<size_t>(i) + 1] = h2d_free;
+    }
+    return ends;
+}
+
+// The same pipeline for `cpu` buckets; with wait_all the CPU starts only once every grad is on
+// the host (no STV).
 double cpu_pipeline_end(const CostInputs& c, const BucketStages& s, double bwd_last, int cpu,
                         bool wait_all) {
+    if (!wait_all) return cpu_pipeline_ends(c, s, bwd_last, cpu).back();
     double d2h_free = 0, cpu_free = 0, h2d_free = 0;
     std::vector<double> arrived(static_cast<size_t>(std::max(cpu, 0)), 0.0);
     for (int i = 0; i < cpu; ++i) {
         double ready = bwd_last * (i + 1) / c.num_buckets;
-        double start = std::max(ready, d2h_free);
-        d2h_free = start + s.d2h;
+        d2h_free = std::max(ready, d2h_free) + s.d2h;
         arrived[static_cast<size_t>(i)] = d2h_free;
     }
-    double gate = wait_all ? std::max(bwd_last, cpu > 0 ? arrived.back() : 0.0) : 0.0;
+    double gate = std::max(bwd_last, cpu > 0 ? arrived.back() : 0.0);
     for (int i = 0; i < cpu; ++i) {
-        double start = std::max({arrived[static_cast<size_t>(i)], cpu_free, gate});
-        cpu_free = start + s.step;
-        double back = std::max(cpu_free, h2d_free);
-        h2d_free = back + s.h2d;
+        cpu_free = std::max({arrived[static_cast<size_t>(i)], cpu_free, gate}) + s.step;
+        h2d_free = std::max(cpu_free, h2d_free) + s.h2d;
     }
     return h2d_free;
+}
+
+// The last backward's share of a step and the device step of n tail buckets (n in 0..N).
+struct LastBackward {
+    double before_last = 0; // forward and backward before the last micro-batch's backward
+    double bwd_last = 0;
+};
+
+LastBackward last_backward(const CostInputs& c, const HardwareProfile& hw,
+                           config::WeightsPolicy weights) {
+    double f = 0, b = 0, wt = 0;
+    pass_times(c, hw, weights, &f, &b, &wt);
+    LastBackward l;
+    l.bwd_last = b / c.grad_accum;
+    l.before_last = f + b - l.bwd_last;
+    return l;
+}
+
+double tail_gpu_step(const CostInputs& c, const HardwareProfile& hw, int n) {
+    return std::min(c.params, n * c.bucket_params) / hw.gpu_adam_params_per_s;
 }
 
 void finish_times(IterationTimes& t) {
@@ -330,7 +365,7 @@ IterationTimes superoffload_times(const CostInputs& c, const HardwareProfile& hw
     double bwd_last = t.backward / c.grad_accum;
     double before_last = t.forward + t.backward - bwd_last;
     double tail_params = std::min(c.params, n * c.bucket_params);
-    double gpu_step = tail_params / hw.gpu_adam_params_per_s;
+    double gpu_step = tail_gpu_step(c, hw, n);
     double cpu_end = cpu_pipeline_end(c, s, bwd_last, cpu, !stv);
     t.iteration = before_last + std::max(bwd_last + gpu_step, cpu_end);
     double cpu_params = c.params - tail_params;
@@ -409,13 +444,47 @@ int tail_buckets_eq45(double move_grad_s, double step_cpu_s, double move_param_s
 bool tail_hides_cpu(const CostInputs& c, const HardwareProfile& hw, config::WeightsPolicy weights,
                     int tail) {
     int n = std::clamp(tail, 0, c.num_buckets);
-    double f = 0, b = 0, wt = 0;
-    pass_times(c, hw, weights, &f, &b, &wt);
-    double bwd_last = b / c.grad_accum;
-    double gpu_step = std::min(c.params, n * c.bucket_params) / hw.gpu_adam_params_per_s;
+    double bwd_last = last_backward(c, hw, weights).bwd_last;
     double end =
         cpu_pipeline_end(c, bucket_stages(c, hw, weights), bwd_last, c.num_buckets - n, false);
-    return end <= bwd_last + gpu_step;
+    return end <= bwd_last + tail_gpu_step(c, hw, n);
+}
+
+int first_hiding_tail(const CostInputs& c, const HardwareProfile& hw, config::WeightsPolicy weights,
+                      int from, int to) {
+    const int N = c.num_buckets;
+    const double bwd_last = last_backward(c, hw, weights).bwd_last;
+    const std::vector<double> ends =
+        cpu_pipeline_ends(c, bucket_stages(c, hw, weights), bwd_last, N - std::clamp(from, 0, N));
+    auto hides = [&](int tail) {
+        int n = std::clamp(tail, 0, N);
+        return ends[static_cast<size_t>(N - n)] <= bwd_last + tail_gpu_step(c, hw, n);
+    };
+    int n = from;
+    while (n < to && !hides(n))
+        ++n;
+    return n;
+}
+
+std::vector<double> superoffload_iterations(const CostInputs& c, const HardwareProfile& hw,
+                                            config::WeightsPolicy weights, int max_tail, bool stv) {
+    std::vector<double> it(static_cast<size_t>(std::max(max_tail, 0)) + 1, 0.0);
+    if (!stv) { // the CPU waits for every grad: each count's pipeline has its own start
+        for (int k = 0; k <= max_tail; ++k)
+            it[static_cast<size_t>(k)] =
+                superoffload_times(c, hw, weights, k, false, false).iteration;
+        return it;
+    }
+    const int N = c.num_buckets;
+    const LastBackward l = last_backward(c, hw, weights);
+    const std::vector<double> ends =
+        cpu_pipeline_ends(c, bucket_stages(c, hw, weights), l.bwd_last, N);
+    for (int k = 0; k <= max_tail; ++k) {
+        int n = std::clamp(k, 0, N);
+        it[static_cast<size_t>(k)] = l.before_last + std::max(l.bwd_last + tail_gpu_step(c, hw, n),
+                                                              ends[static_cast<size_t>(N - n)]);
+    }
+    return it;
 }
 
 } // namespace sof::plan

@@ -2,6 +2,8 @@
 // and the per-schedule iteration-time simulation over a hardware profile.
 #pragma once
 
+#include <vector>
+
 #include "config/config.h"
 #include "model/activations.h"
 #include "model/layout.h"
@@ -134,5 +136,15 @@ IterationTimes gpu_only_times(const CostInputs& c, const HardwareProfile& hw);
 // back on the device by the time backward and the n tail buckets' device step are done.
 bool tail_hides_cpu(const CostInputs& c, const HardwareProfile& hw, config::WeightsPolicy weights,
                     int tail);
+// The smallest tail count n in [from, to] for which tail_hides_cpu holds, else `to`: one pipeline
+// pass serves every count (a scan calling tail_hides_cpu per count is quadratic in the buckets:
+// 6,000 of them for a 100B model).
+int first_hiding_tail(const CostInputs& c, const HardwareProfile& hw, config::WeightsPolicy weights,
+                      int from, int to);
+// superoffload_times(c, hw, weights, k, stv, false).iteration for every k in 0..max_tail, bitwise
+// the same values; one pipeline pass for all counts when stv (without STV each count's pipeline
+// waits for its own gate).
+std::vector<double> superoffload_iterations(const CostInputs& c, const HardwareProfile& hw,
+                                            config::WeightsPolicy weights, int max_tail, bool stv);
 
 } // namespace sof::plan

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -33,6 +34,15 @@ inline model::ArchConfig tiny_gpt2() {
     g.num_heads = 2;
     g.channels = 64;
     return g;
+}
+
+// Whether combination i of a configuration sweep runs: all of them unless SOF_TEST_SWEEP_STRIDE=s
+// is set, then every s-th (i % s == 0). The TSan build sets it (scripts/run_sanitizers.sh): there
+// each combination costs 20-50x its plain time, and the plain and ASan runs cover every one.
+inline bool sweep_runs(int i) {
+    const char* e = std::getenv("SOF_TEST_SWEEP_STRIDE");
+    const int s = e ? std::atoi(e) : 1;
+    return s <= 1 || i % s == 0;
 }
 
 inline config::Config base_deck() {

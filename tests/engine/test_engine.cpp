@@ -262,6 +262,7 @@ TEST_CASE("engine == plain bitwise: weight flow's grad ring (no accumulation), f
     g.vocab_size = 250;
     g.padded_vocab_size = 256;
     model::ParamLayout l = model::make_layout(g);
+    int combos = 0;
     for (auto dt : {config::Precision::FP32, config::Precision::BF16})
         for (auto cast : {config::CastAt::Host, config::CastAt::Device})
             for (int tail : {0, 1})
@@ -269,6 +270,7 @@ TEST_CASE("engine == plain bitwise: weight flow's grad ring (no accumulation), f
                     for (bool w16 : {false, true}) {
                         if (dt == config::Precision::FP32 && cast == config::CastAt::Host) continue;
                         if (dt == config::Precision::FP32 && w16) continue;
+                        if (!test::sweep_runs(combos++)) continue;
                         CAPTURE(static_cast<int>(dt));
                         CAPTURE(static_cast<int>(cast));
                         CAPTURE(tail);
@@ -292,6 +294,7 @@ TEST_CASE("engine == plain bitwise: weight flow's grad ring (no accumulation), f
                             CHECK(b.id != offload::Buf::DevGrads); // no whole-model grads
                         check_config(c, 1, w16, g);
                     }
+    CHECK(combos == 20);
     // with accumulation the model's grads accumulate in one pinned buffer: no ring
     config::Config c = test::base_deck();
     c.offload.weights = config::WeightsPolicy::Flow;

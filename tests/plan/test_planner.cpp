@@ -239,6 +239,40 @@ TEST_CASE("tail buckets: the smallest count that satisfies Eq. 4-5 and hides the
     }
 }
 
+TEST_CASE("the one-pass tail scans equal the per-count functions, bitwise") {
+    // first_hiding_tail and superoffload_iterations replace scans that called tail_hides_cpu and
+    // superoffload_times once per count (quadratic in the buckets): the same answers, every count
+    HardwareProfile hw = gh200();
+    for (const char* ga : {"train.grad_accum=1", "train.grad_accum=4"})
+        for (const char* b : {"train.batch_size=1", "train.batch_size=8"})
+            for (auto w : {config::WeightsPolicy::Stationary, config::WeightsPolicy::Flow}) {
+                CAPTURE(ga);
+                CAPTURE(b);
+                config::Config cfg = deck_with({ga, b, "model.recompute=false"});
+                CostInputs c = make_cost_inputs(cfg, model::config_for(cfg.model), hw);
+                const int N = c.num_buckets;
+                int hiding = 0;
+                for (int from : {0, 1, N / 3, N}) {
+                    int scan = from;
+                    while (scan < N && !tail_hides_cpu(c, hw, w, scan))
+                        ++scan;
+                    CHECK(first_hiding_tail(c, hw, w, from, N) == scan);
+                    CHECK(first_hiding_tail(c, hw, w, from, from) == from);
+                    if (from == 0) hiding = scan;
+                }
+                CHECK(hiding > 0); // the scan had counts to skip (batch 1: none hide the CPU)
+                for (bool stv : {true, false}) {
+                    std::vector<double> its = superoffload_iterations(c, hw, w, N + 2, stv);
+                    REQUIRE(its.size() == static_cast<size_t>(N + 3));
+                    int differ = 0;
+                    for (int k = 0; k <= N + 2; ++k)
+                        differ += its[static_cast<size_t>(k)] !=
+                                  superoffload_times(c, hw, w, k, stv, false).iteration;
+                    CHECK(differ == 0);
+                }
+            }
+}
+
 TEST_CASE("schedules on gh200: superoffload beats synchronous; STV off waits for all grads") {
     HardwareProfile hw = gh200();
     config::Config cfg = deck_1p5b();
