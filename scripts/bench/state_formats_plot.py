@@ -6,8 +6,8 @@
 Reads OUT_DIR/<format>/metrics.jsonl as scripts/bench/state_formats_table.py does (the same
 formats and yardsticks) and draws, per directory, two panels sharing the step axis: the val loss
 of every format at every eval step, and below it each format's gap to its yardstick (fp32; bf16
-master against bf16 compute). --skip-first leaves the step-0 eval out of the loss panel (it
-stretches the axis; the gap there is 0 for every format).
+master, alone or with q8 moments, against bf16 compute). --skip-first leaves the step-0 eval out
+of the loss panel (it stretches the axis; the gap there is 0 for every format).
 """
 import argparse
 import math
@@ -24,10 +24,11 @@ STYLE = {
     "q8_moments": ("q8 moments", "#d62728", ""),
     "bf16_train": ("bf16 compute", "#2ca02c", "6,3"),
     "bf16_master": ("bf16 master (gap to bf16 compute)", "#9467bd", "2,2"),
+    "q8_bf16_master": ("q8 moments + bf16 master (gap to bf16 compute)", "#ff7f0e", "8,2,2,2"),
 }
 PANEL_W, LOSS_H, GAP_H = 420, 230, 170
 LEFT, RIGHT, TOP, GAP_TOP, BOTTOM = 62, 16, 34, 40, 40
-LEGEND_H = 22 * len(STYLE) // 2 + 16
+LEGEND_COL, LEGEND_ROW, CHAR_W = 260, 20, 6.2  # legend slot width, row height, ~px per char at 11px
 
 
 def nice_ticks(lo, hi, n=5):
@@ -125,19 +126,26 @@ def main():
     col_w = LEFT + PANEL_W + RIGHT
     width = col_w * len(a.dirs)
     legend_y = TOP + LOSS_H + BOTTOM + GAP_TOP + GAP_H + BOTTOM + 8
-    height = legend_y + LEGEND_H
     body, seen = [], set()
     for i, spec in enumerate(a.dirs):
         d, _, title = spec.partition("=")
         seen |= column(body, i * col_w, d, title or os.path.basename(os.path.normpath(d)),
                        a.skip_first)
-    for k, name in enumerate(n for n in FORMATS if n in seen):
+    # legend entries flow left to right in slots of LEGEND_COL px (a long label takes as many as
+    # it needs); a row ends where the next entry's text would cross the right edge
+    lx, ly = LEFT, legend_y
+    for name in (n for n in FORMATS if n in seen):
         label, colour, dash = STYLE[name]
-        lx, ly = LEFT + (k % 2) * 260, legend_y + (k // 2) * 20
+        text_w = 30 + len(label) * CHAR_W
+        slots = math.ceil(text_w / LEGEND_COL)
+        if lx > LEFT and lx + text_w > width - RIGHT:
+            lx, ly = LEFT, ly + LEGEND_ROW
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
         body.append(f'<line x1="{lx}" y1="{ly}" x2="{lx + 24}" y2="{ly}" stroke="{colour}" '
                     f'stroke-width="2"{dash_attr}/>')
         body.append(f'<text x="{lx + 30}" y="{ly + 4}" font-size="11">{label}</text>')
+        lx += slots * LEGEND_COL
+    height = ly + LEGEND_ROW + 10
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="sans-serif">',
            f'<rect width="{width}" height="{height}" fill="#fff"/>'] + body + ["</svg>"]
