@@ -92,7 +92,7 @@ def main():
     vstep = min(max(v) for _, v in runs.values())
     for n in names:
         v = runs[n][1][vstep]
-        y = runs[YARDSTICK.get(n, "fp32")][1].get(vstep, float("nan"))
+        y = runs.get(YARDSTICK.get(n, "fp32"), ({}, {}))[1].get(vstep, float("nan"))
         mg = max((abs(g) for g in gaps[n]), default=float("nan"))
         print(f"{n:>14} step {vstep}: val {v:.4f} gap {v - y:+.4f}; max |train gap| steps {every}..{last}: {mg:.4f}")
 
