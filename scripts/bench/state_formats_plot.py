@@ -2,12 +2,14 @@
 # Validation-loss curves of the state-format convergence runs (state_formats_convergence.sh) as a
 # small hand-written SVG (text, diff-able, no plotting package): one column per run directory.
 """Usage: state_formats_plot.py OUT_DIR[=TITLE] [OUT_DIR[=TITLE] ...] -o FILE.svg [--skip-first]
+                             [--vs-fp32]
 
 Reads OUT_DIR/<format>/metrics.jsonl as scripts/bench/state_formats_table.py does (the same
 formats and yardsticks) and draws, per directory, two panels sharing the step axis: the val loss
 of every format at every eval step, and below it each format's gap to its yardstick (fp32; bf16
-master against bf16 compute). --skip-first leaves the step-0 eval out of the loss panel (it
-stretches the axis; the gap there is 0 for every format).
+master, alone or with q8 moments, against bf16 compute). --skip-first leaves the step-0 eval out
+of the loss panel (it stretches the axis; the gap there is 0 for every format). --vs-fp32 draws
+every format's gap to fp32 instead (where the bf16-compute yardstick itself is off fp32).
 """
 import argparse
 import math
@@ -24,10 +26,11 @@ STYLE = {
     "q8_moments": ("q8 moments", "#d62728", ""),
     "bf16_train": ("bf16 compute", "#2ca02c", "6,3"),
     "bf16_master": ("bf16 master (gap to bf16 compute)", "#9467bd", "2,2"),
+    "q8_bf16_master": ("q8 moments + bf16 master (gap to bf16 compute)", "#ff7f0e", "8,2,2,2"),
 }
 PANEL_W, LOSS_H, GAP_H = 420, 230, 170
 LEFT, RIGHT, TOP, GAP_TOP, BOTTOM = 62, 16, 34, 40, 40
-LEGEND_H = 22 * len(STYLE) // 2 + 16
+LEGEND_COL, LEGEND_ROW, CHAR_W = 260, 20, 6.2  # legend slot width, row height, ~px per char at 11px
 
 
 def nice_ticks(lo, hi, n=5):
@@ -94,7 +97,7 @@ def panel(out, x0, y0, w, h, xs_range, series, title, ylabel, zero_line=False):
             out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="1.8" fill="{colour}"/>')
 
 
-def column(out, x0, out_dir, title, skip_first):
+def column(out, x0, out_dir, title, skip_first, vs_fp32=False):
     runs = {f: load(os.path.join(out_dir, f, "metrics.jsonl")) for f in FORMATS
             if os.path.exists(os.path.join(out_dir, f, "metrics.jsonl"))}
     if not runs:
@@ -103,7 +106,7 @@ def column(out, x0, out_dir, title, skip_first):
     for name, (_, val) in runs.items():
         steps = sorted(s for s in val if not (skip_first and s == 0))
         loss.append((name, [(s, val[s]) for s in steps], None))
-        ref = YARDSTICK.get(name, "fp32")
+        ref = "fp32" if vs_fp32 else YARDSTICK.get(name, "fp32")
         if ref in runs:
             rv = runs[ref][1]
             gaps.append((name, [(s, val[s] - rv[s]) for s in sorted(val) if s in rv], None))
@@ -111,6 +114,7 @@ def column(out, x0, out_dir, title, skip_first):
     xr = (0, max(steps))
     panel(out, x0 + LEFT, TOP, PANEL_W, LOSS_H, xr, loss, title, "val loss")
     panel(out, x0 + LEFT, TOP + LOSS_H + BOTTOM + GAP_TOP, PANEL_W, GAP_H, (0, xr[1]), gaps,
+          "val loss gap to fp32" if vs_fp32 else
           "val loss gap to the yardstick (fp32; bf16 master: bf16 compute)", "gap", zero_line=True)
     return set(runs)
 
@@ -121,23 +125,33 @@ def main():
     ap.add_argument("dirs", nargs="+", help="run directories, each OUT_DIR or OUT_DIR=TITLE")
     ap.add_argument("-o", "--out", required=True, help="the SVG file to write")
     ap.add_argument("--skip-first", action="store_true", help="no step-0 eval in the loss panels")
+    ap.add_argument("--vs-fp32", action="store_true", help="every format's gap to fp32")
     a = ap.parse_args()
     col_w = LEFT + PANEL_W + RIGHT
     width = col_w * len(a.dirs)
     legend_y = TOP + LOSS_H + BOTTOM + GAP_TOP + GAP_H + BOTTOM + 8
-    height = legend_y + LEGEND_H
     body, seen = [], set()
     for i, spec in enumerate(a.dirs):
         d, _, title = spec.partition("=")
         seen |= column(body, i * col_w, d, title or os.path.basename(os.path.normpath(d)),
-                       a.skip_first)
-    for k, name in enumerate(n for n in FORMATS if n in seen):
+                       a.skip_first, a.vs_fp32)
+    # legend entries flow left to right in slots of LEGEND_COL px (a long label takes as many as
+    # it needs); a row ends where the next entry's text would cross the right edge
+    lx, ly = LEFT, legend_y
+    for name in (n for n in FORMATS if n in seen):
         label, colour, dash = STYLE[name]
-        lx, ly = LEFT + (k % 2) * 260, legend_y + (k // 2) * 20
+        if a.vs_fp32:  # every gap is to fp32: no "(gap to bf16 compute)"
+            label = label.split(" (gap")[0]
+        text_w = 30 + len(label) * CHAR_W
+        slots = math.ceil(text_w / LEGEND_COL)
+        if lx > LEFT and lx + text_w > width - RIGHT:
+            lx, ly = LEFT, ly + LEGEND_ROW
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
         body.append(f'<line x1="{lx}" y1="{ly}" x2="{lx + 24}" y2="{ly}" stroke="{colour}" '
                     f'stroke-width="2"{dash_attr}/>')
         body.append(f'<text x="{lx + 30}" y="{ly + 4}" font-size="11">{label}</text>')
+        lx += slots * LEGEND_COL
+    height = ly + LEGEND_ROW + 10
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="sans-serif">',
            f'<rect width="{width}" height="{height}" fill="#fff"/>'] + body + ["</svg>"]

@@ -7,9 +7,10 @@ import json
 import os
 import sys
 
-# bf16 master params run with bf16 compute, so their yardstick is bf16_train; the rest compare to fp32.
-FORMATS = ["fp32", "bf16_moments", "q8_moments", "bf16_train", "bf16_master"]
-YARDSTICK = {"bf16_master": "bf16_train"}
+# bf16 master params run with bf16 compute, so their yardstick is bf16_train (also for q8 moments with
+# bf16 master, the 70B plan's state); the rest compare to fp32.
+FORMATS = ["fp32", "bf16_moments", "q8_moments", "bf16_train", "bf16_master", "q8_bf16_master"]
+YARDSTICK = {"bf16_master": "bf16_train", "q8_bf16_master": "bf16_train"}
 
 
 def load(path):
@@ -32,7 +33,8 @@ def smooth(train, step):
 
 
 LABEL = {"fp32": "fp32", "bf16_moments": "bf16 moments", "q8_moments": "q8 moments",
-         "bf16_train": "bf16 compute", "bf16_master": "bf16 master (gap to bf16 compute)"}
+         "bf16_train": "bf16 compute", "bf16_master": "bf16 master (gap to bf16 compute)",
+         "q8_bf16_master": "q8 moments + bf16 master (gap to bf16 compute)"}
 
 
 def markdown(runs, names, every, last):
@@ -64,7 +66,7 @@ def main():
     if "--markdown" in sys.argv:
         markdown(runs, names, every, last)
         return
-    print("train loss (mean of 10 steps) and gap to yardstick (fp32; bf16_master: bf16_train)")
+    print("train loss (mean of 10 steps) and gap to yardstick (fp32; bf16_master, q8_bf16_master: bf16_train)")
     print("step  " + "  ".join(f"{n:>22}" for n in names))
     gaps = {n: [] for n in names}
     for step in range(every, last + 1, every):
@@ -90,7 +92,7 @@ def main():
     vstep = min(max(v) for _, v in runs.values())
     for n in names:
         v = runs[n][1][vstep]
-        y = runs[YARDSTICK.get(n, "fp32")][1].get(vstep, float("nan"))
+        y = runs.get(YARDSTICK.get(n, "fp32"), ({}, {}))[1].get(vstep, float("nan"))
         mg = max((abs(g) for g in gaps[n]), default=float("nan"))
         print(f"{n:>14} step {vstep}: val {v:.4f} gap {v - y:+.4f}; max |train gap| steps {every}..{last}: {mg:.4f}")
 
