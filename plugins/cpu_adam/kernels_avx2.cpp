@@ -2,6 +2,7 @@
 // Compiled with function target attributes only (no global -mavx2), so the plugin loads anywhere.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "cpu_adam_kernels.h"
@@ -312,69 +313,93 @@ SOF_AVX2 double stats_tile_avx2(const void* g, int32_t gd, int64_t n, float scal
 // optim::q_quantize_block), each an exact integer op or the same IEEE fp32 op per lane, so the
 // codes, scales, params and copies are bitwise the scalar variant's.
 
-// 8 codes from element i of a Q8 slot decoded exactly (optim::q_decode) and multiplied by the
-// block's scale (one fp32 multiply). The magnitude code is moved into an fp32 exponent and
-// mantissa and rebiased (exact: the value of a normal code); a subnormal code (exponent field 0)
-// has read as 2^-bias * (1 + f/8) and becomes 2 * that - 2^(1-bias) = f * 2^(-2-bias) (exact).
-// m's sign bit is or-ed in afterwards (code 0x80: -0, as q_decode).
-template <bool SIGNED>
-SOF_AVX2_INLINE __m256 load_q8x8(const uint8_t* codes, int64_t i, __m256 scale) {
-    constexpr optim::QMap q = optim::q8_map(SIGNED);
-    constexpr int bias = optim::q_bias(q), sh = 23 - q.mbits;
-    const __m256i c =
-        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
-    const __m256i mag = SIGNED ? _mm256_and_si256(c, _mm256_set1_epi32(0x7f)) : c;
-    const __m256i sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << q.mbits), mag);
-    const __m256 x = _mm256_castsi256_ps(
-        _mm256_add_epi32(_mm256_slli_epi32(mag, sh), _mm256_set1_epi32((127 - bias) << 23)));
-    const float low = core::bits_f32(static_cast<uint32_t>(128 - bias) << 23); // 2^(1-bias)
-    const __m256 xs = _mm256_fmsub_ps(x, _mm256_set1_ps(2.0f), _mm256_set1_ps(low));
-    __m256 v = _mm256_blendv_ps(x, xs, _mm256_castsi256_ps(sub));
-    if constexpr (SIGNED)
-        v = _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(
-                                _mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24)));
-    return _mm256_mul_ps(v, scale);
+// Decoding a Q8 slot: code c (magnitude e << mbits | f) shifted left by 23 - mbits is the bit
+// pattern of an fp32 x with exponent field e and mantissa f: 2^(e-127) * (1 + f/8) for e > 0 and
+// the fp32 subnormal f * 2^-149 * 2^20 = f * 2^-129 for e = 0; times 2^(127-bias) that is exactly
+// optim::q_decode(c) in both ranges (m's sign bit moved to bit 31). The element is decode(c) *
+// scale, one rounding: x * (scale * 2^(127-bias)) is the same real product, so the same fp32
+// whenever scale * 2^(127-bias) is exact, i.e. does not overflow (|scale| < 2^(1+bias), NaN/Inf
+// and 0 included); a block with a larger scale multiplies twice (x * 2^(127-bias), exact, then
+// * scale). The subnormal x needs MXCSR's DAZ off (step_q_avx2 checks).
+struct Q8Factor {
+    __m256 f;   // scale * 2^(127-bias), or 2^(127-bias) when twice
+    __m256 s;   // scale (twice only)
+    bool twice; // scale * 2^(127-bias) overflows
+};
+
+template <bool SIGNED> SOF_AVX2_INLINE Q8Factor q8_factor(float scale) {
+    constexpr int bias = optim::q_bias(optim::q8_map(SIGNED));
+    const float up = core::bits_f32(static_cast<uint32_t>(254 - bias) << 23); // 2^(127-bias)
+    const float f = scale * up;
+    if (std::isinf(f) && !std::isinf(scale))
+        return {_mm256_set1_ps(up), _mm256_set1_ps(scale), true};
+    return {_mm256_set1_ps(f), _mm256_set1_ps(1.0f), false};
 }
 
-// Codes of 8 values x of a block with encoding factor inv (optim::q_encode(x * inv)). One
-// formula for both ranges: a = |x * inv| is rounded (nearest even, one IEEE add) to a multiple
-// of 2^(e-mbits), e = max(exponent of a, 1 - bias), by adding C = 2^(e + 23 - mbits); the sum's
-// mantissa bits then count the steps (8..16 for a normal a, 0..8 below 2^(1-bias)), and the code
-// is ((e + bias) << mbits) + count - 8 (a carry to 16 lands on the next exponent's first code).
-// This is q_encode_mag's integer rounding and its 2^23 addition, scaled by powers of two:
-// the same single rounding, the same bits. Clamped to the largest code; m's sign unless the
-// magnitude code is 0.
+// The fp32 x of 8 codes from element i (see Q8Factor): decode(c) = x * 2^(127-bias) exactly.
+template <bool SIGNED> SOF_AVX2_INLINE __m256 q8_bits8(const uint8_t* codes, int64_t i) {
+    constexpr int sh = 23 - optim::q8_map(SIGNED).mbits;
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i));
+    if constexpr (SIGNED) // sign-extended: bits sh + 7 .. 31 hold the sign; keep bit 31 only
+        return _mm256_castsi256_ps(_mm256_and_si256(
+            _mm256_slli_epi32(_mm256_cvtepi8_epi32(b), sh),
+            _mm256_set1_epi32(static_cast<int>(0x80000000u | ((1u << (sh + 7)) - 1u)))));
+    else
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu8_epi32(b), sh));
+}
+
+// 16 elements from element i of a Q8 slot: decode(c) * scale (optim::q_value), bitwise.
+template <bool SIGNED>
+SOF_AVX2_INLINE void load_q8x16(const uint8_t* codes, int64_t i, const Q8Factor& k, __m256& a,
+                                __m256& b) {
+    a = _mm256_mul_ps(q8_bits8<SIGNED>(codes, i), k.f);
+    b = _mm256_mul_ps(q8_bits8<SIGNED>(codes, i + 8), k.f);
+    if (__builtin_expect(k.twice, 0)) {
+        a = _mm256_mul_ps(a, k.s);
+        b = _mm256_mul_ps(b, k.s);
+    }
+}
+
+// Codes of 8 values x of a block with encoding factor inv (optim::q_encode(x * inv)) in the low
+// bits of each lane: v's code, m's (sign << 11) | magnitude code (pack_codes32 merges the two).
+// One formula for both ranges: y = x * inv is rounded (nearest even, one IEEE add, symmetric in
+// the sign) to a multiple of 2^(e-mbits), e = max(exponent of |y|, 1 - bias), by adding B =
+// +-2^(e + 23 - mbits) with y's sign; r = s - B is then the rounded fp8 value and r *
+// 2^(bias-127) the fp32 whose bits are code << (23 - mbits) (a normal code: exponent e + bias; a
+// subnormal one: an fp32 subnormal), formed exactly by one FMA, s * 2^(bias-127) - B *
+// 2^(bias-127) (B's exponent lowered by an integer add). An r of 0 comes out +0 (an exact
+// cancellation rounds to +0), so m's sign goes with a nonzero magnitude only, as in q_encode.
+// This is q_encode_mag's integer rounding and its 2^23 addition scaled by powers of two: the same
+// single rounding, the same bits. No clamp is needed: |x| <= amax and inv = fp32(1.875 / amax)
+// give |y| <= 1.875 (1 + 2^-24)^2, which rounds to 1.875 at most, the largest code. v's y is never
+// negative (v = b2 * v + (omb2 * g) * g from +0 up; a NaN, whatever its sign, makes the block's
+// scale NaN and its codes 0). The subnormal results need MXCSR's FTZ off (step_q_avx2 checks).
 template <bool SIGNED> SOF_AVX2_INLINE __m256i q8_encode8(__m256 x, __m256 inv) {
     constexpr optim::QMap q = optim::q8_map(SIGNED);
     constexpr int bias = optim::q_bias(q), sh = 23 - q.mbits;
     const __m256 y = _mm256_mul_ps(x, inv);
-    // |y|: v's values (unsigned slot) are never negative (v = b2 * v + (omb2 * g) * g from +0 up;
-    // a NaN, whatever its sign, makes the block's scale NaN and is never encoded)
-    const __m256i ua = SIGNED
-                           ? _mm256_and_si256(_mm256_castps_si256(y), _mm256_set1_epi32(0x7fffffff))
-                           : _mm256_castps_si256(y);
-    const __m256i eb = _mm256_max_epi32(_mm256_and_si256(ua, _mm256_set1_epi32(0x7f800000)),
+    const __m256i u = _mm256_castps_si256(y);
+    const __m256i eb = _mm256_max_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7f800000)),
                                         _mm256_set1_epi32((128 - bias) << 23));
-    const __m256i big = _mm256_add_epi32(eb, _mm256_set1_epi32(sh << 23));
-    const __m256 s = _mm256_add_ps(_mm256_castsi256_ps(ua), _mm256_castsi256_ps(big));
-    const __m256i count = _mm256_sub_epi32(_mm256_castps_si256(s), big);
-    __m256i code = _mm256_add_epi32(
-        _mm256_srli_epi32(eb, sh),
-        _mm256_sub_epi32(count, _mm256_set1_epi32(((127 - bias) << q.mbits) + (1 << q.mbits))));
-    code = _mm256_min_epu32(code, _mm256_set1_epi32(static_cast<int>(optim::q_mag_max(q))));
-    if constexpr (SIGNED) {
-        const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(_mm256_castps_si256(y), 31), 7);
-        const __m256i zero = _mm256_cmpeq_epi32(code, _mm256_setzero_si256());
-        code = _mm256_or_si256(code, _mm256_andnot_si256(zero, sign));
-    }
-    return code;
+    __m256i big = _mm256_add_epi32(eb, _mm256_set1_epi32(sh << 23));
+    if constexpr (SIGNED)
+        big = _mm256_or_si256(big, _mm256_and_si256(u, _mm256_set1_epi32(INT32_MIN)));
+    const __m256 s = _mm256_add_ps(y, _mm256_castsi256_ps(big));
+    const __m256i lo = _mm256_add_epi32(big, _mm256_set1_epi32((bias - 127) * (1 << 23)));
+    const float down = core::bits_f32(static_cast<uint32_t>(bias) << 23); // 2^(bias-127)
+    const __m256 r = _mm256_fmsub_ps(s, _mm256_set1_ps(down), _mm256_castsi256_ps(lo));
+    return _mm256_srli_epi32(_mm256_castps_si256(r), sh);
 }
 
-// 16 codes (two vectors of 8 in element order, each <= 255) as 16 bytes in element order.
-SOF_AVX2_INLINE __m128i pack_codes16(__m256i a, __m256i b) {
-    const __m256i w = _mm256_packus_epi32(a, b); // a0-3 b0-3 | a4-7 b4-7 (16-bit)
-    const __m128i x = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
-    return _mm_shuffle_epi8(x, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15));
+// 16 codes of m and 16 of v (q8_encode8's lanes, two vectors of 8 each in element order) as 32
+// bytes: m's 16 in element order in the low half, v's in the high half. m's (sign << 11) | mag
+// becomes mag + 128 * sign with one multiply-add of its two bytes (weights 1 and 16).
+SOF_AVX2_INLINE __m256i pack_codes32(__m256i m0, __m256i m1, __m256i v0, __m256i v1) {
+    const __m256i pm = _mm256_maddubs_epi16(_mm256_packus_epi32(m0, m1), _mm256_set1_epi16(0x1001));
+    const __m256i pv = _mm256_packus_epi32(v0, v1);
+    // dwords: m0[0-3] m1[0-3] v0[0-3] v1[0-3] | m0[4-7] m1[4-7] v0[4-7] v1[4-7]
+    const __m256i b = _mm256_packus_epi16(pm, pv);
+    return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 // Largest |x| bit pattern of 8 lanes folded into acc (optim::q_quantize_block's amax). SIGNED
@@ -392,36 +417,71 @@ SOF_AVX2_INLINE uint32_t hmax8(__m256i a) {
     return static_cast<uint32_t>(_mm_cvtsi128_si32(x));
 }
 
-// Quantizes the staged block x[0, len) (optim::q_quantize_block) into codes[0, len) and *scale;
-// amax16 holds the bit-pattern maximum of x[0, len & ~15). NT: codes written with streaming
-// stores (codes 16-byte aligned).
-template <bool SIGNED, bool NT>
-SOF_AVX2_INLINE void q8_quantize(const float* x, int64_t len, __m256i amax16, uint8_t* codes,
-                                 float* scale) {
-    constexpr optim::QMap q = optim::q8_map(SIGNED);
-    const int64_t len16 = len & ~int64_t{15};
-    uint32_t amax = hmax8(amax16);
-    for (int64_t j = len16; j < len; j++) {
+// 32 bytes to dst (NT: a streaming store, dst 32-byte aligned).
+template <bool NT> SOF_AVX2_INLINE void store32(uint8_t* dst, __m256i x) {
+    if constexpr (NT)
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(dst), x);
+    else
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), x);
+}
+
+// The codes of staged elements j .. j + 15 of m (xm, factor im) and v (xv, iv): pack_codes32's
+// 32 bytes, each half and-ed with keep (zero for a zero or non-finite block).
+SOF_AVX2_INLINE __m256i codes16(const float* xm, const float* xv, int64_t j, __m256 im, __m256 iv,
+                                __m256i keep) {
+    return _mm256_and_si256(keep, pack_codes32(q8_encode8<true>(_mm256_load_ps(xm + j), im),
+                                               q8_encode8<true>(_mm256_load_ps(xm + j + 8), im),
+                                               q8_encode8<false>(_mm256_load_ps(xv + j), iv),
+                                               q8_encode8<false>(_mm256_load_ps(xv + j + 8), iv)));
+}
+
+// Largest |x| bit pattern of x[from, len) folded into the vector maximum acc (reduced).
+SOF_AVX2_INLINE uint32_t amax_tail(__m256i acc, const float* x, int64_t from, int64_t len) {
+    uint32_t amax = hmax8(acc);
+    for (int64_t j = from; j < len; j++) {
         const uint32_t a = optim::q_f32_bits(x[j]) & 0x7fffffffu;
         amax = a > amax ? a : amax;
     }
-    const optim::QBlockScale bs = optim::q_block_scale(amax);
-    *scale = bs.scale;
-    if (!bs.ok) {
-        std::memset(codes, 0, static_cast<size_t>(len));
-        return;
+    return amax;
+}
+
+// Quantizes the staged block of both moments, xm[0, len) and xv[0, len) (optim::q_quantize_block
+// of each), into mc[0, len), vc[0, len) and *msc, *vsc; am16, av16 hold the bit-pattern maxima of
+// the first len & ~15 elements. A zero or non-finite block gets code 0 everywhere (its lanes
+// masked). NT: whole 64-byte lines of codes written with streaming stores (mc, vc 64-byte
+// aligned: a block starts at a multiple of qb >= 64 of an aligned tile).
+template <bool NT>
+SOF_AVX2_INLINE void q8_quantize2(const float* xm, const float* xv, int64_t len, __m256i am16,
+                                  __m256i av16, uint8_t* mc, uint8_t* vc, float* msc, float* vsc) {
+    const int64_t len16 = len & ~int64_t{15};
+    const optim::QBlockScale bm = optim::q_block_scale(amax_tail(am16, xm, len16, len));
+    const optim::QBlockScale bv = optim::q_block_scale(amax_tail(av16, xv, len16, len));
+    *msc = bm.scale;
+    *vsc = bv.scale;
+    const __m256 im = _mm256_set1_ps(bm.inv), iv = _mm256_set1_ps(bv.inv);
+    const __m256i keep =
+        _mm256_setr_epi64x(bm.ok ? -1 : 0, bm.ok ? -1 : 0, bv.ok ? -1 : 0, bv.ok ? -1 : 0);
+    // whole 64-byte lines of codes stored (NT: streamed) line by line, m's then v's
+    const int64_t len64 = len & ~int64_t{63};
+    for (int64_t j = 0; j < len64; j += 64) {
+        const __m256i c0 = codes16(xm, xv, j, im, iv, keep),
+                      c1 = codes16(xm, xv, j + 16, im, iv, keep),
+                      c2 = codes16(xm, xv, j + 32, im, iv, keep),
+                      c3 = codes16(xm, xv, j + 48, im, iv, keep);
+        store32<NT>(mc + j, _mm256_permute2x128_si256(c0, c1, 0x20));
+        store32<NT>(mc + j + 32, _mm256_permute2x128_si256(c2, c3, 0x20));
+        store32<NT>(vc + j, _mm256_permute2x128_si256(c0, c1, 0x31));
+        store32<NT>(vc + j + 32, _mm256_permute2x128_si256(c2, c3, 0x31));
     }
-    const __m256 inv = _mm256_set1_ps(bs.inv);
-    for (int64_t j = 0; j < len16; j += 16) {
-        __m128i c16 = pack_codes16(q8_encode8<SIGNED>(_mm256_load_ps(x + j), inv),
-                                   q8_encode8<SIGNED>(_mm256_load_ps(x + j + 8), inv));
-        if constexpr (NT)
-            _mm_stream_si128(reinterpret_cast<__m128i*>(codes + j), c16);
-        else
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j), c16);
+    for (int64_t j = len64; j < len16; j += 16) { // the last partial line (a short block)
+        const __m256i c = codes16(xm, xv, j, im, iv, keep);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(mc + j), _mm256_castsi256_si128(c));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(vc + j), _mm256_extracti128_si256(c, 1));
     }
-    for (int64_t j = len16; j < len; j++)
-        codes[j] = optim::q_encode(x[j] * bs.inv, q);
+    for (int64_t j = len16; j < len; j++) {
+        mc[j] = bm.ok ? optim::q_encode(xm[j] * bm.inv, optim::q8_map(true)) : uint8_t{0};
+        vc[j] = bv.ok ? optim::q_encode(xv[j] * bv.inv, optim::q8_map(false)) : uint8_t{0};
+    }
 }
 
 // The grad statistics of a Q8 tile, fused into its step: the same kSumBlock blocks from the tile
@@ -567,13 +627,15 @@ constexpr int kLdRuntime = -2;
 // The last len % 16 elements through step_q_elem; then Q8 slots quantized.
 template <int GD, int LD, int SD, int PD, bool NT, bool WD, bool L2>
 SOF_AVX2_INLINE void q_block(const StepConsts& c, const V8Consts& k, const SrKeys& keys,
-                             const Tile& t, int64_t b0, int64_t len, float* sm, float* sv,
+                             const Tile& tile, int64_t b0, int64_t len, float* sm, float* sv,
                              QScratch& x, Sums8& st) {
     constexpr bool q8 = SD == SOF_STATE_Q8;
+    const Tile t = tile; // a local copy: its pointers stay in registers across the stores
+    const int64_t bi = q8 ? b0 / t.qb : 0; // the Q8 block's number
     const uint8_t* mc = static_cast<const uint8_t*>(t.m);
     const uint8_t* vc = static_cast<const uint8_t*>(t.v);
-    const __m256 ms = _mm256_set1_ps(q8 ? t.ms[b0 / t.qb] : 0.0f);
-    const __m256 vs = _mm256_set1_ps(q8 ? t.vs[b0 / t.qb] : 0.0f);
+    const Q8Factor ms = q8_factor<true>(q8 ? t.ms[bi] : 0.0f);
+    const Q8Factor vs = q8_factor<false>(q8 ? t.vs[bi] : 0.0f);
     uint16_t* lw = static_cast<uint16_t*>(t.lowp);
     uint16_t* xp16 = reinterpret_cast<uint16_t*>(x.p);
     __m256i am = _mm256_setzero_si256(), av = am;
@@ -599,8 +661,8 @@ SOF_AVX2_INLINE void q_block(const StepConsts& c, const V8Consts& k, const SrKey
             weight_decay16<WD, L2>(k, p0, p1, g0, g1);
             __m256 m0, m1, v0, v1; // the old moments, then the new
             if constexpr (q8) {
-                m0 = load_q8x8<true>(mc, i, ms), m1 = load_q8x8<true>(mc, i + 8, ms);
-                v0 = load_q8x8<false>(vc, i, vs), v1 = load_q8x8<false>(vc, i + 8, vs);
+                load_q8x16<true>(mc, i, ms, m0, m1);
+                load_q8x16<false>(vc, i, vs, v0, v1);
             } else {
                 load_state16<SD>(t.m, i, m0, m1);
                 load_state16<SD>(t.v, i, v0, v1);
@@ -661,15 +723,15 @@ SOF_AVX2_INLINE void q_block(const StepConsts& c, const V8Consts& k, const SrKey
     }
     for (int64_t j = len16; j < len; j++) {
         float m, v;
-        step_q_elem(c, t, b0 + j, optim::adam_ref_grad(t.g, GD, b0 + j), &m, &v);
+        step_q_elem(c, tile, b0 + j, optim::adam_ref_grad(t.g, GD, b0 + j), &m, &v);
         if constexpr (q8)
             sm[j] = m, sv[j] = v;
         else
             store_mv_elem(t, b0 + j, m, v);
     }
     if constexpr (q8) {
-        q8_quantize<true, NT>(sm, len, am, static_cast<uint8_t*>(t.mo) + b0, t.mso + b0 / t.qb);
-        q8_quantize<false, NT>(sv, len, av, static_cast<uint8_t*>(t.vo) + b0, t.vso + b0 / t.qb);
+        q8_quantize2<NT>(sm, sv, len, am, av, static_cast<uint8_t*>(t.mo) + b0,
+                         static_cast<uint8_t*>(t.vo) + b0, t.mso + bi, t.vso + bi);
     }
 }
 
@@ -725,6 +787,13 @@ template <int GD> SOF_AVX2 double step_q_format(const StepConsts& c, const Tile&
 // bitwise step_tile_q_scalar's results. Statistics: this variant's (equal to its grad_stats).
 SOF_AVX2 double step_q_avx2(const StepConsts& c, const Tile& t, bool nt) {
     if (!tile_needs_q(t)) return step_tile_avx2(c, t, nt);
+    // Q8's decode and encode pass subnormal fp32 values through mul/fma (exact with IEEE
+    // subnormals, see Q8Factor, q8_encode8): under MXCSR's DAZ or FTZ (this project never sets
+    // them, a host process might) such a tile takes the scalar path, with this variant's sums.
+    if (t.sd == SOF_STATE_Q8 && (_mm_getcsr() & 0x8040u) != 0) {
+        step_tile_q_scalar(c, t);
+        return stats_tile_avx2(t.g, t.gd, t.n, c.scale);
+    }
     if (t.gd == SOF_DTYPE_BF16) return step_q_format<SOF_DTYPE_BF16>(c, t, nt);
     if (t.gd == SOF_DTYPE_F16) return step_q_format<SOF_DTYPE_F16>(c, t, nt);
     return step_q_format<SOF_DTYPE_F32>(c, t, nt);

@@ -6,6 +6,10 @@
 #include <cstring>
 #include <string>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 #include "optim_test_util.h"
 
 using namespace sof;
@@ -283,9 +287,16 @@ constexpr int64_t kQ8N = 2 * 8192 + 841;
 
 // Edge blocks (every block size leaves blocks 0-3 whole): block 0 spans 40 binades (subnormal
 // codes), block 1 is all zero (scale 0), block 2 holds a NaN moment (scale NaN, codes 0), block 3
-// an Inf grad and a grad whose square overflows v; the rest typical training values.
+// an Inf grad and a grad whose square overflows v, block 4 (short with 4096-blocks) huge moments
+// (m ~ 1e5-1e6, v ~ 1e10-1e12: scales above 2^16 and 2^32, where AVX2's decode multiplies twice);
+// the rest typical training values.
 void add_edge_blocks(AdamData& d, int32_t qb) {
     auto blk = [&](int k) { return static_cast<int64_t>(k) * qb; };
+    for (int64_t j = 0; j < qb && blk(4) + j < d.n; j++) {
+        const float f = 1.0f + static_cast<float>(j % 10);
+        d.m[blk(4) + j] = (j % 2 ? -1e5f : 1e5f) * f;
+        d.v[blk(4) + j] = 1e10f * f * f;
+    }
     for (int64_t j = 0; j < qb; j++) {
         d.m[j] = 0.01f * std::ldexp(1.0f, -static_cast<int>(j % 40));
         d.g32[j] = 0.02f * std::ldexp(1.0f, -static_cast<int>((j * 7) % 40));
@@ -342,6 +353,8 @@ TEST_CASE("q8 moments: cpu_adam's AVX2/AVX-512 vector path (as the variant repor
                 if (mode != SOF_ADAM_L2) CHECK(a.ms[1] == 0.0f); // L2: g = wd * p there
                 CHECK(std::isnan(a.ms[2]));
                 CHECK(std::isnan(a.vs[3]));
+                CHECK(in.ms[4] > 65536.0f); // block 4: input scales past 2^16 (m), 2^32 (v)
+                CHECK(in.vs[4] > 4294967296.0f);
                 { // finite grads: the fused statistics equal grad_stats bit for bit
                     Q8In fin(AdamData(kQ8N, seed + 100, true), qb);
                     Q8Out f = run_q8(*opt, fin, hp, gd, ld, place, 0);
@@ -428,3 +441,44 @@ TEST_CASE("q8 encoding in the step: with beta1 = beta2 = 0 the new m = g and v =
         }
     }
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+TEST_CASE("q8 moments: cpu_adam's vector variants under MXCSR DAZ and FTZ stay bitwise its scalar "
+          "variant (the AVX2 decode/encode pass subnormal fp32 values: such tiles take the scalar "
+          "path)") {
+    CpuAdamVariants cv = cpu_adam_variants();
+    if (!cv.scalar || cv.vector.empty()) {
+        MESSAGE("cpu_adam with a vector variant not available here: nothing to compare");
+        return;
+    }
+    std::unique_ptr<optim::Optimizer> scalar; // one thread: the step runs on this thread
+    for (const auto& pc : host_plugin_cases())
+        if (pc.name == "cpu_adam" && pc.force == "scalar") scalar = load_case(pc, 1);
+    REQUIRE(scalar);
+    const int32_t qb = 256;
+    AdamData d(kQ8N, 31, true);
+    add_edge_blocks(d, qb); // block 0: subnormal codes (decoded and encoded)
+    const Q8In in(d, qb);
+    int64_t subnormal = 0; // codes whose decode is an fp32 subnormal times 2^(127-bias) in AVX2
+    for (int64_t i = 0; i < qb; i++)
+        subnormal += (in.mc[i] & 0x78) == 0 && (in.mc[i] & 7) != 0;
+    CHECK(subnormal > 10);
+    const sof_optim_hparams hp =
+        optim::make_hparams(1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 5, SOF_ADAM_ADAMW, true, 0.37f, 3);
+    const unsigned csr = _mm_getcsr();
+    for (const auto& pc : cv.vector) {
+        INFO("plugin " << pc.label());
+        auto opt = load_case(pc, 1);
+        for (unsigned mode : {0x0040u, 0x8000u, 0x8040u}) { // DAZ, FTZ, both
+            CAPTURE(mode);
+            _mm_setcsr(csr | mode);
+            Q8Out a = run_q8(*opt, in, hp, SOF_DTYPE_F32, SOF_DTYPE_BF16, Place::Aligned, 0);
+            Q8Out b = run_q8(*scalar, in, hp, SOF_DTYPE_F32, SOF_DTYPE_BF16, Place::Aligned, 0);
+            _mm_setcsr(csr);
+            // (without the scalar fallback DAZ reads those codes as 0 and FTZ flushes the new
+            // subnormal codes: both differ here)
+            CHECK_MESSAGE(differences(a, b) == 0, differences(a, b) << " values differ");
+        }
+    }
+}
+#endif
