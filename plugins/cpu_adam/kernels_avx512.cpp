@@ -2,6 +2,7 @@
 // iteration, scalar tail. Compiled with function target attributes only (no global -mavx512f).
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "cpu_adam_kernels.h"
@@ -251,26 +252,40 @@ SOF_AVX512 double stats_tile_avx512(const void* g, int32_t gd, int64_t n, float 
 // per lane as the scalar path (step_tile_q_scalar), so the results are bitwise the scalar
 // variant's.
 
-// 16 codes from element i of a Q8 slot decoded (optim::q_decode, exact) times the block's scale.
+// Decoding, as kernels_avx2.cpp's Q8Factor: the code shifted left by 23 - mbits (m's sign at bit
+// 31) is an fp32 whose value times 2^(127-bias) is optim::q_decode(c) exactly (an fp32 subnormal
+// for the subnormal codes), so one multiply by scale * 2^(127-bias) is q_decode(c) * scale with
+// the scalar path's single rounding; a scale whose factor overflows multiplies twice. Needs
+// MXCSR's DAZ off (step_q_avx512 checks).
+struct Q8Factor {
+    __m512 f;   // scale * 2^(127-bias), or 2^(127-bias) when twice
+    __m512 s;   // scale (twice only)
+    bool twice; // scale * 2^(127-bias) overflows
+};
+
+template <bool SIGNED> SOF_AVX512_INLINE Q8Factor q8_factor(float scale) {
+    constexpr int bias = optim::q_bias(optim::q8_map(SIGNED));
+    const float up = core::bits_f32(static_cast<uint32_t>(254 - bias) << 23); // 2^(127-bias)
+    const float f = scale * up;
+    if (std::isinf(f) && !std::isinf(scale))
+        return {_mm512_set1_ps(up), _mm512_set1_ps(scale), true};
+    return {_mm512_set1_ps(f), _mm512_set1_ps(1.0f), false};
+}
+
+// 16 codes from element i of a Q8 slot decoded times the block's scale (optim::q_value), bitwise.
 template <bool SIGNED>
-SOF_AVX512_INLINE __m512 load_q8x16(const uint8_t* codes, int64_t i, __m512 scale) {
-    constexpr optim::QMap q = optim::q8_map(SIGNED);
-    const __m512i c =
-        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i)));
-    const __m512i mag = SIGNED ? _mm512_and_si512(c, _mm512_set1_epi32(0x7f)) : c;
-    const __m512i e = _mm512_srli_epi32(mag, q.mbits);
-    const __m512i f = _mm512_and_si512(mag, _mm512_set1_epi32((1 << q.mbits) - 1));
-    const __mmask16 nz = _mm512_test_epi32_mask(e, e);
-    const __m512i mant = _mm512_mask_or_epi32(f, nz, f, _mm512_set1_epi32(1 << q.mbits));
-    const __m512i ex = _mm512_add_epi32(_mm512_max_epi32(e, _mm512_set1_epi32(1)),
-                                        _mm512_set1_epi32(127 - optim::q_bias(q) - q.mbits));
-    __m512 v =
-        _mm512_mul_ps(_mm512_cvtepi32_ps(mant), _mm512_castsi512_ps(_mm512_slli_epi32(ex, 23)));
-    if constexpr (SIGNED)
-        v = _mm512_castsi512_ps(
-            _mm512_xor_si512(_mm512_castps_si512(v),
-                             _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x80)), 24)));
-    return _mm512_mul_ps(v, scale);
+SOF_AVX512_INLINE __m512 load_q8x16(const uint8_t* codes, int64_t i, const Q8Factor& k) {
+    constexpr int sh = 23 - optim::q8_map(SIGNED).mbits;
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i));
+    __m512i x;
+    if constexpr (SIGNED) // sign-extended: bits sh + 7 .. 31 hold the sign; keep bit 31 only
+        x = _mm512_and_si512(
+            _mm512_slli_epi32(_mm512_cvtepi8_epi32(b), sh),
+            _mm512_set1_epi32(static_cast<int>(0x80000000u | ((1u << (sh + 7)) - 1u))));
+    else
+        x = _mm512_slli_epi32(_mm512_cvtepu8_epi32(b), sh);
+    const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(x), k.f);
+    return __builtin_expect(k.twice, 0) ? _mm512_mul_ps(v, k.s) : v;
 }
 
 // Codes of 16 values x of a block with encoding factor inv (optim::q_encode(x * inv)), as bytes.
@@ -476,8 +491,8 @@ SOF_AVX512_INLINE void q_block(const StepConsts& c, const V16Consts& k, const Sr
     constexpr bool q8 = SD == SOF_STATE_Q8;
     const uint8_t* mc = static_cast<const uint8_t*>(t.m);
     const uint8_t* vc = static_cast<const uint8_t*>(t.v);
-    const __m512 ms = _mm512_set1_ps(q8 ? t.ms[b0 / t.qb] : 0.0f);
-    const __m512 vs = _mm512_set1_ps(q8 ? t.vs[b0 / t.qb] : 0.0f);
+    const Q8Factor ms = q8_factor<true>(q8 ? t.ms[b0 / t.qb] : 0.0f);
+    const Q8Factor vs = q8_factor<false>(q8 ? t.vs[b0 / t.qb] : 0.0f);
     uint16_t* lw = static_cast<uint16_t*>(t.lowp);
     uint16_t* xp16 = reinterpret_cast<uint16_t*>(x.p);
     __m512i am = _mm512_setzero_si512(), av = am;
@@ -620,6 +635,13 @@ template <int GD> SOF_AVX512 double step_q_format(const StepConsts& c, const Til
 // bitwise step_tile_q_scalar's results. Statistics: this variant's (equal to its grad_stats).
 SOF_AVX512 double step_q_avx512(const StepConsts& c, const Tile& t, bool nt) {
     if (!tile_needs_q(t)) return step_tile_avx512(c, t, nt);
+    // Q8's decode passes subnormal fp32 values through a multiply (exact with IEEE subnormals,
+    // see Q8Factor): under MXCSR's DAZ or FTZ (this project never sets them, a host process
+    // might) such a tile takes the scalar path, with this variant's sums.
+    if (t.sd == SOF_STATE_Q8 && (_mm_getcsr() & 0x8040u) != 0) {
+        step_tile_q_scalar(c, t);
+        return stats_tile_avx512(t.g, t.gd, t.n, c.scale);
+    }
     if (t.gd == SOF_DTYPE_BF16) return step_q_format<SOF_DTYPE_BF16>(c, t, nt);
     if (t.gd == SOF_DTYPE_F16) return step_q_format<SOF_DTYPE_F16>(c, t, nt);
     return step_q_format<SOF_DTYPE_F32>(c, t, nt);
