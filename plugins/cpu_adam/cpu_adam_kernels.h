@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "optim/adam_ref.h"
 #include "optim/qstate.h"
 
@@ -100,6 +101,23 @@ inline void step_elem(const StepConsts& c, float& p, float& m, float& v, float g
     v = std::fma(c.b2, v, (c.omb2 * g) * g);
     float denom = std::fma(std::sqrt(v), c.rbc2, c.eps);
     p = std::fma(c.nss, m / denom, p);
+}
+
+// The vector q8 decode's per-block factor (kernels_avx2.cpp's Q8Factor, the AVX-512 twin
+// broadcasts the same): the code shifted into an fp32 times f is q_decode(c) * scale with one
+// rounding, f = scale * 2^(127-bias); where f overflows (a finite scale >= 2^(1+bias)) the
+// decode multiplies twice, by f = 2^(127-bias) (exact) and then by s = scale.
+struct Q8FactorScalars {
+    float f = 0, s = 1;
+    bool twice = false;
+};
+
+template <bool SIGNED> inline Q8FactorScalars q8_factor_scalars(float scale) {
+    constexpr int bias = optim::q_bias(optim::q8_map(SIGNED));
+    const float up = core::bits_f32(static_cast<uint32_t>(254 - bias) << 23); // 2^(127-bias)
+    const float f = scale * up;
+    if (std::isinf(f) && !std::isinf(scale)) return {up, scale, true};
+    return {f, 1.0f, false};
 }
 
 // Arithmetic inverse of step_elem (p, m, v hold the stepped values on entry), for adam_rollback:

@@ -328,12 +328,8 @@ struct Q8Factor {
 };
 
 template <bool SIGNED> SOF_AVX2_INLINE Q8Factor q8_factor(float scale) {
-    constexpr int bias = optim::q_bias(optim::q8_map(SIGNED));
-    const float up = core::bits_f32(static_cast<uint32_t>(254 - bias) << 23); // 2^(127-bias)
-    const float f = scale * up;
-    if (std::isinf(f) && !std::isinf(scale))
-        return {_mm256_set1_ps(up), _mm256_set1_ps(scale), true};
-    return {_mm256_set1_ps(f), _mm256_set1_ps(1.0f), false};
+    const Q8FactorScalars q = q8_factor_scalars<SIGNED>(scale);
+    return {_mm256_set1_ps(q.f), _mm256_set1_ps(q.s), q.twice};
 }
 
 // The fp32 x of 8 codes from element i (see Q8Factor): decode(c) = x * 2^(127-bias) exactly.
