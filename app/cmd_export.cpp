@@ -25,13 +25,19 @@ namespace {
 const char* kExportUsage =
     "usage: superoffload export --llmc OUT.bin CHECKPOINT\n"
     "       superoffload export --hf OUT_DIR CHECKPOINT [--dtype bf16|fp32] [--shard-size 5GB]\n"
-    "                           [--source HF_DIR | --no-source]\n"
+    "                           [--rounding nearest|stochastic] [--source HF_DIR | --no-source]\n"
     "  --hf writes a Hugging Face model directory (config.json, safetensors shards and their\n"
     "  index) of a LLaMA-family checkpoint, loadable by transformers' from_pretrained and by\n"
     "  model.init_from; written into a temporary directory, then renamed. The tokenizer files\n"
     "  and generation_config.json of the source directory are copied and config.json keeps its\n"
     "  bos/eos/pad token ids; the source is the run's model.init_from (when it is a Hugging\n"
     "  Face directory) unless --source names another or --no-source asks for none.\n"
+    "  --rounding  how fp32 weights become bf16: nearest (default, as torch's .to(bfloat16)) or\n"
+    "              stochastic (up with the probability of the dropped fraction, keyed by the\n"
+    "              run's train.seed, the step and the element: the same bytes every time).\n"
+    "              Nearest drops every change below half a bf16 step since the weight was last\n"
+    "              a bf16 value, most of a small-lr fine-tune of a bf16 model; stochastic keeps\n"
+    "              it in expectation (docs/checkpoints.md, \"bf16 export\")\n"
     "  Writes the parameters of a superoffload checkpoint as an llm.c GPT-2 fp32 model file\n"
     "  (header magic 20240326, version 3), loadable by llm.c and by model.init_from.\n"
     "  CHECKPOINT  a step directory (e.g. ckpt/step_00000100) or a checkpoint root\n"
@@ -96,7 +102,7 @@ uint64_t parse_size(const std::string& s) {
 } // namespace
 
 int cmd_export(int argc, char** argv) {
-    std::string out, src, hf_out, dtype = "bf16", shard_size;
+    std::string out, src, hf_out, dtype = "bf16", shard_size, rounding = "nearest";
     ckpt::HfExportOptions hopt;
     bool no_source = false;
     CliParser p({kExportUsage, "export: unknown option '%s'", [](const std::string& opt) {
@@ -109,6 +115,7 @@ int cmd_export(int argc, char** argv) {
     p.option("--hf", &hf_out);
     p.option("--dtype", &dtype);
     p.option("--shard-size", &shard_size);
+    p.option("--rounding", &rounding);
     p.option("--source", &hopt.source_dir);
     p.flag("--no-source", &no_source);
     p.flag("-h,--help", &help);
@@ -128,7 +135,12 @@ int cmd_export(int argc, char** argv) {
         usage_fail("export: give exactly one of --llmc OUT.bin and --hf OUT_DIR");
     if (hopt.dtype != "bf16" && hopt.dtype != "fp32")
         usage_fail("export: --dtype '" + hopt.dtype + "' must be bf16 or fp32");
+    if (rounding != "nearest" && rounding != "stochastic")
+        usage_fail("export: --rounding '" + rounding + "' must be nearest or stochastic");
     const bool hf = !hf_out.empty();
+    if (p.count("--rounding") && !(hf && hopt.dtype == "bf16"))
+        usage_fail("export: --rounding applies to --hf with --dtype bf16 (fp32 and llm.c files "
+                   "keep the weights as they are)");
     if (hf) out = hf_out;
     if (src.empty()) usage_fail("export: missing the checkpoint directory to export");
 
@@ -175,11 +187,16 @@ int cmd_export(int argc, char** argv) {
                              "tokenizer files copied and no token ids kept (give --source DIR)\n",
                              from.c_str());
         }
+        if (rounding == "stochastic") {
+            const config::Config run = config::parse_deck_text(m.deck_yaml, dir + "/deck.yaml");
+            ckpt::round_bf16_stochastic(params.data(), params.size(), run.train.seed, m.step);
+        }
         ckpt::export_hf(out, layout, params.data(), hopt);
-        std::printf("exported %s (step %lld, %zu params, %s L=%d C=%d V=%d) to %s (%s%s%s)\n",
+        std::printf("exported %s (step %lld, %zu params, %s L=%d C=%d V=%d) to %s (%s%s%s%s)\n",
                     dir.c_str(), static_cast<long long>(m.step), layout.num_params,
                     model::arch_name(m.model.arch), m.model.num_layers, m.model.channels,
                     m.model.vocab_size, out.c_str(), hopt.dtype.c_str(),
+                    rounding == "stochastic" ? ", stochastic rounding" : "",
                     hopt.source_dir.empty() ? "" : ", tokenizer files from ",
                     hopt.source_dir.c_str());
         std::fflush(stdout);

@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "core/strfmt.h"
 #include "model/block_spec.h"
+#include "optim/qstate.h"
 
 namespace sof::ckpt {
 
@@ -695,6 +696,12 @@ void copy_side_files(const std::string& src, const std::string& tmp, json* cfg) 
 }
 
 } // namespace
+
+void round_bf16_stochastic(float* params, size_t n, uint64_t seed, int64_t step) {
+    for (size_t i = 0; i < n; i++)
+        params[i] =
+            core::bf16_to_f32(optim::f32_to_bf16_sr(params[i], optim::sr_bits(seed, step, i)));
+}
 
 void export_hf(const std::string& out_dir, const model::ParamLayout& layout, const float* params,
                const HfExportOptions& o) {

@@ -45,6 +45,14 @@ struct HfExportOptions {
 extern const char* const kHfSideFiles[];
 extern const int kHfSideFileCount;
 
+// Rounds params[i] (i: the element's number in the run's flat parameter space) stochastically to
+// bf16 as the bf16 master's step does (optim/qstate.h: up with the probability of the dropped
+// fraction, Philox keyed by seed, step and i) and widens it back, so a bf16 export writes it
+// unchanged: export --hf --dtype bf16 --rounding stochastic. Exact bf16 values stay as they are.
+// Rounding to nearest drops every change smaller than half a bf16 step since the weight was last
+// a bf16 value: most of a small-lr fine-tune (docs/checkpoints.md, "bf16 export").
+void round_bf16_stochastic(float* params, size_t n, uint64_t seed, int64_t step);
+
 // Writes config.json, model.safetensors or model-0000N-of-0000M.safetensors + index (padding rows
 // stripped) for `layout` (full, LLaMA family) into out_dir atomically: a temporary directory
 // next to it, renamed at the end. out_dir must not exist or be an empty directory.

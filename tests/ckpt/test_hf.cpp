@@ -2,6 +2,7 @@
 // nearest even, F16), every format error naming file and tensor, sharded import of slices, config.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -124,6 +125,52 @@ TEST_CASE("safetensors: F32 and BF16 round trips, RNE rounding, F16 widening") {
     std::vector<float> g4(4);
     f16.read_f32(*f16.find("x"), 0, 4, g4.data());
     CHECK(g4 == std::vector<float>{1.0f, -2.0f, std::ldexp(1.0f, -24), 65504.0f});
+}
+
+TEST_CASE("bf16 export with stochastic rounding: neighbours only, unbiased, exact values kept, "
+          "the same bytes for the same key") {
+    // 1 + 0.3 bf16 steps (a step is 2^-7 at 1.0), -(2 + 0.25 steps of 2^-6), exact 1.5, -0.0 and
+    // a subnormal
+    const float up = 1.0f + 0.3f * 0x1p-7f, dn = -(2.0f + 0.25f * 0x1p-6f);
+    const size_t n = 40000;
+    std::vector<float> x(n);
+    for (size_t i = 0; i < n; i++)
+        x[i] = i % 4 == 0   ? up
+               : i % 4 == 1 ? dn
+               : i % 4 == 2 ? 1.5f
+                            : (i % 8 == 3 ? -0.0f : 0x1p-140f);
+    std::vector<float> a = x, b = x, c = x;
+    ckpt::round_bf16_stochastic(a.data(), n, 42, 25);
+    ckpt::round_bf16_stochastic(b.data(), n, 42, 25);
+    ckpt::round_bf16_stochastic(c.data(), n, 42, 26);
+    CHECK(bit_equal(a, b));  // keyed by (seed, step, element): the same export every time
+    CHECK(!bit_equal(a, c)); // another step draws other bits
+    double sum_up = 0, sum_dn = 0;
+    int n_up = 0, n_dn = 0, bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        const float r = a[i];
+        bad += (std::bit_cast<uint32_t>(r) & 0xffffu) != 0; // a bf16 value
+        if (i % 4 == 0) {
+            bad += r != 1.0f && r != 1.0078125f; // one of the two neighbours
+            sum_up += r, n_up++;
+        } else if (i % 4 == 1) {
+            bad += r != -2.0f && r != -2.015625f;
+            sum_dn += r, n_dn++;
+        } else if (i % 4 == 2) {
+            bad += r != 1.5f;
+        } else if (i % 8 == 3) {
+            bad += std::bit_cast<uint32_t>(r) != 0x80000000u; // -0.0 kept
+        } else { // 2^-140 (fp32 subnormal bits 0x200): 0 or the bf16 subnormal 0x0001 (2^-133)
+            bad += std::bit_cast<uint32_t>(r) != 0u && std::bit_cast<uint32_t>(r) != 0x10000u;
+        }
+    }
+    CHECK(bad == 0);
+    // the mean is the unrounded value (10,000 draws each: the standard error is ~0.005 of a step)
+    CHECK(std::fabs(sum_up / n_up - up) < 0.02 * 0x1p-7);
+    CHECK(std::fabs(sum_dn / n_dn - dn) < 0.02 * 0x1p-6);
+    // nearest would have dropped both changes: 1.0 and -2.0
+    CHECK(ckpt::float_to_bf16(up) == 0x3f80);
+    CHECK(ckpt::float_to_bf16(dn) == 0xc000);
 }
 
 TEST_CASE("safetensors: format errors name the file and the tensor") {

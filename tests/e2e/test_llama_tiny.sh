@@ -18,4 +18,10 @@ python3 -c "import sys; f, l = $first, $last; sys.exit(0 if l < 0.5 * f else 1)"
 "$so" export --hf "$d/hf" "$d/ckpt" >/dev/null
 [[ -f "$d/hf/config.json" && -f "$d/hf/model.safetensors" ]] || { echo "FAIL: no HF export"; exit 1; }
 grep -q '"LlamaForCausalLM"' "$d/hf/config.json" || { echo "FAIL: config.json architecture"; exit 1; }
-echo "ok: llama-tiny trained (val loss $first -> $last) and exported"
+# bf16 with stochastic rounding: the same bytes on every export of a checkpoint, not nearest's
+for k in 1 2; do "$so" export --hf "$d/hf_sr$k" "$d/ckpt" --rounding stochastic >/dev/null; done
+cmp -s "$d/hf_sr1/model.safetensors" "$d/hf_sr2/model.safetensors" ||
+  { echo "FAIL: two stochastic exports of one checkpoint differ"; exit 1; }
+cmp -s "$d/hf/model.safetensors" "$d/hf_sr1/model.safetensors" &&
+  { echo "FAIL: the stochastic export equals the nearest one"; exit 1; }
+echo "ok: llama-tiny trained (val loss $first -> $last) and exported (nearest, stochastic)"
