@@ -38,17 +38,29 @@ grep -q "superoffload: CUDA=ON" "$BUILD/make_bundle.configure.log" ||
 BIN=$(cd "$BUILD" && pwd -P)
 MPIEXEC=$(sed -n 's/^MPIEXEC_EXECUTABLE:FILEPATH=//p' "$BUILD/CMakeCache.txt")
 
-# the GPU tests as ctest registers them; their executables are the targets to build
+# the GPU tests as ctest registers them; their executables are the targets to build. ctest
+# leaves out the command of a test whose executable is not built yet (a fresh build folder), so
+# the executables are read from the add_test lines of the CTestTestfile.cmake files instead.
 json=$(ctest --test-dir "$BUILD" -L 'gpu|cuda' --show-only=json-v1)
 mapfile -t EXES < <(python3 -c '
-import json, os, sys
-d = json.loads(sys.stdin.read())
+import json, os, re, sys
+bindir = sys.argv[1]
+names = {t["name"] for t in json.loads(sys.stdin.read())["tests"]}
 seen = set()
-for t in d["tests"]:
-    for a in t["command"]:
-        if a.startswith(sys.argv[1] + "/bin/") and a not in seen:
-            seen.add(a); print(os.path.basename(a))
+for root, _, files in os.walk(bindir):
+    if "CTestTestfile.cmake" not in files:
+        continue
+    for line in open(os.path.join(root, "CTestTestfile.cmake")):
+        m = re.match(r"add_test\(\[=\[(.*?)\]=\] (.*)\)$", line.strip())
+        if not m or m.group(1) not in names:
+            continue
+        for a in re.findall(r"\"([^\"]*)\"", m.group(2)):
+            if a.startswith(bindir + "/bin/") and a not in seen:
+                seen.add(a); print(os.path.basename(a))
+if not seen:
+    sys.exit("make_bundle: no GPU test executable found in the CTestTestfile.cmake files of " + bindir)
 ' "$BIN" <<<"$json")
+[ "${#EXES[@]}" -gt 0 ] || exit 1
 TARGETS=(superoffload cpu_adam gpu_adam bench_gpu_adam bench_cuda_device "${EXES[@]}")
 mapfile -t TARGETS < <(printf '%s\n' "${TARGETS[@]}" | sort -u)
 echo "make_bundle: building ${TARGETS[*]}"
@@ -64,6 +76,9 @@ for t in "${TARGETS[@]}"; do
   esac
 done
 strip --strip-unneeded "$OUT"/bin/* "$OUT"/plugins/*.so
+
+# the commands again, now that every executable exists (ctest resolves them only then)
+json=$(ctest --test-dir "$BUILD" -L 'gpu|cuda' --show-only=json-v1)
 
 # tests.tsv: name, stage (scripts/gpu/tests.tsv: every GPU test must be listed there, in the
 # order the session runs them), timeout (s), skip code, working directory, environment (space
@@ -94,6 +109,8 @@ for name, stage in plan:
     p = {x["name"]: x["value"] for x in t.get("properties", [])}
     env = " ".join(p.get("ENVIRONMENT", [])) or "-"  # never empty: bash read joins empty fields
     wd = sub(p.get("WORKING_DIRECTORY", bindir))
+    if "command" not in t:
+        sys.exit("make_bundle: ctest finds no executable for " + name + " after the build")
     cmd = shlex.join(sub(a) for a in t["command"])
     print("\t".join([name, stage, str(int(p.get("TIMEOUT", 600))),
                      str(p.get("SKIP_RETURN_CODE", 77)), wd, env, cmd]))
