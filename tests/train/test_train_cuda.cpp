@@ -94,8 +94,8 @@ TEST_CASE("CUDA: 20 steps of a tiny GPT-2, Llama, Qwen2 and Qwen3 equal the CPU 
 std::vector<std::string> moe_deck(const std::string& arch, const std::string& device,
                                   const std::string& dtype) {
     std::vector<std::string> o = deck(arch, device, dtype);
-    for (const char* kv : {"model.num_experts=4", "model.num_experts_per_tok=2",
-                           "model.output_router_logits=true"})
+    for (const char* kv :
+         {"model.num_experts=4", "model.num_experts_per_tok=2", "model.output_router_logits=true"})
         o.push_back(kv);
     if (arch == "qwen3_moe") {
         o.push_back("model.mlp_only_layers=0");
