@@ -552,8 +552,13 @@ def check_arch(args, name, dev, toks, held_out, shard, fails):
                     and x in args.layouts.split(","))
     for mode in modes:
         # (a mutation applies to torch's own run too: its noise floor stays that of fp32)
-        mt, lt, _, at = torch_train(src, toks, dev, mode, over, clip, zc, args.mutate)
+        mt, lt, nt, at = torch_train(src, toks, dev, mode, over, clip, zc, args.mutate)
         floor = errors(state(mt, idle), logits_of(mt, held_out), lt, ref, init)
+        # a clip decision may differ from the oracle's only in bf16 and only where the oracle's
+        # norm lies within K x torch bf16's own relative norm error of the threshold (measured
+        # on the CPU's bf16: llama's step 6 at 0.07 % of the threshold, gpt_oss's step 8 at 1.8 %)
+        norm_noise = K[mode] * max(abs(a - b) / b for a, b in zip(nt, c64)) if mode != "fp32" \
+            else 0.0
         for lay in layouts:
             out, lo, cl, ao = ours(args, work, name, ours_src, shard, clip, mode, args.device,
                                    lay)
@@ -561,8 +566,16 @@ def check_arch(args, name, dev, toks, held_out, shard, fails):
             if len(lo) != STEPS:
                 fails.append(f"{tag}: {len(lo)} step losses in metrics.jsonl, expected {STEPS}")
                 continue
-            if cl != clipped64:
-                fails.append(f"{tag}: clipped steps {cl}, the oracle's {clipped64}")
+            for i, (a, b) in enumerate(zip(cl, clipped64)):
+                near = abs(c64[i] - clip) / clip
+                if a != b and near > norm_noise:
+                    fails.append(f"{tag}: step {i + 1} clipped {a}, the oracle's {b} (its norm "
+                                 f"{c64[i]:.5f} is {near:.2e} from the clip {clip:.5f}, "
+                                 f"beyond {mode}'s noise {norm_noise:.2e})")
+                elif a != b:
+                    print(f"  {tag}: step {i + 1} clipped {a}, the oracle's {b}: its norm "
+                          f"{c64[i]:.5f} is {near:.2e} from the clip, within {mode}'s noise "
+                          f"{norm_noise:.2e}")
             if "quantization_config" in json.load(open(os.path.join(out, "config.json"))):
                 fails.append(f"{tag}: the export's config.json has a quantization_config")
             exp, info = load(out, "cpu", info=True, **over)
