@@ -12,7 +12,8 @@
 #          Each test's output goes to tests/NAME.log; a test that fails (not a timeout) runs once
 #          more with SOF_CUDA_SYNC=1 CUDA_LAUNCH_BLOCKING=1 (every op synchronized and named) into
 #          tests/NAME.sync.log; the summary names both and the last case each reached.
-#   bench  bench_cuda_device (kernels + link curve), bench_gpu_adam, superoffload bench train on
+#   bench  bench_cuda_device (kernels + link curve), bench_gpu_adam, superoffload bench moe --gpu 1
+#          (three shapes), superoffload bench train on
 #          inputs/bench/*.yaml with the GPU's hardware profile
 #   peer   llm.c's train_gpt2cu beside superoffload on GPT-2 350M (scripts/bench/llmc_peer.sh)
 # Environment: BUNDLE (default .gpu-bundle), TESTS (regex of test names, default all),
@@ -180,7 +181,16 @@ if has bench; then
   {
     echo "== bench_cuda_device --link"; timeout "$(limit 60)" "$BIN_REC/bin/bench_cuda_device" 67108864 20 --link 2>&1
     echo "== bench_gpu_adam 268435456 10"; timeout "$(limit 60)" "$BIN_REC/bin/bench_gpu_adam" 268435456 10 2>&1
+    # the experts' grouped product beside one dense product of the same FLOPs (issue 27): the
+    # CPU's shape, Qwen3-30B-A3B's at a 4 x 4096 micro-batch and GPT-OSS-20B's at 4 x 8192
+    for shape in "" "--tokens 16384 --hidden 2048 --inter 768 --experts 128 --topk 8" \
+      "--tokens 32768 --hidden 2880 --inter 2880 --experts 32 --topk 4"; do
+      echo "== superoffload bench moe --gpu 1 --reps 5 $shape"
+      # shellcheck disable=SC2086 # the shape is a list of options
+      timeout "$(limit 60)" "$BIN_REC/bin/superoffload" bench moe --gpu 1 --reps 5 $shape 2>&1
+    done
   } >"$LOGS/bench.log" 2>&1
+  grep -A3 "^bench moe" "$LOGS/bench.log" | sed 's/^/  /' | tee -a "$SUMMARY" >/dev/null
   bash scripts/gpu/bench_data.sh >>"$LOGS/bench.log" 2>&1
   # every deck of inputs/bench, the two that matter most (issue 25) first
   all_decks="gpt2-350m gpt2-350m-offload-500k"
