@@ -11,7 +11,8 @@ namespace sof::kernels {
 // transformers' GptOssExperts._apply_gate: config swiglu_alpha (1.702) and swiglu_limit (7.0);
 // interleaved: gate = the even columns, up = the odd ones of each (2I) row (GPT-OSS's fused
 // gate_up_proj), else [gate | up] halves. The clamps pass the gradient where torch's clamp does:
-// gate <= limit, -limit <= up <= limit (the bounds included), zero outside and for NaN.
+// gate < limit, -limit < up < limit (strictly inside: zero at the bounds, as torch 2.15 gives
+// it, beyond them and for NaN).
 struct ClampedSwiglu {
     float alpha = 1.702f;
     float limit = 7.0f;

@@ -186,7 +186,13 @@ cublasHandle_t Blas::Impl::classic() {
     if (!classic_handle) {
         cublasHandle_t h = nullptr;
         SOF_CHECK_CUBLAS(cublasCreate(&h));
-        const cublasStatus_t st = cublasSetStream(h, stream);
+        cublasStatus_t st = cublasSetStream(h, stream);
+        // split-K partial sums kept in the compute type (fp32) for bf16 outputs: each output
+        // rounded once to bf16, as the cuBLASLt products (REDUCTION_SCHEME_COMPUTE_TYPE above)
+        if (st == CUBLAS_STATUS_SUCCESS)
+            st = cublasSetMathMode(
+                h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                             CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
         if (st != CUBLAS_STATUS_SUCCESS) cublasDestroy(h);
         SOF_CHECK_CUBLAS(st);
         classic_handle = h;

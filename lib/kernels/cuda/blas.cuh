@@ -45,7 +45,8 @@ struct Blas::Impl {
     size_t workspace_bytes = 0;
 
     // The classic cuBLAS handle on `stream` (grouped_matmul's cublasGemmGroupedBatchedEx and
-    // cublasGemmEx), created on first use; fp32 products stay fp32 (no TF32: default math mode).
+    // cublasGemmEx), created on first use; fp32 products stay fp32 (no TF32: default math mode)
+    // and bf16 ones reduce split-K partials in fp32 (no reduced-precision reduction).
     cublasHandle_t classic();
     cublasHandle_t classic_handle = nullptr;
 

@@ -26,16 +26,18 @@ __device__ __forceinline__ int expert_of(const int* offsets, int E, int r) {
     return lo;
 }
 
+// out row r = the bias of its expert: the grouped GEMM then adds its product (beta = 1), one
+// rounding of product + bias, as the CPU twin (which fills the rows and accumulates onto them).
 template <class D>
-__global__ void add_bias_kernel(D* out, const D* bias, const int* offsets, int E, size_t total,
-                                int OC) {
+__global__ void fill_bias_kernel(D* out, const D* bias, const int* offsets, int E, size_t total,
+                                 int OC) {
     const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
     for (size_t j = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < total;
          j += stride) {
         const int r = static_cast<int>(j / static_cast<size_t>(OC));
         const size_t c = j % static_cast<size_t>(OC);
         const int e = expert_of(offsets, E, r);
-        out[j] = from_float<D>(to_float(out[j]) + to_float(bias[static_cast<size_t>(e) * OC + c]));
+        out[j] = bias[static_cast<size_t>(e) * OC + c];
     }
 }
 
@@ -60,7 +62,7 @@ struct Grouped {
     std::vector<const void*> a, b;
     std::vector<void*> c;
     void add(cublasOperation_t ta_, cublasOperation_t tb_, int m_, int n_, int k_, const void* a_,
-             int lda_, const void* b_, int ldb_, void* c_, int ldc_) {
+             int lda_, const void* b_, int ldb_, void* c_, int ldc_, float beta_ = 0.0f) {
         ta.push_back(ta_);
         tb.push_back(tb_);
         m.push_back(m_);
@@ -74,7 +76,7 @@ struct Grouped {
         ldc.push_back(ldc_);
         size.push_back(1);
         alpha.push_back(1.0f);
-        beta.push_back(0.0f);
+        beta.push_back(beta_);
     }
 };
 
@@ -171,22 +173,23 @@ void grouped_matmul_forward(Blas& blas, T* out, const T* inp, const T* w, const 
     const cudaStream_t st = as_stream(stream);
     const int* off = s.host_offsets;
     const size_t wsz = static_cast<size_t>(s.OC) * s.C;
+    const size_t total = static_cast<size_t>(off[s.E]) * s.OC;
+    if (bias && total > 0) { // every row [0, P) belongs to an expert with rows: all overwritten
+        SOF_CHECK(s.offsets,
+                  "grouped_matmul_forward (CUDA): the device offsets are required with bias");
+        fill_bias_kernel<<<blocks_for(total), kThreads, 0, st>>>(dev_ptr(out), dev_ptr(bias),
+                                                                 s.offsets, s.E, total, s.OC);
+        SOF_CHECK_LAUNCH("grouped_matmul_forward bias");
+    }
     Grouped g;
     for (int e = 0; e < s.E; e++) {
         const int rows = off[e + 1] - off[e];
         if (rows == 0) continue;
         g.add(CUBLAS_OP_T, CUBLAS_OP_N, s.OC, rows, s.C, w + static_cast<size_t>(e) * wsz, s.C,
               inp + static_cast<size_t>(off[e]) * s.C, s.C,
-              out + static_cast<size_t>(off[e]) * s.OC, s.OC);
+              out + static_cast<size_t>(off[e]) * s.OC, s.OC, bias ? 1.0f : 0.0f);
     }
     run_grouped<T>(blas, g, st, scratch, "grouped_matmul_forward");
-    const size_t total = static_cast<size_t>(off[s.E]) * s.OC;
-    if (!bias || total == 0) return;
-    SOF_CHECK(s.offsets,
-              "grouped_matmul_forward (CUDA): the device offsets are required with bias");
-    add_bias_kernel<<<blocks_for(total), kThreads, 0, st>>>(dev_ptr(out), dev_ptr(bias), s.offsets,
-                                                            s.E, total, s.OC);
-    SOF_CHECK_LAUNCH("grouped_matmul_forward bias");
 }
 
 // dinp_e^T (C x rows) = w_e^T (C x OC: w stored as is) @ dout_e^T (OC x rows); dw_e^T (C x OC) +=
