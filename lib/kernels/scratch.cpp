@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "kernels/moe_aux.h"
 
 namespace sof::kernels {
 
@@ -41,10 +42,32 @@ size_t bounds_scratch_bytes(size_t npieces) {
     return sizeof(int64_t) * (npieces + 1);
 }
 
-size_t driver_scratch_bytes(int max_rows) {
+size_t moe_plan_scratch_bytes(int N, int K, int E) {
+    const size_t pairs = static_cast<size_t>(std::max(N, 0)) * std::max(K, 0);
+    const size_t chunks = (pairs + kMoePlanChunk - 1) / kMoePlanChunk;
+    return sizeof(int) * (1 + chunks * static_cast<size_t>(std::max(E, 0)));
+}
+
+size_t moe_aux_partials_bytes(int N, int E) {
+    return (colsum_scratch_bytes(1, N, moe_aux_stats_size(E)) + 255) / 256 * 256;
+}
+
+size_t moe_aux_scratch_bytes(int N, int E) {
+    return moe_aux_partials_bytes(N, E) + sizeof(float) * 2 * static_cast<size_t>(std::max(N, 0));
+}
+
+size_t grouped_scratch_bytes(int E) {
+    return 3 * sizeof(void*) * static_cast<size_t>(std::max(E, 0));
+}
+
+size_t driver_scratch_bytes(int max_rows, int E, int K) {
     // column sums take one (bias, rmsnorm) or two (layernorm) outputs; the embedding plan has at
     // most max_rows distinct ids
-    return std::max(colsum_scratch_max(2), embedding_scratch_bytes(max_rows, max_rows));
+    size_t r = std::max(colsum_scratch_max(2), embedding_scratch_bytes(max_rows, max_rows));
+    if (E > 0)
+        r = std::max({r, moe_plan_scratch_bytes(max_rows, K, E), moe_aux_scratch_bytes(max_rows, E),
+                      grouped_scratch_bytes(E)});
+    return r;
 }
 
 size_t scratch_capacity(size_t have, size_t need) {

@@ -30,10 +30,21 @@ size_t embedding_scratch_bytes(int N, int nrows);
 // Piece bounds handed over on the host (grad_prep with a std::vector): npieces+1 int64.
 size_t bounds_scratch_bytes(size_t npieces);
 
+// The mixture-of-experts ops over N rows, top K of E experts: moe_plan's [bad (1) | counts (one
+// row of E per chunk of kMoePlanChunk (row, k) pairs)] int32; moe_aux_stats' column-sum partials
+// (moe_aux_partials_bytes, 256-byte aligned) then 2N floats of row statistics; grouped_matmul's
+// three device pointer arrays of up to E products.
+constexpr int kMoePlanChunk = 256;
+size_t moe_plan_scratch_bytes(int N, int K, int E);
+size_t moe_aux_partials_bytes(int N, int E);
+size_t moe_aux_scratch_bytes(int N, int E);
+size_t grouped_scratch_bytes(int E);
+
 // What a transformer driver reserves for micro-batches of up to max_rows positions: the most any
 // op it runs asks for (column sums of one or two outputs over any shape, the embedding plan of
-// max_rows ids), so its ops never grow the scratch.
-size_t driver_scratch_bytes(int max_rows);
+// max_rows ids, and with E > 0 experts (top K) the MoE ops' requests), so its ops never grow the
+// scratch.
+size_t driver_scratch_bytes(int max_rows, int E = 0, int K = 0);
 
 // Allocation granularity of a scratch buffer.
 constexpr size_t kScratchGranule = size_t{1} << 20;

@@ -114,7 +114,7 @@ DriverT<T>::DriverT(const ArchConfig& cfg, const ModelOptions& opts, int max_B, 
                 dev_->alloc_pinned((3 + static_cast<size_t>(P_)) * max_BT_ * 4, "token ids"));
             pinned_losses_ = static_cast<float*>(dev_->alloc_pinned(max_BT_ * 4, "losses"));
             // the most any op asks for at up to max_BT_ rows: no op grows it on the hot path
-            scratch_->reserve(kernels::driver_scratch_bytes(static_cast<int>(max_BT_)));
+            scratch_->reserve(kernels::driver_scratch_bytes(static_cast<int>(max_BT_), s_.E, s_.K));
         }
     } catch (const core::Error& e) {
         scratch_.reset();

@@ -54,6 +54,38 @@ TEST_CASE("scratch: a driver's reservation covers every op at its shapes" *
     CHECK(kernels::bounds_scratch_bytes(3) == 32);
 }
 
+TEST_CASE("scratch: a MoE driver's reservation covers the MoE ops' requests" *
+          doctest::test_suite("cpu")) {
+    for (int E : {4, 32, 128})
+        for (int K : {1, 2, 8})
+            for (int max_rows : {1, 4096, 1 << 18}) {
+                if (K > E) continue;
+                CAPTURE(E);
+                CAPTURE(K);
+                CAPTURE(max_rows);
+                const size_t r = kernels::driver_scratch_bytes(max_rows, E, K);
+                CHECK(r >= kernels::driver_scratch_bytes(max_rows));
+                for (int n : {1, max_rows / 2 + 1, max_rows}) {
+                    CHECK(kernels::moe_plan_scratch_bytes(n, K, E) <= r);
+                    CHECK(kernels::moe_aux_scratch_bytes(n, E) <= r);
+                }
+                CHECK(kernels::grouped_scratch_bytes(E) <= r);
+            }
+    // the plan: [bad | one row of E counts per 256 pairs]; Qwen3-30B-A3B (top 8 of 128) at 2^18
+    // positions needs 8192 chunks x 128 experts x 4 bytes + 4, past the column sums' 4 MiB
+    CHECK(kernels::moe_plan_scratch_bytes(1 << 18, 8, 128) == 4 * (1 + 8192 * size_t(128)));
+    CHECK(kernels::driver_scratch_bytes(1 << 18, 128, 8) == 4 * (1 + 8192 * size_t(128)));
+    CHECK(kernels::moe_plan_scratch_bytes(1, 1, 4) == 4 * 5);
+    CHECK(kernels::moe_plan_scratch_bytes(0, 8, 128) == 4);
+    // the aux stats: partials of one output over 2E + 2 columns (256-byte aligned), 2N floats
+    CHECK(kernels::moe_aux_partials_bytes(1 << 18, 128) ==
+          kernels::colsum_scratch_bytes(1, 1 << 18, 258));
+    CHECK(kernels::moe_aux_scratch_bytes(1 << 18, 128) ==
+          kernels::colsum_scratch_bytes(1, 1 << 18, 258) + 8 * size_t(1 << 18));
+    CHECK(kernels::moe_aux_partials_bytes(1, 4) % 256 == 0);
+    CHECK(kernels::grouped_scratch_bytes(32) == 3 * sizeof(void*) * 32);
+}
+
 TEST_CASE("scratch: capacity grows by at least doubling, in whole granules" *
           doctest::test_suite("cpu")) {
     const size_t G = kernels::kScratchGranule;

@@ -65,9 +65,9 @@ void moe_aux_stats(float* stats, const T* logits, const int* idx, const float* m
     // for them again and gets the same buffer: a smaller request never moves it), the per-row
     // max and log-sum-exp (2N floats) after them.
     const int cols = moe_aux_stats_size(E);
-    const size_t part = (colsum_scratch_bytes(1, N, cols) + 255) / 256 * 256;
-    char* base = static_cast<char*>(
-        scratch_get(scratch, part + sizeof(float) * 2 * static_cast<size_t>(N), "moe_aux_stats"));
+    const size_t part = moe_aux_partials_bytes(N, E);
+    char* base =
+        static_cast<char*>(scratch_get(scratch, moe_aux_scratch_bytes(N, E), "moe_aux_stats"));
     float* rowstat = reinterpret_cast<float*>(base + part);
     aux_rowstat_kernel<<<row_blocks(N), kRowWarps * 32, 0, st>>>(rowstat, dev_ptr(logits), N, E);
     SOF_CHECK_LAUNCH("moe_aux_stats");

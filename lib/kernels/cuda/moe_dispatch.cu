@@ -8,7 +8,7 @@ namespace sof::kernels::cuda {
 
 namespace {
 
-constexpr int kChunk = 256;           // pairs per chunk = threads per block of the plan's passes
+constexpr int kChunk = kMoePlanChunk; // pairs per chunk = threads per block of the plan's passes
 constexpr int kMaxPlanExperts = 8192; // the count pass keeps one int per expert in shared memory
 
 // counts (chunks, E): the pairs of each chunk per expert (integer atomics in shared memory: the
@@ -155,8 +155,8 @@ void moe_plan(int* order, int* slot, int* offsets, int* host_offsets, const int*
     const cudaStream_t st = as_stream(stream);
     const int P = N * K;
     const int chunks = (P + kChunk - 1) / kChunk;
-    const size_t n_scratch = 1 + static_cast<size_t>(chunks) * E; // [bad (1) | counts (chunks, E)]
-    int* bad = static_cast<int*>(scratch_get(scratch, sizeof(int) * n_scratch, "moe_plan"));
+    // [bad (1) | counts (chunks, E)]
+    int* bad = static_cast<int*>(scratch_get(scratch, moe_plan_scratch_bytes(N, K, E), "moe_plan"));
     int* counts = bad + 1;
     const size_t smem = sizeof(int) * static_cast<size_t>(E);
     cudaError_t e = cudaMemsetAsync(bad, 0, sizeof(int), st);
