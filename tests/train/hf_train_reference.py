@@ -13,8 +13,8 @@
 # transformers dequantizes on load (Mxfp4Config(dequantize=True), its CPU path) and ours on import:
 # also compared bitwise before training (an lr-0 step exported).
 # --device cuda: ours on the CUDA device in fp32 and in bf16 at 1 rank (label gpu; exits 77 where
-# torch sees no GPU); --device cpu: the host device in fp32 against torch on the CPU (label
-# reference).
+# torch sees no GPU; with SOF_TEST_GPU_AS_HOST=1 the same runs on the host device and torch's CPU);
+# --device cpu: the host device in fp32 against torch on the CPU (label reference).
 #
 # Tolerances come from the run itself. The oracle is torch in float64; torch's own run at the
 # precision under test (fp32, or bf16 autocast with fp32 master weights and AdamW) against it is
@@ -560,8 +560,8 @@ def check_arch(args, name, dev, toks, held_out, shard, fails):
         norm_noise = K[mode] * max(abs(a - b) / b for a, b in zip(nt, c64)) if mode != "fp32" \
             else 0.0
         for lay in layouts:
-            out, lo, cl, ao = ours(args, work, name, ours_src, shard, clip, mode, args.device,
-                                   lay)
+            out, lo, cl, ao = ours(args, work, name, ours_src, shard, clip, mode,
+                                   args.ours_device, lay)
             tag = f"{name} {mode} {lay}"
             if len(lo) != STEPS:
                 fails.append(f"{tag}: {len(lo)} step losses in metrics.jsonl, expected {STEPS}")
@@ -621,10 +621,14 @@ def main():
     if set(args.layouts.split(",")) - set(LAYOUTS):
         raise SystemExit(f"--layouts {args.layouts!r}: known are {', '.join(LAYOUTS)}")
     args.superoffload = os.path.abspath(args.superoffload)
-    if args.device == "cuda" and not torch.cuda.is_available():
+    # SOF_TEST_GPU_AS_HOST=1 (ctest *_cuda_on_host): the --device cuda runs (fp32 and bf16, one
+    # rank) with ours on the host device and torch on the CPU: the harness without a GPU
+    as_host = args.device == "cuda" and os.environ.get("SOF_TEST_GPU_AS_HOST") == "1"
+    args.ours_device = "cpu" if as_host else args.device
+    if args.device == "cuda" and not as_host and not torch.cuda.is_available():
         print("SKIPPED: torch sees no CUDA device")
         return 77
-    dev = torch.device(args.device)
+    dev = torch.device("cpu" if as_host else args.device)
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 (ours: no TF32 either)
     torch.backends.cudnn.allow_tf32 = False
     torch.set_num_threads(2)
@@ -636,7 +640,8 @@ def main():
     shard = os.path.join(args.work, "train_000.bin")
     write_shard(shard, toks)
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, device {dev}"
-          + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else ""))
+          + (f" ({torch.cuda.get_device_name()})" if dev.type == "cuda" else "")
+          + (" (the --device cuda runs on the host: SOF_TEST_GPU_AS_HOST=1)" if as_host else ""))
     fails = []
     names = [a for a in args.archs.split(",") if a]
     for name in names:
