@@ -45,6 +45,7 @@ json=$(ctest --test-dir "$BUILD" -L 'gpu|cuda' --show-only=json-v1)
 mapfile -t EXES < <(python3 -c '
 import json, os, re, sys
 bindir = sys.argv[1]
+bins = os.path.realpath(os.path.join(bindir, "bin"))
 names = {t["name"] for t in json.loads(sys.stdin.read())["tests"]}
 seen = set()
 for root, _, files in os.walk(bindir):
@@ -55,7 +56,7 @@ for root, _, files in os.walk(bindir):
         if not m or m.group(1) not in names:
             continue
         for a in re.findall(r"\"([^\"]*)\"", m.group(2)):
-            if a.startswith(bindir + "/bin/") and a not in seen:
+            if os.path.realpath(os.path.dirname(a)) == bins and a not in seen:
                 seen.add(a); print(os.path.basename(a))
 if not seen:
     sys.exit("make_bundle: no GPU test executable found in the CTestTestfile.cmake files of " + bindir)
