@@ -194,6 +194,9 @@ sof_status launch(Ctx* ctx, Op op, const std::vector<SliceDesc>& descs, sof_opti
     std::lock_guard<std::mutex> launch_lock(ctx->launch_mu);
     cudaError_t e = cudaSetDevice(ctx->device);
     if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaSetDevice");
+    // the launches below read cudaGetLastError: an earlier (non-sticky) error of the caller's on
+    // this thread would be reported as theirs
+    (void)cudaGetLastError();
     bool stats = op != Op::Rollback && result != nullptr;
 
     // A result in plain (unregistered) host memory is not device-accessible everywhere: reduce
