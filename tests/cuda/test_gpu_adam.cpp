@@ -280,7 +280,9 @@ TEST_CASE("gpu_adam: bf16 moments (optimizer.state_dtype bf16) equal the twin bi
 
 TEST_CASE("gpu_adam: Q8 moments and bf16 master params equal the reference bitwise") {
     // optim/qstate.h: codes, scales, stochastically rounded bf16 params and the copy, in place
-    // and separate, blocks 64/256/4096 (partial last blocks), from a random quantized state
+    // and separate, blocks 64/256/4096 (partial last blocks), from a random quantized state; every
+    // third case with its first block all zero (grads and moments: scale 0), the element index
+    // past 2^32 (the counter's high word), and the step's statistics (q_kernel's reduction)
     Plugin pl;
     uint64_t seed = 31;
     for (int32_t qb : {64, 256, 4096})
@@ -294,6 +296,9 @@ TEST_CASE("gpu_adam: Q8 moments and bf16 master params equal the reference bitwi
                     INFO(describe(c) << " qb=" << qb << " fmt=" << fmt);
                     HostState h = make_state(c.n, seed++, c.gdt);
                     const size_t un = static_cast<size_t>(n);
+                    if (seed % 3 == 0)
+                        for (size_t i = 0; i < std::min<size_t>(un, qb); i++)
+                            h.g32[i] = h.m[i] = h.v[i] = 0.0f, h.g16[i] = 0;
                     const size_t nb = static_cast<size_t>((n + qb - 1) / qb);
                     std::vector<uint8_t> mc(un), vc(un);
                     std::vector<float> ms(nb), vs(nb);
@@ -316,7 +321,7 @@ TEST_CASE("gpu_adam: Q8 moments and bf16 master params equal the reference bitwi
                     upload_at(dmc, mc, 0), upload_at(dvc, vc, 0), upload_at(dms, ms, 0);
                     upload_at(dvs, vs, 0), upload_at(dp16, p16v, 0);
                     sof_optim_slice s = device_slice(c, d);
-                    s.index0 = 12345 * static_cast<int64_t>(seed);
+                    s.index0 = (int64_t{1} << 33) + 12345 * static_cast<int64_t>(seed);
                     if (q8) {
                         set_q8(s, 0, qb, dmc.as<uint8_t>(), dms.as<float>());
                         set_q8(s, 1, qb, dvc.as<uint8_t>(), dvs.as<float>());
@@ -334,7 +339,9 @@ TEST_CASE("gpu_adam: Q8 moments and bf16 master params equal the reference bitwi
                     }
                     sof_optim_hparams hp = hparams_of(c);
                     hp.seed = 0xabcdef12345ull + seed;
-                    REQUIRE(pl.api->step(pl.ctx, &s, &hp, nullptr, nullptr) == SOF_OK);
+                    DevBuf res(sizeof(sof_optim_result));
+                    REQUIRE(pl.api->step(pl.ctx, &s, &hp, res.as<sof_optim_result>(), nullptr) ==
+                            SOF_OK);
                     cuda_ok(cudaDeviceSynchronize(), "sync");
                     // the reference on host copies
                     std::vector<float> po, mo, vo;
@@ -353,7 +360,11 @@ TEST_CASE("gpu_adam: Q8 moments and bf16 master params equal the reference bitwi
                         hs.param_dtype = SOF_DTYPE_BF16;
                         hs.param = p16v.data(), hs.param_out = p16o.data();
                     }
-                    sof::optim::adam_ref_step(hs, hp);
+                    const sof_optim_result want = sof::optim::adam_ref_step(hs, hp);
+                    const sof_optim_result got = res.download<sof_optim_result>(1)[0];
+                    CHECK(got.nonfinite == 0);
+                    CHECK(std::fabs(got.grad_sumsq - want.grad_sumsq) <=
+                          1e-12 * want.grad_sumsq + 1e-300);
                     if (q8) {
                         CHECK(download_at<uint8_t>(sep ? dmco : dmc, n, 0) == rmc);
                         CHECK(download_at<uint8_t>(sep ? dvco : dvc, n, 0) == rvc);
