@@ -22,6 +22,9 @@ mkdir -p "$R/repo" "$R/out"
 # what the device tool sends: tracked + untracked-not-ignored files, and the carried bundle
 git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$R/repo"
 cp -a .gpu-bundle "$R/repo/"
+# STAGES: run_bundle.sh's stages to run there (default "env test"; "env bench" checks the bench
+# stage's commands, each failing for want of a GPU)
+export STAGES=${STAGES:-env test}
 unshare -m --propagation private bash -c '
   set -e
   R=$1
@@ -32,7 +35,7 @@ unshare -m --propagation private bash -c '
   mount --bind -o ro /usr/local/cuda-13.0 "$R/usr/local/cuda-13.0"
   ln -sfn cuda-13.0 "$R/usr/local/cuda"
   chroot "$R" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root OUT=/out \
-    bash -c "cd /repo && bash scripts/gpu/run_bundle.sh env test"
+    DECKS="${DECKS:-}" BUDGET="${BUDGET:-540}" bash -c "cd /repo && bash scripts/gpu/run_bundle.sh $STAGES"
   echo "== without env.sh launcher settings (plm rsh, no ssh in this root):"
   chroot "$R" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root bash -c "
     cd /repo && source scripts/gpu/env.sh .gpu-bundle/debs /tmp/sofdeps >/dev/null
