@@ -22,6 +22,8 @@ struct AttnShape {
     int window = 0;       // sliding window W (0: full causal)
     bool sinks = false;   // per-head sink logits
     float dropout = 0.0f; // attention-probability dropout rate
+    bool aligned = false; // rows padded to multiples of 8 elements (the 16-byte cp.async path of
+                          // the tensor-core kernel, which training takes), else 5 and 3 spare
 };
 
 // Deliberate reference bugs: a test whose reference has one must fail (the checks can fail).
@@ -68,8 +70,8 @@ inline bool attn_ref_keep(const kernels::DropoutKey& k, float p, int T, int b, i
 }
 
 // q, k, v inside one fused row (B,T,W), W = (NH + 2*NKV)*hd + 5 (5 spare columns, as a view
-// into a wider buffer); out and dout (B,T,ldo) with ldo = NH*hd + 3. Values uniform in [-1,1]
-// (scores q.k/sqrt(hd) of order 1, as after the models' norms).
+// into a wider buffer; + 8 when aligned); out and dout (B,T,ldo) with ldo = NH*hd + 3 (+ 8). Values
+// uniform in [-1,1] (scores q.k/sqrt(hd) of order 1, as after the models' norms).
 struct AttnProblem {
     AttnShape s;
     size_t W, ldo;
@@ -80,8 +82,8 @@ struct AttnProblem {
     kernels::DropoutKey key;  // the dropout key (attn_test_key)
 
     explicit AttnProblem(const AttnShape& shape) : s(shape), key(attn_test_key(shape)) {
-        W = static_cast<size_t>(s.NH + 2 * s.NKV) * s.hd + 5;
-        ldo = static_cast<size_t>(s.NH) * s.hd + 3;
+        W = static_cast<size_t>(s.NH + 2 * s.NKV) * s.hd + (s.aligned ? 8 : 5);
+        ldo = static_cast<size_t>(s.NH) * s.hd + (s.aligned ? 8 : 3);
         const size_t rows = static_cast<size_t>(s.B) * s.T;
         std::mt19937 gen(s.seed);
         std::uniform_real_distribution<float> u(-1.0f, 1.0f);

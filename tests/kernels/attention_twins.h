@@ -60,6 +60,7 @@ inline std::string attn_name(const AttnShape& s) {
     if (s.window) n += " window=" + std::to_string(s.window);
     if (s.sinks) n += " sinks";
     if (s.dropout > 0.0f) n += " dropout=" + std::to_string(s.dropout);
+    if (s.aligned) n += " 16-byte rows";
     return n;
 }
 

@@ -252,10 +252,15 @@ TEST_CASE("flash emulated: tile code equals the CPU twin (bf16, causal, GQA, seg
           doctest::test_suite("cpu")) {
     kernels::cpu::use_single_threaded_blas();
     const AttnShape shapes[] = {
-        {1, 1, 2, 2, 64, false, 101},   {2, 17, 4, 2, 64, true, 102},
-        {1, 64, 2, 1, 128, false, 103}, {1, 100, 4, 4, 64, true, 104},
-        {1, 130, 2, 2, 128, true, 105}, {2, 77, 4, 1, 128, false, 106},
+        {1, 1, 2, 2, 64, false, 101},
+        {2, 17, 4, 2, 64, true, 102},
+        {1, 64, 2, 1, 128, false, 103},
+        {1, 100, 4, 4, 64, true, 104},
+        {1, 130, 2, 2, 128, true, 105},
+        {2, 77, 4, 1, 128, false, 106},
         {1, 200, 2, 1, 64, false, 107},
+        {1, 130, 2, 1, 64, true, 108,
+         2147483647}, // a window of INT_MAX keys (= causal): no overflow
     };
     int k = 0;
     for (const AttnShape& s : shapes) {

@@ -63,7 +63,8 @@ SOF_FLASH_FN void dkdv_block(M& m, const Params& p, int kt, int kh, int b) {
     const int* seg = p.seg ? p.seg + row_index(p, b, 0) : nullptr;
     const size_t kvcol = static_cast<size_t>(kh) * D;
     int t_end = seg ? block_run_end(m, seg, clast, p.T, scratch) : p.T;
-    if (p.window > 0) t_end = imin(t_end, clast + p.window); // rows past it are outside the band
+    // rows past clast + W - 1 are outside the band (compared, not added: W may be near INT_MAX)
+    if (p.window > 0 && p.window < t_end - clast) t_end = clast + p.window;
     const int nqt = ceil_div(t_end - c0, kBr), items = p.group * nqt;
 
     // item i: query head kh * group + i / nqt, rows c0 + (i % nqt) * kBr ..
