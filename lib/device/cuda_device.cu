@@ -38,13 +38,17 @@ struct StreamState {
 
 class CudaEvent : public Event {
   public:
-    CudaEvent(int ordinal, bool timing) : timing_(timing) {
+    CudaEvent(int ordinal, bool timing) : ordinal_(ordinal), timing_(timing) {
         SOF_CHECK_CUDA(cudaSetDevice(ordinal));
         SOF_CHECK_CUDA(
             cudaEventCreateWithFlags(&ev_, timing ? cudaEventDefault : cudaEventDisableTiming));
     }
     ~CudaEvent() override { cudaEventDestroy(ev_); }
+    // query and synchronize are the first CUDA calls of the engine's optimizer worker and the
+    // comm lane (threads of their own, which start on device 0): the device first, so that no
+    // thread of a rank on GPU k creates a context on GPU 0
     bool query() override {
+        SOF_CHECK_CUDA(cudaSetDevice(ordinal_));
         const cudaError_t e = cudaEventQuery(ev_);
         if (e == cudaErrorNotReady) {
             (void)cudaGetLastError();
@@ -53,12 +57,16 @@ class CudaEvent : public Event {
         SOF_CHECK_CUDA_STATUS(e, "cudaEventQuery(ev_)");
         return true;
     }
-    void synchronize() override { SOF_CHECK_CUDA(cudaEventSynchronize(ev_)); }
+    void synchronize() override {
+        SOF_CHECK_CUDA(cudaSetDevice(ordinal_));
+        SOF_CHECK_CUDA(cudaEventSynchronize(ev_));
+    }
     bool timing() const override { return timing_; }
     cudaEvent_t handle() const { return ev_; }
     bool recorded = false; // set by CudaDevice::record (elapsed_ms refuses an unrecorded event)
 
   private:
+    int ordinal_;
     bool timing_;
     cudaEvent_t ev_ = nullptr;
 };
@@ -309,10 +317,19 @@ CudaDevice::CudaDevice(int ordinal, double memory_gb, core::Trace* trace)
         auto limit = static_cast<size_t>(memory_gb * double(size_t(1) << 30));
         if (limit < capacity_) capacity_ = limit;
     }
+    // what the context and any other process already hold: the accounting counts from the total,
+    // so a plan that fills it to the last byte fails in cudaMalloc instead (said here)
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+        (void)cudaGetLastError();
+        free_b = 0;
+    }
     describe_ = core::strfmt(
-        "cuda device %d: %s (sm_%d%d, %d SMs, %s; accounting limit %s; memory pools %s)", ordinal_,
-        prop.name, prop.major, prop.minor, sms_,
+        "cuda device %d: %s (sm_%d%d, %d SMs, %s, %s free at start; accounting limit %s; memory "
+        "pools %s)",
+        ordinal_, prop.name, prop.major, prop.minor, sms_,
         format_bytes(static_cast<double>(prop.totalGlobalMem)).c_str(),
+        format_bytes(static_cast<double>(free_b)).c_str(),
         format_bytes(static_cast<double>(capacity_)).c_str(), pools ? "yes" : "no (not needed)");
 }
 
