@@ -37,13 +37,14 @@ const AttnShape kShapes[] = {
 // a tile wide, T with tails.
 const AttnShape kTcShapes[] = {
     {1, 17, 4, 2, 64, false, 311, 5, true},
-    {2, 200, 4, 1, 64, true, 312, 37},
+    {2, 200, 4, 1, 64, true, 312, 37, true}, // sinks with B > 1 (dsinks over both sequences)
     {1, 300, 8, 2, 128, false, 313, 64, true, 0.1f},
     {1, 1000, 4, 2, 64, true, 314, 100, true, 0.1f},
     {1, 1000, 4, 4, 128, false, 315, 0, false, 0.3f},
     {1, 4096, 4, 1, 128, true, 316, 1000, true},
     {1, 300, 4, 2, 64, false, 317, 2147483647}, // a window of INT_MAX keys: full causal (no
                                                 // overflow)
+    {1, 150, 4, 2, 128, false, 318, 1},         // a window of one key: each row sees only itself
 };
 
 // kTcShapes, every other one with rows padded to 16 bytes (the cp.async path training takes)
