@@ -4,7 +4,8 @@
 // --device cuda against --device host on the same exported model.
 #include <doctest/doctest.h>
 
-#include "case_names.h" // each case named in the log before it runs
+#include "case_names.h"  // each case named in the log before it runs
+#include "gpu_as_host.h" // SOF_TEST_GPU_AS_HOST=1: the "cuda" runs on the host device
 
 #include <algorithm>
 #include <cmath>
@@ -27,6 +28,8 @@
 #endif
 
 using namespace sof;
+using test::gpu;
+using test::gpu_as_host;
 
 namespace {
 
@@ -60,16 +63,6 @@ std::vector<float> weights(const model::ParamLayout& lay) {
 }
 
 const std::vector<int> kPrompt = {5, 17, 250, 3, 99, 42};
-
-// SOF_TEST_GPU_AS_HOST=1 (ctest test_generate_cuda_on_host, CI): the "cuda" side on the host
-// device, so the harness runs without a GPU.
-bool gpu_as_host() {
-    const char* v = std::getenv("SOF_TEST_GPU_AS_HOST");
-    return v && std::string(v) == "1";
-}
-const char* gpu() {
-    return gpu_as_host() ? "host" : "cuda";
-}
 
 // max |a - b| / max |b| over the first V of each Vp row
 double rel_err(const std::vector<float>& a, const std::vector<float>& b, int V, int Vp) {

@@ -6,7 +6,8 @@
 #include <doctest/doctest.h>
 #include <mpi.h>
 
-#include "case_names.h" // each case named in the log before it runs
+#include "case_names.h"  // each case named in the log before it runs
+#include "gpu_as_host.h" // SOF_TEST_GPU_AS_HOST=1: the "cuda" runs on the host device
 
 #include <algorithm>
 #include <cmath>
@@ -34,17 +35,6 @@ namespace {
 constexpr double kFp32Rel = 1e-3;
 constexpr double kBf16Rel = 3e-2, kBf16Abs = 2e-2;
 constexpr int kSteps = 20;
-
-// SOF_TEST_GPU_AS_HOST=1 (ctest test_train_cuda_on_host, CI): every "cuda" run on the host
-// device instead, so the decks, the tolerances' logic and the harness run without a GPU (the
-// host's bf16 emulation stands for the GPU's bf16); the tensor-core case needs the GPU.
-bool gpu_as_host() {
-    const char* v = std::getenv("SOF_TEST_GPU_AS_HOST");
-    return v && std::string(v) == "1";
-}
-std::string gpu() {
-    return gpu_as_host() ? "host" : "cuda";
-}
 
 std::vector<std::string> deck(const std::string& arch, const std::string& device,
                               const std::string& dtype) {
