@@ -37,7 +37,7 @@ bool cpu_has(Variant v) {
                __builtin_cpu_supports("f16c");
     case Variant::Avx512:
         __builtin_cpu_init();
-        return __builtin_cpu_supports("avx512f");
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
     case Variant::None:
         return false;
     }

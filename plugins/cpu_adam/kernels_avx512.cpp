@@ -7,8 +7,8 @@
 
 #include "cpu_adam_kernels.h"
 
-#define SOF_AVX512 __attribute__((target("avx512f")))
-#define SOF_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
+#define SOF_AVX512 __attribute__((target("avx512f,avx512bw")))
+#define SOF_AVX512_INLINE __attribute__((target("avx512f,avx512bw"), always_inline)) inline
 
 namespace sof::cpu_adam {
 
@@ -284,66 +284,111 @@ SOF_AVX512_INLINE __m512 load_q8x16(const uint8_t* codes, int64_t i, const Q8Fac
     return __builtin_expect(k.twice, 0) ? _mm512_mul_ps(v, k.s) : v;
 }
 
-// Codes of 16 values x of a block with encoding factor inv (optim::q_encode(x * inv)), as bytes.
-template <bool SIGNED> SOF_AVX512_INLINE __m128i q8_encode16(__m512 x, __m512 inv) {
+// Codes of 16 values x of a block with encoding factor inv (optim::q_encode(x * inv)), one per
+// lane: kernels_avx2.cpp's q8_encode8 on 16 lanes (one IEEE add rounds y = x * inv to its code's
+// multiple of 2^(e-mbits), one FMA forms the fp32 whose bits are the code << (23 - mbits), an
+// exact +0 for a zero magnitude; no clamp: |y| <= 1.875 (1 + 2^-24)^2). m's sign (bit 31) is
+// moved to bit 7 by one bitwise select: its magnitude has 7 bits, so bits 27..30 are zero. The
+// subnormal codes need MXCSR's FTZ off (step_q_avx512 checks).
+template <bool SIGNED> SOF_AVX512_INLINE __m512i q8_code16(__m512 x, __m512 inv) {
     constexpr optim::QMap q = optim::q8_map(SIGNED);
     constexpr int bias = optim::q_bias(q), sh = 23 - q.mbits;
-    const __m512i u = _mm512_castps_si512(_mm512_mul_ps(x, inv));
-    const __m512i ua = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-    const __m512i t =
-        _mm512_add_epi32(_mm512_add_epi32(ua, _mm512_set1_epi32((1 << (sh - 1)) - 1)),
-                         _mm512_and_si512(_mm512_srli_epi32(ua, sh), _mm512_set1_epi32(1)));
-    const __m512i cn =
-        _mm512_sub_epi32(_mm512_srli_epi32(t, sh), _mm512_set1_epi32((127 - bias) << q.mbits));
-    const float up = core::bits_f32(static_cast<uint32_t>(127 + bias - 1 + q.mbits) << 23);
-    const __m512 r = _mm512_add_ps(_mm512_mul_ps(_mm512_castsi512_ps(ua), _mm512_set1_ps(up)),
-                                   _mm512_set1_ps(8388608.0f));
-    const __m512i cs = _mm512_sub_epi32(_mm512_castps_si512(r), _mm512_set1_epi32(0x4b000000));
-    const __mmask16 normal =
-        _mm512_cmpge_epu32_mask(ua, _mm512_set1_epi32(static_cast<int>((128 - bias) << 23)));
-    __m512i code = _mm512_mask_blend_epi32(normal, cs, cn);
-    code = _mm512_min_epu32(code, _mm512_set1_epi32(static_cast<int>(optim::q_mag_max(q))));
-    if constexpr (SIGNED) {
-        const __m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(u, 31), 7);
-        code = _mm512_mask_or_epi32(code, _mm512_test_epi32_mask(code, code), code, sign);
-    }
-    return _mm512_cvtepi32_epi8(code);
+    const __m512 y = _mm512_mul_ps(x, inv);
+    const __m512i u = _mm512_castps_si512(y);
+    const __m512i eb = _mm512_max_epi32(_mm512_and_si512(u, _mm512_set1_epi32(0x7f800000)),
+                                        _mm512_set1_epi32((128 - bias) << 23));
+    __m512i big = _mm512_add_epi32(eb, _mm512_set1_epi32(sh << 23));
+    if constexpr (SIGNED) // big | (u & sign)
+        big = _mm512_ternarylogic_epi32(big, u, _mm512_set1_epi32(INT32_MIN), 0xF8);
+    const __m512 s = _mm512_add_ps(y, _mm512_castsi512_ps(big));
+    const __m512i lo = _mm512_add_epi32(big, _mm512_set1_epi32((bias - 127) * (1 << 23)));
+    const float down = core::bits_f32(static_cast<uint32_t>(bias) << 23); // 2^(bias-127)
+    const __m512i r =
+        _mm512_castps_si512(_mm512_fmsub_ps(s, _mm512_set1_ps(down), _mm512_castsi512_ps(lo)));
+    __m512i code = _mm512_srli_epi32(r, sh);
+    if constexpr (SIGNED) // 0x7f ? code : r >> 24 (bit by bit)
+        code = _mm512_ternarylogic_epi32(_mm512_set1_epi32(0x7f), code, _mm512_srli_epi32(r, 24),
+                                         0xCA);
+    return code;
 }
 
-SOF_AVX512_INLINE __m512i amax16(__m512i acc, __m512 x) {
-    return _mm512_max_epu32(
-        acc, _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
+// Largest |x| bit pattern of 16 lanes folded into acc (optim::q_quantize_block's amax). SIGNED
+// false (v: never negative, see kernels_avx2.cpp's q8_encode8) takes the bits as they are: a NaN
+// with its sign bit set compares above 0x7f800000 as well, so q_block_scale gives the same NaN.
+template <bool SIGNED> SOF_AVX512_INLINE __m512i amax16(__m512i acc, __m512 x) {
+    const __m512i u = _mm512_castps_si512(x);
+    return _mm512_max_epu32(acc, SIGNED ? _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)) : u);
 }
 
-// Quantizes the staged block x[0, len) (optim::q_quantize_block) into codes[0, len) and *scale;
-// acc holds the bit-pattern maximum of x[0, len & ~15). NT: streaming stores (codes 16-byte
-// aligned).
-template <bool SIGNED, bool NT>
-SOF_AVX512_INLINE void q8_quantize(const float* x, int64_t len, __m512i acc, uint8_t* codes,
-                                   float* scale) {
-    constexpr optim::QMap q = optim::q8_map(SIGNED);
-    const int64_t len16 = len & ~int64_t{15};
+// 64 codes (four q8_encode16 results before their narrowing, values < 256) as 64 bytes in element
+// order: two dword-to-word packs and one word-to-byte pack leave 128-bit lane k holding group k
+// of each input; one dword permutation puts the groups in order.
+SOF_AVX512_INLINE __m512i pack_codes64(__m512i c0, __m512i c1, __m512i c2, __m512i c3) {
+    const __m512i b = _mm512_packus_epi16(_mm512_packus_epi32(c0, c1), _mm512_packus_epi32(c2, c3));
+    return _mm512_permutexvar_epi32(
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), b);
+}
+
+// Largest |x| bit pattern of x[0, len): the vector maximum acc of x[0, len & ~15) reduced, then
+// the tail.
+SOF_AVX512_INLINE uint32_t amax_block(__m512i acc, const float* x, int64_t len) {
     uint32_t amax = _mm512_reduce_max_epu32(acc);
-    for (int64_t j = len16; j < len; j++) {
+    for (int64_t j = len & ~int64_t{15}; j < len; j++) {
         const uint32_t a = optim::q_f32_bits(x[j]) & 0x7fffffffu;
         amax = a > amax ? a : amax;
     }
-    const optim::QBlockScale bs = optim::q_block_scale(amax);
+    return amax;
+}
+
+// A staged Q8 block of both moments whose scales are stored and whose codes are written one
+// block later (q_block): the encode then no longer waits on the block's maximum and the two
+// divisions of its scale, it overlaps the next block's step.
+struct QPending {
+    const float* x[2] = {nullptr, nullptr}; // staged m, v (len each)
+    uint8_t* codes[2] = {nullptr, nullptr};
+    float inv[2] = {0.0f, 0.0f}; // encoding factors; 0: a zero or non-finite block (codes 0)
+    int64_t len = 0;             // 0: nothing pending
+};
+
+// Sets *scale of the staged block x[0, len) (optim::q_quantize_block; acc holds the bit-pattern
+// maximum of x[0, len & ~15)) and returns its encoding factor (0 when its codes are all 0).
+SOF_AVX512_INLINE float q8_scale(const float* x, int64_t len, __m512i acc, float* scale) {
+    const optim::QBlockScale bs = optim::q_block_scale(amax_block(acc, x, len));
     *scale = bs.scale;
-    if (!bs.ok) {
+    return bs.ok ? bs.inv : 0.0f;
+}
+
+// The codes of the staged block x[0, len) with encoding factor inv (q8_scale) into codes[0, len).
+// Whole 64-code lines are packed and stored at once; the codes take ordinary stores also when the
+// step's other outputs are streamed (as kernels_avx2.cpp's q8_quantize2, measured faster there).
+template <bool SIGNED>
+SOF_AVX512_INLINE void q8_encode_block(const float* x, int64_t len, float inv_s, uint8_t* codes) {
+    constexpr optim::QMap q = optim::q8_map(SIGNED);
+    if (inv_s == 0.0f) {
         std::memset(codes, 0, static_cast<size_t>(len));
         return;
     }
-    const __m512 inv = _mm512_set1_ps(bs.inv);
-    for (int64_t j = 0; j < len16; j += 16) {
-        __m128i c16 = q8_encode16<SIGNED>(_mm512_load_ps(x + j), inv);
-        if constexpr (NT)
-            _mm_stream_si128(reinterpret_cast<__m128i*>(codes + j), c16);
-        else
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j), c16);
-    }
+    const __m512 inv = _mm512_set1_ps(inv_s);
+    const int64_t len64 = len & ~int64_t{63}, len16 = len & ~int64_t{15};
+    for (int64_t j = 0; j < len64; j += 64)
+        _mm512_storeu_si512(codes + j,
+                            pack_codes64(q8_code16<SIGNED>(_mm512_load_ps(x + j), inv),
+                                         q8_code16<SIGNED>(_mm512_load_ps(x + j + 16), inv),
+                                         q8_code16<SIGNED>(_mm512_load_ps(x + j + 32), inv),
+                                         q8_code16<SIGNED>(_mm512_load_ps(x + j + 48), inv)));
+    for (int64_t j = len64; j < len16; j += 16)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j),
+                         _mm512_cvtepi32_epi8(q8_code16<SIGNED>(_mm512_load_ps(x + j), inv)));
     for (int64_t j = len16; j < len; j++)
-        codes[j] = optim::q_encode(x[j] * bs.inv, q);
+        codes[j] = optim::q_encode(x[j] * inv_s, q);
+}
+
+// Writes the pending block's codes (if any) and clears it.
+SOF_AVX512_INLINE void q8_flush(QPending& pd) {
+    if (pd.len == 0) return;
+    q8_encode_block<true>(pd.x[0], pd.len, pd.inv[0], pd.codes[0]);
+    q8_encode_block<false>(pd.x[1], pd.len, pd.inv[1], pd.codes[1]);
+    pd.len = 0;
 }
 
 // The grad statistics of a Q8 tile, fused into its step: stats_impl's blocks, lane sums,
@@ -483,7 +528,7 @@ constexpr int kLdRuntime = -2;
 template <int GD, int LD, int SD, int PD, bool NT, bool WD, bool L2>
 SOF_AVX512_INLINE void q_block(const StepConsts& c, const V16Consts& k, const SrKeys& keys,
                                const Tile& t, int64_t b0, int64_t len, float* sm, float* sv,
-                               QScratch& x, Sums16& st) {
+                               QScratch& x, Sums16& st, QPending& pd) {
     constexpr bool q8 = SD == SOF_STATE_Q8;
     const uint8_t* mc = static_cast<const uint8_t*>(t.m);
     const uint8_t* vc = static_cast<const uint8_t*>(t.v);
@@ -539,8 +584,8 @@ SOF_AVX512_INLINE void q_block(const StepConsts& c, const V16Consts& k, const Sr
             if constexpr (q8) {
                 _mm512_store_ps(sm + j, m);
                 _mm512_store_ps(sv + j, v);
-                am = amax16(am, m);
-                av = amax16(av, v);
+                am = amax16<true>(am, m);
+                av = amax16<false>(av, v);
             } else if constexpr (NT) {
                 store_state16<SD>(x.m, s, m);
                 store_state16<SD>(x.v, s, v);
@@ -573,9 +618,14 @@ SOF_AVX512_INLINE void q_block(const StepConsts& c, const V16Consts& k, const Sr
         else
             store_mv_elem(t, b0 + j, m, v);
     }
-    if constexpr (q8) {
-        q8_quantize<true, NT>(sm, len, am, static_cast<uint8_t*>(t.mo) + b0, t.mso + b0 / t.qb);
-        q8_quantize<false, NT>(sv, len, av, static_cast<uint8_t*>(t.vo) + b0, t.vso + b0 / t.qb);
+    if constexpr (q8) { // this block's scales now, its codes after the next block's step
+        q8_flush(pd);
+        pd.inv[0] = q8_scale(sm, len, am, t.mso + b0 / t.qb);
+        pd.inv[1] = q8_scale(sv, len, av, t.vso + b0 / t.qb);
+        pd.x[0] = sm, pd.x[1] = sv;
+        pd.codes[0] = static_cast<uint8_t*>(t.mo) + b0;
+        pd.codes[1] = static_cast<uint8_t*>(t.vo) + b0;
+        pd.len = len;
     }
 }
 
@@ -584,14 +634,17 @@ SOF_AVX512 double step_q_impl(const StepConsts& c, const Tile& t) {
     const V16Consts k = v16_consts(c);
     SrKeys keys;
     if constexpr (PD == SOF_DTYPE_BF16) sr_keys(c, keys);
+    // Q8: two staging buffers per moment, the pending block's and the current one's
     constexpr int64_t stage = SD == SOF_STATE_Q8 ? optim::kQBlockMax : 16;
-    alignas(64) float sm[stage], sv[stage];
+    alignas(64) float sm[2][stage], sv[2][stage];
     QScratch x;
+    QPending pd;
     Sums16 st(t.n & ~int64_t{15});
     const int64_t chunk = SD == SOF_STATE_Q8 ? t.qb : optim::kQBlockMax;
-    for (int64_t b0 = 0; b0 < t.n; b0 += chunk)
+    for (int64_t b0 = 0, k2 = 0; b0 < t.n; b0 += chunk, k2 ^= 1)
         q_block<GD, LD, SD, PD, NT, WD, L2>(c, k, keys, t, b0, t.n - b0 < chunk ? t.n - b0 : chunk,
-                                            sm, sv, x, st);
+                                            sm[k2], sv[k2], x, st, pd);
+    q8_flush(pd);
     double sumsq = hsum(st.lo, st.hi);
     for (int64_t i = st.n16; i < t.n; i++) { // stats_impl's tail, in index order
         float gs = optim::adam_ref_grad(t.g, GD, i) * c.scale;

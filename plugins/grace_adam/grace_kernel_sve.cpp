@@ -165,11 +165,14 @@ inline void quantize_block(const float* x, int64_t len, optim::QMap q, uint8_t* 
     }
     const optim::QBlockScale bs = optim::q_block_scale(svmaxv_u32(svptrue_b32(), acc));
     *scale = bs.scale;
+    // cpu_adam's q8_encode8 (kernels_avx2.cpp) lane by lane: one IEEE add rounds y = x * inv to
+    // its code's multiple of 2^(e-mbits) (nearest even), one fused multiply-subtract forms the
+    // fp32 whose bits are code << (23 - mbits) (+0 for a zero magnitude); no clamp, as there:
+    // |y| <= 1.875 (1 + 2^-24)^2 rounds to the largest code at most.
     const int bias = optim::q_bias(q);
     const int sh = 23 - q.mbits;
-    const uint32_t mx = optim::q_mag_max(q);
-    const uint32_t min_normal = static_cast<uint32_t>(128 - bias) << 23;
-    const float up = core::bits_f32(static_cast<uint32_t>(127 + bias - 1 + q.mbits) << 23);
+    const uint32_t min_exp = static_cast<uint32_t>(128 - bias) << 23;
+    const float down = core::bits_f32(static_cast<uint32_t>(bias) << 23); // 2^(bias-127)
     for (int64_t i = 0; i < len; i += vl) {
         svbool_t pg = svwhilelt_b32(i, len);
         if (!bs.ok) {
@@ -178,20 +181,17 @@ inline void quantize_block(const float* x, int64_t len, optim::QMap q, uint8_t* 
         }
         svfloat32_t y = svmul_n_f32_x(pg, svld1_f32(pg, x + i), bs.inv);
         svuint32_t u = svreinterpret_u32_f32(y);
-        svuint32_t ua = svand_n_u32_x(pg, u, 0x7fffffffu);
-        svuint32_t t = svadd_u32_x(pg, svadd_n_u32_x(pg, ua, (1u << (sh - 1)) - 1u),
-                                   svand_n_u32_x(pg, svlsr_n_u32_x(pg, ua, sh), 1u));
-        svuint32_t cn = svsub_n_u32_x(pg, svlsr_n_u32_x(pg, t, sh),
-                                      static_cast<uint32_t>(127 - bias) << q.mbits);
-        svfloat32_t r =
-            svadd_n_f32_x(pg, svmul_n_f32_x(pg, svreinterpret_f32_u32(ua), up), 8388608.0f);
-        svuint32_t cs = svsub_n_u32_x(pg, svreinterpret_u32_f32(r), 0x4b000000u);
-        svuint32_t code = svsel_u32(svcmpge_n_u32(pg, ua, min_normal), cn, cs);
-        code = svmin_n_u32_x(pg, code, mx);
-        if (q.is_signed) {
-            svuint32_t sign = svlsl_n_u32_x(pg, svlsr_n_u32_x(pg, u, 31), 7);
-            code = svsel_u32(svcmpne_n_u32(pg, code, 0u), svorr_u32_x(pg, code, sign), code);
-        }
+        svuint32_t eb = svmax_n_u32_x(pg, svand_n_u32_x(pg, u, 0x7f800000u), min_exp);
+        svuint32_t big = svadd_n_u32_x(pg, eb, static_cast<uint32_t>(sh) << 23);
+        if (q.is_signed) big = svorr_u32_x(pg, big, svand_n_u32_x(pg, u, 0x80000000u));
+        svfloat32_t sum = svadd_f32_x(pg, y, svreinterpret_f32_u32(big));
+        svuint32_t lo = svsub_n_u32_x(pg, big, static_cast<uint32_t>(127 - bias) << 23);
+        svuint32_t r = svreinterpret_u32_f32(
+            svnmls_n_f32_x(pg, svreinterpret_f32_u32(lo), sum, down)); // sum * down - lo
+        svuint32_t code = svlsr_n_u32_x(pg, r, sh);
+        if (q.is_signed) // the 7-bit magnitude and r's sign in bit 7
+            code = svorr_u32_x(pg, svand_n_u32_x(pg, code, 0x7fu),
+                               svand_n_u32_x(pg, svlsr_n_u32_x(pg, r, 24), 0x80u));
         svst1b_u32(pg, out + i, code);
     }
 }
