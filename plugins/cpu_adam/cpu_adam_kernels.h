@@ -120,17 +120,6 @@ template <bool SIGNED> inline Q8FactorScalars q8_factor_scalars(float scale) {
     return {f, 1.0f, false};
 }
 
-// A staged Q8 block of both moments (m, v) whose scales are stored and whose codes the AVX-512
-// variant writes one block later, after the next block's step: the encode then does not wait on
-// the block's maximum and the two divisions of its scale (two staging buffers per moment). The
-// AVX2 variant encodes at once: deferred, it measured 2 % slower (docs/performance.md).
-struct QPending {
-    const float* x[2] = {nullptr, nullptr}; // staged m, v (len each)
-    uint8_t* codes[2] = {nullptr, nullptr};
-    optim::QBlockScale s[2] = {};
-    int64_t len = 0; // 0: nothing pending
-};
-
 // Arithmetic inverse of step_elem (p, m, v hold the stepped values on entry), for adam_rollback:
 //   denom = fma(sqrt(v), rbc2, eps);   p = fma(-nss, m / denom, p);   g = graw * scale
 //   L2: g = fma(wd, p, g) (with the recovered p)      AdamW: p = p / decay

@@ -340,27 +340,37 @@ SOF_AVX512_INLINE uint32_t amax_block(__m512i acc, const float* x, int64_t len) 
     return amax;
 }
 
+// A staged Q8 block of both moments whose scales are stored and whose codes are written one
+// block later (q_block): the encode then no longer waits on the block's maximum and the two
+// divisions of its scale, it overlaps the next block's step. (The AVX2 variant encodes at once:
+// deferred, it measured 2 % slower; here the encoding factor is kept as one float, 0 for a block
+// of zero codes: a QBlockScale in its place measured 5 % slower, docs/performance.md.)
+struct QPending {
+    const float* x[2] = {nullptr, nullptr}; // staged m, v (len each)
+    uint8_t* codes[2] = {nullptr, nullptr};
+    float inv[2] = {0.0f, 0.0f}; // encoding factors; 0: a zero or non-finite block (codes 0)
+    int64_t len = 0;             // 0: nothing pending
+};
+
 // Sets *scale of the staged block x[0, len) (optim::q_quantize_block; acc holds the bit-pattern
-// maximum of x[0, len & ~15)) and returns it with its encoding factor.
-SOF_AVX512_INLINE optim::QBlockScale q8_scale(const float* x, int64_t len, __m512i acc,
-                                              float* scale) {
+// maximum of x[0, len & ~15)) and returns its encoding factor (0 when its codes are all 0).
+SOF_AVX512_INLINE float q8_scale(const float* x, int64_t len, __m512i acc, float* scale) {
     const optim::QBlockScale bs = optim::q_block_scale(amax_block(acc, x, len));
     *scale = bs.scale;
-    return bs;
+    return bs.ok ? bs.inv : 0.0f;
 }
 
-// The codes of the staged block x[0, len) of scale bs (q8_scale) into codes[0, len).
+// The codes of the staged block x[0, len) with encoding factor inv (q8_scale) into codes[0, len).
 // Whole 64-code lines are packed and stored at once; the codes take ordinary stores also when the
 // step's other outputs are streamed (as kernels_avx2.cpp's q8_quantize2, measured faster there).
 template <bool SIGNED>
-SOF_AVX512_INLINE void q8_encode_block(const float* x, int64_t len, optim::QBlockScale bs,
-                                       uint8_t* codes) {
+SOF_AVX512_INLINE void q8_encode_block(const float* x, int64_t len, float inv_s, uint8_t* codes) {
     constexpr optim::QMap q = optim::q8_map(SIGNED);
-    if (!bs.ok) {
+    if (inv_s == 0.0f) {
         std::memset(codes, 0, static_cast<size_t>(len));
         return;
     }
-    const __m512 inv = _mm512_set1_ps(bs.inv);
+    const __m512 inv = _mm512_set1_ps(inv_s);
     const int64_t len64 = len & ~int64_t{63}, len16 = len & ~int64_t{15};
     for (int64_t j = 0; j < len64; j += 64)
         _mm512_storeu_si512(codes + j,
@@ -372,14 +382,14 @@ SOF_AVX512_INLINE void q8_encode_block(const float* x, int64_t len, optim::QBloc
         _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j),
                          _mm512_cvtepi32_epi8(q8_code16<SIGNED>(_mm512_load_ps(x + j), inv)));
     for (int64_t j = len16; j < len; j++)
-        codes[j] = optim::q_encode(x[j] * bs.inv, q);
+        codes[j] = optim::q_encode(x[j] * inv_s, q);
 }
 
 // Writes the pending block's codes (if any) and clears it.
 SOF_AVX512_INLINE void q8_flush(QPending& pd) {
     if (pd.len == 0) return;
-    q8_encode_block<true>(pd.x[0], pd.len, pd.s[0], pd.codes[0]);
-    q8_encode_block<false>(pd.x[1], pd.len, pd.s[1], pd.codes[1]);
+    q8_encode_block<true>(pd.x[0], pd.len, pd.inv[0], pd.codes[0]);
+    q8_encode_block<false>(pd.x[1], pd.len, pd.inv[1], pd.codes[1]);
     pd.len = 0;
 }
 
@@ -612,8 +622,8 @@ SOF_AVX512_INLINE void q_block(const StepConsts& c, const V16Consts& k, const Sr
     }
     if constexpr (q8) { // this block's scales now, its codes after the next block's step
         q8_flush(pd);
-        pd.s[0] = q8_scale(sm, len, am, t.mso + b0 / t.qb);
-        pd.s[1] = q8_scale(sv, len, av, t.vso + b0 / t.qb);
+        pd.inv[0] = q8_scale(sm, len, am, t.mso + b0 / t.qb);
+        pd.inv[1] = q8_scale(sv, len, av, t.vso + b0 / t.qb);
         pd.x[0] = sm, pd.x[1] = sv;
         pd.codes[0] = static_cast<uint8_t*>(t.mo) + b0;
         pd.codes[1] = static_cast<uint8_t*>(t.vo) + b0;
