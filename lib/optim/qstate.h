@@ -43,6 +43,7 @@ SOF_HD constexpr QMap q8_map(bool is_signed) {
 }
 
 constexpr float kQMax = 1.875f;        // the largest magnitude of every Q8 map
+constexpr int kQBlockMin = 64;         // smallest block (a power of two, sof_optim_check.h)
 constexpr int kQBlockMax = 4096;       // largest block a plugin must handle (scratch per block)
 constexpr uint32_t kQNaN = 0x7fc00000; // scale of a block holding a non-finite value
 

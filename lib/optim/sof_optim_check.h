@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "optim/qstate.h"
 #include "optim/sof_optim_abi.h"
 
 namespace sof::optim {
@@ -107,9 +108,10 @@ inline sof_status check_slice(const sof_optim_plugin& pl, const sof_optim_slice*
         }
         if (state_quantized(q.format)) {
             // a power of two: cpu_adam's 8192-element tiles hold whole blocks
-            if (q.block < 64 || q.block > 4096 || (q.block & (q.block - 1)) != 0)
+            if (q.block < kQBlockMin || q.block > kQBlockMax || (q.block & (q.block - 1)) != 0)
                 return bad(sn + ": block " + std::to_string(q.block) +
-                           " must be a power of two from 64 to 4096");
+                           " must be a power of two from " + std::to_string(kQBlockMin) + " to " +
+                           std::to_string(kQBlockMax));
             if (qblock != 0 && q.block != qblock)
                 return bad(sn + ": block " + std::to_string(q.block) +
                            " differs from another quantized slot's " + std::to_string(qblock));

@@ -4,6 +4,7 @@
 #ifndef SOF_OPTIM_SHELL_H
 #define SOF_OPTIM_SHELL_H
 
+#include <exception>
 #include <mutex>
 #include <new>
 #include <string>
@@ -33,7 +34,8 @@ struct Base {
 //   static sof_status rollback(Ctx&, const sof_optim_slice&, const sof_optim_hparams&, void*);
 //   static sof_status grad_stats(Ctx&, const void* g, int32_t gd, int64_t n, float scale,
 //                                sof_optim_result* result, void* stream);
-// One error convention: a status code, and the message in the context (read by last_error).
+// One error convention: a status code, and the message in the context (read by last_error); no
+// exception leaves an entry point (guarded).
 template <class P> struct Shell {
     using Ctx = typename P::Ctx;
 
@@ -48,7 +50,29 @@ template <class P> struct Shell {
         return st;
     }
 
-    static sof_status create(const sof_optim_init* init, sof_optim_ctx** out) {
+    // Runs an entry point's body; no exception crosses the C ABI: an allocation failure
+    // (std::string, std::vector in the shell or a policy) is SOF_ERR_OUT_OF_MEMORY, anything else
+    // SOF_ERR_INTERNAL, with the message recorded where that still can be.
+    template <class F> static sof_status guarded(Ctx* ctx, const char* where, F&& body) noexcept {
+        try {
+            return body();
+        } catch (const std::bad_alloc&) {
+            return SOF_ERR_OUT_OF_MEMORY;
+        } catch (const std::exception& e) {
+            try {
+                return fail(ctx, SOF_ERR_INTERNAL, std::string(where) + ": " + e.what());
+            } catch (...) {
+                return SOF_ERR_INTERNAL;
+            }
+        } catch (...) {
+            return SOF_ERR_INTERNAL;
+        }
+    }
+
+    static sof_status create(const sof_optim_init* init, sof_optim_ctx** out) noexcept {
+        return guarded(nullptr, "create", [&] { return create_body(init, out); });
+    }
+    static sof_status create_body(const sof_optim_init* init, sof_optim_ctx** out) {
         if (!out) return SOF_ERR_INVALID_ARGUMENT;
         *out = nullptr;
         if (!init || init->struct_size < sizeof(sof_optim_init)) return SOF_ERR_INVALID_ARGUMENT;
@@ -57,8 +81,14 @@ template <class P> struct Shell {
         if (!ctx) return SOF_ERR_OUT_OF_MEMORY;
         ctx->threads = init->num_threads;
         ctx->device = init->device;
-        std::string why;
-        sof_status st = P::init(*ctx, *init, &why);
+        sof_status st = SOF_ERR_INTERNAL;
+        try {
+            std::string why;
+            st = P::init(*ctx, *init, &why);
+        } catch (...) {
+            delete ctx;
+            throw;
+        }
         if (st != SOF_OK) {
             delete ctx;
             return st;
@@ -69,21 +99,31 @@ template <class P> struct Shell {
 
     static void destroy(sof_optim_ctx* c) { delete ctx_of(c); }
 
-    static const char* last_error(sof_optim_ctx* c) {
+    static const char* last_error(sof_optim_ctx* c) noexcept {
         thread_local std::string copy; // stable storage for the returned pointer, per thread
         Ctx* ctx = ctx_of(c);
         if (!ctx) return "null optimizer context";
-        std::lock_guard<std::mutex> lock(ctx->mu);
-        copy = ctx->error;
+        try {
+            std::lock_guard<std::mutex> lock(ctx->mu);
+            copy = ctx->error;
+        } catch (...) {
+            return "last error not available (out of memory)";
+        }
         return copy.c_str();
     }
 
     // Every slice is checked before the first is stepped (nothing is written on a refusal).
     static sof_status step_multi(sof_optim_ctx* c, const sof_optim_slice* slices,
                                  const sof_optim_hparams* hp, int32_t count,
-                                 sof_optim_result* result, void* stream) {
+                                 sof_optim_result* result, void* stream) noexcept {
         Ctx* ctx = ctx_of(c);
         if (!ctx) return SOF_ERR_INVALID_ARGUMENT;
+        return guarded(ctx, "step",
+                       [&] { return step_body(ctx, slices, hp, count, result, stream); });
+    }
+    static sof_status step_body(Ctx* ctx, const sof_optim_slice* slices,
+                                const sof_optim_hparams* hp, int32_t count,
+                                sof_optim_result* result, void* stream) {
         if (count < 0 || (count > 0 && (!slices || !hp)))
             return fail(ctx, SOF_ERR_INVALID_ARGUMENT,
                         "step_multi: null slice list or negative count");
@@ -97,31 +137,37 @@ template <class P> struct Shell {
     }
 
     static sof_status step(sof_optim_ctx* c, const sof_optim_slice* s, const sof_optim_hparams* hp,
-                           sof_optim_result* result, void* stream) {
+                           sof_optim_result* result, void* stream) noexcept {
         Ctx* ctx = ctx_of(c);
         if (!ctx) return SOF_ERR_INVALID_ARGUMENT;
-        if (!s) return fail(ctx, SOF_ERR_INVALID_ARGUMENT, "step: null slice");
+        if (!s)
+            return guarded(ctx, "step",
+                           [&] { return fail(ctx, SOF_ERR_INVALID_ARGUMENT, "step: null slice"); });
         return step_multi(c, s, hp, 1, result, stream);
     }
 
     static sof_status rollback(sof_optim_ctx* c, const sof_optim_slice* s,
-                               const sof_optim_hparams* hp, void* stream) {
+                               const sof_optim_hparams* hp, void* stream) noexcept {
         Ctx* ctx = ctx_of(c);
         if (!ctx) return SOF_ERR_INVALID_ARGUMENT;
-        std::string why;
-        if (sof_status st = check_rollback(table(), s, hp, &why); st != SOF_OK)
-            return fail(ctx, st, why);
-        return P::rollback(*ctx, *s, *hp, stream);
+        return guarded(ctx, "rollback", [&] {
+            std::string why;
+            if (sof_status st = check_rollback(table(), s, hp, &why); st != SOF_OK)
+                return fail(ctx, st, why);
+            return P::rollback(*ctx, *s, *hp, stream);
+        });
     }
 
     static sof_status grad_stats(sof_optim_ctx* c, const void* grad, int32_t gd, int64_t n,
-                                 float scale, sof_optim_result* result, void* stream) {
+                                 float scale, sof_optim_result* result, void* stream) noexcept {
         Ctx* ctx = ctx_of(c);
         if (!ctx) return SOF_ERR_INVALID_ARGUMENT;
-        std::string why;
-        if (sof_status st = check_grad_stats(grad, gd, n, result, &why); st != SOF_OK)
-            return fail(ctx, st, why);
-        return P::grad_stats(*ctx, grad, gd, n, scale, result, stream);
+        return guarded(ctx, "grad_stats", [&] {
+            std::string why;
+            if (sof_status st = check_grad_stats(grad, gd, n, result, &why); st != SOF_OK)
+                return fail(ctx, st, why);
+            return P::grad_stats(*ctx, grad, gd, n, scale, result, stream);
+        });
     }
 
     static const sof_optim_plugin& table() {

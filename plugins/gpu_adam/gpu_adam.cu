@@ -10,6 +10,10 @@
 #include <vector>
 
 #include "core/cuda_sync.h"
+
+#ifdef __USE_FAST_MATH__
+#error "gpu_adam must match the scalar reference bit for bit: build it without -use_fast_math"
+#endif
 #include "gpu_adam_kernels.cuh"
 #include "gpu_adam_q.cuh"
 #include "optim/adam_ref.h"

@@ -81,8 +81,11 @@ __device__ inline void q_quantize_chunk(const SliceDesc& d, const float* x, int6
 template <int Cap>
 __global__ void __launch_bounds__(kThreads)
     q_kernel(const SliceTable<Cap> t, int64_t total_chunks, Partial* partials) {
+    // a chunk holds whole Q8 blocks of every size check_slice allows (powers of two from
+    // kQBlockMin to kQBlockMax), at most kChunk / kQBlockMin of them
+    static_assert(kChunk % optim::kQBlockMax == 0 && kChunk >= optim::kQBlockMax);
     __shared__ float s_m[kChunk], s_v[kChunk];
-    __shared__ float s_inv[kChunk / 64];
+    __shared__ float s_inv[kChunk / optim::kQBlockMin];
     double sumsq = 0.0;
     int nonfinite = 0;
     for (int64_t c = blockIdx.x; c < total_chunks; c += gridDim.x) {
