@@ -223,6 +223,11 @@ CudaAwareness query_cuda_awareness(const char* mpich_gpu_env) {
     a.supported = yes != 0;
     a.source = core::strfmt("MPIX_GPU_query_support(CUDA) = %d", yes);
     if (mpich_gpu_env) a.source = env + ", " + a.source; // the library's answer decides
+    if (mpich_gpu_env && !a.supported)
+        a.source += ": the switch is on but this MPI library cannot take device buffers; with Cray "
+                    "MPICH, link its GPU transport layer (libmpi_gtl_cuda: build with the "
+                    "craype-accel-nvidia90 module or the uenv's cray-mpich); staging through host "
+                    "memory meanwhile (slower)";
 #else
     // older Cray MPICH: no query; device buffers work only when the switch is on
     a.supported = mpich_gpu_env != nullptr;

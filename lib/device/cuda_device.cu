@@ -471,16 +471,18 @@ std::unique_ptr<Device> make_cuda_device(const config::DeviceConfig& cfg, int lo
                                          core::Trace* trace) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
+    // Runtime, not Config: what a node's driver shows may differ from rank to rank (one bad
+    // node), so the rank that sees it aborts the job (fatal_one) instead of leaving alone
     if (e != cudaSuccess || count <= 0) {
         cudaGetLastError();
-        SOF_FAIL(Config,
+        SOF_FAIL(Runtime,
                  "device.type: cuda, but no CUDA device is usable (%s): check the driver and "
                  "CUDA_VISIBLE_DEVICES, or set device.type: host",
                  e != cudaSuccess ? cudaGetErrorString(e) : "0 devices visible");
     }
     int id = cfg.id >= 0 ? cfg.id : (local_rank >= 0 ? local_rank : 0) % count;
     if (id >= count)
-        SOF_FAIL(Config, "device.id = %d, but only %d CUDA device(s) are visible (ids 0..%d)", id,
+        SOF_FAIL(Runtime, "device.id = %d, but only %d CUDA device(s) are visible (ids 0..%d)", id,
                  count, count - 1);
     return std::make_unique<CudaDevice>(id, cfg.memory_gb, trace);
 }

@@ -40,10 +40,23 @@ const char* transport_name(Transport t) {
     return "?";
 }
 
+namespace {
+
+// Staged bytes per peer: chunk_bytes up to 8 ranks, then shrinking as 8 / P (at least 64 KiB), so
+// the six pinned buffers of P chunks stay near 8 x chunk_bytes each (4 MiB chunks at 256 ranks
+// would pin 6 GiB per communicator, out of the Grace memory that holds the optimizer state).
+size_t staged_chunk_bytes(size_t chunk_bytes, size_t P) {
+    size_t b = chunk_bytes;
+    if (P > 8) b = std::max<size_t>(chunk_bytes * 8 / P, size_t{64} << 10);
+    return std::max<size_t>(b / sizeof(float), 1) * sizeof(float);
+}
+
+} // namespace
+
 DeviceComm::DeviceComm(DeviceSet& devs, comm::Group& group, Transport t, size_t chunk_bytes,
                        device::Stream* stream)
     : devs_(devs), g_(group), t_(t), s_(stream ? stream : &devs.comm()),
-      chunk_bytes_(std::max<size_t>(chunk_bytes / sizeof(float), 1) * sizeof(float)) {
+      chunk_bytes_(staged_chunk_bytes(chunk_bytes, static_cast<size_t>(group.size()))) {
     if (t_ != Transport::Staged) return;
     device::Device& d = devs_.device();
     const size_t P = static_cast<size_t>(g_.size());
@@ -273,29 +286,45 @@ Transport choose_transport(DeviceSet& devs, comm::Group& group, bool force_stage
         *why = "the host device's memory is host memory";
         return Transport::Direct;
     }
+    // Every rank makes the same MPI calls whatever its own answers: each "any" below is a
+    // collective on the group, taken before anything that depends on it (a rank that skipped the
+    // probe's allreduce would meet another rank's "any" instead).
     comm::CudaAwareness a = comm::query_cuda_awareness();
-    bool ok = a.supported;
     std::string detail = a.source;
-    if (ok) { // confirm with a device-buffer round trip: every rank contributes rank+1
-        float* buf = nullptr;
+    if (group.any(!a.supported)) {
+        *why = detail + (a.supported ? "; another rank's MPI reports no CUDA support" : "");
+        return Transport::Staged;
+    }
+    // confirm with a device-buffer round trip: every rank contributes rank+1
+    float* buf = nullptr;
+    std::vector<float> h(64, static_cast<float>(group.rank() + 1));
+    bool ready = true;
+    try {
+        buf = static_cast<float*>(d.alloc(64 * sizeof(float), "CUDA-aware probe"));
+        d.copy(buf, h.data(), h.size() * sizeof(float), CopyKind::HostToDevice, devs.comm());
+        d.synchronize(devs.comm());
+    } catch (const std::exception& e) {
+        ready = false;
+        detail += std::string("; the device-buffer probe could not be prepared: ") + e.what();
+    }
+    bool ok = false;
+    if (!group.any(!ready)) {
+        SOF_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, 64, MPI_FLOAT, MPI_SUM, group.comm()));
         try {
-            buf = static_cast<float*>(d.alloc(64 * sizeof(float), "CUDA-aware probe"));
-            std::vector<float> h(64, static_cast<float>(group.rank() + 1));
-            d.copy(buf, h.data(), h.size() * sizeof(float), CopyKind::HostToDevice, devs.comm());
-            d.synchronize(devs.comm());
-            SOF_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, 64, MPI_FLOAT, MPI_SUM, group.comm()));
             d.copy(h.data(), buf, h.size() * sizeof(float), CopyKind::DeviceToHost, devs.comm());
             d.synchronize(devs.comm());
-            float want = static_cast<float>(group.size()) * (group.size() + 1) / 2.0f;
+            const float want = static_cast<float>(group.size()) * (group.size() + 1) / 2.0f;
+            ok = true;
             for (float x : h)
                 ok &= x == want;
             if (!ok) detail += "; the device-buffer round trip returned wrong values";
         } catch (const std::exception& e) {
-            ok = false;
             detail += std::string("; the device-buffer round trip failed: ") + e.what();
         }
-        d.free(buf);
+    } else if (ready) {
+        detail += "; another rank could not prepare the device-buffer probe";
     }
+    d.free(buf);
     bool everyone = !group.any(!ok); // one path for the whole group
     if (ok && !everyone) detail += "; another rank could not confirm it";
     *why = detail;

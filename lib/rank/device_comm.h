@@ -21,7 +21,8 @@ const char* transport_name(Transport t);
 
 class DeviceComm {
   public:
-    // chunk_bytes: staging chunk (two pinned buffers of it for send, two for receive, x group).
+    // chunk_bytes: staging chunk per peer (two pinned buffers of it for send, two for receive,
+    // x group; above 8 ranks it shrinks as 8 / size, to no less than 64 KiB).
     // stream: where the staging copies and device-side sums run (null: the DeviceSet's comm
     // stream). One thread at a time calls a DeviceComm (the comm lane for the shard group, the
     // model's thread for the SP group); each has its own stream.

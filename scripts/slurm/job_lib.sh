@@ -30,6 +30,27 @@ SOF_TRAINED=""
 
 sof_log() { echo "[$(date -u +%FT%TZ) sbatch ${SLURM_JOB_ID:-?}] $*"; }
 
+# Cray MPICH's environment for a GPU run of the executable $1. MPICH_GPU_SUPPORT_ENABLED=1 (device
+# buffers passed to MPI; the engine confirms with a round trip) only where the binary links Cray
+# MPICH's GPU transport layer, libmpi_gtl_cuda: with the switch on and the layer missing, Cray
+# MPICH aborts inside MPI_Init, before the program can say why. A Cray MPICH binary without it
+# gets the switch off and a warning (collectives staged through host memory, slower). A value the
+# user set is kept where the layer is linked. MPICH_MAX_THREAD_SAFETY=multiple: the engine's comm
+# lane needs MPI_THREAD_MULTIPLE. Other MPI libraries ignore both.
+sof_cray_mpich_env() {
+  local libs
+  libs=$(ldd "$1" 2>/dev/null || true)
+  export MPICH_MAX_THREAD_SAFETY=multiple
+  if grep -q libmpi_gtl_cuda <<<"$libs"; then
+    export MPICH_GPU_SUPPORT_ENABLED="${MPICH_GPU_SUPPORT_ENABLED:-1}"
+  elif grep -qi cray <<<"$libs"; then
+    export MPICH_GPU_SUPPORT_ENABLED=0
+    sof_log "WARNING: $1 links Cray MPICH without its GPU transport layer (libmpi_gtl_cuda):" \
+      "collectives staged through host memory; rebuild with the craype-accel-nvidia90 module" \
+      "(or the uenv's cray-mpich) for CUDA-aware MPI"
+  fi
+}
+
 _sof_on_usr1() {
   SOF_SIGNAL=USR1
   if [ -n "$SOF_STEP_PID" ] && kill -0 "$SOF_STEP_PID" 2>/dev/null; then
