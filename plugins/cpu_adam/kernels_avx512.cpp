@@ -320,9 +320,9 @@ template <bool SIGNED> SOF_AVX512_INLINE __m512i amax16(__m512i acc, __m512 x) {
     return _mm512_max_epu32(acc, SIGNED ? _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)) : u);
 }
 
-// 64 codes (four q8_encode16 results before their narrowing, values < 256) as 64 bytes in element
-// order: two dword-to-word packs and one word-to-byte pack leave 128-bit lane k holding group k
-// of each input; one dword permutation puts the groups in order.
+// 64 codes (four q8_code16 results, values < 256) as 64 bytes in element order: two dword-to-word
+// packs and one word-to-byte pack leave 128-bit lane k holding group k of each input; one dword
+// permutation puts the groups in order.
 SOF_AVX512_INLINE __m512i pack_codes64(__m512i c0, __m512i c1, __m512i c2, __m512i c3) {
     const __m512i b = _mm512_packus_epi16(_mm512_packus_epi32(c0, c1), _mm512_packus_epi32(c2, c3));
     return _mm512_permutexvar_epi32(
@@ -348,7 +348,8 @@ SOF_AVX512_INLINE uint32_t amax_block(__m512i acc, const float* x, int64_t len) 
 struct QPending {
     const float* x[2] = {nullptr, nullptr}; // staged m, v (len each)
     uint8_t* codes[2] = {nullptr, nullptr};
-    float inv[2] = {0.0f, 0.0f}; // encoding factors; 0: a zero or non-finite block (codes 0)
+    float inv[2] = {0.0f, 0.0f}; // encoding factors (> 0: 1.875 / amax, amax <= FLT_MAX); 0: a
+                                 // zero or non-finite block (codes 0)
     int64_t len = 0;             // 0: nothing pending
 };
 
