@@ -40,7 +40,8 @@ struct StreamScratch {
 constexpr size_t kScratchBytes = kMaxBlocks * sizeof(Partial) + sizeof(ResultOut);
 
 struct Ctx : optim::shell::Base {
-    int grid = kMaxBlocks; // blocks per launch: one wave of resident blocks on this device
+    int grid = kMaxBlocks;   // blocks per launch: one wave of resident blocks on this device
+    int grid_q = kMaxBlocks; // the same for q_kernel (36 KiB of shared memory per block)
     // one launch sequence at a time: a stream's scratch is reused in stream order
     std::mutex launch_mu;
     std::vector<StreamScratch> scratch; // (streams that ran statistics)
@@ -144,12 +145,13 @@ cudaError_t launch_group(Ctx* ctx, Op op, const std::vector<SliceDesc>& descs, s
         total += chunks_of(descs[i]);
     }
     t.chunk_start[t.count] = total;
-    *blocks = static_cast<int>(std::min<int64_t>(total, ctx->grid));
-    if (*blocks == 0) return cudaSuccess;
     bool q = false;
     for (size_t i = first; i < last; i++)
         q = q || needs_q(descs[i]);
-    if (op == Op::Step && q)
+    q = q && op == Op::Step;
+    *blocks = static_cast<int>(std::min<int64_t>(total, q ? ctx->grid_q : ctx->grid));
+    if (*blocks == 0) return cudaSuccess;
+    if (q)
         q_kernel<Cap><<<*blocks, kThreads, 0, stream>>>(t, total, partials);
     else if (op == Op::Step)
         multi_kernel<Op::Step, Cap><<<*blocks, kThreads, 0, stream>>>(t, total, partials);
@@ -329,17 +331,24 @@ struct GpuAdam {
             return SOF_ERR_DEVICE;
         }
         // One wave of resident blocks: grid-striding over chunks balances better than many
-        // waves. The grid depends only on the device, so the statistics are reproducible.
-        int sms = 0, per_sm = 0;
-        if (cudaSetDevice(init.device) != cudaSuccess ||
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, init.device) !=
-                cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, multi_kernel<Op::Step, 1>,
-                                                          kThreads, 0) != cudaSuccess) {
+        // waves. The grid depends only on the device, so the statistics are reproducible. The
+        // caller's current device is restored (the occupancy queries need ours current).
+        int sms = 0, per_sm = 0, per_sm_q = 0, caller = 0;
+        if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
+        const bool ok = cudaSetDevice(init.device) == cudaSuccess &&
+                        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, init.device) ==
+                            cudaSuccess &&
+                        cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                            &per_sm, multi_kernel<Op::Step, 1>, kThreads, 0) == cudaSuccess &&
+                        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_q, q_kernel<1>,
+                                                                      kThreads, 0) == cudaSuccess;
+        if (caller >= 0 && caller != init.device) cudaSetDevice(caller);
+        if (!ok) {
             cudaGetLastError();
             return SOF_ERR_DEVICE;
         }
         ctx.grid = std::max(1, std::min(kMaxBlocks, sms * per_sm));
+        ctx.grid_q = std::max(1, std::min(kMaxBlocks, sms * per_sm_q));
         return SOF_OK;
     }
 
