@@ -83,3 +83,20 @@ SOF_OP_GPU("copy", "bitwise against the plain loop (fp32 and bf16 rows)") {
     gpu_cases<float>(*g);
     gpu_cases<core::bf16>(*g);
 }
+
+SOF_OP_GPU("copy", "rows whose pitch passes 2^31 bytes (Ulysses at long sequences)") {
+    Gpu* g = gpu_or_skip();
+    if (!g) return;
+    // cudaMemcpy2DAsync refuses such pitches; copy_rows then copies row by row. Scatter two rows
+    // into a 4 GiB buffer (destination pitch 2^31 + 256 bytes), gather them back (source pitch),
+    // and read the second row where it must have landed.
+    const size_t rows = 2, width = 48, pitch = (size_t{1} << 29) + 64; // floats
+    const auto a = randn(rows * width, 5);
+    auto narrow = g->upload<float>(a);
+    DevBuf<float> wide(&g->dev(), rows * pitch), back(&g->dev(), rows * width);
+    kernels::copy_rows<float>(g->exec(), wide.get(), pitch, narrow.get(), width, rows, width);
+    kernels::copy_rows<float>(g->exec(), back.get(), width, wide.get(), pitch, rows, width);
+    check_bitwise("copy pitch: row 1 in place", g->download(wide.get() + pitch, width),
+                  std::vector<float>(a.begin() + width, a.end()));
+    check_bitwise("copy pitch: round trip", g->download(back), a);
+}
