@@ -529,7 +529,19 @@ class Zero0 : public offload::Updater, public ShardAccess {
           const core::Log& log, core::Trace* trace, bool model_bf16)
         : cfg_(cfg), full_(full), ctx_(ctx), ds_(ctx), map_(zero::make_shard_map(full, 1, 0)),
           sink_(*this) {
-        inner_ = make_inner(cfg, full, ctx, log, trace, model_bf16);
+        // Weight flow's device grad ring frees a unit's slot when the unit is delivered
+        // (unit_done); here the allreduces deliver a unit up to kInflight units after the model
+        // wrote it, past what the ring holds ("no free slot"): the model writes its grads into
+        // the pinned host buffer instead (offload.flow_grads: host).
+        if (cfg_.offload.enabled && cfg_.offload.weights == config::WeightsPolicy::Flow &&
+            cfg_.offload.flow_grads != config::FlowGrads::Host) {
+            cfg_.offload.flow_grads = config::FlowGrads::Host;
+            log.info("zero: stage 0 with weight flow: the model's grads in pinned host memory "
+                     "(offload.flow_grads: host; the device grad ring needs each unit delivered "
+                     "when written, the all-reduces deliver up to %zu units later)",
+                     kInflight);
+        }
+        inner_ = make_inner(cfg_, full, ctx, log, trace, model_bf16);
         size_t max_unit = 0;
         for (int u = 0; u < full.num_units(); u++)
             max_unit = std::max(max_unit, full.unit_begin[static_cast<size_t>(u) + 1] -
