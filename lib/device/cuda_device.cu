@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -43,7 +44,11 @@ class CudaEvent : public Event {
         SOF_CHECK_CUDA(
             cudaEventCreateWithFlags(&ev_, timing ? cudaEventDefault : cudaEventDisableTiming));
     }
-    ~CudaEvent() override { cudaEventDestroy(ev_); }
+    ~CudaEvent() override { // possibly on another thread than the creator's: the device first
+        cudaSetDevice(ordinal_);
+        cudaEventDestroy(ev_);
+        (void)cudaGetLastError(); // nothing to report it to; not blamed on the next launch
+    }
     // query and synchronize are the first CUDA calls of the engine's optimizer worker and the
     // comm lane (threads of their own, which start on device 0): the device first, so that no
     // thread of a rank on GPU k creates a context on GPU 0
@@ -63,7 +68,8 @@ class CudaEvent : public Event {
     }
     bool timing() const override { return timing_; }
     cudaEvent_t handle() const { return ev_; }
-    bool recorded = false; // set by CudaDevice::record (elapsed_ms refuses an unrecorded event)
+    std::atomic<bool> recorded{false}; // set by CudaDevice::record (elapsed_ms refuses an
+                                       // unrecorded event); any thread may record
 
   private:
     int ordinal_;
@@ -164,6 +170,7 @@ CudaStream::~CudaStream() {
     scratch_.reset();               // drains the stream, then frees
     cudaStreamSynchronize(stream_); // pending host tasks hold only shared state, but finish them
     cudaStreamDestroy(stream_);
+    (void)cudaGetLastError(); // nothing to report it to; not blamed on the next launch
 }
 
 // One host task in flight: owned by the callback, which deletes it.
@@ -302,6 +309,12 @@ class CudaDevice : public Device {
 CudaDevice::CudaDevice(int ordinal, double memory_gb, core::Trace* trace)
     : ordinal_(ordinal), trace_(trace) {
     set_device();
+    // host waits (event and stream synchronize) sleep instead of spinning: the main thread, the
+    // comm lane and the optimizer worker would otherwise each hold a Grace core that the CPU
+    // Adam's threads need (cudaDeviceScheduleAuto spins while contexts <= cores). The flags of
+    // the current device, i.e. ours (CUDA 12 and later overwrite those of an initialized device;
+    // older runtimes refuse: the error is cleared and the default stays).
+    if (cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess) (void)cudaGetLastError();
     cudaDeviceProp prop{};
     SOF_CHECK_CUDA(cudaGetDeviceProperties(&prop, ordinal_));
     sms_ = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
@@ -429,13 +442,23 @@ void CudaDevice::free_pinned(void* p) noexcept {
 void CudaDevice::synchronize() {
     set_device();
     SOF_CHECK_CUDA(cudaDeviceSynchronize());
-    std::vector<CudaStream*> all;
+    // the streams' shared error states, not the streams: one may be destroyed by another thread
+    // once the registry's lock is released
+    std::vector<std::shared_ptr<StreamState>> all;
     {
         std::lock_guard<std::mutex> lk(registry_->mu);
-        all = registry_->streams;
+        for (CudaStream* s : registry_->streams)
+            all.push_back(s->state());
     }
-    for (CudaStream* s : all)
-        s->rethrow();
+    for (const std::shared_ptr<StreamState>& st : all) {
+        std::exception_ptr e;
+        {
+            std::lock_guard<std::mutex> lk(st->mu);
+            e = st->error;
+            st->error = nullptr;
+        }
+        if (e) std::rethrow_exception(e);
+    }
 }
 
 // The direction only names the copy: with unified addressing cudaMemcpyDefault follows the

@@ -187,10 +187,19 @@ template <class T> template <class F> void DriverT<T>::rope_fill(size_t rows, F 
 }
 
 template <class T> DriverT<T>::~DriverT() {
-    if (!host_mem_ && stream_) dev_->synchronize(*stream_);
+    // a destructor must not throw: after a device fault the driver is destroyed while that error
+    // unwinds, and a second exception here would end the rank in std::terminate, past the error
+    // report and MPI_Abort (app/fatal.cpp)
+    try {
+        if (!host_mem_ && stream_) dev_->synchronize(*stream_);
+    } catch (...) {
+    }
     scratch_.reset(); // frees through dev_ while stream_ is alive
-    if (d2h_) dev_->synchronize(*d2h_);
-    if (h2d_) dev_->synchronize(*h2d_);
+    try {
+        if (d2h_) dev_->synchronize(*d2h_);
+        if (h2d_) dev_->synchronize(*h2d_);
+    } catch (...) {
+    }
     for (void* p : allocs_)
         dev_->free(p);
     for (void* p : pinned_allocs_)
