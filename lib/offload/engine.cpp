@@ -3,6 +3,7 @@
 #include "offload/engine.h"
 
 #include <algorithm>
+#include <exception>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -500,13 +501,16 @@ void Engine::launch_bucket(Bucket& b) {
         }
         step_bytes_.params_h2d += param_bytes(b); // published when the step is not rolled back
         worker_->push([this, bp, ev, src, dst, step, lr = hp_.lr] {
-            struct Done { // clears pending_ even when the step throws (the error surfaces at drain)
+            struct Done { // clears pending_ even when the step throws (then marks the failure:
+                          // wait_bucket drains the worker, which rethrows the step's error)
                 Engine& e;
                 size_t i;
+                int unwinding = std::uncaught_exceptions();
                 ~Done() {
                     {
                         std::lock_guard<std::mutex> lk(e.pub_mu_);
                         e.pending_[i] = 0;
+                        if (std::uncaught_exceptions() > unwinding) e.pub_failed_ = true;
                     }
                     e.pub_cv_.notify_all();
                 }
@@ -619,6 +623,8 @@ void Engine::sync_all() {
     worker_->drain();
     dev_->synchronize();
     deferred_ = false;
+    std::lock_guard<std::mutex> lk(pub_mu_);
+    pub_failed_ = false;
 }
 
 bool Engine::unit_pending(int unit) {
@@ -631,12 +637,16 @@ bool Engine::unit_pending(int unit) {
 
 bool Engine::wait_bucket(int b) {
     if (!deferred_) return false;
-    bool waited;
+    bool waited, failed;
     {
         std::unique_lock<std::mutex> lk(pub_mu_);
         waited = pending_[static_cast<size_t>(b)] != 0;
         pub_cv_.wait(lk, [&] { return pending_[static_cast<size_t>(b)] == 0; });
+        failed = pub_failed_;
     }
+    // a deferred step that threw cleared its pending flag without publishing: its error now
+    // (drain rethrows it), before a forward reads the bucket's stale or half-copied weights
+    if (failed) worker_->drain();
     if (!flow_) ev_pub_[static_cast<size_t>(b)]->synchronize();
     return waited;
 }
@@ -757,6 +767,7 @@ StepReport Engine::finish_step() {
         t.reset();
         dev_->synchronize();
         rep.exposed_transfer_ms += t.ms();
+        deferred_ = false; // nothing pending: the next forward need not wait per unit
     }
     weights_changed();
     if (stv_auto_)

@@ -264,7 +264,8 @@ class Engine : public Updater {
     bool deferred_ = false;
     std::mutex pub_mu_;
     std::condition_variable pub_cv_;
-    std::vector<char> pending_;                  // (nbuckets) guarded by pub_mu_
+    std::vector<char> pending_; // (nbuckets) guarded by pub_mu_
+    bool pub_failed_ = false;   // a deferred step threw (guarded by pub_mu_; wait_bucket drains)
     std::vector<std::vector<int>> unit_buckets_; // (num_units) host buckets overlapping the unit
     double carry_ms_ = 0.0; // time waited for deferred work, reported by the next finish_step
     UpdaterStats stats_;
