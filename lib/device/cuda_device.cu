@@ -35,6 +35,16 @@ size_t round_up(size_t n) {
 struct StreamState {
     std::mutex mu;
     std::exception_ptr error;
+    // Rethrows (once) that exception.
+    void rethrow() {
+        std::exception_ptr e;
+        {
+            std::lock_guard<std::mutex> lk(mu);
+            e = error;
+            error = nullptr;
+        }
+        if (e) std::rethrow_exception(e);
+    }
 };
 
 class CudaEvent : public Event {
@@ -105,15 +115,7 @@ class CudaStream : public Stream {
     const std::shared_ptr<StreamState>& state() const { return state_; }
     int lane() const { return lane_; }
     // Rethrows (once) the first exception of a host task of this stream.
-    void rethrow() {
-        std::exception_ptr e;
-        {
-            std::lock_guard<std::mutex> lk(state_->mu);
-            e = state_->error;
-            state_->error = nullptr;
-        }
-        if (e) std::rethrow_exception(e);
-    }
+    void rethrow() { state_->rethrow(); }
 
   private:
     std::string name_;
@@ -450,15 +452,8 @@ void CudaDevice::synchronize() {
         for (CudaStream* s : registry_->streams)
             all.push_back(s->state());
     }
-    for (const std::shared_ptr<StreamState>& st : all) {
-        std::exception_ptr e;
-        {
-            std::lock_guard<std::mutex> lk(st->mu);
-            e = st->error;
-            st->error = nullptr;
-        }
-        if (e) std::rethrow_exception(e);
-    }
+    for (const std::shared_ptr<StreamState>& st : all)
+        st->rethrow();
 }
 
 // The direction only names the copy: with unified addressing cudaMemcpyDefault follows the

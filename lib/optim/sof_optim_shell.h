@@ -5,6 +5,7 @@
 #define SOF_OPTIM_SHELL_H
 
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -77,23 +78,14 @@ template <class P> struct Shell {
         *out = nullptr;
         if (!init || init->struct_size < sizeof(sof_optim_init)) return SOF_ERR_INVALID_ARGUMENT;
         if (P::score() <= 0) return SOF_ERR_UNSUPPORTED;
-        Ctx* ctx = new (std::nothrow) Ctx;
+        std::unique_ptr<Ctx> ctx(new (std::nothrow) Ctx); // freed on a refusal or a throw
         if (!ctx) return SOF_ERR_OUT_OF_MEMORY;
         ctx->threads = init->num_threads;
         ctx->device = init->device;
-        sof_status st = SOF_ERR_INTERNAL;
-        try {
-            std::string why;
-            st = P::init(*ctx, *init, &why);
-        } catch (...) {
-            delete ctx;
-            throw;
-        }
-        if (st != SOF_OK) {
-            delete ctx;
-            return st;
-        }
-        *out = reinterpret_cast<sof_optim_ctx*>(ctx);
+        std::string why;
+        sof_status st = P::init(*ctx, *init, &why);
+        if (st != SOF_OK) return st;
+        *out = reinterpret_cast<sof_optim_ctx*>(ctx.release());
         return SOF_OK;
     }
 
