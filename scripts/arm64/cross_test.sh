@@ -48,9 +48,22 @@ grep -E "superoffload: MPI|grace_adam|cpu_adam" "$BUILD/sof-configure.log" || tr
 # - slurm: slurmd starts the ranks itself (no emulator in between)
 # - the Python references that start the program by its path (test_hf_transformers,
 #   test_generate_reference, test_llama_reference, test_hf_train_reference): Python execs an
-#   aarch64 file directly, which needs binfmt_misc, absent in this container
+#   aarch64 file directly, which needs a binfmt_misc entry for aarch64; --full registers one
+#   (qemu-aarch64, the root through QEMU_LD_PREFIX) where the kernel lets root mount binfmt_misc,
+#   and runs them then
 # - combinations: the same engine paths as label engine, 10x longer under qemu (not in --full)
-EXCLUDE='^(check_format|test_kernels_structure|test_kernels_model_seam|slurm_.*|test_hf_transformers|test_generate_reference|test_llama_reference|test_hf_train_reference)$'
+PY_REFS='test_hf_transformers|test_generate_reference|test_llama_reference|test_hf_train_reference'
+EXCLUDE_BASE='check_format|test_kernels_structure|test_kernels_model_seam|slurm_.*'
+EXCLUDE="^($EXCLUDE_BASE|$PY_REFS)\$"
+binfmt_aarch64() {
+  local d=/proc/sys/fs/binfmt_misc
+  [ -e "$d/qemu-aarch64" ] && return 0
+  [ -e "$d/register" ] || mount -t binfmt_misc binfmt_misc "$d" 2>/dev/null || return 1
+  [ -w "$d/register" ] || return 1
+  printf '%s' ':qemu-aarch64:M::\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00:\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff:/usr/bin/qemu-aarch64:' \
+    >"$d/register" 2>/dev/null
+  [ -e "$d/qemu-aarch64" ]
+}
 # CI: what proves the port in the time CI has (qemu-user emulates floating point in software: one
 # step of the main job costs ~20 s of CPU under it, ~0.05 s natively): grace_adam loads, is scored
 # and chosen, and steps bitwise as the reference (test_optim_loader, test_abi_c_grace_adam), ranks
@@ -74,6 +87,17 @@ file "$BUILD/bin/test_deck" | grep -q "ARM aarch64" || { echo "cross_test: not a
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 if [ "$FULL" = 1 ]; then
+  if binfmt_aarch64; then
+    export QEMU_LD_PREFIX="$ROOT"
+    EXCLUDE="^($EXCLUDE_BASE)\$"
+    echo "cross_test: binfmt_misc runs aarch64 files through qemu-aarch64: the Python references run too"
+  else
+    echo "cross_test: no binfmt_misc entry for aarch64 (needs root and a kernel that allows it): $PY_REFS not run"
+  fi
+  # every test's TIMEOUT is set for native speed; qemu-user emulates floating point in software
+  # (~100x slower): scaled in the generated test files (the next configure writes them anew)
+  SCALE=${SOF_CROSS_TIMEOUT_SCALE:-20} find "$BUILD" -name CTestTestfile.cmake -exec \
+    perl -pi -e 's/TIMEOUT "(\d+)"/sprintf("TIMEOUT \"%d\"", $1 * $ENV{SCALE})/ge' {} +
   ctest --test-dir "$BUILD" --output-on-failure -j 2 -E "$EXCLUDE" -LE "combinations" \
     --timeout 3000 "${@:2}"
 else
