@@ -39,7 +39,7 @@ native_arg=()
 [ -x "$NATIVE" ] && native_arg=(-DSOF_NATIVE_SUPEROFFLOAD="$NATIVE")
 mkdir -p "$BUILD"
 cmake -S . -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DSOF_ARM64_ROOT="$ROOT" \
-  -DCMAKE_BUILD_TYPE=Release -DSOF_CUDA=OFF -DSOF_CROSS_LOSS_STEPS=$steps "${native_arg[@]}" \
+  -DCMAKE_BUILD_TYPE=Release -DSOF_CUDA=OFF -DSOF_CROSS_LOSS_STEPS="$steps" "${native_arg[@]}" \
   >"$BUILD/sof-configure.log" 2>&1 || { tail -30 "$BUILD/sof-configure.log"; exit 1; }
 grep -E "superoffload: MPI|grace_adam|cpu_adam" "$BUILD/sof-configure.log" || true
 
@@ -55,15 +55,7 @@ grep -E "superoffload: MPI|grace_adam|cpu_adam" "$BUILD/sof-configure.log" || tr
 PY_REFS='test_hf_transformers|test_generate_reference|test_llama_reference|test_hf_train_reference'
 EXCLUDE_BASE='check_format|test_kernels_structure|test_kernels_model_seam|slurm_.*'
 EXCLUDE="^($EXCLUDE_BASE|$PY_REFS)\$"
-binfmt_aarch64() {
-  local d=/proc/sys/fs/binfmt_misc
-  [ -e "$d/qemu-aarch64" ] && return 0
-  [ -e "$d/register" ] || mount -t binfmt_misc binfmt_misc "$d" 2>/dev/null || return 1
-  [ -w "$d/register" ] || return 1
-  printf '%s' ':qemu-aarch64:M::\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00:\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff:/usr/bin/qemu-aarch64:' \
-    >"$d/register" 2>/dev/null
-  [ -e "$d/qemu-aarch64" ]
-}
+. scripts/arm64/binfmt.sh
 # CI: what proves the port in the time CI has (qemu-user emulates floating point in software: one
 # step of the main job costs ~20 s of CPU under it, ~0.05 s natively): grace_adam loads, is scored
 # and chosen, and steps bitwise as the reference (test_optim_loader, test_abi_c_grace_adam), ranks
@@ -87,7 +79,7 @@ file "$BUILD/bin/test_deck" | grep -q "ARM aarch64" || { echo "cross_test: not a
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 if [ "$FULL" = 1 ]; then
-  if binfmt_aarch64; then
+  if sof_binfmt_aarch64; then
     export QEMU_LD_PREFIX="$ROOT"
     EXCLUDE="^($EXCLUDE_BASE)\$"
     echo "cross_test: binfmt_misc runs aarch64 files through qemu-aarch64: the Python references run too"
