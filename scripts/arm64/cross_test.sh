@@ -52,8 +52,11 @@ grep -E "superoffload: MPI|grace_adam|cpu_adam" "$BUILD/sof-configure.log" || tr
 #   (qemu-aarch64, the root through QEMU_LD_PREFIX) where the kernel lets root mount binfmt_misc,
 #   and runs them then
 # - combinations: the same engine paths as label engine, 10x longer under qemu (not in --full)
+# - test_peak_rss*: peak RSS = the plan is a native check: under qemu-user the process is the
+#   emulator, whose own memory grows as it translates code (measured 2026-11-29: 17.6-18.5 MiB
+#   above the plan for plans of 167 to 304 MiB, the same offset whatever the model)
 PY_REFS='test_hf_transformers|test_generate_reference|test_llama_reference|test_hf_train_reference'
-EXCLUDE_BASE='check_format|test_kernels_structure|test_kernels_model_seam|slurm_.*'
+EXCLUDE_BASE='check_format|test_kernels_structure|test_kernels_model_seam|slurm_.*|test_peak_rss.*'
 EXCLUDE="^($EXCLUDE_BASE|$PY_REFS)\$"
 . scripts/arm64/binfmt.sh
 # CI: what proves the port in the time CI has (qemu-user emulates floating point in software: one
