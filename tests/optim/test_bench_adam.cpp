@@ -67,11 +67,7 @@ TEST_CASE("every ceiling strategy writes p+g, m+g, v+g and the truncated copy, n
 TEST_CASE("a tiny bench adam run: both modes, every strategy calibrated, paired ratios") {
     bench::BenchAdamOptions o;
     o.params = 100003;
-#if defined(__aarch64__)
-    o.plugin = "grace_adam"; // the host plugin this build makes
-#else
-    o.plugin = "cpu_adam";
-#endif
+    o.plugin = SOF_HOST_PLUGIN; // the host plugin this build makes
     o.plugin_dir = SOF_PLUGIN_DIR;
     o.threads = 2;
     o.reps = 1;
