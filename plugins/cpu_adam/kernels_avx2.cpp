@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "cpu_adam_kernels.h"
+#include "dispatch.h"
 
 #define SOF_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define SOF_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
@@ -247,35 +247,13 @@ SOF_AVX2 double step_tile_impl(const StepConsts& c, const Tile& t) {
     return sumsq;
 }
 
-template <int GD, int LD, int SD, bool NT>
-SOF_AVX2 double step_tile_mode(const StepConsts& c, const Tile& t) {
-    if (c.wd == 0.0f) return step_tile_impl<GD, LD, SD, NT, false, false>(c, t);
-    if (c.l2) return step_tile_impl<GD, LD, SD, NT, true, true>(c, t);
-    return step_tile_impl<GD, LD, SD, NT, true, false>(c, t);
-}
-
-template <int GD, int LD, int SD>
-SOF_AVX2 double step_tile_nt(const StepConsts& c, const Tile& t, bool nt) {
-    return nt ? step_tile_mode<GD, LD, SD, true>(c, t) : step_tile_mode<GD, LD, SD, false>(c, t);
-}
-
-template <int GD, int LD>
-SOF_AVX2 double step_tile_state(const StepConsts& c, const Tile& t, bool nt) {
-    if (t.sd == SOF_DTYPE_BF16) return step_tile_nt<GD, LD, SOF_DTYPE_BF16>(c, t, nt);
-    return step_tile_nt<GD, LD, SOF_DTYPE_F32>(c, t, nt);
-}
-
-template <int GD> SOF_AVX2 double step_tile_lowp(const StepConsts& c, const Tile& t, bool nt) {
-    if (!t.lowp) return step_tile_state<GD, -1>(c, t, nt);
-    if (t.ld == SOF_DTYPE_F16) return step_tile_state<GD, SOF_DTYPE_F16>(c, t, nt);
-    return step_tile_state<GD, SOF_DTYPE_BF16>(c, t, nt);
-}
-
-SOF_AVX2 double step_tile_avx2(const StepConsts& c, const Tile& t, bool nt) {
-    if (t.gd == SOF_DTYPE_BF16) return step_tile_lowp<SOF_DTYPE_BF16>(c, t, nt);
-    if (t.gd == SOF_DTYPE_F16) return step_tile_lowp<SOF_DTYPE_F16>(c, t, nt);
-    return step_tile_lowp<SOF_DTYPE_F32>(c, t, nt);
-}
+// The plain tile kernel as dispatch.h calls it (PD: fp32 always).
+struct Avx2Tile {
+    template <int GD, int LD, int SD, int PD, bool NT, bool WD, bool L2>
+    static double run(const StepConsts& c, const Tile& t) {
+        return step_tile_impl<GD, LD, SD, NT, WD, L2>(c, t);
+    }
+};
 
 // The step's sum without the step: same blocks, same lane sums, same fallback, same order.
 template <int GD> SOF_AVX2 double stats_impl(const void* g, int64_t n, float scale) {
@@ -320,7 +298,7 @@ SOF_AVX2 double stats_tile_avx2(const void* g, int32_t gd, int64_t n, float scal
 // scale, one rounding: x * (scale * 2^(127-bias)) is the same real product, so the same fp32
 // whenever scale * 2^(127-bias) is exact, i.e. does not overflow (|scale| < 2^(1+bias), NaN/Inf
 // and 0 included); a block with a larger scale multiplies twice (x * 2^(127-bias), exact, then
-// * scale). The subnormal x needs MXCSR's DAZ off (step_q_avx2 checks).
+// * scale). The subnormal x needs MXCSR's DAZ off (dispatch_step checks).
 struct Q8Factor {
     __m256 f;   // scale * 2^(127-bias), or 2^(127-bias) when twice
     __m256 s;   // scale (twice only)
@@ -369,7 +347,7 @@ SOF_AVX2_INLINE void load_q8x16(const uint8_t* codes, int64_t i, const Q8Factor&
 // single rounding, the same bits. No clamp is needed: |x| <= amax and inv = fp32(1.875 / amax)
 // give |y| <= 1.875 (1 + 2^-24)^2, which rounds to 1.875 at most, the largest code. v's y is never
 // negative (v = b2 * v + (omb2 * g) * g from +0 up; a NaN, whatever its sign, makes the block's
-// scale NaN and its codes 0). The subnormal results need MXCSR's FTZ off (step_q_avx2 checks).
+// scale NaN and its codes 0). The subnormal results need MXCSR's FTZ off (dispatch_step checks).
 template <bool SIGNED> SOF_AVX2_INLINE __m256i q8_encode8(__m256 x, __m256 inv) {
     constexpr optim::QMap q = optim::q8_map(SIGNED);
     constexpr int bias = optim::q_bias(q), sh = 23 - q.mbits;
@@ -607,9 +585,6 @@ struct QScratch {
     alignas(64) uint32_t sr[kSrWords];
 };
 
-// LD of a bf16 master: the copy's dtype is read at run time (one predictable branch).
-constexpr int kLdRuntime = -2;
-
 // One chunk of len elements from tile element b0: a Q8 block (len <= qb) or, with fp32/bf16
 // moments, up to kQBlockMax elements. Steps 16 elements at a time (block16's operations, PD the
 // master's dtype, SD the moments' format: Q8 decoded from its codes), per kSumBlock sub-chunk:
@@ -749,52 +724,24 @@ SOF_AVX2 double step_q_impl(const StepConsts& c, const Tile& t) {
     return sumsq;
 }
 
-template <int GD, int LD, int SD, int PD, bool NT>
-SOF_AVX2 double step_q_mode(const StepConsts& c, const Tile& t) {
-    if (c.wd == 0.0f) return step_q_impl<GD, LD, SD, PD, NT, false, false>(c, t);
-    if (c.l2) return step_q_impl<GD, LD, SD, PD, NT, true, true>(c, t);
-    return step_q_impl<GD, LD, SD, PD, NT, true, false>(c, t);
-}
-
-template <int GD, int LD, int SD, int PD>
-SOF_AVX2 double step_q_nt(const StepConsts& c, const Tile& t, bool nt) {
-    return nt ? step_q_mode<GD, LD, SD, PD, true>(c, t) : step_q_mode<GD, LD, SD, PD, false>(c, t);
-}
-
-template <int GD> SOF_AVX2 double step_q_format(const StepConsts& c, const Tile& t, bool nt) {
-    if (t.pd == SOF_DTYPE_BF16) {
-        if (t.sd == SOF_STATE_Q8)
-            return step_q_nt<GD, kLdRuntime, SOF_STATE_Q8, SOF_DTYPE_BF16>(c, t, nt);
-        if (t.sd == SOF_STATE_BF16)
-            return step_q_nt<GD, kLdRuntime, SOF_STATE_BF16, SOF_DTYPE_BF16>(c, t, nt);
-        return step_q_nt<GD, kLdRuntime, SOF_STATE_F32, SOF_DTYPE_BF16>(c, t, nt);
+// The quantized kernel as dispatch.h calls it.
+struct Avx2Q {
+    template <int GD, int LD, int SD, int PD, bool NT, bool WD, bool L2>
+    static double run(const StepConsts& c, const Tile& t) {
+        return step_q_impl<GD, LD, SD, PD, NT, WD, L2>(c, t);
     }
-    if (!t.lowp) return step_q_nt<GD, -1, SOF_STATE_Q8, SOF_DTYPE_F32>(c, t, nt);
-    if (t.ld == SOF_DTYPE_F16)
-        return step_q_nt<GD, SOF_DTYPE_F16, SOF_STATE_Q8, SOF_DTYPE_F32>(c, t, nt);
-    return step_q_nt<GD, SOF_DTYPE_BF16, SOF_STATE_Q8, SOF_DTYPE_F32>(c, t, nt);
-}
+};
 
-// Q8 moments and/or bf16 master params (tile_needs_q), every combination in vector registers:
-// bitwise step_tile_q_scalar's results. Statistics: this variant's (equal to its grad_stats).
-SOF_AVX2 double step_q_avx2(const StepConsts& c, const Tile& t, bool nt) {
-    if (!tile_needs_q(t)) return step_tile_avx2(c, t, nt);
-    // Q8's decode and encode pass subnormal fp32 values through mul/fma (exact with IEEE
-    // subnormals, see Q8Factor, q8_encode8): under MXCSR's DAZ or FTZ (this project never sets
-    // them, a host process might) such a tile takes the scalar path, with this variant's sums.
-    if (t.sd == SOF_STATE_Q8 && (_mm_getcsr() & 0x8040u) != 0) {
-        step_tile_q_scalar(c, t);
-        return stats_tile_avx2(t.g, t.gd, t.n, c.scale);
-    }
-    if (t.gd == SOF_DTYPE_BF16) return step_q_format<SOF_DTYPE_BF16>(c, t, nt);
-    if (t.gd == SOF_DTYPE_F16) return step_q_format<SOF_DTYPE_F16>(c, t, nt);
-    return step_q_format<SOF_DTYPE_F32>(c, t, nt);
+// Every tile: fp32 master with fp32/bf16 moments, or Q8 moments and/or a bf16 master (bitwise
+// step_tile_q_scalar's results). Statistics: this variant's (equal to its grad_stats).
+double step_avx2(const StepConsts& c, const Tile& t, bool nt) {
+    return dispatch_step<Avx2Tile, Avx2Q>(c, t, nt, stats_tile_avx2);
 }
 
 } // namespace
 
 KernelSet avx2_kernels() {
-    return {"avx2", step_tile_avx2, stats_tile_avx2, step_q_avx2, "avx2", "avx2"};
+    return {"avx2", step_avx2, stats_tile_avx2, step_avx2, "avx2", "avx2"};
 }
 
 } // namespace sof::cpu_adam

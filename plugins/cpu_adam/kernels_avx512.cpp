@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "cpu_adam_kernels.h"
+#include "dispatch.h"
 
 #define SOF_AVX512 __attribute__((target("avx512f,avx512bw")))
 #define SOF_AVX512_INLINE __attribute__((target("avx512f,avx512bw"), always_inline)) inline
@@ -189,35 +189,13 @@ SOF_AVX512 double step_tile_impl(const StepConsts& c, const Tile& t) {
     return sumsq;
 }
 
-template <int GD, int LD, int SD, bool NT>
-SOF_AVX512 double step_tile_mode(const StepConsts& c, const Tile& t) {
-    if (c.wd == 0.0f) return step_tile_impl<GD, LD, SD, NT, false, false>(c, t);
-    if (c.l2) return step_tile_impl<GD, LD, SD, NT, true, true>(c, t);
-    return step_tile_impl<GD, LD, SD, NT, true, false>(c, t);
-}
-
-template <int GD, int LD, int SD>
-SOF_AVX512 double step_tile_nt(const StepConsts& c, const Tile& t, bool nt) {
-    return nt ? step_tile_mode<GD, LD, SD, true>(c, t) : step_tile_mode<GD, LD, SD, false>(c, t);
-}
-
-template <int GD, int LD>
-SOF_AVX512 double step_tile_state(const StepConsts& c, const Tile& t, bool nt) {
-    if (t.sd == SOF_DTYPE_BF16) return step_tile_nt<GD, LD, SOF_DTYPE_BF16>(c, t, nt);
-    return step_tile_nt<GD, LD, SOF_DTYPE_F32>(c, t, nt);
-}
-
-template <int GD> SOF_AVX512 double step_tile_lowp(const StepConsts& c, const Tile& t, bool nt) {
-    if (!t.lowp) return step_tile_state<GD, -1>(c, t, nt);
-    if (t.ld == SOF_DTYPE_F16) return step_tile_state<GD, SOF_DTYPE_F16>(c, t, nt);
-    return step_tile_state<GD, SOF_DTYPE_BF16>(c, t, nt);
-}
-
-SOF_AVX512 double step_tile_avx512(const StepConsts& c, const Tile& t, bool nt) {
-    if (t.gd == SOF_DTYPE_BF16) return step_tile_lowp<SOF_DTYPE_BF16>(c, t, nt);
-    if (t.gd == SOF_DTYPE_F16) return step_tile_lowp<SOF_DTYPE_F16>(c, t, nt);
-    return step_tile_lowp<SOF_DTYPE_F32>(c, t, nt);
-}
+// The plain tile kernel as dispatch.h calls it (PD: fp32 always).
+struct Avx512Tile {
+    template <int GD, int LD, int SD, int PD, bool NT, bool WD, bool L2>
+    static double run(const StepConsts& c, const Tile& t) {
+        return step_tile_impl<GD, LD, SD, NT, WD, L2>(c, t);
+    }
+};
 
 // The step's sum without the step: same blocks, same lane sums, same fallback, same order.
 template <int GD> SOF_AVX512 double stats_impl(const void* g, int64_t n, float scale) {
@@ -256,7 +234,7 @@ SOF_AVX512 double stats_tile_avx512(const void* g, int32_t gd, int64_t n, float 
 // 31) is an fp32 whose value times 2^(127-bias) is optim::q_decode(c) exactly (an fp32 subnormal
 // for the subnormal codes), so one multiply by scale * 2^(127-bias) is q_decode(c) * scale with
 // the scalar path's single rounding; a scale whose factor overflows multiplies twice. Needs
-// MXCSR's DAZ off (step_q_avx512 checks).
+// MXCSR's DAZ off (dispatch_step checks).
 struct Q8Factor {
     __m512 f;   // scale * 2^(127-bias), or 2^(127-bias) when twice
     __m512 s;   // scale (twice only)
@@ -289,7 +267,7 @@ SOF_AVX512_INLINE __m512 load_q8x16(const uint8_t* codes, int64_t i, const Q8Fac
 // multiple of 2^(e-mbits), one FMA forms the fp32 whose bits are the code << (23 - mbits), an
 // exact +0 for a zero magnitude; no clamp: |y| <= 1.875 (1 + 2^-24)^2). m's sign (bit 31) is
 // moved to bit 7 by one bitwise select: its magnitude has 7 bits, so bits 27..30 are zero. The
-// subnormal codes need MXCSR's FTZ off (step_q_avx512 checks).
+// subnormal codes need MXCSR's FTZ off (dispatch_step checks).
 template <bool SIGNED> SOF_AVX512_INLINE __m512i q8_code16(__m512 x, __m512 inv) {
     constexpr optim::QMap q = optim::q8_map(SIGNED);
     constexpr int bias = optim::q_bias(q), sh = 23 - q.mbits;
@@ -524,9 +502,6 @@ struct QScratch {
     alignas(64) uint32_t sr[kSrWords];
 };
 
-// LD of a bf16 master: the copy's dtype is read at run time (one predictable branch).
-constexpr int kLdRuntime = -2;
-
 // One chunk of len elements from tile element b0 (kernels_avx2.cpp's q_block, 16 lanes).
 template <int GD, int LD, int SD, int PD, bool NT, bool WD, bool L2>
 SOF_AVX512_INLINE void q_block(const StepConsts& c, const V16Consts& k, const SrKeys& keys,
@@ -657,52 +632,24 @@ SOF_AVX512 double step_q_impl(const StepConsts& c, const Tile& t) {
     return sumsq;
 }
 
-template <int GD, int LD, int SD, int PD, bool NT>
-SOF_AVX512 double step_q_mode(const StepConsts& c, const Tile& t) {
-    if (c.wd == 0.0f) return step_q_impl<GD, LD, SD, PD, NT, false, false>(c, t);
-    if (c.l2) return step_q_impl<GD, LD, SD, PD, NT, true, true>(c, t);
-    return step_q_impl<GD, LD, SD, PD, NT, true, false>(c, t);
-}
-
-template <int GD, int LD, int SD, int PD>
-SOF_AVX512 double step_q_nt(const StepConsts& c, const Tile& t, bool nt) {
-    return nt ? step_q_mode<GD, LD, SD, PD, true>(c, t) : step_q_mode<GD, LD, SD, PD, false>(c, t);
-}
-
-template <int GD> SOF_AVX512 double step_q_format(const StepConsts& c, const Tile& t, bool nt) {
-    if (t.pd == SOF_DTYPE_BF16) {
-        if (t.sd == SOF_STATE_Q8)
-            return step_q_nt<GD, kLdRuntime, SOF_STATE_Q8, SOF_DTYPE_BF16>(c, t, nt);
-        if (t.sd == SOF_STATE_BF16)
-            return step_q_nt<GD, kLdRuntime, SOF_STATE_BF16, SOF_DTYPE_BF16>(c, t, nt);
-        return step_q_nt<GD, kLdRuntime, SOF_STATE_F32, SOF_DTYPE_BF16>(c, t, nt);
+// The quantized kernel as dispatch.h calls it.
+struct Avx512Q {
+    template <int GD, int LD, int SD, int PD, bool NT, bool WD, bool L2>
+    static double run(const StepConsts& c, const Tile& t) {
+        return step_q_impl<GD, LD, SD, PD, NT, WD, L2>(c, t);
     }
-    if (!t.lowp) return step_q_nt<GD, -1, SOF_STATE_Q8, SOF_DTYPE_F32>(c, t, nt);
-    if (t.ld == SOF_DTYPE_F16)
-        return step_q_nt<GD, SOF_DTYPE_F16, SOF_STATE_Q8, SOF_DTYPE_F32>(c, t, nt);
-    return step_q_nt<GD, SOF_DTYPE_BF16, SOF_STATE_Q8, SOF_DTYPE_F32>(c, t, nt);
-}
+};
 
-// Q8 moments and/or bf16 master params (tile_needs_q), every combination in vector registers:
-// bitwise step_tile_q_scalar's results. Statistics: this variant's (equal to its grad_stats).
-SOF_AVX512 double step_q_avx512(const StepConsts& c, const Tile& t, bool nt) {
-    if (!tile_needs_q(t)) return step_tile_avx512(c, t, nt);
-    // Q8's decode passes subnormal fp32 values through a multiply (exact with IEEE subnormals,
-    // see Q8Factor): under MXCSR's DAZ or FTZ (this project never sets them, a host process
-    // might) such a tile takes the scalar path, with this variant's sums.
-    if (t.sd == SOF_STATE_Q8 && (_mm_getcsr() & 0x8040u) != 0) {
-        step_tile_q_scalar(c, t);
-        return stats_tile_avx512(t.g, t.gd, t.n, c.scale);
-    }
-    if (t.gd == SOF_DTYPE_BF16) return step_q_format<SOF_DTYPE_BF16>(c, t, nt);
-    if (t.gd == SOF_DTYPE_F16) return step_q_format<SOF_DTYPE_F16>(c, t, nt);
-    return step_q_format<SOF_DTYPE_F32>(c, t, nt);
+// Every tile: fp32 master with fp32/bf16 moments, or Q8 moments and/or a bf16 master (bitwise
+// step_tile_q_scalar's results). Statistics: this variant's (equal to its grad_stats).
+double step_avx512(const StepConsts& c, const Tile& t, bool nt) {
+    return dispatch_step<Avx512Tile, Avx512Q>(c, t, nt, stats_tile_avx512);
 }
 
 } // namespace
 
 KernelSet avx512_kernels() {
-    return {"avx512", step_tile_avx512, stats_tile_avx512, step_q_avx512, "avx512", "avx512"};
+    return {"avx512", step_avx512, stats_tile_avx512, step_avx512, "avx512", "avx512"};
 }
 
 } // namespace sof::cpu_adam
