@@ -154,6 +154,25 @@ inline svfloat32_t load_q8(svbool_t pg, const void* codes, int64_t i, float scal
     return svmul_n_f32_x(pg, v, scale);
 }
 
+// The AdamW/Adam update of one vector of scaled grads g, adam_ref's operations in its order lane
+// by lane: AdamW's decay of p or Adam's L2 term on g, then m, v, and the new p (returned). The
+// scalar operands are broadcast here; the compiler hoists them out of the callers' loops.
+inline svfloat32_t adam_lanes(svbool_t pg, const Consts& c, svfloat32_t g, svfloat32_t p,
+                              svfloat32_t& m, svfloat32_t& v) {
+    if (c.wd != 0.0f) {
+        if (c.l2)
+            g = svadd_f32_x(pg, g, svmul_n_f32_x(pg, p, c.wd));
+        else
+            p = svmul_n_f32_x(pg, p, c.decay);
+    }
+    m = svadd_f32_x(pg, svmul_n_f32_x(pg, m, c.b1), svmul_n_f32_x(pg, g, c.omb1));
+    v = svadd_f32_x(pg, svmul_n_f32_x(pg, v, c.b2),
+                    svmul_f32_x(pg, svmul_n_f32_x(pg, g, c.omb2), g));
+    const svfloat32_t denom =
+        svadd_n_f32_x(pg, svdiv_n_f32_x(pg, svsqrt_f32_x(pg, v), c.bc2_sqrt), c.eps);
+    return svsub_f32_x(pg, p, svdiv_f32_x(pg, svmul_n_f32_x(pg, m, c.step_size), denom));
+}
+
 // Quantizes the staged block x[0, len) into codes out[0, len) and *scale (q_quantize_block).
 inline void quantize_block(const float* x, int64_t len, optim::QMap q, uint8_t* out, float* scale) {
     const int64_t vl = static_cast<int64_t>(svcntw());
@@ -201,12 +220,7 @@ inline void quantize_block(const float* x, int64_t len, optim::QMap q, uint8_t* 
 // staged per block and quantized when the block ends.
 TileStats step_tile_q(const Consts& c, const Buffers& b, int64_t begin, int64_t end) {
     const int64_t vl = static_cast<int64_t>(svcntw());
-    const svfloat32_t vscale = svdup_n_f32(c.scale), vb1 = svdup_n_f32(c.b1),
-                      vb2 = svdup_n_f32(c.b2), vomb1 = svdup_n_f32(c.omb1),
-                      vomb2 = svdup_n_f32(c.omb2), veps = svdup_n_f32(c.eps),
-                      vwd = svdup_n_f32(c.wd), vdecay = svdup_n_f32(c.decay),
-                      vstep = svdup_n_f32(c.step_size), vbc2 = svdup_n_f32(c.bc2_sqrt);
-    const bool decay = c.wd != 0.0f;
+    const svfloat32_t vscale = svdup_n_f32(c.scale);
     const bool q8 = b.sdt == SOF_STATE_Q8;
     const optim::QMap qm = optim::q8_map(true), qv = optim::q8_map(false);
     alignas(64) float sm[optim::kQBlockMax], sv[optim::kQBlockMax];
@@ -226,17 +240,7 @@ TileStats step_tile_q(const Consts& c, const Buffers& b, int64_t begin, int64_t 
                 m = load_state(pg, b.m, b.sdt, i);
                 v = load_state(pg, b.v, b.sdt, i);
             }
-            if (decay) {
-                if (c.l2)
-                    g = svadd_f32_x(pg, g, svmul_f32_x(pg, vwd, p));
-                else
-                    p = svmul_f32_x(pg, p, vdecay);
-            }
-            m = svadd_f32_x(pg, svmul_f32_x(pg, vb1, m), svmul_f32_x(pg, vomb1, g));
-            v = svadd_f32_x(pg, svmul_f32_x(pg, vb2, v),
-                            svmul_f32_x(pg, svmul_f32_x(pg, vomb2, g), g));
-            svfloat32_t denom = svadd_f32_x(pg, svdiv_f32_x(pg, svsqrt_f32_x(pg, v), vbc2), veps);
-            p = svsub_f32_x(pg, p, svdiv_f32_x(pg, svmul_f32_x(pg, vstep, m), denom));
+            p = adam_lanes(pg, c, g, p, m, v);
             svfloat32_t stored = store_param(pg, b, i, p);
             if (b.lowp) store_lowp(pg, b.lowp, b.ldt, i, stored);
             if (q8) {
@@ -302,12 +306,7 @@ TileStats step_tile_f32(const Consts& c, const Buffers& b, int64_t begin, int64_
     const float* bp = static_cast<const float*>(b.p);
     float* bpo = static_cast<float*>(b.po);
     const int64_t vl = static_cast<int64_t>(svcntw());
-    const svfloat32_t vscale = svdup_n_f32(c.scale), vb1 = svdup_n_f32(c.b1),
-                      vb2 = svdup_n_f32(c.b2), vomb1 = svdup_n_f32(c.omb1),
-                      vomb2 = svdup_n_f32(c.omb2), veps = svdup_n_f32(c.eps),
-                      vwd = svdup_n_f32(c.wd), vdecay = svdup_n_f32(c.decay),
-                      vstep = svdup_n_f32(c.step_size), vbc2 = svdup_n_f32(c.bc2_sqrt);
-    const bool decay = c.wd != 0.0f;
+    const svfloat32_t vscale = svdup_n_f32(c.scale);
     const bool streaming = b.streaming != 0;
     for (int64_t r0 = begin; r0 < end; r0 += kRow) {
         prefetch_row(b, r0);
@@ -318,17 +317,7 @@ TileStats step_tile_f32(const Consts& c, const Buffers& b, int64_t begin, int64_
             svfloat32_t p = svld1_f32(pg, bp + i);
             svfloat32_t m = load_state(pg, b.m, b.sdt, i);
             svfloat32_t v = load_state(pg, b.v, b.sdt, i);
-            if (decay) {
-                if (c.l2)
-                    g = svadd_f32_x(pg, g, svmul_f32_x(pg, vwd, p));
-                else
-                    p = svmul_f32_x(pg, p, vdecay);
-            }
-            m = svadd_f32_x(pg, svmul_f32_x(pg, vb1, m), svmul_f32_x(pg, vomb1, g));
-            v = svadd_f32_x(pg, svmul_f32_x(pg, vb2, v),
-                            svmul_f32_x(pg, svmul_f32_x(pg, vomb2, g), g));
-            svfloat32_t denom = svadd_f32_x(pg, svdiv_f32_x(pg, svsqrt_f32_x(pg, v), vbc2), veps);
-            p = svsub_f32_x(pg, p, svdiv_f32_x(pg, svmul_f32_x(pg, vstep, m), denom));
+            p = adam_lanes(pg, c, g, p, m, v);
             store(pg, bpo, i, p, streaming);
             store_state(pg, b.mo, b.sdt, i, m, streaming);
             store_state(pg, b.vo, b.sdt, i, v, streaming);
