@@ -23,8 +23,15 @@ if(NOT SOF_CUDA STREQUAL "OFF")
 endif()
 
 add_library(sof_flags INTERFACE)
+# -ffp-contract=off: GCC fuses a*b+c into one FMA by default (C++ too, -std=c++20 or not) wherever
+# the ISA has FMA: always on aarch64 (Grace), in AVX-512 function clones on x86. A fused operation
+# rounds once, so the same source gave other bits on Grace than on x86, and the AVX-512F clone of
+# the attention's exp_row (72 fused operations) other bits than its AVX2 and baseline clones. Off
+# for all our host code, C++ and nvcc's host side (tests/core/test_build_flags.cpp); device code
+# keeps nvcc's -fmad where no twin needs it.
 target_compile_options(sof_flags INTERFACE
-  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -ffp-contract=off>
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-ffp-contract=off>
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${SOF_WERROR}>>:-Werror>
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${SOF_WERROR}>>:-Werror=all-warnings>)

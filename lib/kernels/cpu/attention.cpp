@@ -151,7 +151,8 @@ void scores(float* S, int nr, int nc, int hd, float scale, const float* q, size_
 // std::exp; written without a libm call so the compiler vectorizes it (the scalar expf was a
 // fifth of the op's time; the file is built with -fno-trapping-math so that the selects below
 // vectorize: no result changes). Cloned for AVX-512F / AVX2 / baseline x86-64, picked at load
-// time: the same operations in each (no FMA contraction in ISO C++), so the same bits.
+// time: the same operations in each (no FMA contraction: sof_flags' -ffp-contract=off; before it
+// GCC fused 72 of them in the AVX-512F clone), so the same bits.
 // Arguments are <= 0 up to rounding (x - max, s - lse).
 // Not under TSan: the clones' resolver runs at load time, before the TSan runtime is up (a crash
 // in the dynamic loader); the TSan build runs the baseline version. x86-64 only (the clones name
