@@ -1,5 +1,5 @@
-// CUDA twin of matmul.h: cuBLASLt products (bf16 or fp32 in, fp32 compute), row-major as the CPU
-// twin; bias and GELU in the epilogue, or a pointwise kernel where cuBLASLt offers no algorithm.
+// CUDA twin of matmul.h: cuBLASLt products (bf16/fp32 in, fp32 compute), row-major as the CPU twin;
+// bias and GELU in the epilogue, or (unfused) bias rows under the product and a GELU kernel.
 #include "kernels/matmul.h"
 
 #include <cstdint>
@@ -11,22 +11,22 @@ namespace sof::kernels::cuda {
 
 namespace {
 
-// The epilogue's work when cuBLASLt cannot fuse it: prod (N,OC) holds the product; adds bias
-// (OC, may be null); with gelu, prod keeps the GELU input and out = gelu(prod), else out = prod.
-template <class D>
-__global__ void bias_gelu_kernel(D* out, D* prod, const D* bias, bool gelu, size_t total, int OC) {
+// The unfused epilogue, before the product: every row of prod (N,OC) set to bias (OC), so that
+// the product added onto it (beta 1) rounds A.B + bias once, as the CPU twin and the fused
+// epilogue do.
+template <class D> __global__ void fill_rows_kernel(D* prod, const D* bias, size_t total, int OC) {
     const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
     for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-         i += stride) {
-        float v = to_float(prod[i]);
-        if (bias) v += to_float(bias[i % static_cast<size_t>(OC)]);
-        if (gelu) {
-            prod[i] = from_float<D>(v);
-            out[i] = from_float<D>(gelu_tanh(v));
-        } else {
-            out[i] = from_float<D>(v);
-        }
-    }
+         i += stride)
+        prod[i] = bias[i % static_cast<size_t>(OC)];
+}
+
+// The unfused epilogue, after the product: prod (N,OC) keeps the GELU input, out = gelu(prod).
+template <class D> __global__ void gelu_kernel(D* out, const D* prod, size_t total) {
+    const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += stride)
+        out[i] = from_float<D>(gelu_tanh(to_float(prod[i])));
 }
 
 void check_stream(Blas& blas, void* stream, const char* op) {
@@ -83,22 +83,29 @@ void matmul_forward(Blas& blas, T* out, T* pre_gelu, const T* inp, const T* w, c
                          (!bias || al16(bias)) && (!pre_gelu || al16(pre_gelu));
     if (fusable && blas.impl().gemm(g, p)) return;
 
-    // unfused: the plain product into pre_gelu (or out), then bias and GELU pointwise
+    // unfused: the product into pre_gelu (or out), onto the bias rows when there is a bias
+    // (beta 1: one rounding of A.B + bias, as the grouped product does), then GELU pointwise
     T* prod = pre_gelu ? pre_gelu : out;
+    const size_t total = static_cast<size_t>(N) * OC;
     g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     g.aux_ld = 0;
+    g.accumulate = bias != nullptr;
+    if (bias) {
+        fill_rows_kernel<<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(
+            dev_ptr(prod), dev_ptr(bias), total, OC);
+        SOF_CHECK_LAUNCH("matmul_forward bias rows");
+    }
     p = GemmPtrs{};
     p.a = w;
     p.b = inp;
     p.d = prod;
     SOF_CHECK(blas.impl().gemm(g, p),
-              "matmul_forward: cuBLASLt has no algorithm for N=%d C=%d OC=%d (%s): %s", N, C, OC,
-              dtype_label<T>(), blas.impl().refused.c_str());
-    if (!bias && !pre_gelu) return;
-    const size_t total = static_cast<size_t>(N) * OC;
-    bias_gelu_kernel<<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(
-        dev_ptr(out), dev_ptr(prod), dev_ptr(bias), pre_gelu != nullptr, total, OC);
-    SOF_CHECK_LAUNCH("matmul_forward bias/gelu");
+              "matmul_forward: cuBLASLt has no algorithm for N=%d C=%d OC=%d (%s%s): %s", N, C, OC,
+              dtype_label<T>(), bias ? ", beta 1" : "", blas.impl().refused.c_str());
+    if (!pre_gelu) return;
+    gelu_kernel<<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(dev_ptr(out), dev_ptr(prod),
+                                                                       total);
+    SOF_CHECK_LAUNCH("matmul_forward gelu");
 }
 
 // dinp (N,C) = dout (N,OC) @ w (OC,C): column-major dinp^T (C x N) = w^T (C x OC, stored as is)
