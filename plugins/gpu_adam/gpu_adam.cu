@@ -265,19 +265,39 @@ sof_status launch(Ctx* ctx, Op op, const std::vector<SliceDesc>& descs, sof_opti
 
 // ---- the shell's policy (optim/sof_optim_shell.h) ----
 
+// The lowest architecture the kernels were built for (nvcc's __CUDA_ARCH_LIST__, e.g. 800,900;
+// CMake embeds that architecture's PTX too, so newer devices load the kernels through the JIT).
+constexpr int min_built_arch() {
+#ifdef __CUDA_ARCH_LIST__
+    constexpr int archs[] = {__CUDA_ARCH_LIST__};
+    int lo = archs[0];
+    for (int a : archs)
+        lo = a < lo ? a : lo;
+    return lo;
+#else
+    return 0;
+#endif
+}
+
+// Device queries only, no CUDA context: score() runs on every rank's main thread before the rank
+// picks its GPU (find_plugin lists every plugin), and a context made here would sit on GPU 0 of
+// every rank for the whole run (an EXCLUSIVE_PROCESS GPU 0 would then refuse rank 0). Whether the
+// kernels load is init's check, on the device the caller names.
 int32_t cuda_score() {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count <= 0) {
         cudaGetLastError(); // clear this thread's last-error state
         return 0;
     }
-    // The kernels are built for one architecture list; 0 if none of them loads on device 0.
-    cudaFuncAttributes attr{};
-    if (cudaFuncGetAttributes(&attr, multi_kernel<Op::Step, 1>) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
+    for (int d = 0; d < count; d++) {
+        int major = 0, minor = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess &&
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d) == cudaSuccess &&
+            major * 100 + minor * 10 >= min_built_arch())
+            return 100;
     }
-    return 100;
+    cudaGetLastError();
+    return 0;
 }
 
 struct GpuAdam {
@@ -343,7 +363,7 @@ struct GpuAdam {
                         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_q, q_kernel<1>,
                                                                       kThreads, 0) == cudaSuccess;
         if (caller >= 0 && caller != init.device) cudaSetDevice(caller);
-        if (!ok) {
+        if (!ok) { // the occupancy queries load the kernels: refused where they do not load
             cudaGetLastError();
             return SOF_ERR_DEVICE;
         }
