@@ -63,9 +63,10 @@ EXCLUDE="^($EXCLUDE_BASE|$PY_REFS)\$"
 # step of the main job costs ~20 s of CPU under it, ~0.05 s natively): grace_adam loads, is scored
 # and chosen, and steps bitwise as the reference (test_optim_loader, test_abi_c_grace_adam), ranks
 # under the emulator (test_comm: 3 ranks, collectives and the MPI library's queries), decks
-# (test_deck). --losses adds the program and test_cross_losses.
-CI_TESTS=(test_optim_loader test_abi_c_grace_adam test_comm test_deck)
-CI_TARGETS=(sof_host_plugins test_optim_loader test_abi_c test_comm test_deck)
+# (test_deck), the host build's floating-point flags (test_build_flags: no FMA contraction, which
+# GCC does by default on aarch64). --losses adds the program and test_cross_losses.
+CI_TESTS=(test_optim_loader test_abi_c_grace_adam test_comm test_deck test_build_flags)
+CI_TARGETS=(sof_host_plugins test_optim_loader test_abi_c test_comm test_deck test_build_flags)
 if [ "$LOSSES" = 1 ]; then
   CI_TESTS+=(test_cross_losses)
   CI_TARGETS+=(superoffload)
