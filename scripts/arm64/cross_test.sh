@@ -51,7 +51,6 @@ grep -E "superoffload: MPI|grace_adam|cpu_adam" "$BUILD/sof-configure.log" || tr
 #   aarch64 file directly, which needs a binfmt_misc entry for aarch64; --full registers one
 #   (qemu-aarch64, the root through QEMU_LD_PREFIX) where the kernel lets root mount binfmt_misc,
 #   and runs them then
-# - combinations: the same engine paths as label engine, 10x longer under qemu (not in --full)
 # - test_peak_rss*: peak RSS = the plan is a native check: under qemu-user the process is the
 #   emulator, whose own memory grows as it translates code (measured 2026-11-29: 17.6-18.5 MiB
 #   above the plan for plans of 167 to 304 MiB, the same offset whatever the model)
@@ -94,8 +93,7 @@ if [ "$FULL" = 1 ]; then
   # (~100x slower): scaled in the generated test files (the next configure writes them anew)
   SCALE=${SOF_CROSS_TIMEOUT_SCALE:-20} find "$BUILD" -name CTestTestfile.cmake -exec \
     perl -pi -e 's/TIMEOUT "(\d+)"/sprintf("TIMEOUT \"%d\"", $1 * $ENV{SCALE})/ge' {} +
-  ctest --test-dir "$BUILD" --output-on-failure -j 2 -E "$EXCLUDE" -LE "combinations" \
-    --timeout 3000 "${@:2}"
+  ctest --test-dir "$BUILD" --output-on-failure -j 2 -E "$EXCLUDE" --timeout 3000 "${@:2}"
 else
   regex="^($(IFS='|'; echo "${CI_TESTS[*]}"))\$"
   ctest --test-dir "$BUILD" --output-on-failure -j 2 -R "$regex" --timeout 1500
